@@ -1,0 +1,186 @@
+package deque
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// sliceModel is the reference deque: index 0 is the top (oldest).
+type sliceModel []int
+
+func (m *sliceModel) push(v int) { *m = append(*m, v) }
+
+func (m *sliceModel) pop() (int, bool) {
+	if len(*m) == 0 {
+		return 0, false
+	}
+	v := (*m)[len(*m)-1]
+	*m = (*m)[:len(*m)-1]
+	return v, true
+}
+
+func (m *sliceModel) steal() (int, bool) {
+	if len(*m) == 0 {
+		return 0, false
+	}
+	v := (*m)[0]
+	*m = (*m)[1:]
+	return v, true
+}
+
+// runOps drives a deque and a destination deque against two slice models
+// with one operation per byte of ops. Single goroutine, so a steal never
+// loses a race and every result is determined by the model.
+func runOps(t testing.TB, capacity int, ops []byte) {
+	d, dst := New[int](capacity), New[int](capacity)
+	var md, mdst sliceModel
+	next := 0
+	newItem := func() *int { next++; v := next; return &v }
+	check := func(step int, what string, got *int, want int, ok bool) {
+		if !ok {
+			require.Nilf(t, got, "step %d %s: got %v, want nil (empty)", step, what, got)
+			return
+		}
+		require.NotNilf(t, got, "step %d %s: got nil, want %d", step, what, want)
+		require.Equalf(t, want, *got, "step %d %s", step, what)
+	}
+	for i, op := range ops {
+		switch op % 8 {
+		case 0, 1, 2: // pushes dominate so the deque grows
+			x := newItem()
+			d.PushBottom(x)
+			md.push(*x)
+		case 3:
+			want, ok := md.pop()
+			check(i, "PopBottom", d.PopBottom(), want, ok)
+		case 4:
+			want, ok := md.steal()
+			check(i, "Steal", d.Steal(), want, ok)
+		case 5:
+			n := d.StealHalfInto(dst)
+			wantN := (len(md) + 1) / 2
+			require.Equalf(t, wantN, n, "step %d StealHalfInto moved", i)
+			for range n {
+				v, _ := md.steal()
+				mdst.push(v)
+			}
+		case 6:
+			want, ok := mdst.pop()
+			check(i, "dst PopBottom", dst.PopBottom(), want, ok)
+		case 7:
+			x := newItem()
+			dst.PushBottom(x)
+			mdst.push(*x)
+		}
+		require.Equalf(t, len(md), d.Len(), "step %d Len", i)
+		require.Equalf(t, len(mdst), dst.Len(), "step %d dst Len", i)
+	}
+	// Drain both and compare the remaining contents in order.
+	for len(md) > 0 {
+		want, _ := md.steal()
+		check(len(ops), "final Steal", d.Steal(), want, true)
+	}
+	require.Nil(t, d.PopBottom())
+	for len(mdst) > 0 {
+		want, _ := mdst.pop()
+		check(len(ops), "final dst PopBottom", dst.PopBottom(), want, true)
+	}
+	require.Nil(t, dst.Steal())
+}
+
+func TestDifferentialAgainstSliceModel(t *testing.T) {
+	for _, capacity := range []int{0, 1, 2, 3, 8, 64} {
+		for seed := range uint64(20) {
+			t.Run(fmt.Sprintf("cap=%d/seed=%d", capacity, seed), func(t *testing.T) {
+				rng := rand.New(rand.NewPCG(seed, uint64(capacity)))
+				ops := make([]byte, 2000)
+				for i := range ops {
+					ops[i] = byte(rng.UintN(256))
+				}
+				runOps(t, capacity, ops)
+			})
+		}
+	}
+}
+
+func FuzzDifferential(f *testing.F) {
+	f.Add(uint8(2), []byte{0, 0, 0, 3, 4, 5, 6, 7})
+	f.Add(uint8(1), []byte{0, 1, 2, 0, 5, 5, 5, 3, 3, 4, 6, 6})
+	f.Add(uint8(0), []byte{0, 8, 16, 24, 32, 40, 3, 11, 4, 12, 5, 13, 6, 14})
+	f.Fuzz(func(t *testing.T, capacity uint8, ops []byte) {
+		runOps(t, int(capacity%16), ops)
+	})
+}
+
+func TestNewRoundsCapacityUp(t *testing.T) {
+	for _, tc := range []struct{ in, want int }{
+		{-5, 1}, {0, 1}, {1, 1}, {2, 2}, {3, 4}, {5, 8}, {64, 64}, {65, 128},
+	} {
+		require.Equalf(t, tc.want, New[int](tc.in).Cap(), "New(%d).Cap()", tc.in)
+	}
+}
+
+func TestPushBottomNilPanics(t *testing.T) {
+	require.PanicsWithValue(t, "deque: PushBottom of nil", func() { New[int](2).PushBottom(nil) })
+}
+
+func TestStealHalfIntoItselfPanics(t *testing.T) {
+	d := New[int](2)
+	v := 1
+	d.PushBottom(&v)
+	require.PanicsWithValue(t, "deque: StealHalfInto into itself", func() { d.StealHalfInto(d) })
+}
+
+// liveSlots counts non-nil slots of the current ring (owner's view, no
+// concurrency).
+func liveSlots[T any](d *Deque[T]) int {
+	n := 0
+	r := d.buf.Load()
+	for i := range r.slots {
+		if r.slots[i].Load() != nil {
+			n++
+		}
+	}
+	return n
+}
+
+func TestPoppedAndStolenSlotsAreCleared(t *testing.T) {
+	d, dst := New[int](2), New[int](2)
+	for i := range 1000 {
+		v := i
+		d.PushBottom(&v)
+	}
+	require.Equal(t, 1000, liveSlots(d))
+
+	// Pops clear in batches: never more than the threshold stays behind
+	// above bottom.
+	for range 600 {
+		require.NotNil(t, d.PopBottom())
+		require.LessOrEqual(t, liveSlots(d)-d.Len(), clearThreshold)
+	}
+	// Steals leave stale slots below top; the owner's next pops clear them
+	// once the threshold is reached.
+	for range 200 {
+		require.NotNil(t, d.Steal())
+	}
+	require.Equal(t, 100, d.StealHalfInto(dst))
+	require.NotNil(t, d.PopBottom())
+	require.LessOrEqual(t, liveSlots(d)-d.Len(), 2*clearThreshold)
+
+	// Finding the deque empty clears everything.
+	for d.PopBottom() != nil {
+	}
+	require.Equal(t, 0, liveSlots(d))
+	for dst.PopBottom() != nil {
+	}
+	require.Equal(t, 0, liveSlots(dst))
+
+	// The last-item CAS path clears its slot too.
+	v := 7
+	d.PushBottom(&v)
+	require.Same(t, &v, d.PopBottom())
+	require.Equal(t, 0, liveSlots(d))
+}

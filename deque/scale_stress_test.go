@@ -1,0 +1,5 @@
+//go:build stress
+
+package deque
+
+const stressScale = 20
