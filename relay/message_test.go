@@ -1,0 +1,99 @@
+package relay_test
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/procsched/scheduler/payload"
+	"github.com/procsched/scheduler/relay"
+)
+
+var errUnknownPID = errors.New("mailboxes: unknown PID")
+
+// mailboxes is the smallest useful Receiver: one slice of messages per known
+// PID. It stands for the scheduler in tests of code that only sends.
+type mailboxes struct {
+	mu    sync.Mutex // protects boxes
+	boxes map[relay.PID][]relay.Message
+}
+
+var _ relay.Receiver = (*mailboxes)(nil)
+
+func newMailboxes(pids ...relay.PID) *mailboxes {
+	m := &mailboxes{boxes: make(map[relay.PID][]relay.Message)}
+	for _, pid := range pids {
+		m.boxes[pid] = nil
+	}
+	return m
+}
+
+func (m *mailboxes) Send(msg relay.Message) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	box, ok := m.boxes[msg.To]
+	if !ok {
+		return fmt.Errorf("%w %v", errUnknownPID, msg.To)
+	}
+	m.boxes[msg.To] = append(box, msg)
+	return nil
+}
+
+func TestReceiver(t *testing.T) {
+	a, b := relay.PID{ID: 1}, relay.PID{ID: 2}
+	var r relay.Receiver = newMailboxes(a, b)
+
+	for i := range 3 {
+		require.NoError(t, r.Send(relay.Message{From: a, To: b, Payloads: payload.Values(i)}))
+	}
+	err := r.Send(relay.Message{From: a, To: relay.PID{ID: 99}})
+	require.ErrorIs(t, err, errUnknownPID)
+	assert.Contains(t, err.Error(), "<0.99>")
+
+	got := r.(*mailboxes).boxes[b]
+	require.Len(t, got, 3)
+	for i, msg := range got {
+		n, err := payload.As[int](msg.Payloads.At(0))
+		require.NoError(t, err)
+		assert.Equal(t, i, n, "messages from one sender arrive in order")
+	}
+}
+
+func TestMessageString(t *testing.T) {
+	tests := []struct {
+		name string
+		msg  relay.Message
+		want string
+	}{
+		{"empty", relay.Message{}, "<0.0> -> <0.0> []"},
+		{
+			"from outside",
+			relay.Message{To: relay.PID{ID: 2}, Payloads: payload.Values(1)},
+			"<0.0> -> <0.2> [go:int(1)]",
+		},
+		{
+			"with topic",
+			relay.Message{From: relay.PID{ID: 1}, To: relay.PID{Node: 3, ID: 2}, Topic: "ping", Payloads: payload.Values(1, "a")},
+			`<0.1> -> <3.2> "ping" [go:int(1), go:string(a)]`,
+		},
+		{
+			"topic is quoted",
+			relay.Message{From: relay.PID{ID: 1}, To: relay.PID{ID: 2}, Topic: "a \"b\"\n"},
+			`<0.1> -> <0.2> "a \"b\"\n" []`,
+		},
+		{
+			"bytes and json",
+			relay.Message{To: relay.PID{ID: 2}, Payloads: payload.Payloads{payload.Bytes([]byte("abc")), payload.RawJSON([]byte(`{"k":1}`))}},
+			`<0.0> -> <0.2> [bytes[3], json:{"k":1}]`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, tt.msg.String())
+		})
+	}
+}
