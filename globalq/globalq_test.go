@@ -1,0 +1,457 @@
+package globalq
+
+import (
+	"fmt"
+	"math/bits"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+	"weak"
+
+	"github.com/stretchr/testify/require"
+)
+
+// checkInvariants inspects the ring: a power-of-two capacity, the live items
+// non-nil and every other slot nil (so popped items can be collected).
+func checkInvariants[T any](t *testing.T, q *Queue[T]) {
+	t.Helper()
+	require.NoError(t, ringError(q))
+}
+
+// ringError returns the first broken invariant of the ring, or nil. It uses
+// plain comparisons because the differential test runs it after every
+// operation, where assertion calls per slot would dominate the run time.
+func ringError[T any](q *Queue[T]) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n, capacity := int(q.length.Load()), len(q.buf)
+	switch {
+	case n < 0 || n > capacity:
+		return fmt.Errorf("length %d outside [0, capacity %d]", n, capacity)
+	case capacity == 0:
+		return nil
+	case bits.OnesCount(uint(capacity)) != 1:
+		return fmt.Errorf("capacity %d is not a power of two", capacity)
+	case q.head < 0 || q.head >= capacity:
+		return fmt.Errorf("head %d outside [0, capacity %d)", q.head, capacity)
+	}
+	for i := range capacity {
+		live := (i-q.head+capacity)&(capacity-1) < n
+		if live && q.buf[i] == nil {
+			return fmt.Errorf("slot %d holds a queued item but is nil", i)
+		}
+		if !live && q.buf[i] != nil {
+			return fmt.Errorf("slot %d is free but still references an item", i)
+		}
+	}
+	return nil
+}
+
+// TestDifferential drives a Queue and a slice model with the same random
+// operations and requires identical results after every one.
+func TestDifferential(t *testing.T) {
+	seeds := 200 * stressScale
+	const opsPerSeed = 1000
+	const maxBatch = 40
+	for seed := range seeds {
+		rng := rand.New(rand.NewPCG(uint64(seed), 0x9e3779b97f4a7c15))
+		// Vary the push/pop balance per seed so that some runs stay short and
+		// some grow the ring through several doublings.
+		pushPercent := 35 + rng.IntN(30)
+		var q Queue[int]
+		var model []*int
+		next := 0
+		newItem := func() *int {
+			next++
+			v := next
+			return &v
+		}
+		sentinel := new(int)
+		for op := range opsPerSeed {
+			ctx := opContext{seed, op}
+			switch r := rng.IntN(100); {
+			case r < pushPercent/2:
+				x := newItem()
+				q.Push(x)
+				model = append(model, x)
+			case r < pushPercent:
+				xs := make([]*int, rng.IntN(maxBatch+1))
+				for i := range xs {
+					xs[i] = newItem()
+				}
+				q.PushBatch(xs)
+				model = append(model, xs...)
+			case r < pushPercent+(100-pushPercent)/2:
+				got := q.Pop()
+				if len(model) == 0 {
+					if got != nil {
+						require.Nil(t, got, "%s: Pop of empty queue", ctx)
+					}
+					break
+				}
+				if got != model[0] {
+					require.FailNow(t, "Pop out of order", "%s: Pop returned %v, want %d", ctx, deref(got), *model[0])
+				}
+				model = model[1:]
+			default:
+				dst := make([]*int, rng.IntN(maxBatch+1))
+				for i := range dst {
+					dst[i] = sentinel
+				}
+				n := q.PopInto(dst)
+				if want := min(len(dst), len(model)); n != want {
+					require.Equal(t, want, n, "%s: PopInto(len %d) count", ctx, len(dst))
+				}
+				for i := range n {
+					if dst[i] != model[i] {
+						require.FailNow(t, "PopInto out of order", "%s: item %d is %v, want %d",
+							ctx, i, deref(dst[i]), *model[i])
+					}
+				}
+				for i := n; i < len(dst); i++ {
+					if dst[i] != sentinel {
+						require.FailNow(t, "PopInto wrote past n", "%s: dst[%d] changed, n=%d", ctx, i, n)
+					}
+				}
+				model = model[n:]
+			}
+			// Plain comparisons first: an assertion call per operation costs
+			// more than the operation, and this loop runs hundreds of thousands.
+			if q.Len() != len(model) || q.Empty() != (len(model) == 0) {
+				require.FailNow(t, "length mismatch", "%s: Len %d Empty %v, model has %d",
+					ctx, q.Len(), q.Empty(), len(model))
+			}
+			if err := ringError(&q); err != nil {
+				require.NoError(t, err, ctx)
+			}
+		}
+		for i, want := range model {
+			require.Same(t, want, q.Pop(), "seed %d: draining item %d", seed, i)
+		}
+		require.Nil(t, q.Pop(), "seed %d: queue must be empty after draining", seed)
+		checkInvariants(t, &q)
+	}
+}
+
+// opContext names an operation of the differential test in failure
+// messages; it is formatted only when one is printed.
+type opContext struct{ seed, op int }
+
+func (c opContext) String() string { return fmt.Sprintf("seed %d op %d", c.seed, c.op) }
+
+func deref(p *int) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+func TestZeroValueIsEmpty(t *testing.T) {
+	var q Queue[int]
+	require.True(t, q.Empty())
+	require.Zero(t, q.Len())
+	require.Nil(t, q.Pop())
+	require.Zero(t, q.PopInto(make([]*int, 4)))
+	require.Nil(t, q.buf, "looking at an empty queue must not allocate its ring")
+}
+
+func TestPushNilPanics(t *testing.T) {
+	a, b := new(int), new(int)
+	tests := []struct {
+		name string
+		push func(q *Queue[int])
+	}{
+		{"Push", func(q *Queue[int]) { q.Push(nil) }},
+		{"PushBatch of one nil", func(q *Queue[int]) { q.PushBatch([]*int{nil}) }},
+		{"PushBatch with nil in the middle", func(q *Queue[int]) { q.PushBatch([]*int{a, nil, b}) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var q Queue[int]
+			q.Push(a)
+			require.PanicsWithValue(t, "globalq: Push of nil", func() { tt.push(&q) })
+			require.Equal(t, 1, q.Len(), "a rejected push must leave the queue unchanged")
+			require.Same(t, a, q.Pop())
+			require.Nil(t, q.Pop())
+			q.Push(b) // the lock was not left held
+			require.Same(t, b, q.Pop())
+		})
+	}
+}
+
+// TestGrowthPreservesOrder grows the ring from its smallest size while the
+// items wrap around its end, with single and batch pushes.
+func TestGrowthPreservesOrder(t *testing.T) {
+	tests := []struct {
+		name     string
+		offset   int // items pushed and popped first, so head is not 0
+		total    int
+		batch    int // 0: Push one at a time
+		wantCaps []int
+	}{
+		{"single pushes from zero value", 0, 100, 0, []int{0, 16, 32, 64, 128}},
+		{"single pushes wrapped", 11, 100, 0, []int{16, 32, 64, 128}},
+		{"batches wrapped", 13, 200, 7, []int{16, 32, 64, 128, 256}},
+		{"one batch beyond double", 13, 1000, 1000, []int{16, 1024}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var q Queue[int]
+			for range tt.offset {
+				q.Push(new(int))
+				q.Pop()
+			}
+			items := make([]*int, tt.total)
+			for i := range items {
+				items[i] = new(int)
+				*items[i] = i
+			}
+			caps := []int{len(q.buf)}
+			record := func() {
+				if c := len(q.buf); c != caps[len(caps)-1] {
+					caps = append(caps, c)
+				}
+			}
+			if tt.batch == 0 {
+				for _, x := range items {
+					q.Push(x)
+					record()
+				}
+			} else {
+				for i := 0; i < len(items); i += tt.batch {
+					q.PushBatch(items[i:min(i+tt.batch, len(items))])
+					record()
+				}
+			}
+			require.Equal(t, tt.wantCaps, caps, "capacities the ring went through")
+			checkInvariants(t, &q)
+			require.Equal(t, tt.total, q.Len())
+			for i, want := range items {
+				got := q.Pop()
+				require.Same(t, want, got, "item %d: got %v", i, deref(got))
+			}
+			require.True(t, q.Empty())
+			checkInvariants(t, &q)
+		})
+	}
+}
+
+// payload is large enough and pointer-free so that it is not batched into a
+// tiny-allocator block, which would keep it alive with its neighbours.
+type payload struct {
+	id int
+	_  [24]byte
+}
+
+// pushTracked pushes count new payloads and returns weak pointers to them.
+// Building them here keeps no strong reference in the caller's frame.
+func pushTracked(q *Queue[payload], count int) []weak.Pointer[payload] {
+	ws := make([]weak.Pointer[payload], count)
+	for i := range ws {
+		p := &payload{id: i}
+		ws[i] = weak.Make(p)
+		q.Push(p)
+	}
+	return ws
+}
+
+// TestPoppedItemsAreCollectable checks that the queue drops its reference to
+// a popped item, and keeps the ones still queued.
+func TestPoppedItemsAreCollectable(t *testing.T) {
+	tests := []struct {
+		name string
+		pop  func(q *Queue[payload], n int)
+	}{
+		{"Pop", func(q *Queue[payload], n int) {
+			for range n {
+				require.NotNil(t, q.Pop())
+			}
+		}},
+		{"PopInto", func(q *Queue[payload], n int) {
+			dst := make([]*payload, n)
+			require.Equal(t, n, q.PopInto(dst))
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var q Queue[payload]
+			const total, popped = 8, 5
+			ws := pushTracked(&q, total)
+			tt.pop(&q, popped)
+			runtime.GC()
+			for i, w := range ws {
+				if i < popped {
+					require.Nil(t, w.Value(), "popped item %d is still reachable: the queue kept its slot", i)
+				} else {
+					require.NotNil(t, w.Value(), "queued item %d was collected", i)
+				}
+			}
+			require.Equal(t, total-popped, q.Len())
+			runtime.KeepAlive(&q)
+		})
+	}
+}
+
+func TestSteadyStateDoesNotAllocate(t *testing.T) {
+	const batch = 64
+	items := make([]*int, batch)
+	for i := range items {
+		items[i] = new(int)
+	}
+	dst := make([]*int, batch)
+	tests := []struct {
+		name string
+		op   func(q *Queue[int])
+	}{
+		{"Push+Pop", func(q *Queue[int]) {
+			q.Push(items[0])
+			q.Pop()
+		}},
+		{"PushBatch+PopInto", func(q *Queue[int]) {
+			q.PushBatch(items)
+			q.PopInto(dst)
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var q Queue[int]
+			// Grow the ring first, and keep some items queued so that the
+			// measured operations wrap around its end.
+			for range 16 {
+				q.PushBatch(items)
+			}
+			q.PopInto(make([]*int, 16*batch-37))
+			allocs := testing.AllocsPerRun(1000, func() { tt.op(&q) })
+			require.Zero(t, allocs, "allocations per %s in steady state", tt.name)
+			require.Equal(t, 37, q.Len())
+		})
+	}
+}
+
+// tagged is an item of the concurrency test: which producer pushed it and
+// its position in that producer's sequence.
+type tagged struct {
+	producer, seq int
+}
+
+// TestConcurrentFIFOPerProducer has several producers push tagged sequences
+// (single and batch pushes) while several consumers pop them (Pop and
+// PopInto). Each consumer must see each producer's items in increasing
+// order, and every item must be popped exactly once.
+func TestConcurrentFIFOPerProducer(t *testing.T) {
+	tests := []struct {
+		producers, consumers int
+		maxBatch             int
+		consumerMode         string // "Pop", "PopInto" or "mixed"
+	}{
+		{4, 4, 16, "mixed"},
+		{1, 4, 32, "mixed"},
+		{4, 1, 8, "PopInto"},
+		{3, 3, 1, "Pop"},
+	}
+	for _, tt := range tests {
+		name := fmt.Sprintf("%dP%dC batch%d %s", tt.producers, tt.consumers, tt.maxBatch, tt.consumerMode)
+		t.Run(name, func(t *testing.T) {
+			perProducer := 20000 * stressScale
+			total := int64(tt.producers * perProducer)
+
+			items := make([][]tagged, tt.producers)
+			for p := range items {
+				items[p] = make([]tagged, perProducer)
+				for s := range items[p] {
+					items[p][s] = tagged{producer: p, seq: s}
+				}
+			}
+			seen := make([]atomic.Int32, tt.producers*perProducer)
+			var consumed atomic.Int64
+			var q Queue[tagged]
+
+			var wg sync.WaitGroup
+			for p := range tt.producers {
+				wg.Go(func() {
+					rng := rand.New(rand.NewPCG(uint64(p), 1))
+					batch := make([]*tagged, 0, tt.maxBatch)
+					for s := 0; s < perProducer; {
+						if tt.maxBatch == 1 || rng.IntN(2) == 0 {
+							q.Push(&items[p][s])
+							s++
+							continue
+						}
+						batch = batch[:0]
+						for k := 1 + rng.IntN(tt.maxBatch); k > 0 && s < perProducer; k-- {
+							batch = append(batch, &items[p][s])
+							s++
+						}
+						q.PushBatch(batch)
+					}
+				})
+			}
+			violations := make([]string, tt.consumers)
+			for c := range tt.consumers {
+				wg.Go(func() {
+					rng := rand.New(rand.NewPCG(uint64(c), 2))
+					last := make([]int, tt.producers)
+					for i := range last {
+						last[i] = -1
+					}
+					observe := func(x *tagged) {
+						if x.seq <= last[x.producer] && violations[c] == "" {
+							violations[c] = fmt.Sprintf("consumer %d saw producer %d seq %d after seq %d",
+								c, x.producer, x.seq, last[x.producer])
+						}
+						last[x.producer] = x.seq
+						seen[x.producer*perProducer+x.seq].Add(1)
+					}
+					dst := make([]*tagged, max(tt.maxBatch, 2))
+					for consumed.Load() < total {
+						usePop := tt.consumerMode == "Pop" || tt.consumerMode == "mixed" && rng.IntN(2) == 0
+						got := 0
+						if usePop {
+							if x := q.Pop(); x != nil {
+								observe(x)
+								got = 1
+							}
+						} else {
+							got = q.PopInto(dst[:1+rng.IntN(len(dst))])
+							for _, x := range dst[:got] {
+								observe(x)
+							}
+						}
+						if got == 0 {
+							runtime.Gosched()
+							continue
+						}
+						consumed.Add(int64(got))
+					}
+				})
+			}
+
+			done := make(chan struct{})
+			go func() {
+				wg.Wait()
+				close(done)
+			}()
+			select {
+			case <-done:
+			case <-time.After(30 * time.Second):
+				require.FailNow(t, "hang: items lost",
+					"consumed %d of %d, queue length %d", consumed.Load(), total, q.Len())
+			}
+
+			for _, v := range violations {
+				require.Empty(t, v, "per-producer FIFO order violated")
+			}
+			require.Equal(t, total, consumed.Load(), "items consumed")
+			require.True(t, q.Empty(), "queue must be empty, has %d", q.Len())
+			for i := range seen {
+				require.Equal(t, int32(1), seen[i].Load(),
+					"producer %d seq %d popped %d times, want exactly once",
+					i/perProducer, i%perProducer, seen[i].Load())
+			}
+			checkInvariants(t, &q)
+		})
+	}
+}

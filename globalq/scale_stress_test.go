@@ -1,0 +1,7 @@
+//go:build stress
+
+package globalq
+
+// stressScale multiplies the iteration counts of the stress tests; see
+// scale_test.go.
+const stressScale = 20
