@@ -1,0 +1,283 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/procsched/scheduler/payload"
+	"github.com/procsched/scheduler/relay"
+)
+
+// Handler carries out a user command. It runs on the worker right after
+// the Step that yielded the command and must not block: it either
+// completes the yield at once with [Call.Complete], or hands the work (and
+// [Call.Completion], a small value) to another goroutine that completes
+// it later. A returned error, or a panic, completes the yield with that
+// error if it is still pending; after a completion it is ignored.
+type Handler func(call Call) error
+
+// Call describes one yield being handled. It is a value: a handler may
+// keep it, and the goroutines it starts may use it, for as long as they
+// like.
+type Call struct {
+	PID relay.PID // the process that yielded
+	Tag uint64    // the yield's tag
+	Cmd CommandID // the command
+	Arg any       // the yield's argument
+
+	s   *Scheduler
+	ctx *proc
+	w   *worker
+}
+
+// Context returns the yielding process's context: it is cancelled when
+// the process is terminated or ends, so work done on its behalf can stop.
+func (c Call) Context() context.Context { return c.ctx }
+
+// Complete completes the yield with data and err; see
+// [Scheduler.CompleteYield]. Called during the handler, the process is
+// stepped again on the same worker.
+func (c Call) Complete(data any, err error) error {
+	return c.s.complete(c.PID, Event{Type: EventYieldComplete, Tag: c.Tag, Data: data, Error: err}, via{w: c.w, call: true})
+}
+
+// Completion returns the yield's completion value, for handing to the
+// goroutine that will complete it.
+func (c Call) Completion() Completion { return Completion{s: c.s, pid: c.PID, tag: c.Tag} }
+
+// Tell sends msg to the process to from the yielding process, as
+// [StepOutput.Tell] does but with the outcome returned. Called during the
+// handler, a recipient that becomes runnable is queued on the handler's
+// worker.
+func (c Call) Tell(to relay.PID, msg any) error {
+	return c.s.deliver(c.PID, to, msg, via{w: c.w, call: true})
+}
+
+// Submit starts a process as [Scheduler.Submit] does. Called during the
+// handler, the new process is queued on the handler's worker. The new
+// process's context takes its values from the yielding process's.
+func (c Call) Submit(p Process, method string, input payload.Payloads) (Handle, error) {
+	pr, err := c.s.start(c.ctx.values(), p, method, input, 0, 0, nil, true)
+	if err != nil {
+		return Handle{}, err
+	}
+	c.s.enqueue(pr, via{w: c.w, call: true})
+	return Handle{p: pr}, nil
+}
+
+// Completion completes one yield from any goroutine, once. The zero
+// Completion completes nothing and returns [ErrProcessNotFound].
+type Completion struct {
+	s   *Scheduler
+	pid relay.PID
+	tag uint64
+}
+
+// PID returns the process that yielded.
+func (c Completion) PID() relay.PID { return c.pid }
+
+// Tag returns the yield's tag.
+func (c Completion) Tag() uint64 { return c.tag }
+
+// Complete completes the yield with data and err; see
+// [Scheduler.CompleteYield] for the errors.
+func (c Completion) Complete(data any, err error) error {
+	if c.s == nil {
+		return ErrProcessNotFound
+	}
+	return c.s.CompleteYield(c.pid, c.tag, data, err)
+}
+
+// Handle registers h for command cmd, replacing any previous handler.
+// cmd must be at least [FirstUserCommand] and h non-nil, else the error
+// wraps [ErrInvalidCommand]. Registration is safe at any time; lookups on
+// the hot path take no lock.
+func (s *Scheduler) Handle(cmd CommandID, h Handler) error {
+	if err := checkHandler(cmd, h); err != nil {
+		return err
+	}
+	s.handlersMu.Lock()
+	defer s.handlersMu.Unlock()
+	old := *s.handlers.Load()
+	hs := setHandler(append([]Handler(nil), old...), cmd, h)
+	s.handlers.Store(&hs)
+	return nil
+}
+
+func checkHandler(cmd CommandID, h Handler) error {
+	if cmd < FirstUserCommand {
+		return fmt.Errorf("%w: command %d is reserved (user commands start at %d)", ErrInvalidCommand, cmd, FirstUserCommand)
+	}
+	if cmd > maxCommand {
+		return fmt.Errorf("%w: command %d is above the maximum %d", ErrInvalidCommand, cmd, maxCommand)
+	}
+	if h == nil {
+		return fmt.Errorf("%w: nil handler for command %d", ErrInvalidCommand, cmd)
+	}
+	return nil
+}
+
+// maxCommand bounds command IDs so the handler table stays a small slice.
+const maxCommand = 1 << 16
+
+func setHandler(hs []Handler, cmd CommandID, h Handler) []Handler {
+	for CommandID(len(hs)) <= cmd {
+		hs = append(hs, nil)
+	}
+	hs[cmd] = h
+	return hs
+}
+
+// dispatch carries out the yields of the step that just ran for p, in
+// order. Worker only, with p Running.
+func (w *worker) dispatch(p *proc) {
+	ys := w.out.yields
+	if len(ys) == 0 {
+		return
+	}
+	w.n.yields += uint64(len(ys))
+	if len(ys) > 1 {
+		p.reservePending(len(ys))
+	}
+	for i := range ys {
+		y := &ys[i]
+		switch y.kind {
+		case yieldTell:
+			w.tell(p, y.to, y.Arg)
+		case yieldSpawn, yieldSpawnAwait:
+			child, _ := y.Arg.(Process)
+			w.spawn(p, y.Tag, child, y.method, y.input, y.kind == yieldSpawnAwait)
+		case yieldTimer:
+			if w.register(p, y.Tag) {
+				w.s.timers.add(p.id, y.Tag, y.when)
+			}
+		default:
+			w.dispatchGeneric(p, y)
+		}
+	}
+}
+
+// dispatchGeneric carries out a yield written with StepOutput.Yield.
+func (w *worker) dispatchGeneric(p *proc, y *Yield) {
+	if !w.register(p, y.Tag) {
+		return
+	}
+	switch y.Cmd {
+	case CmdSend:
+		msg, ok := y.Arg.(relay.Message)
+		if !ok {
+			w.completeNow(p, y.Tag, nil, fmt.Errorf("%w: CmdSend needs a relay.Message argument, got %T", ErrInvalidCommand, y.Arg))
+			return
+		}
+		if msg.From.IsZero() {
+			msg.From = p.pid()
+		}
+		w.completeNow(p, y.Tag, nil, w.s.deliver(msg.From, msg.To, msg, via{w: w}))
+	case CmdSpawn:
+		req, ok := y.Arg.(SpawnRequest)
+		if !ok {
+			w.completeNow(p, y.Tag, nil, fmt.Errorf("%w: CmdSpawn needs a SpawnRequest argument, got %T", ErrInvalidCommand, y.Arg))
+			return
+		}
+		w.startChild(p, y.Tag, req.Process, req.Method, req.Input, req.Await)
+	case CmdTimer:
+		var when int64
+		switch a := y.Arg.(type) {
+		case time.Time:
+			when = w.s.timers.at(a)
+		case time.Duration:
+			when = w.s.timers.at(time.Now().Add(a))
+		default:
+			w.completeNow(p, y.Tag, nil, fmt.Errorf("%w: CmdTimer needs a time.Time or time.Duration argument, got %T", ErrInvalidCommand, y.Arg))
+			return
+		}
+		w.s.timers.add(p.id, y.Tag, when)
+	default:
+		w.callHandler(p, y)
+	}
+}
+
+// register records tag as outstanding for p; a duplicate completes at once
+// with ErrDuplicateTag (without touching the outstanding yield) and
+// register reports false.
+func (w *worker) register(p *proc, tag uint64) bool {
+	if p.addPending(tag) {
+		return true
+	}
+	// p is Running: the push flags it and never asks for a queue.
+	_, _ = p.push(Event{Type: EventYieldComplete, Tag: tag, Error: fmt.Errorf("%w: %d", ErrDuplicateTag, tag)}, false)
+	return false
+}
+
+// completeNow completes p's pending yield tag from the worker. p is
+// Running, so the push flags it for another step and never asks for a
+// queue; it fails only if the yield is no longer pending (a handler that
+// completed and then returned an error), which is ignored by design.
+func (w *worker) completeNow(p *proc, tag uint64, data any, err error) {
+	_, _ = p.push(Event{Type: EventYieldComplete, Tag: tag, Data: data, Error: err}, true)
+}
+
+// tell is the built-in send; an undeliverable message bounces back to p.
+func (w *worker) tell(p *proc, to relay.PID, msg any) {
+	w.n.sent++
+	if err := w.s.deliver(p.pid(), to, msg, via{w: w}); err != nil {
+		w.n.bounced++
+		_, _ = p.push(Event{Type: EventMessage, Data: msg, Error: err, From: to}, false)
+	}
+}
+
+// spawn is the built-in spawn yield.
+func (w *worker) spawn(p *proc, tag uint64, child Process, method string, input payload.Payloads, await bool) {
+	if w.register(p, tag) {
+		w.startChild(p, tag, child, method, input, await)
+	}
+}
+
+// startChild starts a child of p for the pending yield tag and queues it
+// on this worker.
+func (w *worker) startChild(p *proc, tag uint64, child Process, method string, input payload.Payloads, await bool) {
+	var awaiter uint64
+	if await {
+		awaiter = p.id
+	}
+	c, err := w.s.start(p.values(), child, method, input, awaiter, tag, w, false)
+	if err != nil {
+		w.completeNow(p, tag, nil, err)
+		return
+	}
+	if !await {
+		w.completeNow(p, tag, c.pid(), nil)
+	}
+	w.pushLocal(c)
+}
+
+// callHandler runs the handler of a user command.
+func (w *worker) callHandler(p *proc, y *Yield) {
+	hs := *w.s.handlers.Load()
+	var h Handler
+	if int(y.Cmd) < len(hs) {
+		h = hs[y.Cmd]
+	}
+	if h == nil {
+		w.completeNow(p, y.Tag, nil, fmt.Errorf("%w: %d", ErrUnknownCommand, y.Cmd))
+		return
+	}
+	w.handoff.begin()
+	err := w.runHandler(h, Call{PID: p.pid(), Tag: y.Tag, Cmd: y.Cmd, Arg: y.Arg, s: w.s, ctx: p, w: w})
+	w.handoff.end(w)
+	if err != nil {
+		// Ignored if the handler completed the yield before failing.
+		w.completeNow(p, y.Tag, nil, err)
+	}
+}
+
+// runHandler calls h, turning a panic into an error.
+func (w *worker) runHandler(h Handler, c Call) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = newPanicError("handler", v)
+		}
+	}()
+	return h(c)
+}

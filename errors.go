@@ -1,0 +1,81 @@
+package scheduler
+
+import (
+	"errors"
+	"fmt"
+	"runtime/debug"
+)
+
+// Sentinel errors. Every error the scheduler returns or delivers wraps one
+// of these, so callers test them with [errors.Is].
+var (
+	// ErrClosed: the scheduler is shutting down or shut down. Submit
+	// returns it from the start of Shutdown; Send, Tell, CompleteYield and
+	// Terminate return it once Shutdown has returned.
+	ErrClosed = errors.New("scheduler: closed")
+	// ErrProcessNotFound: no live process has that PID. It never existed,
+	// it has ended, or it belongs to another node.
+	ErrProcessNotFound = errors.New("scheduler: process not found")
+	// ErrUnknownCommand: a yield named a command ID with no handler.
+	ErrUnknownCommand = errors.New("scheduler: unknown command")
+	// ErrYieldNotPending: a completion named a yield the process is not
+	// waiting for: it was completed already, or never issued.
+	ErrYieldNotPending = errors.New("scheduler: yield not pending")
+	// ErrDuplicateTag: a process yielded a tag that is still outstanding.
+	// The new yield completes at once with this error; the outstanding one
+	// is unaffected.
+	ErrDuplicateTag = errors.New("scheduler: duplicate yield tag")
+	// ErrNilProcess: Submit or a spawn was given a nil Process.
+	ErrNilProcess = errors.New("scheduler: nil process")
+	// ErrEmptyMethod: Submit or a spawn was given an empty method name.
+	ErrEmptyMethod = errors.New("scheduler: empty method")
+	// ErrUnknownMethod is for processes to wrap when Init is asked for an
+	// entry point they do not have, so callers can test for it.
+	ErrUnknownMethod = errors.New("scheduler: unknown method")
+	// ErrInit: a process's Init failed; the error also wraps what Init
+	// returned (or the [PanicError] if it panicked).
+	ErrInit = errors.New("scheduler: init failed")
+	// ErrPanic: code run by the scheduler panicked. The error is a
+	// *[PanicError] carrying the value and stack.
+	ErrPanic = errors.New("scheduler: panic")
+	// ErrInvalidOption: an option given to [New] or Submit is out of range.
+	ErrInvalidOption = errors.New("scheduler: invalid option")
+	// ErrInvalidCommand: a handler was registered for a reserved command
+	// ID, or a built-in command got an argument of the wrong type.
+	ErrInvalidCommand = errors.New("scheduler: invalid command")
+	// ErrForced: Shutdown's deadline passed before the process finished,
+	// so the scheduler closed it. Shutdown's own error wraps it too and
+	// says how many processes were forced.
+	ErrForced = errors.New("scheduler: forced to close at shutdown")
+)
+
+// PanicError is the error of a process, yield or call whose code panicked.
+// It matches [ErrPanic] with errors.Is, and unwraps to the panic value when
+// that value is an error.
+type PanicError struct {
+	Value any    // the value passed to panic
+	Stack []byte // the panicking goroutine's stack, from runtime/debug.Stack
+	Where string // what panicked: "Init", "Step", "Close" or "handler"
+}
+
+// Error describes the panic without the stack.
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("scheduler: panic in %s: %v", e.Where, e.Value)
+}
+
+// Is reports whether target is [ErrPanic].
+func (e *PanicError) Is(target error) bool { return target == ErrPanic }
+
+// Unwrap returns the panic value if it is an error.
+func (e *PanicError) Unwrap() error {
+	if err, ok := e.Value.(error); ok {
+		return err
+	}
+	return nil
+}
+
+// newPanicError captures the current stack; call it from the deferred
+// function that recovered.
+func newPanicError(where string, v any) *PanicError {
+	return &PanicError{Value: v, Stack: debug.Stack(), Where: where}
+}

@@ -1,0 +1,438 @@
+package scheduler
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/procsched/scheduler/payload"
+	"github.com/procsched/scheduler/relay"
+)
+
+// The state word of a proc: the State in the low bits, plus flagWake.
+const (
+	stReady    = uint32(StateReady)
+	stRunning  = uint32(StateRunning)
+	stBlocked  = uint32(StateBlocked)
+	stIdle     = uint32(StateIdle)
+	stComplete = uint32(StateComplete)
+	stateMask  = uint32(7)
+
+	// flagWake is set on a Running process by whoever queued an event for
+	// it, so that the worker, instead of letting it wait, steps it again.
+	flagWake = uint32(8)
+)
+
+// Bits of proc.flags, guarded by proc.mu.
+const (
+	pfClosed    = 1 << iota // ended: no more events are accepted
+	pfCancelled             // a cancel event was queued and the context cancelled
+	pfForced                // completed by a shutdown deadline
+)
+
+// proc is the scheduler's record of one process. It doubles as the
+// process's context.Context, which saves an allocation per process. It is
+// kept small (144 bytes) because a million waiting processes are a million
+// procs; what few processes need lives in procExtra.
+//
+// Ownership: impl, method, awaiter and awaitTag are touched only by the
+// goroutine that has the process Running (or, before it is first queued,
+// by the submitter; when it completes, by whoever moved it to Complete).
+// The fields under mu are the mailbox and everything that senders,
+// completers and waiters share with that worker.
+type proc struct {
+	id uint64 // PID.ID
+
+	// state is the State plus flagWake. It moves to Running only by a
+	// worker's CAS from Ready; to Ready by the CAS of whoever queued the
+	// first event for a Blocked or Idle process (that party then queues
+	// it; see markRunnable) or by the worker requeueing it; to Blocked or
+	// Idle by the worker's CAS from Running (see worker.settle); to
+	// Complete by the single winner of a CAS or by the worker running it.
+	state atomic.Uint32
+	// npending mirrors the number of pending yields; written under mu,
+	// read without it by the worker choosing between Blocked and Idle.
+	npending atomic.Int32
+
+	node    uint32 // PID.Node
+	flags   uint8  // pf* bits; guarded by mu
+	stepped bool   // Step has been called once; worker only
+
+	impl     Process // nil once complete
+	method   string  // the entry point, for reports
+	awaiter  uint64  // ID of the parent waiting for this process's end (SpawnAwait), 0 if none
+	awaitTag uint64  // that parent's yield tag
+
+	mu      sync.Mutex // guards flags, inbox, pending and extra's mutable fields; held for a few instructions
+	inbox   []Event
+	pending pendingSet // tags of yields awaiting completion
+
+	// extra is created at Submit (which returns a Handle that reads the
+	// result from it), for context values, or on demand under mu; once
+	// set it never changes, so it is read without mu.
+	extra atomic.Pointer[procExtra]
+}
+
+// procExtra is the part of a proc that most processes never need.
+type procExtra struct {
+	values context.Context // where Value lookups go (never its Done); immutable
+
+	// Guarded by proc.mu:
+	ctxDone chan struct{}       // made on demand by Done, closed on cancel or end
+	endDone chan struct{}       // made on demand by Handle.Done, closed at the end
+	large   map[uint64]struct{} // pending tags of a process with many outstanding yields
+	result  payload.Payload     // the outcome, for the Handle
+	err     error
+}
+
+// getExtra returns p's procExtra, creating it. Called with mu held.
+func (p *proc) getExtra() *procExtra {
+	x := p.extra.Load()
+	if x == nil {
+		x = &procExtra{}
+		p.extra.Store(x)
+	}
+	return x
+}
+
+// pid returns the process's PID.
+func (p *proc) pid() relay.PID { return relay.PID{Node: p.node, ID: p.id} }
+
+// push appends ev to the mailbox unless the process has ended, and makes
+// the process runnable (see markRunnable); it reports whether the caller
+// must queue the process. With completes set, ev completes the yield with
+// ev.Tag, which must be pending. Any goroutine.
+func (p *proc) push(ev Event, completes bool) (enqueue bool, err error) {
+	p.mu.Lock()
+	if p.flags&pfClosed != 0 {
+		p.mu.Unlock()
+		return false, ErrProcessNotFound
+	}
+	if completes {
+		x := p.extra.Load()
+		if !p.pending.remove(ev.Tag, x) {
+			p.mu.Unlock()
+			return false, ErrYieldNotPending
+		}
+		p.npending.Store(int32(p.pending.len(x)))
+	}
+	p.inbox = append(p.inbox, ev)
+	enqueue = p.markRunnable()
+	p.mu.Unlock()
+	return enqueue, nil
+}
+
+// markRunnable is called with mu held right after an event was appended:
+// a Blocked or Idle process becomes Ready, and the caller must queue it; a
+// Running one gets flagWake, so that its worker steps it again. Doing this
+// under mu, which the worker's drain also holds, means the state is never
+// changed on account of an event that a drain already took: no process is
+// made Ready with an empty mailbox.
+func (p *proc) markRunnable() bool {
+	for {
+		st := p.state.Load()
+		switch st & stateMask {
+		case stIdle, stBlocked:
+			if p.state.CompareAndSwap(st, stReady) {
+				return true
+			}
+		case stRunning:
+			if st&flagWake != 0 || p.state.CompareAndSwap(st, st|flagWake) {
+				return false
+			}
+		default: // Ready: it will drain the event when it runs. Complete: gone.
+			return false
+		}
+	}
+}
+
+// hasEvents reports whether events are queued. Worker only.
+func (p *proc) hasEvents() bool {
+	p.mu.Lock()
+	n := len(p.inbox)
+	p.mu.Unlock()
+	return n > 0
+}
+
+// drain moves every queued event to the end of dst and returns it.
+// Worker only.
+func (p *proc) drain(dst []Event) []Event {
+	p.mu.Lock()
+	if n := len(p.inbox); n > 0 {
+		dst = append(dst, p.inbox...)
+		if n == 1 {
+			p.inbox[0] = Event{} // the usual case, cheaper than clear
+		} else {
+			clear(p.inbox)
+		}
+		if cap(p.inbox) > maxKeptInbox {
+			p.inbox = nil // let a burst's buffer go
+		} else {
+			p.inbox = p.inbox[:0]
+		}
+	}
+	p.mu.Unlock()
+	return dst
+}
+
+// maxKeptInbox is the largest mailbox buffer (in events) a process keeps
+// between steps; a larger one, left by a burst, is released so that a
+// process that waits does not hold on to it.
+const maxKeptInbox = 256
+
+// addPending registers the tags of the yields of ys that expect a
+// completion, and calls dup for each tag that is already outstanding
+// (which is not registered again). Worker only.
+func (p *proc) addPending(tag uint64) bool {
+	p.mu.Lock()
+	ok := p.pending.add(tag, p)
+	p.npending.Store(int32(p.pending.len(p.extra.Load())))
+	p.mu.Unlock()
+	return ok
+}
+
+// reservePending makes room for n more pending tags, so that a step that
+// yields several commands allocates at most once. Worker only.
+func (p *proc) reservePending(n int) {
+	p.mu.Lock()
+	p.pending.reserve(n, p.extra.Load())
+	p.mu.Unlock()
+}
+
+// terminate queues the cancel event (once) and cancels the context; it
+// reports whether the caller must queue the process, as push does.
+func (p *proc) terminate() (enqueue bool, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.flags&pfClosed != 0 {
+		return false, ErrProcessNotFound
+	}
+	if p.flags&pfCancelled != 0 {
+		return false, nil
+	}
+	p.flags |= pfCancelled
+	p.inbox = append(p.inbox, Event{Type: EventCancel})
+	if x := p.extra.Load(); x != nil && x.ctxDone != nil {
+		close(x.ctxDone)
+	}
+	return p.markRunnable(), nil
+}
+
+// close marks the process ended: later events are refused, queued ones and
+// pending yields dropped, the context cancelled, and the result published
+// to the Handle, if there is one. It returns how many queued events were
+// dropped. Called once, by whoever moved the process to Complete, after
+// Close returned.
+func (p *proc) close(result payload.Payload, err error, forced bool) int {
+	p.mu.Lock()
+	dropped := len(p.inbox)
+	p.inbox = nil
+	p.pending = pendingSet{}
+	p.npending.Store(0)
+	if x := p.extra.Load(); x != nil {
+		x.large = nil
+		x.result, x.err = result, err
+		if x.ctxDone != nil && p.flags&pfCancelled == 0 {
+			close(x.ctxDone)
+		}
+		if x.endDone != nil {
+			close(x.endDone)
+		}
+	}
+	p.flags |= pfClosed | pfCancelled
+	if forced {
+		p.flags |= pfForced
+	}
+	p.mu.Unlock()
+	return dropped
+}
+
+// closedChan is returned by Done methods after the fact.
+var closedChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
+
+// ended returns a channel closed when the process has ended.
+func (p *proc) ended() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.flags&pfClosed != 0 {
+		return closedChan
+	}
+	x := p.getExtra()
+	if x.endDone == nil {
+		x.endDone = make(chan struct{})
+	}
+	return x.endDone
+}
+
+// outcome returns the result and error, and whether the process has
+// ended. Only processes created with a procExtra (see Submit) keep their
+// result.
+func (p *proc) outcome() (payload.Payload, error, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.flags&pfClosed == 0 {
+		return payload.Payload{}, nil, false
+	}
+	x := p.extra.Load()
+	if x == nil {
+		return payload.Payload{}, nil, true
+	}
+	return x.result, x.err, true
+}
+
+// values returns the context a child of p takes its values from: the one
+// p got them from, not p itself, so that lookups do not walk a chain of
+// ancestors and a child with no values needs no procExtra.
+func (p *proc) values() context.Context {
+	if x := p.extra.Load(); x != nil {
+		return x.values
+	}
+	return nil
+}
+
+// The process context. It never has a deadline, carries the values of the
+// context it was created from, and is done once the process is cancelled
+// or has ended.
+
+// selfKey is the context key under which a process context answers its
+// own PID.
+type selfKey struct{}
+
+// Deadline implements context.Context: a process context has none.
+func (p *proc) Deadline() (time.Time, bool) { return time.Time{}, false }
+
+// Done implements context.Context.
+func (p *proc) Done() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.flags&pfCancelled != 0 {
+		return closedChan
+	}
+	x := p.getExtra()
+	if x.ctxDone == nil {
+		x.ctxDone = make(chan struct{})
+	}
+	return x.ctxDone
+}
+
+// Err implements context.Context.
+func (p *proc) Err() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.flags&pfCancelled != 0 {
+		return context.Canceled
+	}
+	return nil
+}
+
+// Value implements context.Context.
+func (p *proc) Value(key any) any {
+	if _, ok := key.(selfKey); ok {
+		return p.pid()
+	}
+	if v := p.values(); v != nil {
+		return v.Value(key)
+	}
+	return nil
+}
+
+// String makes the context printable, as context.Context values are.
+func (p *proc) String() string { return "scheduler.processContext(" + p.pid().String() + ")" }
+
+// Self returns the PID of the process whose context ctx is (or is derived
+// from), as passed to [Process.Init] and [Call.Context]; ok is false for
+// other contexts.
+func Self(ctx context.Context) (pid relay.PID, ok bool) {
+	pid, ok = ctx.Value(selfKey{}).(relay.PID)
+	return pid, ok
+}
+
+// pendingSet is the set of outstanding yield tags of one process. Most
+// processes have zero to a few outstanding yields, kept in a slice; a
+// process that fans out widely moves them to a map in its procExtra.
+// Guarded by proc.mu.
+type pendingSet struct {
+	small []uint64
+}
+
+// pendingSmallMax is the most tags kept in the slice, where a linear
+// search beats a map.
+const pendingSmallMax = 32
+
+func (ps *pendingSet) len(x *procExtra) int {
+	if x != nil && x.large != nil {
+		return len(x.large)
+	}
+	return len(ps.small)
+}
+
+// reserve makes room for n more tags in the slice, unless they will not
+// fit it anyway.
+func (ps *pendingSet) reserve(n int, x *procExtra) {
+	if x != nil && x.large != nil {
+		return
+	}
+	need := len(ps.small) + n
+	if need <= cap(ps.small) || need > pendingSmallMax {
+		return
+	}
+	small := make([]uint64, len(ps.small), need)
+	copy(small, ps.small)
+	ps.small = small
+}
+
+// add inserts tag and reports false if it was already present.
+func (ps *pendingSet) add(tag uint64, p *proc) bool {
+	if x := p.extra.Load(); x != nil && x.large != nil {
+		if _, dup := x.large[tag]; dup {
+			return false
+		}
+		x.large[tag] = struct{}{}
+		return true
+	}
+	for _, t := range ps.small {
+		if t == tag {
+			return false
+		}
+	}
+	if len(ps.small) < pendingSmallMax {
+		ps.small = append(ps.small, tag)
+		return true
+	}
+	large := make(map[uint64]struct{}, 2*pendingSmallMax)
+	for _, t := range ps.small {
+		large[t] = struct{}{}
+	}
+	large[tag] = struct{}{}
+	p.getExtra().large = large
+	ps.small = ps.small[:0]
+	return true
+}
+
+// remove deletes tag and reports whether it was present.
+func (ps *pendingSet) remove(tag uint64, x *procExtra) bool {
+	if x != nil && x.large != nil {
+		if _, ok := x.large[tag]; !ok {
+			return false
+		}
+		delete(x.large, tag)
+		if len(x.large) == 0 {
+			x.large = nil
+		}
+		return true
+	}
+	for i, t := range ps.small {
+		if t == tag {
+			last := len(ps.small) - 1
+			ps.small[i] = ps.small[last]
+			ps.small = ps.small[:last]
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,289 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/procsched/scheduler/payload"
+	"github.com/procsched/scheduler/relay"
+)
+
+// Process is a lightweight state machine run by a [Scheduler]. It is a
+// plain Go value, not a goroutine: the scheduler calls its methods on one
+// of a few worker goroutines, never two at once, so a process needs no
+// locks for its own state.
+//
+// The life of a process:
+//
+//   - Init is called once, synchronously inside [Scheduler.Submit] (or on
+//     the worker that runs a spawn), with the entry point the caller chose
+//     and its input. An error ends the process before it ever runs; wrap
+//     [ErrUnknownMethod] for entry points the process does not have. Init
+//     should be quick and must not block. ctx is the process context: it
+//     carries the values of the context given to Submit (not its
+//     cancellation), [Self] returns the process's PID from it, and it is
+//     cancelled when the process is terminated, when the scheduler shuts
+//     down, and when the process ends.
+//   - Step is called repeatedly. The first call has no events; each later
+//     call gets every event that arrived since the previous call, in
+//     arrival order, and is never called with no events unless the process
+//     asked to continue. Step writes what it wants next into out (see
+//     [StepOutput]). A non-nil error ends the process with that error.
+//     Step must not block: anything slow is a yield.
+//   - Close is called exactly once for every process whose Init was called,
+//     after its last Step, however it ended: done, error, panic, Init
+//     failure, termination, shutdown or forced shutdown.
+//
+// A panic in any of the three methods ends the process with a [PanicError];
+// the scheduler keeps serving every other process.
+type Process interface {
+	Init(ctx context.Context, method string, input payload.Payloads) error
+	Step(events []Event, out *StepOutput) error
+	Close()
+}
+
+// State is where a process is in its life. Transitions:
+//
+//	Ready -> Running            a worker claims it (CAS)
+//	Running -> Ready            it asked to continue, or events arrived while it ran
+//	Running -> Blocked          it waits for yields (messages and cancel still wake it)
+//	Running -> Idle             it waits for messages
+//	Blocked, Idle -> Ready      an event arrived
+//	Running -> Complete         it finished (done, error, panic)
+//	Ready, Blocked, Idle -> Complete   forced at a shutdown deadline
+type State uint8
+
+const (
+	StateReady    State = iota + 1 // queued to run
+	StateRunning                   // a worker is running its Step
+	StateBlocked                   // waiting for yield completions
+	StateIdle                      // waiting for messages
+	StateComplete                  // finished; Close has been or is being called
+)
+
+// String returns the state's name.
+func (s State) String() string {
+	switch s {
+	case StateReady:
+		return "Ready"
+	case StateRunning:
+		return "Running"
+	case StateBlocked:
+		return "Blocked"
+	case StateIdle:
+		return "Idle"
+	case StateComplete:
+		return "Complete"
+	}
+	return fmt.Sprintf("State(%d)", uint8(s))
+}
+
+// Status is what a step asked for; see [StepOutput].
+type Status uint8
+
+const (
+	// StatusWait, the default: wait for events. The process is Blocked if
+	// it has yields outstanding and Idle otherwise.
+	StatusWait Status = iota
+	// StatusContinue: step again soon, even with no events.
+	StatusContinue
+	// StatusDone: the process has finished with a result.
+	StatusDone
+)
+
+// String returns the status's name.
+func (s Status) String() string {
+	switch s {
+	case StatusWait:
+		return "Wait"
+	case StatusContinue:
+		return "Continue"
+	case StatusDone:
+		return "Done"
+	}
+	return fmt.Sprintf("Status(%d)", uint8(s))
+}
+
+// CommandID names a command a process can yield. IDs below
+// [FirstUserCommand] are reserved for the built-in commands; handlers for
+// user commands are registered with [WithHandler] or [Scheduler.Handle].
+type CommandID uint32
+
+const (
+	// CmdSend sends a message. Yield it with a [relay.Message] argument
+	// to learn the outcome as a completion, or use [StepOutput.Tell].
+	CmdSend CommandID = 1
+	// CmdSpawn starts a child process. Yield it with a [SpawnRequest]
+	// argument, or use [StepOutput.Spawn] and [StepOutput.SpawnAwait].
+	CmdSpawn CommandID = 2
+	// CmdTimer completes at a point in time. Yield it with a time.Time or
+	// time.Duration argument, or use [StepOutput.Sleep] and
+	// [StepOutput.SleepUntil].
+	CmdTimer CommandID = 3
+	// FirstUserCommand is the smallest ID available for user commands.
+	FirstUserCommand CommandID = 16
+)
+
+// SpawnRequest is the argument of a [CmdSpawn] yield.
+type SpawnRequest struct {
+	Process Process
+	Method  string
+	Input   payload.Payloads
+	// Await: complete the yield when the child finishes, with its result
+	// as Data, its error as Error and its PID as From. Otherwise the yield
+	// completes as soon as the child is started, with its PID as Data.
+	Await bool
+}
+
+// Yield is one command a step asked for.
+type Yield struct {
+	Tag uint64    // chosen by the process; comes back in the completion event
+	Cmd CommandID // which command
+	Arg any       // the command's argument
+
+	// Typed arguments of the built-in helpers, kept out of Arg so that
+	// the common yields do not allocate.
+	kind   yieldKind
+	to     relay.PID        // Tell: the recipient
+	when   int64            // Sleep: the deadline, nanoseconds on the timer clock
+	method string           // Spawn: the entry point (Arg is the Process)
+	input  payload.Payloads // Spawn: the input
+}
+
+// yieldKind distinguishes the typed built-in yields from generic ones.
+type yieldKind uint8
+
+const (
+	yieldGeneric    yieldKind = iota // Cmd and Arg say everything
+	yieldTell                        // Tell: Arg is the message, to the recipient; no completion
+	yieldSpawn                       // Spawn: Arg is the Process, method and input typed
+	yieldSpawnAwait                  // SpawnAwait: as yieldSpawn, completion at the child's end
+	yieldTimer                       // Sleep/SleepUntil: when is the deadline
+)
+
+// StepOutput is where [Process.Step] writes what the process wants next:
+// a status (wait, the default; [StepOutput.Continue]; or
+// [StepOutput.Done]) and any number of yields, commands for the scheduler
+// and its handlers to carry out once Step returns. Each yield (except
+// [StepOutput.Tell]) completes later with an [EventYieldComplete] that
+// carries its tag.
+//
+// The scheduler owns the StepOutput and reuses it for every step, so
+// writing a status or the usual one or two yields does not allocate. It is
+// valid only during Step.
+type StepOutput struct {
+	self   relay.PID
+	status Status
+	result payload.Payload
+	yields []Yield
+	clock  time.Time // the timer clock's origin, for Sleep deadlines
+}
+
+// Self returns the PID of the process being stepped.
+func (o *StepOutput) Self() relay.PID { return o.self }
+
+// Continue asks to be stepped again soon even if no event arrives. A
+// process that keeps continuing is requeued behind other work after a
+// budget of consecutive steps (see [WithStepBudget]).
+func (o *StepOutput) Continue() { o.status = StatusContinue }
+
+// Done finishes the process with result. Yields written in the same step
+// are still carried out (a final Tell is delivered), but completions of
+// yields that are still outstanding are discarded.
+func (o *StepOutput) Done(result payload.Payload) {
+	o.status = StatusDone
+	o.result = result
+}
+
+// Status returns the status written so far in this step.
+func (o *StepOutput) Status() Status { return o.status }
+
+// Yields returns the yields written so far in this step. The slice is
+// reused by the next step.
+func (o *StepOutput) Yields() []Yield { return o.yields }
+
+// Yield asks the scheduler to carry out command cmd with argument arg. The
+// handler registered for cmd runs on the worker right after Step; it
+// completes the yield at once or later from any goroutine, and the process
+// gets an [EventYieldComplete] with this tag. Tags are the process's own
+// choice; a tag that is still outstanding completes at once with
+// [ErrDuplicateTag].
+func (o *StepOutput) Yield(tag uint64, cmd CommandID, arg any) {
+	*o.add() = Yield{Tag: tag, Cmd: cmd, Arg: arg}
+}
+
+// Tell sends msg to the process to, after Step returns, without waiting
+// for a completion. It is the allocation-free built-in send. If the
+// message cannot be delivered, it comes back to this process as an
+// [EventMessage] whose Error says why and whose From is to. Messages from
+// one process to another arrive in the order they were told.
+func (o *StepOutput) Tell(to relay.PID, msg any) {
+	y := o.add()
+	// Field by field: cheaper than copying a whole Yield on this hot path.
+	y.Tag, y.Cmd, y.Arg, y.kind, y.to, y.when, y.method, y.input = 0, CmdSend, msg, yieldTell, to, 0, "", nil
+}
+
+// Spawn starts a child process after Step returns: Init is called with
+// method and input on this worker, and the child is queued here. The yield
+// completes with the child's [relay.PID] as Data, or with Init's error.
+func (o *StepOutput) Spawn(tag uint64, child Process, method string, input payload.Payloads) {
+	o.spawn(tag, child, method, input, yieldSpawn)
+}
+
+// SpawnAwait is [StepOutput.Spawn] that completes when the child finishes:
+// the completion's Data is the child's result ([payload.Payload]), Error
+// its error, and From its PID. A failing Init completes it at once.
+func (o *StepOutput) SpawnAwait(tag uint64, child Process, method string, input payload.Payloads) {
+	o.spawn(tag, child, method, input, yieldSpawnAwait)
+}
+
+func (o *StepOutput) spawn(tag uint64, child Process, method string, input payload.Payloads, kind yieldKind) {
+	var arg any
+	if child != nil { // keep Arg a nil interface for a nil Process
+		arg = child
+	}
+	*o.add() = Yield{Tag: tag, Cmd: CmdSpawn, Arg: arg, kind: kind, method: method, input: input}
+}
+
+// Sleep completes after d. All timers of a scheduler share one timer
+// goroutine; a sleeping process costs no goroutine.
+func (o *StepOutput) Sleep(tag uint64, d time.Duration) {
+	o.SleepUntil(tag, time.Now().Add(d))
+}
+
+// SleepUntil completes at t (at once if t has passed). Use it as a
+// deadline by yielding it next to the work it bounds and acting on
+// whichever completes first.
+func (o *StepOutput) SleepUntil(tag uint64, t time.Time) {
+	*o.add() = Yield{Tag: tag, Cmd: CmdTimer, kind: yieldTimer, when: int64(t.Sub(o.clock))}
+}
+
+// add extends the yields by one slot and returns it; the slot may hold an
+// earlier step's yield, so callers write every field.
+func (o *StepOutput) add() *Yield {
+	n := len(o.yields)
+	if n == cap(o.yields) {
+		o.yields = append(o.yields, Yield{})
+	} else {
+		o.yields = o.yields[:n+1]
+	}
+	return &o.yields[n]
+}
+
+// reset prepares the output for a step of process self. The yields of the
+// previous step stay in the slice's spare capacity until overwritten or
+// released by release.
+func (o *StepOutput) reset(self relay.PID) {
+	o.self = self
+	o.status = StatusWait
+	o.result = payload.Payload{}
+	o.yields = o.yields[:0]
+}
+
+// release drops the references held by earlier steps' yields; the worker
+// calls it before it goes idle.
+func (o *StepOutput) release() {
+	clear(o.yields[:cap(o.yields)])
+	o.result = payload.Payload{}
+}

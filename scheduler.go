@@ -1,0 +1,530 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/procsched/scheduler/globalq"
+	"github.com/procsched/scheduler/payload"
+	"github.com/procsched/scheduler/relay"
+)
+
+// Scheduler runs processes on a fixed set of worker goroutines. Create one
+// with [New] and stop it with [Scheduler.Shutdown]. All methods are safe
+// for concurrent use.
+type Scheduler struct {
+	node        uint32
+	stepBudget  int
+	globalBatch int
+
+	table    *table
+	global   globalq.Queue[proc] // runnable processes not owned by a worker
+	workers  []*worker
+	handlers atomic.Pointer[[]Handler] // indexed by CommandID; replaced copy-on-write under handlersMu
+	timers   *timerService
+
+	handlersMu sync.Mutex
+
+	// closing: Shutdown has begun, no more submissions. With the live
+	// count (see liveCount) it decides when Shutdown may stop the
+	// workers: a start is counted before closing is checked, and Shutdown
+	// sets closing before it reads the count, so one sees the other.
+	closing atomic.Bool
+	// forcing is set when Shutdown's deadline passed; workers and
+	// transitions to waiting states check it after their CAS on the
+	// process state (see proc.state).
+	forcing  atomic.Bool
+	stopped  atomic.Bool // Shutdown has returned: every call is refused
+	stopping atomic.Bool // workers must exit
+	drained  chan struct{}
+	drainOne sync.Once
+	forced   atomic.Int64
+	wg       sync.WaitGroup // workers and the timer goroutine
+
+	idle idleWorkers
+	// spinning counts workers searching for work (stealing or spinning).
+	// Incremented by a worker that starts searching or by the waker that
+	// hands a parked worker the search; decremented when a searcher finds
+	// work or parks. Read by wakers to avoid waking a worker when one is
+	// already searching (see worker.go).
+	spinning atomic.Int32
+
+	counters schedCounters
+}
+
+// New starts a scheduler with its workers. It returns an error wrapping
+// [ErrInvalidOption] for a bad option.
+func New(opts ...Option) (*Scheduler, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o.apply(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	s := &Scheduler{
+		node:        cfg.node,
+		stepBudget:  cfg.stepBudget,
+		globalBatch: cfg.globalBatch,
+		table:       newTable(),
+		drained:     make(chan struct{}),
+	}
+	hs := make([]Handler, FirstUserCommand)
+	for cmd, h := range cfg.handlers {
+		hs = setHandler(hs, cmd, h)
+	}
+	s.handlers.Store(&hs)
+	s.timers = newTimerService(s)
+	s.workers = make([]*worker, cfg.workers)
+	for i := range s.workers {
+		s.workers[i] = newWorker(s, i)
+	}
+	s.wg.Add(len(s.workers) + 1)
+	go s.timers.run()
+	for _, w := range s.workers {
+		go w.loop()
+	}
+	return s, nil
+}
+
+// Node returns the node number in this scheduler's PIDs.
+func (s *Scheduler) Node() uint32 { return s.node }
+
+// Workers returns the number of worker goroutines.
+func (s *Scheduler) Workers() int { return len(s.workers) }
+
+// submitOptions collects SubmitOption values.
+type submitOptions struct{}
+
+// SubmitOption configures one [Scheduler.Submit].
+type SubmitOption interface {
+	applySubmit(*submitOptions) error
+}
+
+// Submit starts process p at entry point method with input. It assigns
+// the process a PID that is never reused, calls p.Init synchronously (on
+// the caller's goroutine) with the process context, and queues the
+// process to run. The returned [Handle] names the process and yields its
+// result.
+//
+// If Init fails or panics, Submit calls p.Close and returns an error
+// wrapping [ErrInit] and Init's error; the process never runs. Submit also
+// fails with [ErrNilProcess], [ErrEmptyMethod], ctx's error if ctx is
+// already done, and [ErrClosed] once Shutdown has begun.
+//
+// ctx bounds the submission only: the process context carries ctx's
+// values but not its cancellation (see [Process]).
+func (s *Scheduler) Submit(ctx context.Context, p Process, method string, input payload.Payloads, opts ...SubmitOption) (Handle, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if err := ctx.Err(); err != nil {
+		return Handle{}, err
+	}
+	var so submitOptions
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o.applySubmit(&so); err != nil {
+			return Handle{}, err
+		}
+	}
+	pr, err := s.start(ctx, p, method, input, 0, 0, nil, true)
+	if err != nil {
+		return Handle{}, err
+	}
+	s.enqueue(pr, via{})
+	return Handle{p: pr}, nil
+}
+
+// start creates, registers and initialises a process; the caller queues
+// it. values is the context its Value lookups go to; awaiter and awaitTag
+// name the parent yield that waits for its end (SpawnAwait), if any; w is
+// the worker doing this, nil outside workers; handle says whether the
+// caller gets a Handle, which needs the result kept.
+func (s *Scheduler) start(values context.Context, p Process, method string, input payload.Payloads, awaiter, awaitTag uint64, w *worker, handle bool) (*proc, error) {
+	if p == nil {
+		return nil, ErrNilProcess
+	}
+	if method == "" {
+		return nil, ErrEmptyMethod
+	}
+	s.countStart(w)
+	if s.closing.Load() {
+		s.countEnd(w)
+		return nil, ErrClosed
+	}
+	id, ok := s.table.alloc(w.slotCache())
+	if !ok {
+		s.countEnd(w)
+		return nil, fmt.Errorf("%w: process table full", ErrInvalidOption)
+	}
+	pr := &proc{id: id, node: s.node, impl: p, method: method, awaiter: awaiter, awaitTag: awaitTag}
+	if values == context.Background() || values == context.TODO() {
+		values = nil // nothing to look up
+	}
+	if handle || values != nil {
+		pr.extra.Store(&procExtra{values: values})
+	}
+	pr.state.Store(stReady)
+	if err := s.callInit(pr, input); err != nil {
+		_ = s.callClose(pr)
+		pr.impl = nil
+		pr.close(payload.Payload{}, err, false)
+		s.table.release(id, w.slotCache())
+		if w != nil {
+			bump(&w.stats.initFailed)
+		} else {
+			s.counters.initFailed.Add(1)
+		}
+		s.countEnd(w)
+		return nil, err
+	}
+	s.table.publish(pr)
+	if w != nil {
+		bump(&w.stats.spawned)
+	} else {
+		s.counters.submitted.Add(1)
+	}
+	// A Shutdown that began after the check above may have walked the
+	// table before this process was published; deliver its cancel here.
+	if s.closing.Load() {
+		_, _ = pr.terminate() // pr is Ready and about to be queued
+	}
+	return pr, nil
+}
+
+// callInit runs Init, turning a panic into an error.
+func (s *Scheduler) callInit(p *proc, input payload.Payloads) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("%w: %w", ErrInit, newPanicError("Init", v))
+		}
+	}()
+	if err := p.impl.Init(p, p.method, input); err != nil {
+		return fmt.Errorf("%w: %w", ErrInit, err)
+	}
+	return nil
+}
+
+// callClose runs Close and returns the panic it raised, if any.
+func (s *Scheduler) callClose(p *proc) (perr error) {
+	defer func() {
+		if v := recover(); v != nil {
+			perr = newPanicError("Close", v)
+		}
+	}()
+	p.impl.Close()
+	return nil
+}
+
+// countStart counts a process in, on worker w's counters or the shared
+// ones.
+func (s *Scheduler) countStart(w *worker) {
+	if w != nil {
+		bump(&w.stats.started)
+	} else {
+		s.counters.started.Add(1)
+	}
+}
+
+// countEnd counts a process out; during Shutdown, the last one out
+// releases it.
+func (s *Scheduler) countEnd(w *worker) {
+	if w != nil {
+		bump(&w.stats.ended)
+	} else {
+		s.counters.ended.Add(1)
+	}
+	if s.closing.Load() && s.liveCount() == 0 {
+		s.drainOne.Do(func() { close(s.drained) })
+	}
+}
+
+// via says where a process made Ready by an operation is queued.
+type via struct {
+	// w is the worker the operation runs on, or on whose behalf a
+	// handler's Call runs; nil for callers outside the scheduler.
+	w *worker
+	// call: the operation comes through a handler's Call, which may be
+	// used from any goroutine, so w's queue is reached through its
+	// handoff.
+	call bool
+}
+
+// enqueue queues a Ready process: on the worker's own queue for
+// operations on a worker (locality), otherwise on the global queue,
+// waking a parked worker.
+func (s *Scheduler) enqueue(p *proc, v via) {
+	switch {
+	case v.w == nil:
+	case !v.call:
+		v.w.readyNext(p)
+		return
+	case v.w.handoff.offer(p):
+		return
+	}
+	s.global.Push(p)
+	s.wakeWorker()
+}
+
+// lookup finds a live process by PID.
+func (s *Scheduler) lookup(pid relay.PID) (*proc, error) {
+	if pid.Node != s.node {
+		return nil, fmt.Errorf("%w: %v is on node %d, this is node %d", ErrProcessNotFound, pid, pid.Node, s.node)
+	}
+	if p := s.table.lookup(pid.ID); p != nil {
+		return p, nil
+	}
+	return nil, fmt.Errorf("%w: %v", ErrProcessNotFound, pid)
+}
+
+// Send delivers msg to the process msg.To as an [EventMessage] whose Data
+// is msg itself and whose From is msg.From; it implements
+// [relay.Receiver]. It returns an error wrapping [ErrProcessNotFound] if
+// no live process has that PID, and [ErrClosed] after Shutdown. Messages
+// from one goroutine to one process arrive in the order sent.
+func (s *Scheduler) Send(msg relay.Message) error {
+	return s.deliver(msg.From, msg.To, msg, via{})
+}
+
+// Tell delivers msg to the process to as an [EventMessage] whose Data is
+// msg, with no sender. Like [Scheduler.Send] but without an envelope: a
+// pointer or small value passes without allocation.
+func (s *Scheduler) Tell(to relay.PID, msg any) error {
+	return s.deliver(relay.PID{}, to, msg, via{})
+}
+
+// deliver queues a message event for to and wakes it.
+func (s *Scheduler) deliver(from, to relay.PID, msg any, v via) error {
+	if s.stopped.Load() {
+		return ErrClosed
+	}
+	p, err := s.lookup(to)
+	if err != nil {
+		return err
+	}
+	enqueue, err := p.push(Event{Type: EventMessage, Data: msg, From: from}, false)
+	if err != nil {
+		return fmt.Errorf("%w: %v", err, to)
+	}
+	if enqueue {
+		s.enqueue(p, v)
+	}
+	return nil
+}
+
+// CompleteYield completes the yield with tag of process pid: the process
+// gets an [EventYieldComplete] with data and err. Any goroutine, any time
+// after the handler was called. It returns an error wrapping
+// [ErrProcessNotFound] if the process has ended, [ErrYieldNotPending] if
+// the yield was completed already (no second event is delivered), and
+// [ErrClosed] after Shutdown.
+func (s *Scheduler) CompleteYield(pid relay.PID, tag uint64, data any, err error) error {
+	return s.complete(pid, Event{Type: EventYieldComplete, Tag: tag, Data: data, Error: err}, via{})
+}
+
+// complete delivers a completion event.
+func (s *Scheduler) complete(pid relay.PID, ev Event, v via) error {
+	if s.stopped.Load() {
+		return ErrClosed
+	}
+	p, err := s.lookup(pid)
+	if err != nil {
+		return err
+	}
+	enqueue, err := p.push(ev, true)
+	if err != nil {
+		return fmt.Errorf("%w: %v tag %d", err, pid, ev.Tag)
+	}
+	if enqueue {
+		s.enqueue(p, v)
+	}
+	return nil
+}
+
+// Terminate asks process pid to finish: it gets an [EventCancel] and its
+// context is cancelled. The process may still yield cleanup commands,
+// which are served; it ends when it says so. Terminating twice is not an
+// error. It returns an error wrapping [ErrProcessNotFound] if the process
+// has ended and [ErrClosed] after Shutdown.
+func (s *Scheduler) Terminate(pid relay.PID) error {
+	if s.stopped.Load() {
+		return ErrClosed
+	}
+	p, err := s.lookup(pid)
+	if err != nil {
+		return err
+	}
+	enqueue, err := p.terminate()
+	if err != nil {
+		return fmt.Errorf("%w: %v", err, pid)
+	}
+	if enqueue {
+		s.enqueue(p, via{})
+	}
+	return nil
+}
+
+// Shutdown stops the scheduler. It refuses new submissions at once, sends
+// every live process an [EventCancel] (cancelling its context), and keeps
+// the workers running (so cleanup yields that complete later are served)
+// until every process has ended or ctx is done.
+//
+// When ctx is done first, the processes still alive are forced: their
+// contexts are cancelled, Close is called on each exactly once (after any
+// Step in progress returns), their Handles report [ErrForced], and
+// Shutdown returns an error wrapping [ErrForced] and ctx's error that
+// says how many were forced. Either way, when Shutdown returns no
+// goroutine of the scheduler is left and later calls fail with
+// [ErrClosed]. A second Shutdown returns [ErrClosed].
+//
+// A Step that never returns keeps Shutdown waiting: the scheduler cannot
+// stop a goroutine.
+func (s *Scheduler) Shutdown(ctx context.Context) error {
+	if !s.closing.CompareAndSwap(false, true) {
+		return ErrClosed
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if s.liveCount() == 0 {
+		s.drainOne.Do(func() { close(s.drained) })
+	}
+	s.table.forEach(func(p *proc) {
+		if enqueue, _ := p.terminate(); enqueue {
+			s.enqueue(p, via{})
+		}
+	})
+	var err error
+	select {
+	case <-s.drained:
+	case <-ctx.Done():
+		s.forceAll()
+		<-s.drained
+		if n := s.forced.Load(); n > 0 {
+			err = fmt.Errorf("%w: %d process(es) still running at the deadline were closed: %w", ErrForced, n, ctx.Err())
+		}
+	}
+	s.stopping.Store(true)
+	s.timers.stop()
+	for _, w := range s.workers {
+		w.parker.Unpark()
+	}
+	s.wg.Wait()
+	s.stopped.Store(true)
+	return err
+}
+
+// forceAll completes every live process that is not running; running
+// ones are completed by their worker when their step returns (it checks
+// forcing after the step).
+func (s *Scheduler) forceAll() {
+	s.forcing.Store(true)
+	s.table.forEach(func(p *proc) { s.tryForce(p) })
+}
+
+// tryForce completes p as forced if it is not Running or Complete. Any
+// goroutine; the state CAS makes exactly one party complete a process.
+func (s *Scheduler) tryForce(p *proc) {
+	for {
+		st := p.state.Load()
+		switch st & stateMask {
+		case stRunning, stComplete:
+			return
+		}
+		if p.state.CompareAndSwap(st, stComplete) {
+			s.finish(p, nil, payload.Payload{}, ErrForced, true)
+			return
+		}
+	}
+}
+
+// finish ends a process that the caller moved to Complete: Close, result,
+// table slot, awaiting parent, counters. w is the worker doing it, if any.
+func (s *Scheduler) finish(p *proc, w *worker, result payload.Payload, err error, forced bool) {
+	if perr := s.callClose(p); perr != nil && err == nil {
+		err = perr
+	}
+	p.impl = nil
+	dropped := p.close(result, err, forced)
+	s.table.release(p.id, w.slotCache())
+	if forced {
+		s.forced.Add(1)
+	}
+	if w != nil {
+		bump(&w.stats.completed)
+		if err != nil {
+			bump(&w.stats.failed)
+		}
+		if dropped > 0 {
+			w.stats.dropped.Store(w.stats.dropped.Load() + uint64(dropped))
+		}
+	} else {
+		s.counters.completed.Add(1)
+		if err != nil {
+			s.counters.failed.Add(1)
+		}
+		s.counters.dropped.Add(uint64(dropped))
+	}
+	if p.awaiter != 0 {
+		ev := Event{Type: EventYieldComplete, Tag: p.awaitTag, Data: result, Error: err, From: p.pid()}
+		if !forced {
+			_ = s.complete(relay.PID{Node: s.node, ID: p.awaiter}, ev, via{w: w})
+		}
+	}
+	s.countEnd(w)
+}
+
+// Handle names a submitted process and gives access to its result. It is
+// a small value; copy it freely. The zero Handle names no process.
+type Handle struct {
+	p *proc
+}
+
+// PID returns the process's PID.
+func (h Handle) PID() relay.PID {
+	if h.p == nil {
+		return relay.PID{}
+	}
+	return h.p.pid()
+}
+
+// Done returns a channel that is closed when the process has ended and its
+// result is available. Close has returned by then.
+func (h Handle) Done() <-chan struct{} {
+	if h.p == nil {
+		return closedChan
+	}
+	return h.p.ended()
+}
+
+// Wait blocks until the process ends or ctx is done. It returns the
+// process's result and error (a [PanicError] if it panicked, [ErrForced]
+// if a shutdown deadline closed it), or ctx's error.
+func (h Handle) Wait(ctx context.Context) (payload.Payload, error) {
+	if h.p == nil {
+		return payload.Payload{}, ErrProcessNotFound
+	}
+	select {
+	case <-h.p.ended():
+	case <-ctx.Done():
+		return payload.Payload{}, ctx.Err()
+	}
+	res, err, _ := h.p.outcome()
+	return res, err
+}
+
+// Result returns the result and error without blocking; ok is false while
+// the process is still running.
+func (h Handle) Result() (result payload.Payload, err error, ok bool) {
+	if h.p == nil {
+		return payload.Payload{}, ErrProcessNotFound, true
+	}
+	return h.p.outcome()
+}

@@ -1,0 +1,205 @@
+package scheduler
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// The process table maps a PID to its proc with no lock on lookups.
+//
+// A PID's ID is generation<<32 | (slot+1), so the first processes get the
+// IDs 1, 2, 3, ... and ID 0 is never used. Slots live in fixed-size chunks
+// reached through a copy-on-write directory, so a lookup is two loads and
+// an index. A freed slot goes onto a lock-free free list and is reused
+// with the next generation; a lookup compares the proc's full ID, so a
+// stale PID never reaches the slot's new occupant. A slot whose generation
+// would wrap is retired instead of reused, so PIDs are never reused within
+// a scheduler's life.
+
+const (
+	chunkBits = 12
+	chunkSize = 1 << chunkBits
+	chunkMask = chunkSize - 1
+	// maxSlots bounds the slot index so that slot+1 fits the ID's low 32
+	// bits.
+	maxSlots = 1<<32 - 1
+)
+
+// makeID returns the ID of the gen'th occupant of slot.
+func makeID(slot, gen uint32) uint64 { return uint64(gen)<<32 | (uint64(slot) + 1) }
+
+// slotOf returns the slot of an ID; IDs with zero low bits name no slot
+// and map to a slot beyond any table.
+func slotOf(id uint64) uint32 { return uint32(id) - 1 }
+
+// genOf returns the generation of an ID.
+func genOf(id uint64) uint32 { return uint32(id >> 32) }
+
+type tableEntry struct {
+	// p is the live proc in this slot or nil. Stored by the allocator
+	// after Init succeeded and cleared at completion; lookups load it and
+	// then check its id.
+	p atomic.Pointer[proc]
+	// gen is the generation the next occupant gets (0 for a fresh slot).
+	// Touched only by the
+	// goroutine that owns the free slot; ownership passes through the
+	// free list's CAS, which orders the accesses.
+	gen uint32
+	// next links free slots (slot+1, 0 ends the list). Atomic because a
+	// popper may read it while the slot is being pushed again; such a
+	// popper then fails its CAS on the tagged head.
+	next atomic.Uint32
+}
+
+type tableChunk [chunkSize]tableEntry
+
+type table struct {
+	// dir is the chunk directory. Replaced (never modified) under growMu;
+	// lookups load it without a lock.
+	dir    atomic.Pointer[[]*tableChunk]
+	growMu sync.Mutex
+	// fresh is the next never-used slot.
+	fresh atomic.Uint64
+	// free is the head of the free list: tag<<32 | (slot+1). The tag
+	// changes on every push and pop, so a CAS never succeeds on a head
+	// that was popped and pushed back in between (ABA).
+	free atomic.Uint64
+	// retired counts slots withdrawn because their generation ran out.
+	retired atomic.Uint64
+}
+
+func newTable() *table {
+	t := &table{}
+	dir := []*tableChunk{new(tableChunk)}
+	t.dir.Store(&dir)
+	return t
+}
+
+// entry returns slot's entry, or nil if no chunk covers it yet.
+func (t *table) entry(slot uint32) *tableEntry {
+	dir := *t.dir.Load()
+	c := int(slot >> chunkBits)
+	if c >= len(dir) {
+		return nil
+	}
+	return &dir[c][slot&chunkMask]
+}
+
+// lookup returns the live proc with this ID, or nil. Any goroutine.
+func (t *table) lookup(id uint64) *proc {
+	e := t.entry(slotOf(id))
+	if e == nil {
+		return nil
+	}
+	p := e.p.Load()
+	if p == nil || p.id != id {
+		return nil
+	}
+	return p
+}
+
+// slotCache is a worker's private stack of free slots, as the IDs their
+// next occupants get. It spares the shared free list's CAS for the common
+// case of a worker ending processes and starting new ones. Owner only.
+type slotCache []uint64
+
+// slotCacheMax bounds a worker's cache; beyond it freed slots go to the
+// shared free list.
+const slotCacheMax = 256
+
+// alloc reserves a slot and returns the ID its next occupant will have.
+// The slot stays invisible to lookups until publish. Any goroutine; c is
+// the calling worker's cache, or nil.
+func (t *table) alloc(c *slotCache) (uint64, bool) {
+	if c != nil && len(*c) > 0 {
+		id := (*c)[len(*c)-1]
+		*c = (*c)[:len(*c)-1]
+		return id, true
+	}
+	for {
+		h := t.free.Load()
+		s1 := uint32(h)
+		if s1 == 0 {
+			break
+		}
+		e := t.entry(s1 - 1)
+		next := e.next.Load()
+		if t.free.CompareAndSwap(h, (h>>32+1)<<32|uint64(next)) {
+			return makeID(s1-1, e.gen), true
+		}
+	}
+	slot := t.fresh.Add(1) - 1
+	if slot >= maxSlots {
+		return 0, false
+	}
+	e := t.entry(uint32(slot))
+	if e == nil {
+		e = t.grow(uint32(slot))
+	}
+	return makeID(uint32(slot), 0), true
+}
+
+// grow adds chunks until slot is covered and returns its entry.
+func (t *table) grow(slot uint32) *tableEntry {
+	t.growMu.Lock()
+	defer t.growMu.Unlock()
+	old := *t.dir.Load()
+	need := int(slot>>chunkBits) + 1
+	if need > len(old) {
+		dir := make([]*tableChunk, max(need, 2*len(old)))
+		copy(dir, old)
+		for i := len(old); i < len(dir); i++ {
+			dir[i] = new(tableChunk)
+		}
+		t.dir.Store(&dir)
+	}
+	return t.entry(slot)
+}
+
+// publish makes p visible to lookups under its ID.
+func (t *table) publish(p *proc) {
+	t.entry(slotOf(p.id)).p.Store(p)
+}
+
+// release frees p's slot (published or only reserved) for reuse with the
+// next generation. Any goroutine, once per alloc; c is the calling
+// worker's cache, or nil.
+func (t *table) release(id uint64, c *slotCache) {
+	slot := slotOf(id)
+	e := t.entry(slot)
+	e.p.Store(nil)
+	gen := genOf(id)
+	if gen == 1<<32-1 {
+		t.retired.Add(1)
+		return
+	}
+	if c != nil && len(*c) < slotCacheMax {
+		*c = append(*c, makeID(slot, gen+1))
+		return
+	}
+	e.gen = gen + 1
+	for {
+		h := t.free.Load()
+		e.next.Store(uint32(h))
+		if t.free.CompareAndSwap(h, (h>>32+1)<<32|uint64(slot+1)) {
+			return
+		}
+	}
+}
+
+// forEach calls f for every live proc. Procs published or released
+// meanwhile may or may not be seen.
+func (t *table) forEach(f func(*proc)) {
+	dir := *t.dir.Load()
+	n := t.fresh.Load()
+	for c, chunk := range dir {
+		for i := range chunk {
+			if uint64(c)<<chunkBits+uint64(i) >= n {
+				return
+			}
+			if p := chunk[i].p.Load(); p != nil {
+				f(p)
+			}
+		}
+	}
+}

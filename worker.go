@@ -1,0 +1,555 @@
+package scheduler
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/procsched/scheduler/deque"
+	"github.com/procsched/scheduler/internal/spin"
+	"github.com/procsched/scheduler/payload"
+)
+
+// globalCheckInterval: every this many scheduling ticks a worker looks at
+// the global queue before its own, so submissions and external wake-ups
+// are not starved by a worker that always has local work. 61 is the Go
+// runtime's choice: prime, so it does not fall into step with periodic
+// workloads.
+const globalCheckInterval = 61
+
+// worker is one worker goroutine and its run queue.
+//
+// Waking and parking follow the Go runtime's discipline:
+//
+//   - Whoever makes work runnable where other workers could take it calls
+//     Scheduler.wakeWorker, which unparks one parked worker only if no
+//     worker is searching already (s.spinning == 0). The woken worker is
+//     handed the "searching" role with the wake-up, so a burst of new work
+//     wakes one worker, not one per item.
+//   - A searching worker that finds work stops searching; if it was the
+//     last searcher it wakes another, so the burst spreads one worker at a
+//     time while there is more to take.
+//   - At most half of the workers that are not parked search at once.
+//   - A worker that parks first stops searching, then lists itself as idle,
+//     then looks at every queue once more. A waker that saw a searcher, or
+//     saw no idle worker, is covered by that last look: it made its work
+//     visible before it read those counters.
+type worker struct {
+	s  *Scheduler
+	id int
+
+	// dq is the worker's run queue: the worker is its owner; other workers
+	// steal from it.
+	dq *deque.Deque[proc]
+
+	// next holds a process woken by the process this worker just ran (a
+	// message recipient, an awaiting parent): it runs next, on this warm
+	// worker, instead of queueing behind older work. Only the owner stores
+	// into it (Swap); the owner takes it with a Swap, and an idle worker
+	// may take it with a CompareAndSwap (see stealNext), so exactly one of
+	// them gets the process.
+	next atomic.Pointer[proc]
+	// nextRuns counts processes taken from next in a row; at
+	// maxNextRuns the worker takes from its queue instead, so a pair that
+	// keeps waking each other cannot starve the rest. Owner only.
+	nextRuns int
+
+	parker spin.Parker
+	// handedSearch is set by the waker that took this worker off the idle
+	// list, before it unparks it: the worker wakes up as a searcher (the
+	// waker counted it in s.spinning). Read and cleared by the worker after
+	// Park returns.
+	handedSearch atomic.Bool
+	spinning     bool // this worker is counted in s.spinning
+
+	rng  uint64 // xorshift state for victim selection
+	tick uint64
+
+	out    StepOutput
+	events []Event
+	batch  []*proc
+	slots  slotCache    // free process-table slots; owner only
+	n      workerCounts // statistics, published by flush
+
+	// handoff receives processes made runnable by a handler's Call while
+	// the handler runs; see Call.
+	handoff handoff
+
+	stats workerStats
+}
+
+func newWorker(s *Scheduler, id int) *worker {
+	w := &worker{
+		s:     s,
+		id:    id,
+		dq:    deque.New[proc](256),
+		rng:   uint64(id)*0x9E3779B97F4A7C15 + 1,
+		batch: make([]*proc, s.globalBatch),
+	}
+	w.out.clock = s.timers.epoch
+	return w
+}
+
+// loop is the worker goroutine.
+func (w *worker) loop() {
+	defer w.s.wg.Done()
+	var backoff spin.Backoff
+	flushed := false
+	for !w.s.stopping.Load() {
+		p := w.findLocal()
+		if p == nil {
+			if !flushed {
+				// About to go idle: make the counters exact and drop
+				// references to the last steps' events and yields.
+				w.flush()
+				w.out.release()
+				clear(w.events[:cap(w.events)])
+				flushed = true
+			}
+			if w.spinning || w.startSearching() {
+				p = w.steal()
+			}
+		}
+		if p != nil {
+			if w.spinning {
+				w.stopSearching()
+			}
+			backoff.Reset()
+			w.run(p)
+			if flushed = w.tick%64 == 0; flushed {
+				w.flush()
+			}
+			continue
+		}
+		if w.spinning && backoff.Spin() {
+			w.n.spins++
+			continue
+		}
+		w.park()
+		backoff.Reset()
+	}
+	if w.spinning {
+		w.spinning = false
+		w.s.spinning.Add(-1)
+	}
+	w.flush()
+}
+
+// findLocal returns work from the worker's next slot, own queue or the
+// global queue, taking the global queue first every globalCheckInterval
+// ticks and the queue before the next slot after maxNextRuns.
+func (w *worker) findLocal() *proc {
+	w.tick++
+	if w.tick%globalCheckInterval == 0 {
+		if p := w.popGlobal(); p != nil {
+			return p
+		}
+	}
+	if w.nextRuns < maxNextRuns {
+		if p := w.takeNext(); p != nil {
+			w.nextRuns++
+			return p
+		}
+	}
+	w.nextRuns = 0
+	if p := w.dq.PopBottom(); p != nil {
+		return p
+	}
+	if p := w.takeNext(); p != nil {
+		return p
+	}
+	return w.popGlobal()
+}
+
+// maxNextRuns caps consecutive runs from the next slot per scheduling
+// round, as the Go runtime lets runnext inherit the time slice.
+const maxNextRuns = 3
+
+// takeNext empties the next slot. Owner only.
+func (w *worker) takeNext() *proc {
+	if w.next.Load() == nil {
+		return nil
+	}
+	return w.next.Swap(nil)
+}
+
+// readyNext puts p in the next slot; a process already there moves to the
+// queue, where other workers can steal it. Owner only.
+func (w *worker) readyNext(p *proc) {
+	if old := w.next.Swap(p); old != nil {
+		w.pushLocal(old)
+	}
+}
+
+// queueLen is the number of processes queued on the worker. Any goroutine.
+func (w *worker) queueLen() int {
+	n := w.dq.Len()
+	if w.next.Load() != nil {
+		n++
+	}
+	return n
+}
+
+// slotCache returns the worker's process-table slot cache; nil for a nil
+// worker (callers outside the workers).
+func (w *worker) slotCache() *slotCache {
+	if w == nil {
+		return nil
+	}
+	return &w.slots
+}
+
+// popGlobal takes a batch from the global queue: the first to run now,
+// the rest onto the worker's own queue, kept in FIFO order.
+func (w *worker) popGlobal() *proc {
+	q := &w.s.global
+	if q.Empty() {
+		return nil
+	}
+	n := q.PopInto(w.batch)
+	if n == 0 {
+		return nil
+	}
+	w.n.globalPops++
+	w.n.globalItems += uint64(n)
+	for i := n - 1; i >= 1; i-- {
+		w.dq.PushBottom(w.batch[i])
+	}
+	p := w.batch[0]
+	clear(w.batch[:n])
+	if n > 1 {
+		w.s.wakeWorker() // others may share the batch
+	}
+	return p
+}
+
+// steal takes half of a victim's queue, trying every other worker once,
+// starting at a random one.
+func (w *worker) steal() *proc {
+	ws := w.s.workers
+	n := len(ws)
+	if n == 1 {
+		return nil
+	}
+	start := int(w.random() % uint64(n))
+	for i := range n {
+		v := ws[(start+i)%n]
+		if v == w {
+			continue
+		}
+		w.n.stealAttempts++
+		if moved := v.dq.StealHalfInto(w.dq); moved > 0 {
+			w.n.steals++
+			w.n.stolen += uint64(moved)
+			return w.dq.PopBottom()
+		}
+	}
+	return nil
+}
+
+func (w *worker) random() uint64 {
+	x := w.rng
+	x ^= x << 13
+	x ^= x >> 7
+	x ^= x << 17
+	w.rng = x
+	return x
+}
+
+// startSearching makes this worker a searcher unless half of the workers
+// that are not parked already search.
+func (w *worker) startSearching() bool {
+	s := w.s
+	busy := int32(len(s.workers)) - s.idle.count.Load()
+	if 2*s.spinning.Load() >= busy {
+		return false
+	}
+	s.spinning.Add(1)
+	w.spinning = true
+	return true
+}
+
+// stopSearching ends this worker's search because it found work; the last
+// searcher to do so wakes another worker, since more work may be waiting.
+func (w *worker) stopSearching() {
+	w.spinning = false
+	if w.s.spinning.Add(-1) == 0 {
+		w.s.wakeWorker()
+	}
+}
+
+// park blocks the worker until it is handed work or the scheduler stops.
+func (w *worker) park() {
+	s := w.s
+	if w.spinning {
+		w.spinning = false
+		s.spinning.Add(-1)
+	}
+	s.idle.push(w)
+	// Work made runnable before we were listed may have found no one to
+	// wake: look again now that wakers can see us.
+	if s.stopping.Load() || s.hasWork() {
+		if s.idle.remove(w) {
+			return
+		}
+		// A waker took us off the list and is unparking us with the
+		// search handed over; Park returns at once.
+	}
+	bump(&w.stats.parks)
+	w.parker.Park()
+	if w.handedSearch.Swap(false) {
+		w.spinning = true
+	}
+}
+
+// pushLocal queues p on this worker's own queue and lets a parked worker
+// know there is work to steal. Worker only.
+func (w *worker) pushLocal(p *proc) {
+	w.dq.PushBottom(p)
+	w.s.wakeWorker()
+}
+
+// wakeWorker unparks one idle worker, handing it the search, unless a
+// worker is searching already or none is parked. Any goroutine, after the
+// new work is visible in a queue.
+func (s *Scheduler) wakeWorker() {
+	if s.idle.count.Load() == 0 || s.spinning.Load() != 0 {
+		return
+	}
+	if !s.spinning.CompareAndSwap(0, 1) {
+		return
+	}
+	w := s.idle.pop()
+	if w == nil {
+		// Everybody got up meanwhile; they will find the work.
+		s.spinning.Add(-1)
+		return
+	}
+	w.handedSearch.Store(true)
+	w.stats.wakes.Add(1)
+	w.parker.Unpark()
+}
+
+// hasWork reports whether any queue holds a runnable process.
+func (s *Scheduler) hasWork() bool {
+	if !s.global.Empty() {
+		return true
+	}
+	// The next slots do not count: their owners are running and take
+	// them next.
+	for _, w := range s.workers {
+		if w.dq.Len() > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// idleWorkers is the list of parked workers.
+type idleWorkers struct {
+	mu      sync.Mutex
+	workers []*worker
+	// count mirrors len(workers), written under mu and read without it by
+	// wakers; see worker for why a stale read is harmless.
+	count atomic.Int32
+}
+
+func (l *idleWorkers) push(w *worker) {
+	l.mu.Lock()
+	l.workers = append(l.workers, w)
+	l.count.Store(int32(len(l.workers)))
+	l.mu.Unlock()
+}
+
+func (l *idleWorkers) pop() *worker {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := len(l.workers)
+	if n == 0 {
+		return nil
+	}
+	w := l.workers[n-1]
+	l.workers[n-1] = nil
+	l.workers = l.workers[:n-1]
+	l.count.Store(int32(n - 1))
+	return w
+}
+
+// remove takes w off the list and reports whether it was there.
+func (l *idleWorkers) remove(w *worker) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, x := range l.workers {
+		if x == w {
+			last := len(l.workers) - 1
+			l.workers[i] = l.workers[last]
+			l.workers[last] = nil
+			l.workers = l.workers[:last]
+			l.count.Store(int32(last))
+			return true
+		}
+	}
+	return false
+}
+
+// run claims p and steps it until it waits, finishes or uses up its
+// budget.
+func (w *worker) run(p *proc) {
+	s := w.s
+	if !p.state.CompareAndSwap(stReady, stRunning) {
+		// Completed by a shutdown deadline while it sat in a queue.
+		return
+	}
+	if s.forcing.Load() {
+		w.force(p)
+		return
+	}
+	if !p.stepped {
+		// The first step gets no events, even if some arrived while the
+		// process waited in a queue (their senders saw it Ready and set
+		// no flag). Flag it now, so that settle looks at the mailbox
+		// before letting it wait.
+		p.stepped = true
+		p.state.Store(stRunning | flagWake)
+	} else {
+		w.events = p.drain(w.events[:0])
+	}
+	for steps := 1; ; steps++ {
+		if steps > 1 {
+			w.events = p.drain(w.events[:0])
+		}
+		w.out.reset(p.pid())
+		err := w.step(p)
+		w.events = w.events[:0]
+		w.n.steps++
+		status := w.out.status
+		w.dispatch(p)
+		if err != nil {
+			w.end(p, payload.Payload{}, err)
+			return
+		}
+		if status == StatusDone {
+			w.end(p, w.out.result, nil)
+			return
+		}
+		if s.forcing.Load() {
+			w.force(p)
+			return
+		}
+		if status == StatusContinue {
+			if steps < s.stepBudget {
+				p.state.Store(stRunning) // events flagged meanwhile are drained next
+				continue
+			}
+			w.requeue(p)
+			return
+		}
+		next := stIdle
+		if p.npending.Load() > 0 {
+			next = stBlocked
+		}
+		if w.settle(p, next) {
+			return
+		}
+		// Events arrived: step again, within the budget.
+		if steps >= s.stepBudget {
+			w.requeue(p)
+			return
+		}
+	}
+}
+
+// settle moves the Running process p to the waiting state next unless
+// events were queued for it since its step began; it reports whether p
+// now waits. A sender appends its event before it looks at the state, and
+// sets flagWake if it finds p Running, which makes the CAS fail. The flag
+// is cleared before the mailbox is looked at, so an event appended after
+// that look sets it again and the next CAS fails too: no event is left
+// behind a waiting process, and no step runs with an empty batch because
+// of an event that the last drain already took.
+func (w *worker) settle(p *proc, next uint32) bool {
+	for {
+		if p.state.CompareAndSwap(stRunning, next) {
+			if w.s.forcing.Load() {
+				w.s.tryForce(p)
+			}
+			return true
+		}
+		p.state.Store(stRunning)
+		if p.hasEvents() {
+			return false
+		}
+	}
+}
+
+// requeue puts p, still Running, behind other work: on the global queue,
+// where every worker looks within globalCheckInterval ticks.
+func (w *worker) requeue(p *proc) {
+	p.state.Store(stReady)
+	w.n.requeues++
+	w.s.global.Push(p)
+	w.s.wakeWorker()
+}
+
+// step calls Step, turning a panic into an error.
+func (w *worker) step(p *proc) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = newPanicError("Step", v)
+		}
+	}()
+	return p.impl.Step(w.events, &w.out)
+}
+
+// end completes the Running process p.
+func (w *worker) end(p *proc, result payload.Payload, err error) {
+	p.state.Store(stComplete)
+	w.s.finish(p, w, result, err, false)
+}
+
+// force completes the Running process p at a shutdown deadline.
+func (w *worker) force(p *proc) {
+	p.state.Store(stComplete)
+	w.s.finish(p, w, payload.Payload{}, ErrForced, true)
+}
+
+// handoff passes processes made Ready by a handler's Call to the worker
+// that runs the handler, so they stay local, without ever letting another
+// goroutine touch the worker's deque: a Call used after its handler
+// returned (from another goroutine) finds the handoff closed and uses the
+// global queue.
+type handoff struct {
+	mu    sync.Mutex
+	open  bool
+	procs []*proc
+}
+
+// offer queues p for the worker if a handler is running; it reports false
+// if not, and the caller queues p globally.
+func (h *handoff) offer(p *proc) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.open {
+		return false
+	}
+	h.procs = append(h.procs, p)
+	return true
+}
+
+func (h *handoff) begin() {
+	h.mu.Lock()
+	h.open = true
+	h.mu.Unlock()
+}
+
+// end closes the handoff and moves what it received to dq.
+func (h *handoff) end(w *worker) {
+	h.mu.Lock()
+	h.open = false
+	procs := h.procs
+	h.procs = h.procs[:0]
+	h.mu.Unlock()
+	for i, p := range procs {
+		w.pushLocal(p)
+		procs[i] = nil
+	}
+}
