@@ -1,0 +1,159 @@
+// Command workflow runs many small workflows, each a process that calls a
+// slow external service through a user command and bounds every call with
+// a timeout timer, retrying a few times before it gives up.
+//
+// It shows the pattern for I/O with the scheduler: the process yields the
+// call (handled asynchronously, completed later from another goroutine)
+// and a timer in the same step, then acts on whichever completion comes
+// first and ignores the other when it arrives late. No goroutine waits on
+// behalf of a process.
+//
+//	go run ./examples/workflow [-n 10000] [-timeout 30ms]
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"math/rand/v2"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/procsched/scheduler"
+	"github.com/procsched/scheduler/payload"
+)
+
+// cmdQuote asks the pricing service for a quote; the argument is the item.
+const cmdQuote = scheduler.FirstUserCommand
+
+// pricingService simulates a remote service with a variable latency: most
+// answers take a few milliseconds, some take far too long. It completes
+// each call from a timer goroutine of its own, as a client library's
+// callback would.
+type pricingService struct {
+	calls atomic.Int64
+}
+
+func (ps *pricingService) handle(call scheduler.Call) error {
+	item, ok := call.Arg.(string)
+	if !ok {
+		return fmt.Errorf("quote: want an item name, got %T", call.Arg)
+	}
+	ps.calls.Add(1)
+	latency := time.Duration(1+rand.IntN(10)) * time.Millisecond
+	if rand.IntN(5) == 0 {
+		latency = 200 * time.Millisecond // a slow answer
+	}
+	done := call.Completion()
+	time.AfterFunc(latency, func() {
+		// A late answer finds the yield no longer pending, or the
+		// process gone; either way nobody is waiting for it.
+		_ = done.Complete(len(item)*100+rand.IntN(100), nil)
+	})
+	return nil
+}
+
+// errTimeout is the error of a workflow whose every attempt timed out.
+var errTimeout = errors.New("pricing service timed out")
+
+// workflow quotes one item: up to maxAttempts calls, each bounded by a
+// timeout. Tags encode the attempt: 2a is the call, 2a+1 its timer.
+type workflow struct {
+	item        string
+	timeout     time.Duration
+	maxAttempts uint64
+	attempt     uint64
+}
+
+func (w *workflow) Init(_ context.Context, method string, input payload.Payloads) error {
+	if method != "quote" {
+		return fmt.Errorf("%w: %q", scheduler.ErrUnknownMethod, method)
+	}
+	return input.Decode(&w.item)
+}
+
+func (w *workflow) Step(events []scheduler.Event, out *scheduler.StepOutput) error {
+	if w.attempt == 0 {
+		w.try(out)
+		return nil
+	}
+	for _, ev := range events {
+		switch {
+		case ev.Type == scheduler.EventCancel:
+			return context.Canceled
+		case ev.Type != scheduler.EventYieldComplete:
+		case ev.Tag == 2*w.attempt: // this attempt's answer
+			if ev.Error != nil {
+				return ev.Error
+			}
+			out.Done(payload.Of(ev.Data))
+			return nil
+		case ev.Tag == 2*w.attempt+1: // this attempt's timeout
+			if w.attempt == w.maxAttempts {
+				return fmt.Errorf("%w after %d attempts", errTimeout, w.attempt)
+			}
+			w.try(out)
+		default:
+			// A late answer or timer of an earlier attempt: ignore it.
+		}
+	}
+	return nil
+}
+
+// try starts the next attempt: the call and its timeout in one step.
+func (w *workflow) try(out *scheduler.StepOutput) {
+	w.attempt++
+	out.Yield(2*w.attempt, cmdQuote, w.item)
+	out.Sleep(2*w.attempt+1, w.timeout)
+}
+
+func (w *workflow) Close() {}
+
+func main() {
+	n := flag.Int("n", 10_000, "workflows to run")
+	timeout := flag.Duration("timeout", 30*time.Millisecond, "timeout of one call")
+	flag.Parse()
+	if err := run(*n, *timeout); err != nil {
+		log.Print(err)
+		os.Exit(1)
+	}
+}
+
+func run(n int, timeout time.Duration) error {
+	svc := &pricingService{}
+	s, err := scheduler.New(scheduler.WithHandler(cmdQuote, svc.handle))
+	if err != nil {
+		return err
+	}
+	defer s.Shutdown(context.Background())
+
+	ctx := context.Background()
+	start := time.Now()
+	handles := make([]scheduler.Handle, n)
+	for i := range handles {
+		item := fmt.Sprintf("item-%d", i)
+		h, err := s.Submit(ctx, &workflow{timeout: timeout, maxAttempts: 3}, "quote", payload.Values(item))
+		if err != nil {
+			return err
+		}
+		handles[i] = h
+	}
+	var quoted, timedOut int
+	for _, h := range handles {
+		_, err := h.Wait(ctx)
+		switch {
+		case err == nil:
+			quoted++
+		case errors.Is(err, errTimeout):
+			timedOut++
+		default:
+			return err
+		}
+	}
+	fmt.Printf("%d workflows in %v: %d quoted, %d timed out after 3 attempts; %d calls made\n",
+		n, time.Since(start).Round(time.Millisecond), quoted, timedOut, svc.calls.Load())
+	return nil
+}
