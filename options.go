@@ -3,6 +3,7 @@ package scheduler
 import (
 	"fmt"
 	"runtime"
+	"time"
 )
 
 // Option configures a [Scheduler] in [New].
@@ -21,13 +22,21 @@ type config struct {
 	stepBudget  int
 	globalBatch int
 	handlers    map[CommandID]Handler
+	watchdog    time.Duration // 0: off
+	hooks       Hooks
+
+	// Measurement knobs, set only by this package's tests and benchmarks.
+	unfair     bool // the seed design: no global-queue turn, no next-slot cap, no step budget
+	fixedBatch bool // take a fixed batch from the global queue instead of sizing it
 }
 
 const (
 	// DefaultStepBudget is the default for [WithStepBudget].
 	DefaultStepBudget = 16
 	// DefaultGlobalBatch is the default for [WithGlobalBatch].
-	DefaultGlobalBatch = 16
+	DefaultGlobalBatch = 128
+	// DefaultWatchdogThreshold is the default for [WithWatchdog].
+	DefaultWatchdogThreshold = 10 * time.Millisecond
 )
 
 func defaultConfig() config {
@@ -35,6 +44,7 @@ func defaultConfig() config {
 		workers:     runtime.GOMAXPROCS(0),
 		stepBudget:  DefaultStepBudget,
 		globalBatch: DefaultGlobalBatch,
+		watchdog:    DefaultWatchdogThreshold,
 	}
 }
 
@@ -97,6 +107,38 @@ func WithHandler(cmd CommandID, h Handler) Option {
 			c.handlers = make(map[CommandID]Handler)
 		}
 		c.handlers[cmd] = h
+		return nil
+	})
+}
+
+// WithWatchdog sets the threshold above which the watchdog reports a step
+// as slow (default [DefaultWatchdogThreshold]); 0 turns the watchdog off.
+// A slow step is counted in [Stats].SlowSteps and passed to
+// [Hooks].SlowStep; meanwhile idle workers take the work queued behind it.
+// The threshold must not be negative.
+func WithWatchdog(threshold time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if threshold < 0 {
+			return fmt.Errorf("%w: WithWatchdog(%v): negative threshold", ErrInvalidOption, threshold)
+		}
+		c.watchdog = threshold
+		return nil
+	})
+}
+
+// Hooks are optional functions the scheduler calls on lifecycle events.
+// Each runs outside every scheduler lock; see each field for the goroutine
+// it runs on. A nil field costs nothing.
+type Hooks struct {
+	// SlowStep is called by the watchdog goroutine when a step has been
+	// running longer than the watchdog's threshold; once per slow run.
+	SlowStep func(SlowStep)
+}
+
+// WithHooks sets the lifecycle hooks.
+func WithHooks(h Hooks) Option {
+	return optionFunc(func(c *config) error {
+		c.hooks = h
 		return nil
 	})
 }

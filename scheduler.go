@@ -18,12 +18,16 @@ type Scheduler struct {
 	node        uint32
 	stepBudget  int
 	globalBatch int
+	unfair      bool // see config
+	fixedBatch  bool // see config
 
 	table    *table
 	global   globalq.Queue[proc] // runnable processes not owned by a worker
 	workers  []*worker
 	handlers atomic.Pointer[[]Handler] // indexed by CommandID; replaced copy-on-write under handlersMu
 	timers   *timerService
+	watchdog *watchdog // nil when off
+	hooks    Hooks
 
 	handlersMu sync.Mutex
 
@@ -70,6 +74,8 @@ func New(opts ...Option) (*Scheduler, error) {
 		node:        cfg.node,
 		stepBudget:  cfg.stepBudget,
 		globalBatch: cfg.globalBatch,
+		unfair:      cfg.unfair,
+		fixedBatch:  cfg.fixedBatch,
 		table:       newTable(),
 		drained:     make(chan struct{}),
 	}
@@ -78,10 +84,16 @@ func New(opts ...Option) (*Scheduler, error) {
 		hs = setHandler(hs, cmd, h)
 	}
 	s.handlers.Store(&hs)
+	s.hooks = cfg.hooks
 	s.timers = newTimerService(s)
 	s.workers = make([]*worker, cfg.workers)
 	for i := range s.workers {
 		s.workers[i] = newWorker(s, i)
+	}
+	if cfg.watchdog > 0 {
+		s.watchdog = newWatchdog(s, cfg.watchdog, cfg.hooks.SlowStep)
+		s.wg.Add(1)
+		go s.watchdog.run()
 	}
 	s.wg.Add(len(s.workers) + 1)
 	go s.timers.run()
@@ -413,6 +425,9 @@ func (s *Scheduler) Shutdown(ctx context.Context) error {
 	}
 	s.stopping.Store(true)
 	s.timers.stop()
+	if s.watchdog != nil {
+		s.watchdog.stop()
+	}
 	for _, w := range s.workers {
 		w.parker.Unpark()
 	}

@@ -23,11 +23,12 @@ type Stats struct {
 	Dropped    uint64 // events queued to processes that ended before reading them
 
 	// Work.
-	Steps    uint64 // Step calls
-	Yields   uint64 // yields written by steps (Tell included)
-	Sent     uint64 // messages told by processes (StepOutput.Tell)
-	Bounced  uint64 // of Sent, those that could not be delivered
-	Requeues uint64 // processes requeued behind others after their step budget
+	Steps     uint64 // Step calls
+	Yields    uint64 // yields written by steps (Tell included)
+	Sent      uint64 // messages told by processes (StepOutput.Tell)
+	Bounced   uint64 // of Sent, those that could not be delivered
+	Requeues  uint64 // processes requeued behind others after their step budget
+	SlowSteps uint64 // runs the watchdog found running past its threshold
 
 	// Finding work.
 	GlobalPops    uint64 // batches taken from the global queue
@@ -64,6 +65,9 @@ func (s *Scheduler) Stats() Stats {
 		Timers:       s.timers.pending(),
 		IdleWorkers:  int(s.idle.count.Load()),
 	}
+	if s.watchdog != nil {
+		st.SlowSteps = s.watchdog.slow.Load()
+	}
 	for i, w := range s.workers {
 		ws := &w.stats
 		st.Submitted += ws.spawned.Load()
@@ -89,16 +93,23 @@ func (s *Scheduler) Stats() Stats {
 	return st
 }
 
-// liveCount returns the number of processes started and not yet ended:
-// every start is counted before the closing flag is checked and every end
-// after the process is gone, so during Shutdown the sum reaches zero
-// exactly when the last process has ended.
+// liveCount returns the number of processes started and not yet ended.
+// Every start is counted before the closing flag is checked and every end
+// after the process is gone. The counters are read without a lock, all
+// ends before all starts: a start is always counted before its end, so a
+// sum read this way is never below the true number live at the moment
+// between the two passes, and a zero means that at that moment no process
+// was live. Once closing is set, that is final.
 func (s *Scheduler) liveCount() int64 {
-	n := int64(s.counters.started.Load()) - int64(s.counters.ended.Load())
+	ended := int64(s.counters.ended.Load())
 	for _, w := range s.workers {
-		n += int64(w.stats.started.Load()) - int64(w.stats.ended.Load())
+		ended += int64(w.stats.ended.Load())
 	}
-	return n
+	started := int64(s.counters.started.Load())
+	for _, w := range s.workers {
+		started += int64(w.stats.started.Load())
+	}
+	return started - ended
 }
 
 // workerCounts are the per-step counters a worker keeps in plain memory;

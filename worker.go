@@ -63,6 +63,9 @@ type worker struct {
 
 	rng  uint64 // xorshift state for victim selection
 	tick uint64
+	// checkGlobal makes the next findLocal look at the global queue first:
+	// set when a process that continues gives the global queue its turn.
+	checkGlobal bool
 
 	out    StepOutput
 	events []Event
@@ -75,6 +78,21 @@ type worker struct {
 	handoff handoff
 
 	stats workerStats
+
+	// For the watchdog (see watchdog.go), published only when it runs:
+	// runs counts runs started, cur is the process of the latest one.
+	// Both are stored by the worker at the start of a run and loaded by
+	// the watchdog, which compares runs between its samples.
+	runs atomic.Uint64
+	cur  atomic.Pointer[proc]
+	// idle is set while the worker has no work (searching or parked), so
+	// the watchdog does not take a quiet worker for a stuck one. Stored
+	// only when the worker goes idle and when it starts working again.
+	idle atomic.Bool
+	// stalled is set by the watchdog when the current run has lasted
+	// longer than the threshold: thieves may then take the next slot.
+	// Cleared by the worker when the run ends.
+	stalled atomic.Bool
 }
 
 func newWorker(s *Scheduler, id int) *worker {
@@ -93,17 +111,18 @@ func newWorker(s *Scheduler, id int) *worker {
 func (w *worker) loop() {
 	defer w.s.wg.Done()
 	var backoff spin.Backoff
-	flushed := false
+	idle := false
 	for !w.s.stopping.Load() {
 		p := w.findLocal()
 		if p == nil {
-			if !flushed {
+			if !idle {
 				// About to go idle: make the counters exact and drop
 				// references to the last steps' events and yields.
+				idle = true
+				w.idle.Store(true)
 				w.flush()
 				w.out.release()
 				clear(w.events[:cap(w.events)])
-				flushed = true
 			}
 			if w.spinning || w.startSearching() {
 				p = w.steal()
@@ -113,9 +132,13 @@ func (w *worker) loop() {
 			if w.spinning {
 				w.stopSearching()
 			}
+			if idle {
+				idle = false
+				w.idle.Store(false)
+			}
 			backoff.Reset()
 			w.run(p)
-			if flushed = w.tick%64 == 0; flushed {
+			if w.tick%64 == 0 {
 				w.flush()
 			}
 			continue
@@ -135,16 +158,27 @@ func (w *worker) loop() {
 }
 
 // findLocal returns work from the worker's next slot, own queue or the
-// global queue, taking the global queue first every globalCheckInterval
-// ticks and the queue before the next slot after maxNextRuns.
+// global queue. Two periodic turns keep it fair: every
+// globalCheckInterval ticks it takes one process from the global queue
+// first, and, half a period later, the oldest process of its own queue
+// (whose owner otherwise works newest first), so nothing queued waits for
+// the queue to drain. After maxNextRuns from the next slot in a row, the
+// queue goes first.
 func (w *worker) findLocal() *proc {
 	w.tick++
-	if w.tick%globalCheckInterval == 0 {
-		if p := w.popGlobal(); p != nil {
-			return p
+	if !w.s.unfair {
+		if w.tick%globalCheckInterval == 0 || w.checkGlobal {
+			w.checkGlobal = false
+			if p := w.popGlobalOne(); p != nil {
+				return p
+			}
+		} else if w.tick%globalCheckInterval == globalCheckInterval/2 {
+			if p := w.dq.Steal(); p != nil {
+				return p
+			}
 		}
 	}
-	if w.nextRuns < maxNextRuns {
+	if (w.nextRuns < maxNextRuns || w.s.unfair) && !raceSkipNext(w) {
 		if p := w.takeNext(); p != nil {
 			w.nextRuns++
 			return p
@@ -158,6 +192,22 @@ func (w *worker) findLocal() *proc {
 		return p
 	}
 	return w.popGlobal()
+}
+
+// popGlobalOne takes one process from the global queue, for the periodic
+// turn: a batch would land on top of the worker's own queue, which it
+// works newest first, and bury what was there.
+func (w *worker) popGlobalOne() *proc {
+	q := &w.s.global
+	if q.Empty() {
+		return nil
+	}
+	p := q.Pop()
+	if p != nil {
+		w.n.globalPops++
+		w.n.globalItems++
+	}
+	return p
 }
 
 // maxNextRuns caps consecutive runs from the next slot per scheduling
@@ -175,6 +225,10 @@ func (w *worker) takeNext() *proc {
 // readyNext puts p in the next slot; a process already there moves to the
 // queue, where other workers can steal it. Owner only.
 func (w *worker) readyNext(p *proc) {
+	if raceSkipNext(w) {
+		w.pushLocal(p)
+		return
+	}
 	if old := w.next.Swap(p); old != nil {
 		w.pushLocal(old)
 	}
@@ -205,7 +259,14 @@ func (w *worker) popGlobal() *proc {
 	if q.Empty() {
 		return nil
 	}
-	n := q.PopInto(w.batch)
+	batch := w.batch
+	if !w.s.fixedBatch {
+		// Take a fair share of what is queued, as the Go runtime does:
+		// enough to keep busy, not so much that other workers find
+		// nothing.
+		batch = batch[:min(q.Len()/len(w.s.workers)+1, len(batch))]
+	}
+	n := q.PopInto(batch)
 	if n == 0 {
 		return nil
 	}
@@ -223,7 +284,9 @@ func (w *worker) popGlobal() *proc {
 }
 
 // steal takes half of a victim's queue, trying every other worker once,
-// starting at a random one.
+// starting at a random one. From a worker whose current step has run past
+// the watchdog's threshold it also takes the process in the next slot,
+// which would otherwise wait for that step to end.
 func (w *worker) steal() *proc {
 	ws := w.s.workers
 	n := len(ws)
@@ -231,8 +294,13 @@ func (w *worker) steal() *proc {
 		return nil
 	}
 	start := int(w.random() % uint64(n))
+	stride := 1
+	if raceEnabled {
+		// Race builds vary the order, so that tests do not lean on one.
+		stride = raceStride(w, n)
+	}
 	for i := range n {
-		v := ws[(start+i)%n]
+		v := ws[(start+i*stride)%n]
 		if v == w {
 			continue
 		}
@@ -241,6 +309,13 @@ func (w *worker) steal() *proc {
 			w.n.steals++
 			w.n.stolen += uint64(moved)
 			return w.dq.PopBottom()
+		}
+		if v.stalled.Load() {
+			if p := v.next.Load(); p != nil && v.next.CompareAndSwap(p, nil) {
+				w.n.steals++
+				w.n.stolen++
+				return p
+			}
 		}
 	}
 	return nil
@@ -399,6 +474,11 @@ func (w *worker) run(p *proc) {
 		// Completed by a shutdown deadline while it sat in a queue.
 		return
 	}
+	if s.watchdog != nil {
+		w.cur.Store(p)
+		w.runs.Store(w.runs.Load() + 1)
+		defer w.endWatchedRun()
+	}
 	if s.forcing.Load() {
 		w.force(p)
 		return
@@ -436,6 +516,15 @@ func (w *worker) run(p *proc) {
 			return
 		}
 		if status == StatusContinue {
+			// Every step counts as a scheduling tick, so a process that
+			// keeps continuing gives the global queue its turn too.
+			w.tick++
+			if w.tick%globalCheckInterval == 0 && !s.global.Empty() && !s.unfair {
+				p.state.Store(stReady)
+				w.pushLocal(p)
+				w.checkGlobal = true
+				return
+			}
 			if steps < s.stepBudget {
 				p.state.Store(stRunning) // events flagged meanwhile are drained next
 				continue

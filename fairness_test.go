@@ -1,0 +1,374 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/procsched/scheduler/payload"
+	"github.com/stretchr/testify/require"
+)
+
+// withSeedScheduling switches off the fairness mechanisms, to show what
+// they buy: no global-queue turn every 61 ticks, no cap on the next slot,
+// no step budget (a continuing process keeps its worker), and a fixed
+// global batch of 16 — the seed design.
+func withSeedScheduling() Option {
+	return optionFunc(func(c *config) error {
+		c.unfair = true
+		c.fixedBatch = true
+		c.globalBatch = 16
+		c.stepBudget = math.MaxInt
+		return nil
+	})
+}
+
+// hot keeps continuing and counts its steps; spin is busy work per step.
+// started, if not nil, is closed at its first step.
+type hot struct {
+	steps   *atomic.Int64
+	spin    int
+	started chan struct{}
+	// at, if not nil, receives how far watch got, once this process has
+	// made atSteps steps.
+	at      chan int64
+	atSteps int64
+	watch   *atomic.Int64
+	from    int64
+}
+
+func (h *hot) Init(context.Context, string, payload.Payloads) error { return nil }
+func (h *hot) Close()                                               {}
+func (h *hot) Step(evs []Event, out *StepOutput) error {
+	n := h.steps.Add(1)
+	if n == 1 && h.started != nil {
+		close(h.started)
+	}
+	if h.at != nil {
+		if n == 1 {
+			h.from = h.watch.Load()
+		}
+		if n == h.atSteps {
+			h.at <- h.watch.Load() - h.from
+		}
+	}
+	for _, ev := range evs {
+		if ev.Type == EventCancel {
+			out.Done(payload.Payload{})
+			return nil
+		}
+	}
+	busyWork(h.spin)
+	out.Continue()
+	return nil
+}
+
+var busySink atomic.Uint64
+
+// busyWork burns CPU for roughly n iterations without touching shared
+// memory more than once.
+func busyWork(n int) {
+	x := uint64(n)
+	for i := 0; i < n; i++ {
+		x = x*6364136223846793005 + 1442695040888963407
+	}
+	busySink.Store(x)
+}
+
+// observer records, at each step with a message, how far every hot
+// process got since the message was sent, and signals the sender.
+type observer struct {
+	hots     []atomic.Int64
+	baseline []int64 // hot step counts when the message was sent; set by the test before Tell
+	deltas   chan int64
+}
+
+func (o *observer) Init(context.Context, string, payload.Payloads) error { return nil }
+func (o *observer) Close()                                               {}
+func (o *observer) Step(evs []Event, out *StepOutput) error {
+	for _, ev := range evs {
+		switch ev.Type {
+		case EventCancel:
+			out.Done(payload.Payload{})
+			return nil
+		case EventMessage:
+			var worst int64
+			for i := range o.hots {
+				worst = max(worst, o.hots[i].Load()-o.baseline[i])
+			}
+			o.deltas <- worst
+		}
+	}
+	return nil
+}
+
+// saturate starts n hot processes and waits until each has stepped.
+func saturate(t testing.TB, s *Scheduler, counters []atomic.Int64, spin int) {
+	t.Helper()
+	for i := range counters {
+		started := make(chan struct{})
+		_, err := s.Submit(context.Background(), &hot{steps: &counters[i], spin: spin, started: started}, "run", nil)
+		require.NoError(t, err)
+		select {
+		case <-started:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("hot process %d never stepped", i)
+		}
+	}
+}
+
+func snapshot(counters []atomic.Int64) []int64 {
+	out := make([]int64, len(counters))
+	for i := range counters {
+		out[i] = counters[i].Load()
+	}
+	return out
+}
+
+// maxHotStepsBeforeTurn bounds how many steps a hot process may make
+// between a message arriving on the global queue and the idle recipient's
+// step: a worker gives the global queue a turn within globalCheckInterval
+// ticks, and a hot process continues inline for at most the step budget.
+const maxHotStepsBeforeTurn = 2*globalCheckInterval + DefaultStepBudget
+
+func shutdownNow(t testing.TB, s *Scheduler) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, s.Shutdown(ctx))
+}
+
+// TestStarvationMessageToIdleProcess: with every worker saturated by
+// processes that always continue, a message from outside to an idle
+// process is stepped before any hot process has made more than a bounded
+// number of steps.
+//
+// The bound is exact with one worker: every hot step then happens on the
+// worker that must also run the recipient. With several workers, one of
+// them may be descheduled by the operating system (or by the Go runtime,
+// when there are more workers than cores) just after it took the
+// recipient, while the others keep stepping; there the test checks only
+// that the message is not starved.
+func TestStarvationMessageToIdleProcess(t *testing.T) {
+	for _, workers := range []int{1, 2, 4} {
+		t.Run(fmt.Sprintf("workers=%d", workers), func(t *testing.T) {
+			s, err := New(WithWorkers(workers))
+			require.NoError(t, err)
+			defer shutdownNow(t, s)
+			hots := make([]atomic.Int64, 2*workers)
+			obs := &observer{hots: hots, deltas: make(chan int64, 1)}
+			h, err := s.Submit(context.Background(), obs, "observe", nil)
+			require.NoError(t, err)
+			saturate(t, s, hots, 200)
+			var worst int64
+			for range 30 {
+				obs.baseline = snapshot(hots)
+				require.NoError(t, s.Tell(h.PID(), 1))
+				select {
+				case d := <-obs.deltas:
+					worst = max(worst, d)
+				case <-time.After(30 * time.Second):
+					t.Fatalf("the idle process was never stepped (starved)")
+				}
+			}
+			t.Logf("most steps of a hot process before the message was stepped: %d", worst)
+			if workers == 1 {
+				require.LessOrEqual(t, worst, int64(maxHotStepsBeforeTurn),
+					"a hot process made %d steps before the idle process got its message", worst)
+			}
+		})
+	}
+}
+
+// firstStep reports, at its first step, how far the hot processes got
+// since it was submitted.
+type firstStep struct {
+	hots     []atomic.Int64
+	baseline []int64
+	delta    chan int64
+}
+
+func (f *firstStep) Init(context.Context, string, payload.Payloads) error { return nil }
+func (f *firstStep) Close()                                               {}
+func (f *firstStep) Step(_ []Event, out *StepOutput) error {
+	var worst int64
+	for i := range f.hots {
+		worst = max(worst, f.hots[i].Load()-f.baseline[i])
+	}
+	f.delta <- worst
+	out.Done(payload.Payload{})
+	return nil
+}
+
+// TestStarvationSubmission: a submission, which goes through the global
+// queue, runs within a bounded number of ticks of a saturated worker (one
+// worker, for the reason given at TestStarvationMessageToIdleProcess).
+func TestStarvationSubmission(t *testing.T) {
+	const workers = 1
+	s, err := New(WithWorkers(workers))
+	require.NoError(t, err)
+	defer shutdownNow(t, s)
+	hots := make([]atomic.Int64, 2*workers)
+	saturate(t, s, hots, 200)
+	for range 30 {
+		f := &firstStep{hots: hots, baseline: snapshot(hots), delta: make(chan int64, 1)}
+		_, err := s.Submit(context.Background(), f, "run", nil)
+		require.NoError(t, err)
+		select {
+		case d := <-f.delta:
+			require.LessOrEqual(t, d, int64(maxHotStepsBeforeTurn),
+				"a hot process made %d steps before the submission ran", d)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("the submission never ran (starved)")
+		}
+	}
+}
+
+// rally keeps a message bouncing with its partner forever, counting.
+type rally struct {
+	partner *rally
+	self    atomic.Pointer[Handle]
+	hits    *atomic.Int64
+	serve   bool
+	started chan struct{} // closed at the first hit, if not nil
+}
+
+func (r *rally) Init(context.Context, string, payload.Payloads) error { return nil }
+func (r *rally) Close()                                               {}
+func (r *rally) Step(evs []Event, out *StepOutput) error {
+	if r.serve {
+		r.serve = false
+		out.Tell(r.partner.self.Load().PID(), 1)
+	}
+	for _, ev := range evs {
+		switch {
+		case ev.Type == EventCancel:
+			out.Done(payload.Payload{})
+			return nil
+		case ev.Type == EventMessage && ev.Error == nil:
+			if r.hits.Add(1) == 1 && r.started != nil {
+				close(r.started)
+			}
+			out.Tell(ev.From, 1)
+		}
+	}
+	return nil
+}
+
+// TestStarvationPingPongPair: a pair of processes that wake each other
+// through the next slot does not starve a third process on the same
+// worker. With the seed's scheduling the third process never runs.
+func TestStarvationPingPongPair(t *testing.T) {
+	s, err := New(WithWorkers(1))
+	require.NoError(t, err)
+	defer shutdownNow(t, s)
+
+	var hits atomic.Int64
+	started := make(chan struct{})
+	a, b := &rally{hits: &hits, started: started}, &rally{hits: &hits, serve: true}
+	a.partner, b.partner = b, a
+	ha, err := s.Submit(context.Background(), a, "run", nil)
+	require.NoError(t, err)
+	a.self.Store(&ha)
+	hb, err := s.Submit(context.Background(), b, "run", nil)
+	require.NoError(t, err)
+	b.self.Store(&hb)
+	select {
+	case <-started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the rally never started")
+	}
+	// The third process reports how many exchanges the pair made while
+	// it made its first 100 steps: counted in steps, not time.
+	var third atomic.Int64
+	at := make(chan int64, 1)
+	_, err = s.Submit(context.Background(), &hot{steps: &third, at: at, atSteps: 100, watch: &hits}, "run", nil)
+	require.NoError(t, err)
+	select {
+	case rallied := <-at:
+		require.Less(t, rallied, int64(100*(globalCheckInterval+maxNextRuns+1)),
+			"the pair made %d exchanges while the third process made 100 steps", rallied)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("third process starved: %d steps after %d rally messages", third.Load(), hits.Load())
+	}
+}
+
+// BenchmarkLatencyUnderSaturation measures the time from Tell to the
+// recipient's step for an idle process while every worker is saturated by
+// processes that keep continuing (each step about 2µs of work), with the
+// fairness mechanisms on and with the seed's scheduling, side by side. It
+// reports p50 and p99 in microseconds and how many samples starved (not
+// stepped within 50ms, counted as 50ms).
+//
+//	go test -run '^$' -bench LatencyUnderSaturation -benchtime 400x .
+func BenchmarkLatencyUnderSaturation(b *testing.B) {
+	for _, mode := range []struct {
+		name string
+		opts []Option
+	}{
+		{"fair", nil},
+		{"seed", []Option{withSeedScheduling()}},
+	} {
+		b.Run(mode.name, func(b *testing.B) {
+			s, err := New(mode.opts...)
+			require.NoError(b, err)
+			lat := make(chan time.Duration, 1)
+			rec := &latencyRecorder{out: lat}
+			h, err := s.Submit(context.Background(), rec, "run", nil)
+			require.NoError(b, err)
+			hots := make([]atomic.Int64, 2*s.Workers())
+			saturate(b, s, hots, 2000)
+
+			const starveAfter = 50 * time.Millisecond
+			samples := make([]time.Duration, 0, b.N)
+			starved := 0
+			b.ResetTimer()
+			for range b.N {
+				require.NoError(b, s.Tell(h.PID(), time.Now()))
+				select {
+				case d := <-lat:
+					samples = append(samples, d)
+				case <-time.After(starveAfter):
+					starved++
+					samples = append(samples, starveAfter)
+				}
+			}
+			b.StopTimer()
+			slices.Sort(samples)
+			b.ReportMetric(float64(samples[len(samples)/2].Microseconds()), "p50-µs")
+			b.ReportMetric(float64(samples[len(samples)*99/100].Microseconds()), "p99-µs")
+			b.ReportMetric(float64(starved), "starved")
+			// In the seed mode the hot processes never let go of their
+			// workers; they see the cancel at their next step.
+			shutdownNow(b, s)
+		})
+	}
+}
+
+// latencyRecorder reports, for each message carrying a send time, how
+// long it took to be stepped.
+type latencyRecorder struct{ out chan time.Duration }
+
+func (r *latencyRecorder) Init(context.Context, string, payload.Payloads) error { return nil }
+func (r *latencyRecorder) Close()                                               {}
+func (r *latencyRecorder) Step(evs []Event, out *StepOutput) error {
+	for _, ev := range evs {
+		switch ev.Type {
+		case EventCancel:
+			out.Done(payload.Payload{})
+			return nil
+		case EventMessage:
+			if sent, ok := ev.Data.(time.Time); ok {
+				select {
+				case r.out <- time.Since(sent):
+				default: // the benchmark gave up on this sample
+				}
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,157 @@
+package scheduler_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	sched "github.com/procsched/scheduler"
+	"github.com/procsched/scheduler/payload"
+	"github.com/procsched/scheduler/relay"
+)
+
+// blocker's first step spawns children (queued on its worker) and tells
+// a waiting process (put in its worker's next slot), then continues; its
+// second step blocks until release is closed.
+type blocker struct {
+	children int
+	childRan *atomic.Int64
+	allRan   chan struct{} // closed when every child has run
+	wake     relay.PID
+	entered  chan struct{}
+	release  chan struct{}
+	steps    int
+}
+
+func (b *blocker) Init(context.Context, string, payload.Payloads) error { return nil }
+func (b *blocker) Close()                                               {}
+func (b *blocker) Step(_ []sched.Event, out *sched.StepOutput) error {
+	b.steps++
+	switch b.steps {
+	case 1:
+		for i := range b.children {
+			out.Spawn(uint64(i), &counted{ran: b.childRan, all: int64(b.children), done: b.allRan}, "run", nil)
+		}
+		if !b.wake.IsZero() {
+			out.Tell(b.wake, "wake up")
+		}
+		out.Continue()
+	case 2:
+		close(b.entered)
+		<-b.release // a step that takes far too long
+		out.Done(payload.Payload{})
+	}
+	return nil
+}
+
+// counted counts its one step; the step that brings the count to all
+// closes done.
+type counted struct {
+	ran  *atomic.Int64
+	all  int64
+	done chan struct{}
+}
+
+func (c *counted) Init(context.Context, string, payload.Payloads) error { return nil }
+func (c *counted) Close()                                               {}
+func (c *counted) Step(_ []sched.Event, out *sched.StepOutput) error {
+	if c.ran.Add(1) == c.all && c.done != nil {
+		close(c.done)
+	}
+	out.Done(payload.Payload{})
+	return nil
+}
+
+// waiter signals each message it gets.
+type waiter struct{ got chan struct{} }
+
+func (w *waiter) Init(context.Context, string, payload.Payloads) error { return nil }
+func (w *waiter) Close()                                               {}
+func (w *waiter) Step(evs []sched.Event, out *sched.StepOutput) error {
+	for _, ev := range evs {
+		switch ev.Type {
+		case sched.EventMessage:
+			w.got <- struct{}{}
+		case sched.EventCancel:
+			out.Done(payload.Payload{})
+		}
+	}
+	return nil
+}
+
+func TestWatchdogReportsSlowStepAndWorkMovesOn(t *testing.T) {
+	slow := make(chan sched.SlowStep, 4)
+	s, err := sched.New(
+		sched.WithWorkers(2),
+		sched.WithWatchdog(20*time.Millisecond),
+		sched.WithHooks(sched.Hooks{SlowStep: func(st sched.SlowStep) { slow <- st }}),
+	)
+	require.NoError(t, err)
+	release := make(chan struct{})
+	defer func() {
+		close(release)
+		require.NoError(t, s.Shutdown(context.Background()))
+	}()
+
+	w := &waiter{got: make(chan struct{}, 1)}
+	wh, err := s.Submit(context.Background(), w, "wait", nil)
+	require.NoError(t, err)
+	var childRan atomic.Int64
+	b := &blocker{children: 50, childRan: &childRan, allRan: make(chan struct{}), wake: wh.PID(), entered: make(chan struct{}), release: release}
+	bh, err := s.Submit(context.Background(), b, "block", nil)
+	require.NoError(t, err)
+
+	select {
+	case <-b.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the blocking step never started")
+	}
+	// While the step is blocked, the other worker takes what was queued
+	// behind it: the children from its deque, the waiter from its next
+	// slot (after the watchdog marked the worker stalled).
+	select {
+	case <-w.got:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the process in the stuck worker's next slot never ran")
+	}
+	select {
+	case <-b.allRan:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("only %d of 50 children queued behind the stuck step ran", childRan.Load())
+	}
+	select {
+	case st := <-slow:
+		require.Equal(t, bh.PID(), st.PID)
+		require.Equal(t, "block", st.Method)
+		require.GreaterOrEqual(t, st.Duration, 20*time.Millisecond)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watchdog did not report the slow step")
+	}
+	require.Equal(t, uint64(1), s.Stats().SlowSteps)
+	require.Empty(t, slow, "one slow run is reported once")
+}
+
+func TestWatchdogOff(t *testing.T) {
+	s, err := sched.New(sched.WithWatchdog(0), sched.WithHooks(sched.Hooks{SlowStep: func(sched.SlowStep) {
+		t.Error("hook called with the watchdog off")
+	}}))
+	require.NoError(t, err)
+	defer func() { require.NoError(t, s.Shutdown(context.Background())) }()
+	release := make(chan struct{})
+	b := &blocker{childRan: new(atomic.Int64), entered: make(chan struct{}), release: release}
+	h, err := s.Submit(context.Background(), b, "block", nil)
+	require.NoError(t, err)
+	<-b.entered
+	close(release)
+	_, err = h.Wait(context.Background())
+	require.NoError(t, err)
+	require.Zero(t, s.Stats().SlowSteps)
+}
+
+func TestWatchdogNegativeThreshold(t *testing.T) {
+	_, err := sched.New(sched.WithWatchdog(-time.Second))
+	require.ErrorIs(t, err, sched.ErrInvalidOption)
+}
