@@ -372,3 +372,58 @@ func (r *latencyRecorder) Step(evs []Event, out *StepOutput) error {
 	}
 	return nil
 }
+
+// doneCounter finishes at once and counts; the last of want closes done.
+type doneCounter struct {
+	n    *atomic.Int64
+	want int64
+	done chan struct{}
+}
+
+func (d *doneCounter) Init(context.Context, string, payload.Payloads) error { return nil }
+func (d *doneCounter) Close()                                                {}
+func (d *doneCounter) Step(_ []Event, out *StepOutput) error {
+	if d.n.Add(1) == d.want {
+		close(d.done)
+	}
+	out.Done(payload.Payload{})
+	return nil
+}
+
+// BenchmarkGlobalBatch compares the seed's fixed batch of 16 from the
+// global queue with a batch sized min(len/workers+1, 128), on the workload
+// that goes through the global queue: submissions from outside. ns/op is
+// per process (Submit, one step, end).
+//
+//	go test -run '^$' -bench GlobalBatch -count 6 . | benchstat -col /batch -
+func BenchmarkGlobalBatch(b *testing.B) {
+	for _, mode := range []struct {
+		name string
+		opts []Option
+	}{
+		{"batch=fixed16", []Option{WithGlobalBatch(16), withFixedBatch()}},
+		{"batch=sized128", []Option{WithGlobalBatch(128)}},
+	} {
+		b.Run(mode.name, func(b *testing.B) {
+			s, err := New(mode.opts...)
+			require.NoError(b, err)
+			defer shutdownNow(b, s)
+			var n atomic.Int64
+			done := make(chan struct{})
+			b.ResetTimer()
+			for range b.N {
+				if _, err := s.Submit(context.Background(), &doneCounter{n: &n, want: int64(b.N), done: done}, "run", nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+			<-done
+		})
+	}
+}
+
+func withFixedBatch() Option {
+	return optionFunc(func(c *config) error {
+		c.fixedBatch = true
+		return nil
+	})
+}

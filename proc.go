@@ -10,18 +10,25 @@ import (
 	"github.com/procsched/scheduler/relay"
 )
 
-// The state word of a proc: the State in the low bits, plus flagWake.
+// The state word of a proc: the State in the low bits, plus flagWake,
+// plus, while Running, a run number in the high bits.
 const (
-	stReady    = uint32(StateReady)
-	stRunning  = uint32(StateRunning)
-	stBlocked  = uint32(StateBlocked)
-	stIdle     = uint32(StateIdle)
-	stComplete = uint32(StateComplete)
-	stateMask  = uint32(7)
+	stReady    = uint64(StateReady)
+	stRunning  = uint64(StateRunning)
+	stBlocked  = uint64(StateBlocked)
+	stIdle     = uint64(StateIdle)
+	stComplete = uint64(StateComplete)
+	stateMask  = uint64(7)
 
 	// flagWake is set on a Running process by whoever queued an event for
 	// it, so that the worker, instead of letting it wait, steps it again.
-	flagWake = uint32(8)
+	flagWake = uint64(8)
+
+	// runShift places the run number of a Running state word: each run
+	// (a claim by a worker) writes its worker's run count there, so two
+	// runs of the same process on the same worker have different state
+	// words. The watchdog tells runs apart by it at no cost to the run.
+	runShift = 8
 )
 
 // Bits of proc.flags, guarded by proc.mu.
@@ -44,13 +51,14 @@ const (
 type proc struct {
 	id uint64 // PID.ID
 
-	// state is the State plus flagWake. It moves to Running only by a
+	// state is the State plus flagWake (and a run number while Running;
+	// see runShift). It moves to Running only by a
 	// worker's CAS from Ready; to Ready by the CAS of whoever queued the
 	// first event for a Blocked or Idle process (that party then queues
 	// it; see markRunnable) or by the worker requeueing it; to Blocked or
 	// Idle by the worker's CAS from Running (see worker.settle); to
 	// Complete by the single winner of a CAS or by the worker running it.
-	state atomic.Uint32
+	state atomic.Uint64
 	// npending mirrors the number of pending yields; written under mu,
 	// read without it by the worker choosing between Blocked and Idle.
 	npending atomic.Int32

@@ -18,9 +18,11 @@ type SlowStep struct {
 
 // watchdog notices runs (steps of one process, back to back) that last
 // longer than a threshold, as the Go runtime's sysmon notices goroutines
-// that run too long. It samples every worker a few times per threshold;
-// when a worker started no run since a sample at least the threshold
-// ago and is not idle, its current run is slow. It then counts it, calls
+// that run too long. It samples every worker a few times per threshold: a
+// run is identified by the worker's current process and that process's
+// state word, which carries the run's number while it is Running; when a
+// busy worker shows the same run as a sample at least the threshold ago,
+// that run is slow. It then counts it, calls
 // the hook, and marks the worker stalled, which lets idle workers take
 // the process waiting in its next slot (its deque can be stolen from
 // anyway); if that slot is full it wakes a worker to do so.
@@ -35,8 +37,9 @@ type watchdog struct {
 
 // watchSample is what the watchdog last saw of a worker.
 type watchSample struct {
-	runs     uint64
-	since    time.Time // when runs was first seen
+	cur      *proc
+	state    uint64    // cur's state word without flagWake: the run
+	since    time.Time // when this run was first seen
 	reported bool      // this run was reported already
 }
 
@@ -84,11 +87,19 @@ const maxIdleBackoff = 16
 func (wd *watchdog) check(now time.Time) (busy bool) {
 	for i, w := range wd.s.workers {
 		smp := &wd.samples[i]
-		runs := w.runs.Load()
 		idle := w.idle.Load()
 		busy = busy || !idle
-		if runs != smp.runs || idle {
-			*smp = watchSample{runs: runs, since: now}
+		p := w.cur.Load()
+		var st uint64
+		if p != nil {
+			st = p.state.Load() &^ flagWake
+		}
+		if idle || p == nil || st&stateMask != stRunning {
+			*smp = watchSample{} // nothing running
+			continue
+		}
+		if p != smp.cur || st != smp.state {
+			*smp = watchSample{cur: p, state: st, since: now}
 			continue
 		}
 		d := now.Sub(smp.since)
@@ -96,12 +107,8 @@ func (wd *watchdog) check(now time.Time) (busy bool) {
 			continue
 		}
 		smp.reported = true
-		p := w.cur.Load()
-		if p == nil || w.runs.Load() != runs {
-			continue // it moved on while we looked
-		}
 		wd.slow.Add(1)
-		w.stalled.Store(true)
+		w.stalledRun.Store(st)
 		if w.next.Load() != nil {
 			wd.s.wakeWorker()
 		}
@@ -114,10 +121,13 @@ func (wd *watchdog) check(now time.Time) (busy bool) {
 
 func (wd *watchdog) stop() { close(wd.quit) }
 
-// endWatchedRun ends a run the watchdog may have marked: a stalled worker
-// is no longer stalled once its run is over. Worker only.
-func (w *worker) endWatchedRun() {
-	if w.stalled.Load() {
-		w.stalled.Store(false)
+// stalledNow reports whether the worker's current run is one the watchdog
+// found running past its threshold. Any goroutine.
+func (w *worker) stalledNow() bool {
+	st := w.stalledRun.Load()
+	if st == 0 {
+		return false
 	}
+	p := w.cur.Load()
+	return p != nil && p.state.Load()&^flagWake == st
 }

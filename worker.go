@@ -79,20 +79,23 @@ type worker struct {
 
 	stats workerStats
 
-	// For the watchdog (see watchdog.go), published only when it runs:
-	// runs counts runs started, cur is the process of the latest one.
-	// Both are stored by the worker at the start of a run and loaded by
-	// the watchdog, which compares runs between its samples.
-	runs atomic.Uint64
-	cur  atomic.Pointer[proc]
+	// runCount numbers the worker's runs; each run writes it into the
+	// state word of the process it claims (see runShift). Owner only.
+	runCount uint64
+
+	// For the watchdog (see watchdog.go). cur is the process of the
+	// latest run, stored by the worker when it claims one (only while a
+	// watchdog runs) and loaded by the watchdog, which identifies a run by
+	// cur and cur's state word.
+	cur atomic.Pointer[proc]
 	// idle is set while the worker has no work (searching or parked), so
 	// the watchdog does not take a quiet worker for a stuck one. Stored
 	// only when the worker goes idle and when it starts working again.
 	idle atomic.Bool
-	// stalled is set by the watchdog when the current run has lasted
-	// longer than the threshold: thieves may then take the next slot.
-	// Cleared by the worker when the run ends.
-	stalled atomic.Bool
+	// stalledRun is the state word of a run the watchdog found running
+	// past its threshold, 0 if none: while cur's state still shows that
+	// run, thieves may take the next slot. Stored by the watchdog.
+	stalledRun atomic.Uint64
 }
 
 func newWorker(s *Scheduler, id int) *worker {
@@ -310,7 +313,7 @@ func (w *worker) steal() *proc {
 			w.n.stolen += uint64(moved)
 			return w.dq.PopBottom()
 		}
-		if v.stalled.Load() {
+		if v.stalledNow() {
 			if p := v.next.Load(); p != nil && v.next.CompareAndSwap(p, nil) {
 				w.n.steals++
 				w.n.stolen++
@@ -470,14 +473,14 @@ func (l *idleWorkers) remove(w *worker) bool {
 // budget.
 func (w *worker) run(p *proc) {
 	s := w.s
-	if !p.state.CompareAndSwap(stReady, stRunning) {
+	w.runCount++
+	running := stRunning | w.runCount<<runShift
+	if !p.state.CompareAndSwap(stReady, running) {
 		// Completed by a shutdown deadline while it sat in a queue.
 		return
 	}
 	if s.watchdog != nil {
 		w.cur.Store(p)
-		w.runs.Store(w.runs.Load() + 1)
-		defer w.endWatchedRun()
 	}
 	if s.forcing.Load() {
 		w.force(p)
@@ -489,7 +492,7 @@ func (w *worker) run(p *proc) {
 		// no flag). Flag it now, so that settle looks at the mailbox
 		// before letting it wait.
 		p.stepped = true
-		p.state.Store(stRunning | flagWake)
+		p.state.Store(running | flagWake)
 	} else {
 		w.events = p.drain(w.events[:0])
 	}
@@ -526,7 +529,7 @@ func (w *worker) run(p *proc) {
 				return
 			}
 			if steps < s.stepBudget {
-				p.state.Store(stRunning) // events flagged meanwhile are drained next
+				p.state.Store(running) // events flagged meanwhile are drained next
 				continue
 			}
 			w.requeue(p)
@@ -536,7 +539,7 @@ func (w *worker) run(p *proc) {
 		if p.npending.Load() > 0 {
 			next = stBlocked
 		}
-		if w.settle(p, next) {
+		if w.settle(p, running, next) {
 			return
 		}
 		// Events arrived: step again, within the budget.
@@ -547,7 +550,8 @@ func (w *worker) run(p *proc) {
 	}
 }
 
-// settle moves the Running process p to the waiting state next unless
+// settle moves the Running process p (whose state word without flagWake
+// is running) to the waiting state next unless
 // events were queued for it since its step began; it reports whether p
 // now waits. A sender appends its event before it looks at the state, and
 // sets flagWake if it finds p Running, which makes the CAS fail. The flag
@@ -555,15 +559,15 @@ func (w *worker) run(p *proc) {
 // that look sets it again and the next CAS fails too: no event is left
 // behind a waiting process, and no step runs with an empty batch because
 // of an event that the last drain already took.
-func (w *worker) settle(p *proc, next uint32) bool {
+func (w *worker) settle(p *proc, running, next uint64) bool {
 	for {
-		if p.state.CompareAndSwap(stRunning, next) {
+		if p.state.CompareAndSwap(running, next) {
 			if w.s.forcing.Load() {
 				w.s.tryForce(p)
 			}
 			return true
 		}
-		p.state.Store(stRunning)
+		p.state.Store(running)
 		if p.hasEvents() {
 			return false
 		}
