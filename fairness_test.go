@@ -381,7 +381,7 @@ type doneCounter struct {
 }
 
 func (d *doneCounter) Init(context.Context, string, payload.Payloads) error { return nil }
-func (d *doneCounter) Close()                                                {}
+func (d *doneCounter) Close()                                               {}
 func (d *doneCounter) Step(_ []Event, out *StepOutput) error {
 	if d.n.Add(1) == d.want {
 		close(d.done)
