@@ -4,17 +4,19 @@ import (
 	"fmt"
 	"io"
 	"sort"
+
+	"github.com/procsched/scheduler/relay"
 )
 
 // ProcessInfo describes one live process, for debugging and for tests that
 // must explain why a run stopped making progress.
 type ProcessInfo struct {
-	PID     string // the process's PID
-	Method  string // its entry point
-	State   State  // its state (Ready, Running, Blocked, Idle)
-	Woken   bool   // an event arrived while it was Running
-	Queued  int    // events waiting in its mailbox
-	Pending int    // yields awaiting completion
+	PID     relay.PID // the process's PID
+	Method  string    // its entry point
+	State   State     // its state (Ready, Running, Blocked, Idle)
+	Woken   bool      // an event arrived while it was Running
+	Queued  int       // events waiting in its mailbox
+	Pending int       // yields awaiting completion
 }
 
 // Processes returns a description of every live process, ordered by PID.
@@ -30,7 +32,7 @@ func (s *Scheduler) Processes() []ProcessInfo {
 		st := p.state.Load()
 		p.mu.Lock()
 		info := ProcessInfo{
-			PID:     p.pid().String(),
+			PID:     p.pid(),
 			Method:  p.method,
 			State:   State(st & stateMask),
 			Woken:   st&flagWake != 0,

@@ -19,7 +19,8 @@ type Handler func(call Call) error
 
 // Call describes one yield being handled. It is a value: a handler may
 // keep it, and the goroutines it starts may use it, for as long as they
-// like.
+// like. The zero Call belongs to no process: its methods return
+// [ErrProcessNotFound] and its Context is context.Background().
 type Call struct {
 	PID relay.PID // the process that yielded
 	Tag uint64    // the yield's tag
@@ -33,12 +34,20 @@ type Call struct {
 
 // Context returns the yielding process's context: it is cancelled when
 // the process is terminated or ends, so work done on its behalf can stop.
-func (c Call) Context() context.Context { return c.ctx }
+func (c Call) Context() context.Context {
+	if c.ctx == nil {
+		return context.Background()
+	}
+	return c.ctx
+}
 
 // Complete completes the yield with data and err; see
 // [Scheduler.CompleteYield]. Called during the handler, the process is
 // stepped again on the same worker.
 func (c Call) Complete(data any, err error) error {
+	if c.s == nil {
+		return ErrProcessNotFound
+	}
 	return c.s.complete(c.PID, Event{Type: EventYieldComplete, Tag: c.Tag, Data: data, Error: err}, via{w: c.w, call: true})
 }
 
@@ -51,14 +60,36 @@ func (c Call) Completion() Completion { return Completion{s: c.s, pid: c.PID, ta
 // handler, a recipient that becomes runnable is queued on the handler's
 // worker.
 func (c Call) Tell(to relay.PID, msg any) error {
+	if c.s == nil {
+		return ErrProcessNotFound
+	}
 	return c.s.deliver(c.PID, to, msg, via{w: c.w, call: true})
 }
 
 // Submit starts a process as [Scheduler.Submit] does. Called during the
 // handler, the new process is queued on the handler's worker. The new
-// process's context takes its values from the yielding process's.
-func (c Call) Submit(p Process, method string, input payload.Payloads) (Handle, error) {
-	pr, err := c.s.start(c.ctx.values(), p, method, input, 0, 0, nil, true)
+// process's context takes its values from ctx if it has any, else from
+// the yielding process's context.
+func (c Call) Submit(ctx context.Context, p Process, method string, input payload.Payloads, opts ...SubmitOption) (Handle, error) {
+	if c.s == nil {
+		return Handle{}, ErrProcessNotFound
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if err := ctx.Err(); err != nil {
+		return Handle{}, err
+	}
+	so, err := applySubmitOptions(opts)
+	if err != nil {
+		return Handle{}, err
+	}
+	_ = so
+	values := ctx
+	if values == context.Background() || values == context.TODO() {
+		values = c.ctx.values()
+	}
+	pr, err := c.s.start(values, p, method, input, 0, 0, nil, true)
 	if err != nil {
 		return Handle{}, err
 	}
@@ -89,13 +120,16 @@ func (c Completion) Complete(data any, err error) error {
 	return c.s.CompleteYield(c.pid, c.tag, data, err)
 }
 
-// Handle registers h for command cmd, replacing any previous handler.
+// SetHandler registers h for command cmd, replacing any previous handler.
 // cmd must be at least [FirstUserCommand] and h non-nil, else the error
-// wraps [ErrInvalidCommand]. Registration is safe at any time; lookups on
-// the hot path take no lock.
-func (s *Scheduler) Handle(cmd CommandID, h Handler) error {
+// wraps [ErrInvalidCommand]; after Shutdown it returns [ErrClosed].
+// Registration is safe at any time; lookups on the hot path take no lock.
+func (s *Scheduler) SetHandler(cmd CommandID, h Handler) error {
 	if err := checkHandler(cmd, h); err != nil {
 		return err
+	}
+	if s.stopped.Load() {
+		return ErrClosed
 	}
 	s.handlersMu.Lock()
 	defer s.handlersMu.Unlock()

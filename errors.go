@@ -18,6 +18,9 @@ var (
 	ErrProcessNotFound = errors.New("scheduler: process not found")
 	// ErrUnknownCommand: a yield named a command ID with no handler.
 	ErrUnknownCommand = errors.New("scheduler: unknown command")
+	// ErrNotEnded: Handle.Result was asked for the result of a process
+	// that has not ended yet.
+	ErrNotEnded = errors.New("scheduler: process has not ended")
 	// ErrYieldNotPending: a completion named a yield the process is not
 	// waiting for: it was completed already, or never issued.
 	ErrYieldNotPending = errors.New("scheduler: yield not pending")

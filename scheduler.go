@@ -117,6 +117,19 @@ type SubmitOption interface {
 	applySubmit(*submitOptions) error
 }
 
+func applySubmitOptions(opts []SubmitOption) (submitOptions, error) {
+	var so submitOptions
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o.applySubmit(&so); err != nil {
+			return so, err
+		}
+	}
+	return so, nil
+}
+
 // Submit starts process p at entry point method with input. It assigns
 // the process a PID that is never reused, calls p.Init synchronously (on
 // the caller's goroutine) with the process context, and queues the
@@ -137,15 +150,11 @@ func (s *Scheduler) Submit(ctx context.Context, p Process, method string, input 
 	if err := ctx.Err(); err != nil {
 		return Handle{}, err
 	}
-	var so submitOptions
-	for _, o := range opts {
-		if o == nil {
-			continue
-		}
-		if err := o.applySubmit(&so); err != nil {
-			return Handle{}, err
-		}
+	so, err := applySubmitOptions(opts)
+	if err != nil {
+		return Handle{}, err
 	}
+	_ = so
 	pr, err := s.start(ctx, p, method, input, 0, 0, nil, true)
 	if err != nil {
 		return Handle{}, err
@@ -460,15 +469,15 @@ func (s *Scheduler) tryForce(p *proc) {
 	}
 }
 
-// finish ends a process that the caller moved to Complete: Close, result,
-// table slot, awaiting parent, counters. w is the worker doing it, if any.
+// finish ends a process that the caller moved to Complete: Close,
+// counters, result, table slot, awaiting parent. The counters come before
+// the result is published, so a Stats read after the Handle reports the
+// end counts it. w is the worker doing this, if any.
 func (s *Scheduler) finish(p *proc, w *worker, result payload.Payload, err error, forced bool) {
 	if perr := s.callClose(p); perr != nil && err == nil {
 		err = perr
 	}
 	p.impl = nil
-	dropped := p.close(result, err, forced)
-	s.table.release(p.id, w.slotCache())
 	if forced {
 		s.forced.Add(1)
 	}
@@ -477,23 +486,26 @@ func (s *Scheduler) finish(p *proc, w *worker, result payload.Payload, err error
 		if err != nil {
 			bump(&w.stats.failed)
 		}
-		if dropped > 0 {
-			w.stats.dropped.Store(w.stats.dropped.Load() + uint64(dropped))
-		}
 	} else {
 		s.counters.completed.Add(1)
 		if err != nil {
 			s.counters.failed.Add(1)
 		}
-		s.counters.dropped.Add(uint64(dropped))
-	}
-	if p.awaiter != 0 {
-		ev := Event{Type: EventYieldComplete, Tag: p.awaitTag, Data: result, Error: err, From: p.pid()}
-		if !forced {
-			_ = s.complete(relay.PID{Node: s.node, ID: p.awaiter}, ev, via{w: w})
-		}
 	}
 	s.countEnd(w)
+	dropped := p.close(result, err, forced)
+	s.table.release(p.id, w.slotCache())
+	if dropped > 0 {
+		if w != nil {
+			w.stats.dropped.Store(w.stats.dropped.Load() + uint64(dropped))
+		} else {
+			s.counters.dropped.Add(uint64(dropped))
+		}
+	}
+	if p.awaiter != 0 && !forced {
+		ev := Event{Type: EventYieldComplete, Tag: p.awaitTag, Data: result, Error: err, From: p.pid()}
+		_ = s.complete(relay.PID{Node: s.node, ID: p.awaiter}, ev, via{w: w})
+	}
 }
 
 // Handle names a submitted process and gives access to its result. It is
@@ -535,11 +547,16 @@ func (h Handle) Wait(ctx context.Context) (payload.Payload, error) {
 	return res, err
 }
 
-// Result returns the result and error without blocking; ok is false while
-// the process is still running.
-func (h Handle) Result() (result payload.Payload, err error, ok bool) {
+// Result returns the process's result and error without blocking. While
+// the process has not ended it returns [ErrNotEnded]; for the zero Handle,
+// [ErrProcessNotFound].
+func (h Handle) Result() (payload.Payload, error) {
 	if h.p == nil {
-		return payload.Payload{}, ErrProcessNotFound, true
+		return payload.Payload{}, ErrProcessNotFound
 	}
-	return h.p.outcome()
+	res, err, ended := h.p.outcome()
+	if !ended {
+		return payload.Payload{}, ErrNotEnded
+	}
+	return res, err
 }

@@ -132,15 +132,14 @@ func (t *table) alloc(c *slotCache) (uint64, bool) {
 	if slot >= maxSlots {
 		return 0, false
 	}
-	e := t.entry(uint32(slot))
-	if e == nil {
-		e = t.grow(uint32(slot))
+	if t.entry(uint32(slot)) == nil {
+		t.grow(uint32(slot))
 	}
 	return makeID(uint32(slot), 0), true
 }
 
-// grow adds chunks until slot is covered and returns its entry.
-func (t *table) grow(slot uint32) *tableEntry {
+// grow adds chunks until slot is covered.
+func (t *table) grow(slot uint32) {
 	t.growMu.Lock()
 	defer t.growMu.Unlock()
 	old := *t.dir.Load()
@@ -153,7 +152,6 @@ func (t *table) grow(slot uint32) *tableEntry {
 		}
 		t.dir.Store(&dir)
 	}
-	return t.entry(slot)
 }
 
 // publish makes p visible to lookups under its ID.

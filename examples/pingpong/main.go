@@ -93,7 +93,7 @@ func run(n int) error {
 	}
 	elapsed := time.Since(start)
 	for _, h := range []scheduler.Handle{server, receiver} {
-		if res, err, ok := h.Result(); ok && err == nil && !res.IsZero() {
+		if res, err := h.Result(); err == nil && !res.IsZero() {
 			hits, _ := payload.As[int](res)
 			fmt.Printf("%d messages in %v: %v per message\n", hits, elapsed.Round(time.Millisecond), elapsed/time.Duration(hits))
 		}

@@ -1,0 +1,456 @@
+package scheduler_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	sched "github.com/procsched/scheduler"
+	"github.com/procsched/scheduler/payload"
+	"github.com/procsched/scheduler/relay"
+)
+
+// tShutdownAsync runs s.Shutdown(ctx) on a goroutine and returns a channel
+// that receives its error. The test's cleanup waits for that goroutine;
+// whatever must happen for Shutdown to return (releasing a blocked Step)
+// belongs in a cleanup registered after this call, since cleanups run
+// last-registered first.
+func tShutdownAsync(t *testing.T, s *sched.Scheduler, ctx context.Context) <-chan error {
+	errc := make(chan error, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		errc <- s.Shutdown(ctx)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-done:
+		case <-time.After(tTimeout):
+			t.Errorf("Shutdown did not return within %v", tTimeout)
+		}
+	})
+	return errc
+}
+
+func TestTerminate(t *testing.T) {
+	t.Run("cancel is delivered once", func(t *testing.T) {
+		s := tNewScheduler(t)
+		// The process ignores the cancel and finishes on a message.
+		p := &tProc{step: func(_ *tProc, _ int, evs []sched.Event, out *sched.StepOutput) error {
+			for _, ev := range evs {
+				if ev.Type == sched.EventMessage {
+					out.Done(payload.Payload{})
+				}
+			}
+			return nil
+		}}
+		h := tSubmit(t, s, p)
+		require.NoError(t, s.Terminate(h.PID()))
+		require.NoError(t, s.Terminate(h.PID()), "second Terminate")
+		tEventually(t, "the cancel event", func() bool { return len(p.EventsOf(sched.EventCancel)) > 0 })
+		require.NoError(t, s.Terminate(h.PID()), "Terminate after the cancel was seen")
+		require.NoError(t, s.Tell(h.PID(), "finish"))
+		_, err := tWait(t, s, h)
+		require.NoError(t, err)
+		assert.Len(t, p.EventsOf(sched.EventCancel), 1, "cancel events")
+		tRequireLife(t, p)
+		require.ErrorIs(t, s.Terminate(h.PID()), sched.ErrProcessNotFound, "Terminate after the end")
+	})
+
+	t.Run("cleanup yield is served", func(t *testing.T) {
+		const d = 20 * time.Millisecond
+		s := tNewScheduler(t)
+		var cancelledAt time.Time
+		var slept time.Duration
+		p := &tProc{step: func(_ *tProc, _ int, evs []sched.Event, out *sched.StepOutput) error {
+			if tHasCancel(evs) {
+				cancelledAt = time.Now()
+				out.Sleep(9, d)
+			}
+			if _, ok := tCompletion(evs, 9); ok {
+				slept = time.Since(cancelledAt)
+				out.Done(payload.Of("cleaned up"))
+			}
+			return nil
+		}}
+		h := tSubmit(t, s, p)
+		require.NoError(t, s.Terminate(h.PID()))
+		res, err := tWait(t, s, h)
+		require.NoError(t, err)
+		assert.Equal(t, "cleaned up", res.Value())
+		assert.GreaterOrEqual(t, slept, d)
+		assert.Len(t, p.EventsOf(sched.EventCancel), 1)
+		tRequireLife(t, p)
+	})
+
+	t.Run("wakes a blocked process", func(t *testing.T) {
+		s := tNewScheduler(t)
+		p := &tProc{step: tYieldOnce(1, func(out *sched.StepOutput) { out.Sleep(1, time.Hour) })}
+		h := tSubmit(t, s, p)
+		tWaitState(t, s, h.PID(), sched.StateBlocked)
+		require.NoError(t, s.Terminate(h.PID()))
+		_, err := tWait(t, s, h)
+		require.NoError(t, err)
+		tRequireLife(t, p)
+	})
+
+	t.Run("unknown PID", func(t *testing.T) {
+		s := tNewScheduler(t)
+		require.ErrorIs(t, s.Terminate(relay.PID{ID: 1<<32 | 77}), sched.ErrProcessNotFound)
+	})
+}
+
+func TestShutdownGraceful(t *testing.T) {
+	ignore := goleak.IgnoreCurrent()
+	s := tNewScheduler(t, sched.WithWorkers(2))
+
+	var procs []*tProc
+	var hs []sched.Handle
+	add := func(p *tProc) {
+		procs = append(procs, p)
+		hs = append(hs, tSubmit(t, s, p))
+	}
+	for range 20 {
+		add(&tProc{step: tUntilCancel}) // idle
+	}
+	for range 10 {
+		// blocked on a timer that would outlive the test
+		add(&tProc{step: tYieldOnce(1, func(out *sched.StepOutput) { out.Sleep(1, time.Hour) })})
+	}
+	for range 4 {
+		// busy: continues until cancelled
+		add(&tProc{step: func(_ *tProc, _ int, evs []sched.Event, out *sched.StepOutput) error {
+			if tHasCancel(evs) {
+				out.Done(payload.Payload{})
+			} else {
+				out.Continue()
+			}
+			return nil
+		}})
+	}
+	for range 3 {
+		// awaits a child, which also ends at the cancel
+		child := &tProc{step: tUntilCancel}
+		procs = append(procs, child)
+		add(&tProc{step: func(_ *tProc, n int, evs []sched.Event, out *sched.StepOutput) error {
+			if n == 0 {
+				out.SpawnAwait(1, child, "child", nil)
+				return nil
+			}
+			if ev, ok := tCompletion(evs, 1); ok {
+				out.Done(payload.Of(ev.Data))
+			}
+			return nil
+		}})
+	}
+	for _, p := range procs {
+		tEventually(t, "every process to start", func() bool { return p.Steps() > 0 })
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), tTimeout)
+	defer cancel()
+	require.NoError(t, s.Shutdown(ctx))
+
+	for i, h := range hs {
+		_, err := h.Result()
+		require.NoError(t, err, "process %d (ErrNotEnded: it had not ended when Shutdown returned)", i)
+	}
+	for _, p := range procs {
+		tRequireLife(t, p)
+		assert.Len(t, p.EventsOf(sched.EventCancel), 1)
+	}
+	st := s.Stats()
+	assert.Zero(t, st.Live)
+	assert.Zero(t, st.Forced)
+	assert.Equal(t, uint64(len(procs)), st.Completed)
+	assert.Empty(t, s.Processes())
+	goleak.VerifyNone(t, ignore)
+}
+
+// TestShutdownWaitsForCleanup: a process that answers the cancel with a
+// yield that completes later, from a goroutine, is still served, and
+// Shutdown waits for it. Meanwhile submissions are refused.
+func TestShutdownWaitsForCleanup(t *testing.T) {
+	var wg sync.WaitGroup
+	t.Cleanup(wg.Wait)
+	gate := make(chan struct{})
+	var gateOnce sync.Once
+	openGate := func() { gateOnce.Do(func() { close(gate) }) }
+	handled := make(chan sched.Call, 1)
+	completeErr := make(chan error, 1)
+	s := tNewScheduler(t, sched.WithHandler(tCmd, func(c sched.Call) error {
+		handled <- c
+		comp := c.Completion()
+		wg.Go(func() {
+			<-gate
+			completeErr <- comp.Complete("flushed", nil)
+		})
+		return nil
+	}))
+	p := &tProc{step: func(_ *tProc, _ int, evs []sched.Event, out *sched.StepOutput) error {
+		if tHasCancel(evs) {
+			out.Yield(2, tCmd, nil)
+			out.Spawn(3, &tProc{step: tDone(nil)}, "late child", nil)
+		}
+		if ev, ok := tCompletion(evs, 2); ok {
+			out.Done(payload.Of(ev.Data))
+		}
+		return nil
+	}}
+	h := tSubmit(t, s, p)
+	tWaitState(t, s, h.PID(), sched.StateIdle)
+
+	errc := tShutdownAsync(t, s, context.Background())
+	t.Cleanup(openGate)
+	c := tRecv(t, handled, "the cleanup yield's handler")
+
+	// Shutdown cannot have returned: the process waits for its cleanup.
+	select {
+	case err := <-errc:
+		t.Fatalf("Shutdown returned %v before the cleanup yield completed", err)
+	default:
+	}
+	_, err := s.Submit(context.Background(), &tProc{}, "run", nil)
+	require.ErrorIs(t, err, sched.ErrClosed, "Submit during Shutdown")
+	_, err = c.Submit(context.Background(), &tProc{}, "run", nil)
+	require.ErrorIs(t, err, sched.ErrClosed, "Call.Submit during Shutdown")
+	require.NoError(t, s.Tell(h.PID(), "still reachable"), "Tell during Shutdown")
+	require.NoError(t, s.Terminate(h.PID()), "Terminate during Shutdown")
+
+	openGate()
+	require.NoError(t, tRecv(t, completeErr, "the cleanup completion"))
+	require.NoError(t, tRecv(t, errc, "Shutdown"))
+
+	res, err := tWait(t, s, h)
+	require.NoError(t, err)
+	assert.Equal(t, "flushed", res.Value())
+	assert.Len(t, p.EventsOf(sched.EventCancel), 1)
+	spawn, ok := tCompletion(p.Events(), 3)
+	if assert.True(t, ok, "the spawn's completion arrived before the end") {
+		assert.ErrorIs(t, spawn.Error, sched.ErrClosed, "spawn during Shutdown")
+	}
+	tRequireLife(t, p)
+}
+
+// TestSubmitsDuringShutdown: submissions refused while Shutdown waits for
+// a process's cleanup must not make Shutdown believe that no process is
+// left. Several goroutines keep submitting (and being refused) while the
+// only process waits for a completion that the test holds back.
+func TestSubmitsDuringShutdown(t *testing.T) {
+	var wg sync.WaitGroup
+	t.Cleanup(wg.Wait)
+	gate := make(chan struct{})
+	var gateOnce sync.Once
+	openGate := func() { gateOnce.Do(func() { close(gate) }) }
+	s := tNewScheduler(t, sched.WithHandler(tCmd, func(c sched.Call) error {
+		comp := c.Completion()
+		wg.Go(func() {
+			<-gate
+			_ = comp.Complete(nil, nil)
+		})
+		return nil
+	}))
+	p := &tProc{step: func(_ *tProc, _ int, evs []sched.Event, out *sched.StepOutput) error {
+		if tHasCancel(evs) {
+			out.Yield(2, tCmd, nil)
+		}
+		if _, ok := tCompletion(evs, 2); ok {
+			out.Done(payload.Of("cleaned up"))
+		}
+		return nil
+	}}
+	h := tSubmit(t, s, p)
+	tWaitState(t, s, h.PID(), sched.StateIdle)
+	errc := tShutdownAsync(t, s, context.Background())
+	t.Cleanup(openGate)
+	tWaitState(t, s, h.PID(), sched.StateBlocked)
+
+	// Submit until Shutdown returns (which it must not) or for a second.
+	stop := make(chan struct{})
+	var submitters sync.WaitGroup
+	var refused atomic.Int64
+	refusedProc := &tProc{} // never initialised: Submit refuses it first
+	for range 4 {
+		submitters.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				_, err := s.Submit(context.Background(), refusedProc, "run", nil)
+				if !errors.Is(err, sched.ErrClosed) {
+					t.Errorf("Submit during Shutdown: %v, want ErrClosed", err)
+					return
+				}
+				refused.Add(1)
+			}
+		})
+	}
+	timer := time.NewTimer(time.Second)
+	defer timer.Stop()
+	select {
+	case err := <-errc:
+		close(stop)
+		submitters.Wait()
+		t.Fatalf("Shutdown returned %v while a process still waited for its cleanup (after %d refused Submits); its Close calls: %d",
+			err, refused.Load(), p.Closes())
+	case <-timer.C:
+	}
+	close(stop)
+	submitters.Wait()
+	require.Positive(t, refused.Load())
+
+	openGate()
+	require.NoError(t, tRecv(t, errc, "Shutdown"))
+	res, err := tWait(t, s, h)
+	require.NoError(t, err)
+	assert.Equal(t, "cleaned up", res.Value())
+	tRequireLife(t, p)
+}
+
+// TestShutdownForced: a process that ignores the cancel is closed at the
+// deadline.
+func TestShutdownForced(t *testing.T) {
+	s := tNewScheduler(t)
+	stubborn := &tProc{step: tIgnoreAll}
+	hs := tSubmit(t, s, stubborn)
+	graceful := &tProc{step: tUntilCancel}
+	hg := tSubmit(t, s, graceful)
+	tWaitState(t, s, hs.PID(), sched.StateIdle)
+	pctx := stubborn.Ctx()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	err := s.Shutdown(ctx)
+	require.ErrorIs(t, err, sched.ErrForced)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Contains(t, err.Error(), "1 process")
+
+	_, err = tWait(t, s, hs)
+	require.ErrorIs(t, err, sched.ErrForced)
+	tRequireLife(t, stubborn)
+	require.ErrorIs(t, pctx.Err(), context.Canceled)
+	assert.Len(t, stubborn.EventsOf(sched.EventCancel), 1, "the stubborn process was asked first")
+
+	_, err = tWait(t, s, hg)
+	require.NoError(t, err)
+	tRequireLife(t, graceful)
+
+	st := s.Stats()
+	assert.Equal(t, uint64(1), st.Forced)
+	assert.Zero(t, st.Live)
+}
+
+// TestShutdownForcedDuringStep: a process whose Step is running at the
+// deadline is closed when the Step returns, exactly once, and not stepped
+// again.
+func TestShutdownForcedDuringStep(t *testing.T) {
+	s := tNewScheduler(t, sched.WithWorkers(2))
+	entered, release := make(chan struct{}), make(chan struct{})
+	var releaseOnce sync.Once
+	releaseStep := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(releaseStep)
+	long := &tProc{step: func(_ *tProc, n int, _ []sched.Event, _ *sched.StepOutput) error {
+		if n == 0 {
+			close(entered)
+			<-release
+		}
+		return nil // ignores the cancel
+	}}
+	hl := tSubmit(t, s, long)
+	tClosed(t, entered, "the long step")
+	// A second stubborn process tells us when the forcing has begun: it is
+	// closed by the deadline, which marks every process as forced first.
+	idle := &tProc{step: tIgnoreAll}
+	hi := tSubmit(t, s, idle)
+	tWaitState(t, s, hi.PID(), sched.StateIdle)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	errc := tShutdownAsync(t, s, ctx)
+	t.Cleanup(releaseStep)
+
+	_, err := tWait(t, s, hi)
+	require.ErrorIs(t, err, sched.ErrForced)
+	assert.Zero(t, long.Closes(), "Close was called while Step was running")
+	select {
+	case err := <-errc:
+		t.Fatalf("Shutdown returned %v while a Step was running", err)
+	default:
+	}
+
+	releaseStep()
+	err = tRecv(t, errc, "Shutdown")
+	require.ErrorIs(t, err, sched.ErrForced)
+	assert.Contains(t, err.Error(), "2 process")
+	_, err = tWait(t, s, hl)
+	require.ErrorIs(t, err, sched.ErrForced)
+	tRequireLife(t, long)
+	assert.Equal(t, 1, long.Steps(), "a forced process was stepped after its long step")
+}
+
+// TestAfterShutdown: every call fails with ErrClosed once Shutdown has
+// returned, and nothing panics.
+func TestAfterShutdown(t *testing.T) {
+	calls := make(chan sched.Call, 1)
+	s := tNewScheduler(t, sched.WithHandler(tCmd, func(c sched.Call) error {
+		calls <- c
+		return nil
+	}))
+	p := &tProc{step: tYieldOnce(1, func(out *sched.StepOutput) { out.Yield(1, tCmd, nil) })}
+	h := tSubmit(t, s, p)
+	c := tRecv(t, calls, "the handler")
+	require.NoError(t, s.Shutdown(context.Background()))
+	_, err := tWait(t, s, h)
+	require.NoError(t, err, "the process ended at the cancel")
+	pid := h.PID()
+
+	ops := []struct {
+		name string
+		call func() error
+	}{
+		{"Submit", func() error {
+			_, err := s.Submit(context.Background(), &tProc{}, "run", nil)
+			return err
+		}},
+		{"Send", func() error { return s.Send(relay.Message{To: pid}) }},
+		{"Tell", func() error { return s.Tell(pid, 1) }},
+		{"Tell unknown", func() error { return s.Tell(relay.PID{ID: 12}, 1) }},
+		{"CompleteYield", func() error { return s.CompleteYield(pid, 1, nil, nil) }},
+		{"Terminate", func() error { return s.Terminate(pid) }},
+		{"Shutdown", func() error { return s.Shutdown(context.Background()) }},
+		{"Call.Complete", func() error { return c.Complete(nil, nil) }},
+		{"Completion.Complete", func() error { return c.Completion().Complete(nil, nil) }},
+		{"Call.Tell", func() error { return c.Tell(pid, 1) }},
+		{"Call.Submit", func() error {
+			_, err := c.Submit(context.Background(), &tProc{}, "run", nil)
+			return err
+		}},
+	}
+	for _, op := range ops {
+		t.Run(op.name, func(t *testing.T) {
+			require.ErrorIs(t, op.call(), sched.ErrClosed)
+		})
+	}
+	// Observation still works.
+	assert.Empty(t, s.Processes())
+	assert.Zero(t, s.Stats().Live)
+	require.ErrorIs(t, s.SetHandler(tCmd2, func(sched.Call) error { return nil }), sched.ErrClosed, "SetHandler after Shutdown")
+	tRequireLife(t, p)
+}
+
+func TestShutdownEmpty(t *testing.T) {
+	ignore := goleak.IgnoreCurrent()
+	s := tNewScheduler(t, sched.WithWorkers(4))
+	require.NoError(t, s.Shutdown(context.Background()))
+	goleak.VerifyNone(t, ignore)
+	require.ErrorIs(t, s.Shutdown(context.Background()), sched.ErrClosed)
+}
