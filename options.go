@@ -96,7 +96,7 @@ func WithGlobalBatch(n int) Option {
 	})
 }
 
-// WithHandler registers h for command cmd, as [Scheduler.Handle] does
+// WithHandler registers h for command cmd, as [Scheduler.SetHandler] does
 // after New. cmd must be at least [FirstUserCommand] and h non-nil.
 func WithHandler(cmd CommandID, h Handler) Option {
 	return optionFunc(func(c *config) error {

@@ -107,7 +107,7 @@ func (s Status) String() string {
 
 // CommandID names a command a process can yield. IDs below
 // [FirstUserCommand] are reserved for the built-in commands; handlers for
-// user commands are registered with [WithHandler] or [Scheduler.Handle].
+// user commands are registered with [WithHandler] or [Scheduler.SetHandler].
 type CommandID uint32
 
 const (
