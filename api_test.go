@@ -112,7 +112,7 @@ func TestPIDsNeverReused(t *testing.T) {
 		}
 		// Let the ended processes free their slots, so that the next
 		// wave reuses them.
-		tEventually(t, "no live process", func() bool { return s.Stats().Live == 0 })
+		tEventually(t, "no live process", func() bool { return s.Stats().Processes.Live == 0 })
 	}
 	require.Len(t, seen, waves*perWave)
 	for pid := range seen {
@@ -697,7 +697,7 @@ func TestMessages(t *testing.T) {
 			assert.Equal(t, "lost", ev.Data, "Data of a bounce is the message")
 		}
 		// Per-step counters are published when a worker runs out of work.
-		tEventually(t, "Bounced == 3", func() bool { return s.Stats().Bounced == 3 })
+		tEventually(t, "Bounced == 3", func() bool { return s.Stats().Messages.Bounced == 3 })
 	})
 }
 
@@ -864,25 +864,25 @@ func TestStats(t *testing.T) {
 	}
 	// Process counts are exact at once; the per-step counters once the
 	// workers have run out of work.
-	tEventually(t, "Live == 0", func() bool { return s.Stats().Live == 0 })
+	tEventually(t, "Live == 0", func() bool { return s.Stats().Processes.Live == 0 })
 	tEventually(t, "per-step counters", func() bool {
 		st := s.Stats()
-		return st.Sent == 1 && st.Steps >= ok+failing+panicking+2
+		return st.Messages.Sent == 1 && st.Steps >= ok+failing+panicking+2
 	})
 
 	check := func(t *testing.T, st sched.Stats) {
 		t.Helper()
 		assert.Equal(t, 2, st.Workers)
-		assert.Equal(t, int64(0), st.Live)
-		assert.Equal(t, uint64(ok+failing+panicking+1), st.Submitted, "Submitted")
-		assert.Equal(t, uint64(initFailing), st.InitFailed, "InitFailed")
-		assert.Equal(t, uint64(ok+failing+panicking+1), st.Completed, "Completed")
-		assert.Equal(t, uint64(failing+panicking), st.Failed, "Failed")
-		assert.Zero(t, st.Forced, "Forced")
+		assert.Equal(t, int64(0), st.Processes.Live)
+		assert.Equal(t, uint64(ok+failing+panicking+1), st.Processes.Submitted, "Submitted")
+		assert.Equal(t, uint64(initFailing), st.Processes.InitFailed, "InitFailed")
+		assert.Equal(t, uint64(ok+failing+panicking+1), st.Processes.Completed, "Completed")
+		assert.Equal(t, uint64(failing+panicking), st.Processes.Failed, "Failed")
+		assert.Zero(t, st.Processes.Forced, "Forced")
 		assert.GreaterOrEqual(t, st.Steps, uint64(ok+failing+panicking+2), "Steps")
 		assert.GreaterOrEqual(t, st.Yields, uint64(1), "Yields")
-		assert.Equal(t, uint64(1), st.Sent, "Sent")
-		assert.Equal(t, uint64(1), st.Bounced, "Bounced")
+		assert.Equal(t, uint64(1), st.Messages.Sent, "Sent")
+		assert.Equal(t, uint64(1), st.Messages.Bounced, "Bounced")
 		assert.Zero(t, st.Timers, "Timers")
 		assert.Len(t, st.WorkerQueues, 2)
 	}

@@ -84,12 +84,11 @@ func (c Call) Submit(ctx context.Context, p Process, method string, input payloa
 	if err != nil {
 		return Handle{}, err
 	}
-	_ = so
 	values := ctx
 	if values == context.Background() || values == context.TODO() {
 		values = c.ctx.values()
 	}
-	pr, err := c.s.start(values, p, method, input, 0, 0, nil, true)
+	pr, err := c.s.start(values, p, method, input, 0, 0, nil, &so)
 	if err != nil {
 		return Handle{}, err
 	}
@@ -275,7 +274,7 @@ func (w *worker) startChild(p *proc, tag uint64, child Process, method string, i
 	if await {
 		awaiter = p.id
 	}
-	c, err := w.s.start(p.values(), child, method, input, awaiter, tag, w, false)
+	c, err := w.s.start(p.values(), child, method, input, awaiter, tag, w, nil)
 	if err != nil {
 		w.completeNow(p, tag, nil, err)
 		return
@@ -298,7 +297,7 @@ func (w *worker) callHandler(p *proc, y *Yield) {
 		return
 	}
 	w.handoff.begin()
-	err := w.runHandler(h, Call{PID: p.pid(), Tag: y.Tag, Cmd: y.Cmd, Arg: y.Arg, s: w.s, ctx: p, w: w})
+	err := w.runHandler(p, h, Call{PID: p.pid(), Tag: y.Tag, Cmd: y.Cmd, Arg: y.Arg, s: w.s, ctx: p, w: w})
 	w.handoff.end(w)
 	if err != nil {
 		// Ignored if the handler completed the yield before failing.
@@ -306,11 +305,13 @@ func (w *worker) callHandler(p *proc, y *Yield) {
 	}
 }
 
-// runHandler calls h, turning a panic into an error.
-func (w *worker) runHandler(h Handler, c Call) (err error) {
+// runHandler calls h for a yield of p, turning a panic into an error.
+func (w *worker) runHandler(p *proc, h Handler, c Call) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			err = newPanicError("handler", v)
+			perr := newPanicError("handler", v)
+			w.s.recovered(p, perr, w)
+			err = perr
 		}
 	}()
 	return h(c)

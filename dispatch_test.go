@@ -691,6 +691,6 @@ func TestManySleepers(t *testing.T) {
 	// The workers, the timer goroutine and perhaps a watchdog, plus a
 	// little slack for the runtime's own: nothing per sleeper.
 	assert.LessOrEqual(t, maxGoroutines-base, s.Workers()+2+3, "goroutines while %d processes sleep", n)
-	tEventually(t, "Live == 0", func() bool { return s.Stats().Live == 0 })
+	tEventually(t, "Live == 0", func() bool { return s.Stats().Processes.Live == 0 })
 	assert.Zero(t, s.Stats().Timers)
 }

@@ -46,6 +46,14 @@ var (
 	// ErrInvalidCommand: a handler was registered for a reserved command
 	// ID, or a built-in command got an argument of the wrong type.
 	ErrInvalidCommand = errors.New("scheduler: invalid command")
+	// ErrMailboxFull: a message was refused because the recipient's
+	// mailbox is full (policy MailboxReject).
+	ErrMailboxFull = errors.New("scheduler: mailbox full")
+	// ErrDropped: a message was dropped because a mailbox was full
+	// (policies MailboxDropNewest and MailboxDropOldest).
+	ErrDropped = errors.New("scheduler: message dropped")
+	// ErrTooManyProcesses: a start would exceed WithMaxProcesses.
+	ErrTooManyProcesses = errors.New("scheduler: too many processes")
 	// ErrForced: Shutdown's deadline passed before the process finished,
 	// so the scheduler closed it. Shutdown's own error wraps it too and
 	// says how many processes were forced.

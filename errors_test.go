@@ -87,8 +87,8 @@ func TestSubmitErrors(t *testing.T) {
 		tRequireLife(t, p)
 	}
 	st := s.Stats()
-	assert.Equal(t, uint64(4), st.InitFailed, "InitFailed")
-	assert.Equal(t, uint64(2), st.Submitted, "Submitted")
+	assert.Equal(t, uint64(4), st.Processes.InitFailed, "InitFailed")
+	assert.Equal(t, uint64(2), st.Processes.Submitted, "Submitted")
 }
 
 func TestInitPanicError(t *testing.T) {

@@ -2,8 +2,12 @@ package scheduler
 
 import (
 	"fmt"
+	"log/slog"
 	"runtime"
 	"time"
+
+	"github.com/procsched/scheduler/payload"
+	"github.com/procsched/scheduler/relay"
 )
 
 // Option configures a [Scheduler] in [New].
@@ -24,6 +28,9 @@ type config struct {
 	handlers    map[CommandID]Handler
 	watchdog    time.Duration // 0: off
 	hooks       Hooks
+	mailbox     mailboxLimit
+	maxProcs    int
+	logger      *slog.Logger
 
 	// Measurement knobs, set only by this package's tests and benchmarks.
 	unfair     bool // the seed design: no global-queue turn, no next-slot cap, no step budget
@@ -126,19 +133,85 @@ func WithWatchdog(threshold time.Duration) Option {
 	})
 }
 
+// WithMaxProcesses bounds the number of live processes (submitted or
+// spawned and not yet ended, those in Init included). A Submit beyond it
+// fails with [ErrTooManyProcesses]; so does a spawn, as the completion of
+// its yield. n must be at least 1; the default is no limit.
+func WithMaxProcesses(n int) Option {
+	return optionFunc(func(c *config) error {
+		if n < 1 {
+			return fmt.Errorf("%w: WithMaxProcesses(%d): need at least 1", ErrInvalidOption, n)
+		}
+		c.maxProcs = n
+		return nil
+	})
+}
+
 // Hooks are optional functions the scheduler calls on lifecycle events.
-// Each runs outside every scheduler lock; see each field for the goroutine
-// it runs on. A nil field costs nothing.
+// A nil hook costs nothing. Each runs outside every scheduler lock, on the
+// goroutine named at its field, and delays whatever that goroutine does
+// next: keep hooks short and never block in them. A hook may call the
+// scheduler's methods.
 type Hooks struct {
+	// Start is called once per process, after its Init succeeded and
+	// before its first step: on the goroutine that called Submit, or on the
+	// worker that carried out a spawn.
+	Start func(Started)
+	// End is called once per process that started, after Close returned
+	// and before its Handle reports the end: on the worker that ran its
+	// last step, or on the goroutine that called Shutdown for a process
+	// forced at the deadline. Setting it costs each process a clock read
+	// at its start and at its end and a counter per step.
+	End func(Ended)
+	// Panic is called when a process's Init, Step or Close, or a handler,
+	// panics, on the goroutine that recovered the panic, before the
+	// process ends (or the yield completes) with the PanicError.
+	Panic func(Panicked)
 	// SlowStep is called by the watchdog goroutine when a step has been
 	// running longer than the watchdog's threshold; once per slow run.
 	SlowStep func(SlowStep)
+}
+
+// Started describes a process that has started.
+type Started struct {
+	PID    relay.PID
+	Method string
+}
+
+// Ended describes a process that has ended.
+type Ended struct {
+	PID      relay.PID
+	Method   string
+	Result   payload.Payload // the result given to Done
+	Err      error           // why it failed; nil if it finished with Done
+	Duration time.Duration   // from the end of Init to the end of Close
+	Steps    uint64          // Step calls
+	Forced   bool            // closed at a shutdown deadline
+}
+
+// Panicked describes a panic the scheduler recovered.
+type Panicked struct {
+	PID    relay.PID
+	Method string
+	Err    *PanicError // the panic value, stack, and what panicked
 }
 
 // WithHooks sets the lifecycle hooks.
 func WithHooks(h Hooks) Option {
 	return optionFunc(func(c *config) error {
 		c.hooks = h
+		return nil
+	})
+}
+
+// WithLogger makes the scheduler log through l: recovered panics at Error,
+// slow steps and processes forced at a shutdown deadline at Warn, the
+// start and end of Shutdown at Info. The default is silence. Logging
+// happens outside every scheduler lock, on the goroutine where the event
+// happened.
+func WithLogger(l *slog.Logger) Option {
+	return optionFunc(func(c *config) error {
+		c.logger = l
 		return nil
 	})
 }

@@ -33,9 +33,10 @@ const (
 
 // Bits of proc.flags, guarded by proc.mu.
 const (
-	pfClosed    = 1 << iota // ended: no more events are accepted
-	pfCancelled             // a cancel event was queued and the context cancelled
-	pfForced                // completed by a shutdown deadline
+	pfClosed      = 1 << iota // ended: no more events are accepted
+	pfCancelled               // a cancel event was queued and the context cancelled
+	pfForced                  // completed by a shutdown deadline
+	pfRoomWaiters             // a sender waits for room in the mailbox (extra.room)
 )
 
 // proc is the scheduler's record of one process. It doubles as the
@@ -66,6 +67,7 @@ type proc struct {
 	node    uint32 // PID.Node
 	flags   uint8  // pf* bits; guarded by mu
 	stepped bool   // Step has been called once; worker only
+	msgs    uint32 // messages (not bounces, completions or cancel) in inbox; guarded by mu
 
 	impl     Process // nil once complete
 	method   string  // the entry point, for reports
@@ -92,6 +94,14 @@ type procExtra struct {
 	large   map[uint64]struct{} // pending tags of a process with many outstanding yields
 	result  payload.Payload     // the outcome, for the Handle
 	err     error
+	room    chan struct{} // closed at the next drain, for senders waiting for room
+
+	mailbox *mailboxLimit // this process's own mailbox limit, if any; immutable
+
+	// For the End hook: when the process started and how many steps it
+	// made (the count is touched only by the worker running it).
+	started time.Time
+	steps   uint64
 }
 
 // getExtra returns p's procExtra, creating it. Called with mu held.
@@ -108,49 +118,52 @@ func (p *proc) getExtra() *procExtra {
 func (p *proc) pid() relay.PID { return relay.PID{Node: p.node, ID: p.id} }
 
 // push appends ev to the mailbox unless the process has ended, and makes
-// the process runnable (see markRunnable); it reports whether the caller
-// must queue the process. With completes set, ev completes the yield with
-// ev.Tag, which must be pending. Any goroutine.
-func (p *proc) push(ev Event, completes bool) (enqueue bool, err error) {
+// the process runnable (see markRunnable); it returns the state the
+// process was woken from, nonzero if the caller must queue it. With
+// completes set, ev completes the yield with ev.Tag, which must be
+// pending. Events pushed here are outside any mailbox limit (see
+// pushMessage). Any goroutine.
+func (p *proc) push(ev Event, completes bool) (woken uint64, err error) {
 	p.mu.Lock()
 	if p.flags&pfClosed != 0 {
 		p.mu.Unlock()
-		return false, ErrProcessNotFound
+		return 0, ErrProcessNotFound
 	}
 	if completes {
 		x := p.extra.Load()
 		if !p.pending.remove(ev.Tag, x) {
 			p.mu.Unlock()
-			return false, ErrYieldNotPending
+			return 0, ErrYieldNotPending
 		}
 		p.npending.Store(int32(p.pending.len(x)))
 	}
 	p.inbox = append(p.inbox, ev)
-	enqueue = p.markRunnable()
+	woken = p.markRunnable()
 	p.mu.Unlock()
-	return enqueue, nil
+	return woken, nil
 }
 
 // markRunnable is called with mu held right after an event was appended:
-// a Blocked or Idle process becomes Ready, and the caller must queue it; a
-// Running one gets flagWake, so that its worker steps it again. Doing this
+// a Blocked or Idle process becomes Ready, and the caller must queue it
+// (markRunnable returns the state it left); a Running one gets flagWake,
+// so that its worker steps it again (markRunnable returns 0). Doing this
 // under mu, which the worker's drain also holds, means the state is never
 // changed on account of an event that a drain already took: no process is
 // made Ready with an empty mailbox.
-func (p *proc) markRunnable() bool {
+func (p *proc) markRunnable() uint64 {
 	for {
 		st := p.state.Load()
 		switch st & stateMask {
 		case stIdle, stBlocked:
 			if p.state.CompareAndSwap(st, stReady) {
-				return true
+				return st
 			}
 		case stRunning:
 			if st&flagWake != 0 || p.state.CompareAndSwap(st, st|flagWake) {
-				return false
+				return 0
 			}
 		default: // Ready: it will drain the event when it runs. Complete: gone.
-			return false
+			return 0
 		}
 	}
 }
@@ -167,6 +180,13 @@ func (p *proc) hasEvents() bool {
 // Worker only.
 func (p *proc) drain(dst []Event) []Event {
 	p.mu.Lock()
+	p.msgs = 0
+	if p.flags&pfRoomWaiters != 0 {
+		p.flags &^= pfRoomWaiters
+		x := p.extra.Load()
+		close(x.room)
+		x.room = nil
+	}
 	if n := len(p.inbox); n > 0 {
 		dst = append(dst, p.inbox...)
 		if n == 1 {
@@ -209,15 +229,15 @@ func (p *proc) reservePending(n int) {
 }
 
 // terminate queues the cancel event (once) and cancels the context; it
-// reports whether the caller must queue the process, as push does.
-func (p *proc) terminate() (enqueue bool, err error) {
+// returns the state the process was woken from, as push does.
+func (p *proc) terminate() (woken uint64, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.flags&pfClosed != 0 {
-		return false, ErrProcessNotFound
+		return 0, ErrProcessNotFound
 	}
 	if p.flags&pfCancelled != 0 {
-		return false, nil
+		return 0, nil
 	}
 	p.flags |= pfCancelled
 	p.inbox = append(p.inbox, Event{Type: EventCancel})
@@ -236,6 +256,7 @@ func (p *proc) close(result payload.Payload, err error, forced bool) int {
 	p.mu.Lock()
 	dropped := len(p.inbox)
 	p.inbox = nil
+	p.msgs = 0
 	p.pending = pendingSet{}
 	p.npending.Store(0)
 	if x := p.extra.Load(); x != nil {
@@ -247,7 +268,12 @@ func (p *proc) close(result payload.Payload, err error, forced bool) int {
 		if x.endDone != nil {
 			close(x.endDone)
 		}
+		if x.room != nil {
+			close(x.room) // waiting senders find the process gone
+			x.room = nil
+		}
 	}
+	p.flags &^= pfRoomWaiters
 	p.flags |= pfClosed | pfCancelled
 	if forced {
 		p.flags |= pfForced

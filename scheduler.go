@@ -2,9 +2,14 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
+	"runtime/pprof"
+	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/procsched/scheduler/globalq"
 	"github.com/procsched/scheduler/payload"
@@ -28,6 +33,17 @@ type Scheduler struct {
 	timers   *timerService
 	watchdog *watchdog // nil when off
 	hooks    Hooks
+	mailbox  mailboxLimit // the default mailbox limit
+	log      *slog.Logger // nil: silent
+	maxProcs int64        // 0: no limit
+	// procs counts processes against maxProcs (only when it is set):
+	// incremented by CAS below the limit before Init, decremented at the
+	// end, so the limit holds under any number of concurrent starts.
+	procs atomic.Int64
+	// extMsgs count message outcomes of senders outside the workers,
+	// striped by recipient so that senders to different processes do not
+	// contend on one cache line.
+	extMsgs [msgStripes]msgStripe
 
 	handlersMu sync.Mutex
 
@@ -76,6 +92,9 @@ func New(opts ...Option) (*Scheduler, error) {
 		globalBatch: cfg.globalBatch,
 		unfair:      cfg.unfair,
 		fixedBatch:  cfg.fixedBatch,
+		mailbox:     cfg.mailbox,
+		maxProcs:    int64(cfg.maxProcs),
+		log:         cfg.logger,
 		table:       newTable(),
 		drained:     make(chan struct{}),
 	}
@@ -93,14 +112,22 @@ func New(opts ...Option) (*Scheduler, error) {
 	if cfg.watchdog > 0 {
 		s.watchdog = newWatchdog(s, cfg.watchdog, cfg.hooks.SlowStep)
 		s.wg.Add(1)
-		go s.watchdog.run()
+		goLabelled(s.watchdog.run, "procsched", "watchdog")
 	}
 	s.wg.Add(len(s.workers) + 1)
-	go s.timers.run()
-	for _, w := range s.workers {
-		go w.loop()
+	goLabelled(s.timers.run, "procsched", "timers")
+	for i, w := range s.workers {
+		goLabelled(w.loop, "procsched", "worker", "worker", strconv.Itoa(i))
 	}
 	return s, nil
+}
+
+// goLabelled starts f on a new goroutine that carries pprof labels, so
+// that profiles attribute the scheduler's goroutines. A goroutine takes
+// its creator's labels when it is created, so they are there from its
+// first instruction.
+func goLabelled(f func(), labels ...string) {
+	pprof.Do(context.Background(), pprof.Labels(labels...), func(context.Context) { go f() })
 }
 
 // Node returns the node number in this scheduler's PIDs.
@@ -108,27 +135,6 @@ func (s *Scheduler) Node() uint32 { return s.node }
 
 // Workers returns the number of worker goroutines.
 func (s *Scheduler) Workers() int { return len(s.workers) }
-
-// submitOptions collects SubmitOption values.
-type submitOptions struct{}
-
-// SubmitOption configures one [Scheduler.Submit].
-type SubmitOption interface {
-	applySubmit(*submitOptions) error
-}
-
-func applySubmitOptions(opts []SubmitOption) (submitOptions, error) {
-	var so submitOptions
-	for _, o := range opts {
-		if o == nil {
-			continue
-		}
-		if err := o.applySubmit(&so); err != nil {
-			return so, err
-		}
-	}
-	return so, nil
-}
 
 // Submit starts process p at entry point method with input. It assigns
 // the process a PID that is never reused, calls p.Init synchronously (on
@@ -154,8 +160,7 @@ func (s *Scheduler) Submit(ctx context.Context, p Process, method string, input 
 	if err != nil {
 		return Handle{}, err
 	}
-	_ = so
-	pr, err := s.start(ctx, p, method, input, 0, 0, nil, true)
+	pr, err := s.start(ctx, p, method, input, 0, 0, nil, &so)
 	if err != nil {
 		return Handle{}, err
 	}
@@ -166,9 +171,10 @@ func (s *Scheduler) Submit(ctx context.Context, p Process, method string, input 
 // start creates, registers and initialises a process; the caller queues
 // it. values is the context its Value lookups go to; awaiter and awaitTag
 // name the parent yield that waits for its end (SpawnAwait), if any; w is
-// the worker doing this, nil outside workers; handle says whether the
-// caller gets a Handle, which needs the result kept.
-func (s *Scheduler) start(values context.Context, p Process, method string, input payload.Payloads, awaiter, awaitTag uint64, w *worker, handle bool) (*proc, error) {
+// the worker doing this, nil outside workers; so, if not nil, are the
+// options of a submission that returns a Handle, which needs the result
+// kept.
+func (s *Scheduler) start(values context.Context, p Process, method string, input payload.Payloads, awaiter, awaitTag uint64, w *worker, so *submitOptions) (*proc, error) {
 	if p == nil {
 		return nil, ErrNilProcess
 	}
@@ -180,24 +186,39 @@ func (s *Scheduler) start(values context.Context, p Process, method string, inpu
 		s.countEnd(w)
 		return nil, ErrClosed
 	}
+	if s.maxProcs > 0 && !s.reserveProc() {
+		if w != nil {
+			bump(&w.stats.rejected)
+		} else {
+			s.counters.rejected.Add(1)
+		}
+		s.countEnd(w)
+		return nil, fmt.Errorf("%w: the limit is %d", ErrTooManyProcesses, s.maxProcs)
+	}
 	id, ok := s.table.alloc(w.slotCache())
 	if !ok {
+		s.releaseProc()
 		s.countEnd(w)
-		return nil, fmt.Errorf("%w: process table full", ErrInvalidOption)
+		return nil, fmt.Errorf("%w: the process table is full", ErrTooManyProcesses)
 	}
 	pr := &proc{id: id, node: s.node, impl: p, method: method, awaiter: awaiter, awaitTag: awaitTag}
 	if values == context.Background() || values == context.TODO() {
 		values = nil // nothing to look up
 	}
-	if handle || values != nil {
-		pr.extra.Store(&procExtra{values: values})
+	if so != nil || values != nil || s.hooks.End != nil {
+		x := &procExtra{values: values}
+		if so != nil {
+			x.mailbox = so.mailbox
+		}
+		pr.extra.Store(x)
 	}
 	pr.state.Store(stReady)
-	if err := s.callInit(pr, input); err != nil {
-		_ = s.callClose(pr)
+	if err := s.callInit(pr, input, w); err != nil {
+		_ = s.callClose(pr, w)
 		pr.impl = nil
 		pr.close(payload.Payload{}, err, false)
 		s.table.release(id, w.slotCache())
+		s.releaseProc()
 		if w != nil {
 			bump(&w.stats.initFailed)
 		} else {
@@ -205,6 +226,9 @@ func (s *Scheduler) start(values context.Context, p Process, method string, inpu
 		}
 		s.countEnd(w)
 		return nil, err
+	}
+	if s.hooks.End != nil {
+		pr.extra.Load().started = time.Now()
 	}
 	s.table.publish(pr)
 	if w != nil {
@@ -217,14 +241,55 @@ func (s *Scheduler) start(values context.Context, p Process, method string, inpu
 	if s.closing.Load() {
 		_, _ = pr.terminate() // pr is Ready and about to be queued
 	}
+	if s.hooks.Start != nil {
+		s.hooks.Start(Started{PID: pr.pid(), Method: method})
+	}
 	return pr, nil
 }
 
+// reserveProc counts a process against WithMaxProcesses, if there is room.
+func (s *Scheduler) reserveProc() bool {
+	for {
+		n := s.procs.Load()
+		if n >= s.maxProcs {
+			return false
+		}
+		if s.procs.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// releaseProc gives back what reserveProc took.
+func (s *Scheduler) releaseProc() {
+	if s.maxProcs > 0 {
+		s.procs.Add(-1)
+	}
+}
+
+// recovered reports a panic recovered from p's code or a handler: it is
+// counted and passed to the Panic hook. w is the worker, if any.
+func (s *Scheduler) recovered(p *proc, perr *PanicError, w *worker) {
+	if w != nil {
+		bump(&w.stats.panics)
+	} else {
+		s.counters.panics.Add(1)
+	}
+	if s.hooks.Panic != nil {
+		s.hooks.Panic(Panicked{PID: p.pid(), Method: p.method, Err: perr})
+	}
+	if s.log != nil {
+		s.log.Error("scheduler: recovered a panic", "pid", p.pid(), "method", p.method, "in", perr.Where, "value", fmt.Sprint(perr.Value))
+	}
+}
+
 // callInit runs Init, turning a panic into an error.
-func (s *Scheduler) callInit(p *proc, input payload.Payloads) (err error) {
+func (s *Scheduler) callInit(p *proc, input payload.Payloads, w *worker) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			err = fmt.Errorf("%w: %w", ErrInit, newPanicError("Init", v))
+			perr := newPanicError("Init", v)
+			s.recovered(p, perr, w)
+			err = fmt.Errorf("%w: %w", ErrInit, perr)
 		}
 	}()
 	if err := p.impl.Init(p, p.method, input); err != nil {
@@ -234,10 +299,12 @@ func (s *Scheduler) callInit(p *proc, input payload.Payloads) (err error) {
 }
 
 // callClose runs Close and returns the panic it raised, if any.
-func (s *Scheduler) callClose(p *proc) (perr error) {
+func (s *Scheduler) callClose(p *proc, w *worker) (perr error) {
 	defer func() {
 		if v := recover(); v != nil {
-			perr = newPanicError("Close", v)
+			pe := newPanicError("Close", v)
+			s.recovered(p, pe, w)
+			perr = pe
 		}
 	}()
 	p.impl.Close()
@@ -321,23 +388,80 @@ func (s *Scheduler) Tell(to relay.PID, msg any) error {
 	return s.deliver(relay.PID{}, to, msg, via{})
 }
 
-// deliver queues a message event for to and wakes it.
+// deliver queues a message for to under its mailbox limit and wakes it.
 func (s *Scheduler) deliver(from, to relay.PID, msg any, v via) error {
+	_, err := s.deliverMessage(from, to, msg, v, false)
+	return err
+}
+
+// deliverOrWait is deliver for SendContext: when the mailbox is full it
+// returns a channel to wait on for room instead of applying the policy.
+func (s *Scheduler) deliverOrWait(from, to relay.PID, msg any) (<-chan struct{}, error) {
+	return s.deliverMessage(from, to, msg, via{}, true)
+}
+
+func (s *Scheduler) deliverMessage(from, to relay.PID, msg any, v via, wait bool) (<-chan struct{}, error) {
 	if s.stopped.Load() {
-		return ErrClosed
+		return nil, ErrClosed
 	}
 	p, err := s.lookup(to)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	enqueue, err := p.push(Event{Type: EventMessage, Data: msg, From: from}, false)
+	woken, evicted, room, err := p.pushMessage(Event{Type: EventMessage, Data: msg, From: from}, s.limitOf(p), wait)
+	if room != nil {
+		return room, err
+	}
+	switch {
+	case err == nil:
+		s.countMessage(v, to, msgAccepted)
+	case errors.Is(err, ErrDropped):
+		s.countMessage(v, to, msgDropped)
+		return nil, fmt.Errorf("%w: mailbox of %v is full", err, to)
+	case errors.Is(err, ErrMailboxFull):
+		s.countMessage(v, to, msgRejected)
+		return nil, fmt.Errorf("%w: %v", err, to)
+	default:
+		return nil, fmt.Errorf("%w: %v", err, to)
+	}
+	if evicted.Type != 0 {
+		s.countMessage(v, to, msgDropped)
+		if !evicted.From.IsZero() {
+			s.bounce(evicted.From, Event{Type: EventMessage, Data: evicted.Data, Error: fmt.Errorf("%w: mailbox of %v was full", ErrDropped, to), From: to}, v)
+		}
+	}
+	if woken != 0 {
+		s.woke(p, woken, v)
+	}
+	return nil, nil
+}
+
+// bounce returns an undelivered message to its sender, if it still lives.
+// Bounces are outside any mailbox limit.
+func (s *Scheduler) bounce(sender relay.PID, ev Event, v via) {
+	p, err := s.lookup(sender)
 	if err != nil {
-		return fmt.Errorf("%w: %v", err, to)
+		return
 	}
-	if enqueue {
-		s.enqueue(p, v)
+	if woken, err := p.push(ev, false); err == nil && woken != 0 {
+		s.woke(p, woken, v)
 	}
-	return nil
+}
+
+// woke counts a process leaving the waiting state woken and queues it.
+func (s *Scheduler) woke(p *proc, woken uint64, v via) {
+	if v.w != nil && !v.call {
+		if woken == stBlocked {
+			v.w.n.blockedOut++
+		} else {
+			v.w.n.idleOut++
+		}
+	} else if woken == stBlocked {
+		s.counters.blockedOut.Add(1)
+	} else {
+		s.counters.idleOut.Add(1)
+	}
+	s.enqueue(p, v)
 }
 
 // CompleteYield completes the yield with tag of process pid: the process
@@ -359,12 +483,12 @@ func (s *Scheduler) complete(pid relay.PID, ev Event, v via) error {
 	if err != nil {
 		return err
 	}
-	enqueue, err := p.push(ev, true)
+	woken, err := p.push(ev, true)
 	if err != nil {
 		return fmt.Errorf("%w: %v tag %d", err, pid, ev.Tag)
 	}
-	if enqueue {
-		s.enqueue(p, v)
+	if woken != 0 {
+		s.woke(p, woken, v)
 	}
 	return nil
 }
@@ -382,12 +506,12 @@ func (s *Scheduler) Terminate(pid relay.PID) error {
 	if err != nil {
 		return err
 	}
-	enqueue, err := p.terminate()
+	woken, err := p.terminate()
 	if err != nil {
 		return fmt.Errorf("%w: %v", err, pid)
 	}
-	if enqueue {
-		s.enqueue(p, via{})
+	if woken != 0 {
+		s.woke(p, woken, via{})
 	}
 	return nil
 }
@@ -414,12 +538,15 @@ func (s *Scheduler) Shutdown(ctx context.Context) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	if s.log != nil {
+		s.log.Info("scheduler: shutting down", "live", s.liveCount())
+	}
 	if s.liveCount() == 0 {
 		s.drainOne.Do(func() { close(s.drained) })
 	}
 	s.table.forEach(func(p *proc) {
-		if enqueue, _ := p.terminate(); enqueue {
-			s.enqueue(p, via{})
+		if woken, _ := p.terminate(); woken != 0 {
+			s.woke(p, woken, via{})
 		}
 	})
 	var err error
@@ -442,6 +569,9 @@ func (s *Scheduler) Shutdown(ctx context.Context) error {
 	}
 	s.wg.Wait()
 	s.stopped.Store(true)
+	if s.log != nil {
+		s.log.Info("scheduler: shut down", "forced", s.forced.Load())
+	}
 	return err
 }
 
@@ -463,6 +593,12 @@ func (s *Scheduler) tryForce(p *proc) {
 			return
 		}
 		if p.state.CompareAndSwap(st, stComplete) {
+			switch st & stateMask {
+			case stBlocked:
+				s.counters.blockedOut.Add(1)
+			case stIdle:
+				s.counters.idleOut.Add(1)
+			}
 			s.finish(p, nil, payload.Payload{}, ErrForced, true)
 			return
 		}
@@ -474,10 +610,21 @@ func (s *Scheduler) tryForce(p *proc) {
 // the result is published, so a Stats read after the Handle reports the
 // end counts it. w is the worker doing this, if any.
 func (s *Scheduler) finish(p *proc, w *worker, result payload.Payload, err error, forced bool) {
-	if perr := s.callClose(p); perr != nil && err == nil {
+	if perr := s.callClose(p, w); perr != nil && err == nil {
 		err = perr
 	}
 	p.impl = nil
+	s.releaseProc()
+	if forced && s.log != nil {
+		s.log.Warn("scheduler: process forced to close at the shutdown deadline", "pid", p.pid(), "method", p.method)
+	}
+	if s.hooks.End != nil {
+		x := p.extra.Load()
+		s.hooks.End(Ended{
+			PID: p.pid(), Method: p.method, Result: result, Err: err,
+			Duration: time.Since(x.started), Steps: x.steps, Forced: forced,
+		})
+	}
 	if forced {
 		s.forced.Add(1)
 	}

@@ -167,9 +167,9 @@ func TestShutdownGraceful(t *testing.T) {
 		assert.Len(t, p.EventsOf(sched.EventCancel), 1)
 	}
 	st := s.Stats()
-	assert.Zero(t, st.Live)
-	assert.Zero(t, st.Forced)
-	assert.Equal(t, uint64(len(procs)), st.Completed)
+	assert.Zero(t, st.Processes.Live)
+	assert.Zero(t, st.Processes.Forced)
+	assert.Equal(t, uint64(len(procs)), st.Processes.Completed)
 	assert.Empty(t, s.Processes())
 	goleak.VerifyNone(t, ignore)
 }
@@ -345,8 +345,8 @@ func TestShutdownForced(t *testing.T) {
 	tRequireLife(t, graceful)
 
 	st := s.Stats()
-	assert.Equal(t, uint64(1), st.Forced)
-	assert.Zero(t, st.Live)
+	assert.Equal(t, uint64(1), st.Processes.Forced)
+	assert.Zero(t, st.Processes.Live)
 }
 
 // TestShutdownForcedDuringStep: a process whose Step is running at the
@@ -442,7 +442,7 @@ func TestAfterShutdown(t *testing.T) {
 	}
 	// Observation still works.
 	assert.Empty(t, s.Processes())
-	assert.Zero(t, s.Stats().Live)
+	assert.Zero(t, s.Stats().Processes.Live)
 	require.ErrorIs(t, s.SetHandler(tCmd2, func(sched.Call) error { return nil }), sched.ErrClosed, "SetHandler after Shutdown")
 	tRequireLife(t, p)
 }

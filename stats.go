@@ -1,84 +1,135 @@
 package scheduler
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"github.com/procsched/scheduler/relay"
+)
 
 // Stats is a snapshot of a scheduler's counters, from [Scheduler.Stats].
 //
 // Process counts (Live, Submitted, Completed, ...) are exact at the moment
-// each is read. The per-step counters (Steps, Yields, Sent, Bounced,
-// Requeues and the work-finding counters) are kept by each worker in plain
-// memory and published every 64 scheduling rounds and whenever the worker
-// runs out of local work, so while a worker is busy they may trail by a
-// few dozen steps; once the scheduler is idle they are exact.
+// each is read. The per-step counters (Steps, Yields, message counts, the
+// work-finding counters, and the Blocked and Idle counts) are kept by each
+// worker in plain memory and published every 64 scheduling rounds and
+// whenever the worker runs out of local work, so while a worker is busy
+// they may trail by a few dozen steps; once the scheduler is idle they are
+// exact. Figures are read one by one, not at one instant.
 type Stats struct {
-	Workers int // worker goroutines
+	Workers int `json:"workers"` // worker goroutines
 
-	// Processes.
-	Live       int64  // submitted or spawned and not yet ended
-	Submitted  uint64 // processes whose Init succeeded (Submit and spawns)
-	InitFailed uint64 // processes whose Init failed or panicked
-	Completed  uint64 // processes that ended, however
-	Failed     uint64 // of Completed, those that ended with an error
-	Forced     uint64 // of Failed, those closed by a shutdown deadline
-	Dropped    uint64 // events queued to processes that ended before reading them
+	Processes ProcessStats `json:"processes"`
+	Messages  MessageStats `json:"messages"`
 
-	// Work.
-	Steps     uint64 // Step calls
-	Yields    uint64 // yields written by steps (Tell included)
-	Sent      uint64 // messages told by processes (StepOutput.Tell)
-	Bounced   uint64 // of Sent, those that could not be delivered
-	Requeues  uint64 // processes requeued behind others after their step budget
-	SlowSteps uint64 // runs the watchdog found running past its threshold
+	Steps    uint64 `json:"steps"`    // Step calls
+	Yields   uint64 `json:"yields"`   // yields written by steps (Tell included)
+	Requeues uint64 `json:"requeues"` // processes put behind others after their step budget
+	// SlowSteps counts runs the watchdog found running past its threshold.
+	SlowSteps uint64 `json:"slowSteps"`
 
 	// Finding work.
-	GlobalPops    uint64 // batches taken from the global queue
-	GlobalItems   uint64 // processes taken from the global queue
-	StealAttempts uint64 // victims tried
-	Steals        uint64 // successful steals
-	Stolen        uint64 // processes moved by steals
-	Spins         uint64 // spin rounds while searching
-	Parks         uint64 // times a worker blocked
-	Wakes         uint64 // times a parked worker was woken for work
+	GlobalPops    uint64 `json:"globalPops"`    // batches (or single processes) taken from the global queue
+	GlobalItems   uint64 `json:"globalItems"`   // processes taken from the global queue
+	StealAttempts uint64 `json:"stealAttempts"` // victims tried
+	Steals        uint64 `json:"steals"`        // successful steals
+	Stolen        uint64 `json:"stolen"`        // processes moved by steals
+	Spins         uint64 `json:"spins"`         // spin rounds while searching
+	Parks         uint64 `json:"parks"`         // times a worker blocked
+	Wakes         uint64 `json:"wakes"`         // times a parked worker was woken for work
 
 	// Queues, at the time of the snapshot.
-	GlobalQueue  int   // processes in the global queue
-	WorkerQueues []int // processes in each worker's queue (next slot included)
-	Timers       int   // timer yields not yet due
-	IdleWorkers  int   // parked workers
+	GlobalQueue  int   `json:"globalQueue"`  // processes in the global queue
+	WorkerQueues []int `json:"workerQueues"` // processes queued on each worker (next slot included)
+	Timers       int   `json:"timers"`       // timer yields not yet due
+	IdleWorkers  int   `json:"idleWorkers"`  // parked workers
+}
+
+// ProcessStats counts processes.
+type ProcessStats struct {
+	Live int64 `json:"live"` // started (Init included) and not yet ended
+	// Live processes by state. Ready is what the queues hold, Blocked and
+	// Idle are counted at the transitions, and Running is the rest, so the
+	// four add up to Live; under load each is approximate.
+	Ready   int64 `json:"ready"`
+	Running int64 `json:"running"`
+	Blocked int64 `json:"blocked"`
+	Idle    int64 `json:"idle"`
+
+	Submitted  uint64 `json:"submitted"`  // Init succeeded (Submit and spawns)
+	InitFailed uint64 `json:"initFailed"` // Init failed or panicked; never ran
+	Rejected   uint64 `json:"rejected"`   // refused by WithMaxProcesses
+	Completed  uint64 `json:"completed"`  // ended, however
+	Failed     uint64 `json:"failed"`     // of Completed, ended with an error
+	Forced     uint64 `json:"forced"`     // of Failed, closed at a shutdown deadline
+	Panics     uint64 `json:"panics"`     // panics recovered (Init, Step, Close, handlers)
+}
+
+// MessageStats counts messages.
+type MessageStats struct {
+	Accepted uint64 `json:"accepted"` // queued in a mailbox
+	Dropped  uint64 `json:"dropped"`  // dropped by a full mailbox's policy (new or old)
+	Rejected uint64 `json:"rejected"` // refused by a full mailbox (MailboxReject)
+	Sent     uint64 `json:"sent"`     // told by processes (StepOutput.Tell)
+	Bounced  uint64 `json:"bounced"`  // of Sent, returned undelivered
+	// Unread counts events (messages, completions) that were queued to a
+	// process that ended before reading them.
+	Unread uint64 `json:"unread"`
 }
 
 // Stats returns a snapshot of the scheduler's counters. Each worker keeps
 // its own counters, written without contention, and Stats sums them; see
-// [Stats] for how current they are.
+// [Stats] for how current they are. It costs a few loads per worker.
 func (s *Scheduler) Stats() Stats {
 	st := Stats{
 		Workers:      len(s.workers),
-		Live:         s.liveCount(),
-		Submitted:    s.counters.submitted.Load(),
-		InitFailed:   s.counters.initFailed.Load(),
-		Completed:    s.counters.completed.Load(),
-		Failed:       s.counters.failed.Load(),
-		Forced:       uint64(s.forced.Load()),
-		Dropped:      s.counters.dropped.Load(),
 		GlobalQueue:  s.global.Len(),
 		WorkerQueues: make([]int, len(s.workers)),
 		Timers:       s.timers.pending(),
 		IdleWorkers:  int(s.idle.count.Load()),
 	}
-	if s.watchdog != nil {
-		st.SlowSteps = s.watchdog.slow.Load()
+	ps, ms := &st.Processes, &st.Messages
+	ps.Live = s.liveCount()
+	// Leaving a waiting state is read before entering it, for the reason
+	// given at liveCount.
+	blockedOut := int64(s.counters.blockedOut.Load())
+	idleOut := int64(s.counters.idleOut.Load())
+	for _, w := range s.workers {
+		blockedOut += int64(w.stats.blockedOut.Load())
+		idleOut += int64(w.stats.idleOut.Load())
+	}
+	var blockedIn, idleIn int64
+	ps.Submitted = s.counters.submitted.Load()
+	ps.InitFailed = s.counters.initFailed.Load()
+	ps.Rejected = s.counters.rejected.Load()
+	ps.Completed = s.counters.completed.Load()
+	ps.Failed = s.counters.failed.Load()
+	ps.Forced = uint64(s.forced.Load())
+	ps.Panics = s.counters.panics.Load()
+	ms.Unread = s.counters.dropped.Load()
+	for i := range s.extMsgs {
+		e := &s.extMsgs[i]
+		ms.Accepted += e.n[msgAccepted].Load()
+		ms.Dropped += e.n[msgDropped].Load()
+		ms.Rejected += e.n[msgRejected].Load()
 	}
 	for i, w := range s.workers {
 		ws := &w.stats
-		st.Submitted += ws.spawned.Load()
-		st.InitFailed += ws.initFailed.Load()
-		st.Completed += ws.completed.Load()
-		st.Failed += ws.failed.Load()
-		st.Dropped += ws.dropped.Load()
+		blockedIn += int64(ws.blockedIn.Load())
+		idleIn += int64(ws.idleIn.Load())
+		ps.Submitted += ws.spawned.Load()
+		ps.InitFailed += ws.initFailed.Load()
+		ps.Rejected += ws.rejected.Load()
+		ps.Completed += ws.completed.Load()
+		ps.Failed += ws.failed.Load()
+		ps.Panics += ws.panics.Load()
+		ms.Unread += ws.dropped.Load()
+		ms.Accepted += ws.msgs[msgAccepted].Load()
+		ms.Dropped += ws.msgs[msgDropped].Load()
+		ms.Rejected += ws.msgs[msgRejected].Load()
+		ms.Sent += ws.sent.Load()
+		ms.Bounced += ws.bounced.Load()
 		st.Steps += ws.steps.Load()
 		st.Yields += ws.yields.Load()
-		st.Sent += ws.sent.Load()
-		st.Bounced += ws.bounced.Load()
 		st.Requeues += ws.requeues.Load()
 		st.GlobalPops += ws.globalPops.Load()
 		st.GlobalItems += ws.globalItems.Load()
@@ -90,6 +141,17 @@ func (s *Scheduler) Stats() Stats {
 		st.Wakes += ws.wakes.Load()
 		st.WorkerQueues[i] = w.queueLen()
 	}
+	if s.watchdog != nil {
+		st.SlowSteps = s.watchdog.slow.Load()
+	}
+	ps.Blocked = max(blockedIn-blockedOut, 0)
+	ps.Idle = max(idleIn-idleOut, 0)
+	ps.Ready = int64(st.GlobalQueue)
+	for _, n := range st.WorkerQueues {
+		ps.Ready += int64(n)
+	}
+	ps.Ready = min(ps.Ready, max(ps.Live-ps.Blocked-ps.Idle, 0))
+	ps.Running = max(ps.Live-ps.Ready-ps.Blocked-ps.Idle, 0)
 	return st
 }
 
@@ -112,10 +174,40 @@ func (s *Scheduler) liveCount() int64 {
 	return started - ended
 }
 
+// Message outcomes, indexes of the message counters.
+const (
+	msgAccepted = iota
+	msgDropped
+	msgRejected
+	msgOutcomes
+)
+
+// msgStripes is the number of stripes of the external message counters.
+const msgStripes = 16
+
+// msgStripe is one stripe of the external message counters, padded to its
+// own cache line.
+type msgStripe struct {
+	n [msgOutcomes]atomic.Uint64
+	_ [64 - msgOutcomes*8]byte
+}
+
+// countMessage counts a message outcome: in the worker's plain counters
+// when on a worker, else in a stripe chosen by the recipient.
+func (s *Scheduler) countMessage(v via, to relay.PID, outcome int) {
+	if v.w != nil && !v.call {
+		v.w.n.msgs[outcome]++
+		return
+	}
+	s.extMsgs[to.ID%msgStripes].n[outcome].Add(1)
+}
+
 // workerCounts are the per-step counters a worker keeps in plain memory;
 // flush publishes them to workerStats.
 type workerCounts struct {
 	steps, yields, sent, bounced, requeues uint64
+	msgs                                   [msgOutcomes]uint64
+	blockedIn, idleIn, blockedOut, idleOut uint64
 	globalPops, globalItems                uint64
 	stealAttempts, steals, stolen, spins   uint64
 }
@@ -125,12 +217,15 @@ type workerCounts struct {
 // stores with a plain atomic store rather than a read-modify-write; the
 // stores pair with the loads in Stats and liveCount.
 type workerStats struct {
-	started, ended, completed, initFailed, failed, dropped, spawned atomic.Uint64
-	steps, yields, sent, bounced, requeues                          atomic.Uint64
-	globalPops, globalItems                                         atomic.Uint64
-	stealAttempts, steals, stolen, spins, parks                     atomic.Uint64
-	wakes                                                           atomic.Uint64 // several writers: Add
-	_                                                               [64]byte      // keeps the next worker's fields off these lines
+	started, ended, completed, initFailed, failed atomic.Uint64
+	dropped, spawned, rejected, panics            atomic.Uint64
+	steps, yields, sent, bounced, requeues        atomic.Uint64
+	msgs                                          [msgOutcomes]atomic.Uint64
+	blockedIn, idleIn, blockedOut, idleOut        atomic.Uint64
+	globalPops, globalItems                       atomic.Uint64
+	stealAttempts, steals, stolen, spins, parks   atomic.Uint64
+	wakes                                         atomic.Uint64 // several writers: Add
+	_                                             [64]byte      // keeps the next worker's fields off these lines
 }
 
 // bump adds one to a single-writer counter.
@@ -138,13 +233,22 @@ func bump(c *atomic.Uint64) { c.Store(c.Load() + 1) }
 
 // flush publishes the worker's local counters. Worker only.
 func (w *worker) flush() {
-	n := &w.n
-	st := &w.stats
+	n, st := &w.n, &w.stats
 	st.steps.Store(n.steps)
 	st.yields.Store(n.yields)
 	st.sent.Store(n.sent)
 	st.bounced.Store(n.bounced)
 	st.requeues.Store(n.requeues)
+	for i := range n.msgs {
+		st.msgs[i].Store(n.msgs[i])
+	}
+	// Leaving a waiting state is published before entering it, so that
+	// Stats, which reads the other way round, never sees more leaving
+	// than entering.
+	st.blockedOut.Store(n.blockedOut)
+	st.idleOut.Store(n.idleOut)
+	st.blockedIn.Store(n.blockedIn)
+	st.idleIn.Store(n.idleIn)
 	st.globalPops.Store(n.globalPops)
 	st.globalItems.Store(n.globalItems)
 	st.stealAttempts.Store(n.stealAttempts)
@@ -154,7 +258,9 @@ func (w *worker) flush() {
 }
 
 // schedCounters are counted outside any worker (external submissions,
-// forced ends), with atomic adds.
+// external wake-ups, forced ends), with atomic adds.
 type schedCounters struct {
-	started, ended, completed, submitted, initFailed, failed, dropped atomic.Uint64
+	started, ended, completed, submitted, initFailed atomic.Uint64
+	failed, dropped, rejected, panics                atomic.Uint64
+	blockedOut, idleOut                              atomic.Uint64
 }

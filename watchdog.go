@@ -115,6 +115,9 @@ func (wd *watchdog) check(now time.Time) (busy bool) {
 		if wd.hook != nil {
 			wd.hook(SlowStep{PID: p.pid(), Method: p.method, Worker: i, Duration: d})
 		}
+		if l := wd.s.log; l != nil {
+			l.Warn("scheduler: slow step", "pid", p.pid(), "method", p.method, "worker", i, "running", d)
+		}
 	}
 	return busy
 }

@@ -1,6 +1,8 @@
 package scheduler
 
 import (
+	"context"
+	"runtime/trace"
 	"sync"
 	"sync/atomic"
 
@@ -501,7 +503,12 @@ func (w *worker) run(p *proc) {
 			w.events = p.drain(w.events[:0])
 		}
 		w.out.reset(p.pid())
-		err := w.step(p)
+		var err error
+		if trace.IsEnabled() {
+			err = w.tracedStep(p)
+		} else {
+			err = w.step(p)
+		}
 		w.events = w.events[:0]
 		w.n.steps++
 		status := w.out.status
@@ -562,6 +569,11 @@ func (w *worker) run(p *proc) {
 func (w *worker) settle(p *proc, running, next uint64) bool {
 	for {
 		if p.state.CompareAndSwap(running, next) {
+			if next == stBlocked {
+				w.n.blockedIn++
+			} else {
+				w.n.idleIn++
+			}
 			if w.s.forcing.Load() {
 				w.s.tryForce(p)
 			}
@@ -583,13 +595,28 @@ func (w *worker) requeue(p *proc) {
 	w.s.wakeWorker()
 }
 
+// tracedStep is step inside a runtime/trace region named "step", with the
+// process's PID and entry point logged, for when a trace is being taken.
+func (w *worker) tracedStep(p *proc) error {
+	ctx := context.Background()
+	r := trace.StartRegion(ctx, "step")
+	trace.Log(ctx, "process", p.pid().String()+" "+p.method)
+	defer r.End()
+	return w.step(p)
+}
+
 // step calls Step, turning a panic into an error.
 func (w *worker) step(p *proc) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			err = newPanicError("Step", v)
+			perr := newPanicError("Step", v)
+			w.s.recovered(p, perr, w)
+			err = perr
 		}
 	}()
+	if w.s.hooks.End != nil {
+		p.extra.Load().steps++
+	}
 	return p.impl.Step(w.events, &w.out)
 }
 

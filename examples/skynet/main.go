@@ -110,7 +110,7 @@ func run(leaves, workers int) error {
 	st := s.Stats()
 	fmt.Printf("sum %d\n", sum)
 	fmt.Printf("%d processes on %d workers in %v (%v per process)\n",
-		st.Submitted, st.Workers, elapsed.Round(time.Millisecond), elapsed/time.Duration(max(st.Submitted, 1)))
+		st.Processes.Submitted, st.Workers, elapsed.Round(time.Millisecond), elapsed/time.Duration(max(st.Processes.Submitted, 1)))
 	if want := int64(leaves) * int64(leaves-1) / 2; sum != want {
 		return fmt.Errorf("wrong sum: got %d, want %d", sum, want)
 	}

@@ -1,0 +1,224 @@
+package scheduler_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"runtime/pprof"
+	"runtime/trace"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	sched "github.com/procsched/scheduler"
+	"github.com/procsched/scheduler/payload"
+	"github.com/procsched/scheduler/relay"
+)
+
+// hRecorder records every hook call.
+type hRecorder struct {
+	mu      sync.Mutex
+	started map[relay.PID]int
+	ended   map[relay.PID][]sched.Ended
+	panics  []sched.Panicked
+}
+
+func newHRecorder() *hRecorder {
+	return &hRecorder{started: map[relay.PID]int{}, ended: map[relay.PID][]sched.Ended{}}
+}
+
+func (r *hRecorder) hooks() sched.Hooks {
+	return sched.Hooks{
+		Start: func(s sched.Started) {
+			r.mu.Lock()
+			r.started[s.PID]++
+			r.mu.Unlock()
+		},
+		End: func(e sched.Ended) {
+			r.mu.Lock()
+			r.ended[e.PID] = append(r.ended[e.PID], e)
+			r.mu.Unlock()
+		},
+		Panic: func(p sched.Panicked) {
+			r.mu.Lock()
+			r.panics = append(r.panics, p)
+			r.mu.Unlock()
+		},
+	}
+}
+
+func TestHooksCalledOncePerEvent(t *testing.T) {
+	rec := newHRecorder()
+	s, err := sched.New(sched.WithHooks(rec.hooks()), sched.WithHandler(tCmd, func(sched.Call) error {
+		panic("handler panic")
+	}))
+	require.NoError(t, err)
+
+	ctx := context.Background()
+	// One of each ending.
+	done := tSubmit(t, s, &tProc{step: tDone("ok")})
+	failing := tSubmit(t, s, &tProc{step: func(*tProc, int, []sched.Event, *sched.StepOutput) error {
+		return errors.New("failed")
+	}})
+	panicking := tSubmit(t, s, &tProc{step: func(*tProc, int, []sched.Event, *sched.StepOutput) error {
+		panic("step panic")
+	}})
+	yielding := tSubmit(t, s, &tProc{step: func(_ *tProc, n int, evs []sched.Event, out *sched.StepOutput) error {
+		if n == 0 {
+			out.Yield(7, tCmd, nil) // its handler panics
+			return nil
+		}
+		if ev, ok := tCompletion(evs, 7); ok {
+			return ev.Error
+		}
+		return nil
+	}})
+	_, err = s.Submit(ctx, &tProc{init: func(context.Context, string, payload.Payloads) error {
+		panic("init panic")
+	}}, "run", nil)
+	require.ErrorIs(t, err, sched.ErrPanic)
+	ignoring := tSubmit(t, s, &tProc{step: tIgnoreAll}) // forced at shutdown
+
+	for _, h := range []sched.Handle{done, failing, panicking, yielding} {
+		_, _ = tWait(t, s, h)
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	cancel() // force at once
+	require.ErrorIs(t, s.Shutdown(sctx), sched.ErrForced)
+
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	for _, h := range []sched.Handle{done, failing, panicking, yielding, ignoring} {
+		require.Equal(t, 1, rec.started[h.PID()], "Start for %v", h.PID())
+		require.Len(t, rec.ended[h.PID()], 1, "End for %v", h.PID())
+	}
+	require.Len(t, rec.started, 5, "no Start for the process whose Init panicked")
+	require.Len(t, rec.ended, 5)
+
+	e := rec.ended[done.PID()][0]
+	require.Equal(t, "run", e.Method)
+	require.NoError(t, e.Err)
+	require.Equal(t, "ok", e.Result.Value())
+	require.Equal(t, uint64(1), e.Steps)
+	require.Positive(t, e.Duration)
+	require.False(t, e.Forced)
+	require.EqualError(t, rec.ended[failing.PID()][0].Err, "failed")
+	require.ErrorIs(t, rec.ended[panicking.PID()][0].Err, sched.ErrPanic)
+	require.ErrorIs(t, rec.ended[yielding.PID()][0].Err, sched.ErrPanic)
+	require.Equal(t, uint64(2), rec.ended[yielding.PID()][0].Steps)
+	fe := rec.ended[ignoring.PID()][0]
+	require.True(t, fe.Forced)
+	require.ErrorIs(t, fe.Err, sched.ErrForced)
+
+	wheres := map[string]int{}
+	for _, p := range rec.panics {
+		wheres[p.Err.Where]++
+	}
+	require.Equal(t, map[string]int{"Init": 1, "Step": 1, "handler": 1}, wheres)
+	require.Equal(t, uint64(3), s.Stats().Processes.Panics)
+}
+
+// hLogCapture is a slog handler that keeps records.
+type hLogCapture struct {
+	mu      sync.Mutex
+	records []slog.Record
+}
+
+func (h *hLogCapture) Enabled(context.Context, slog.Level) bool { return true }
+func (h *hLogCapture) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	h.records = append(h.records, r.Clone())
+	h.mu.Unlock()
+	return nil
+}
+func (h *hLogCapture) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *hLogCapture) WithGroup(string) slog.Handler      { return h }
+
+func (h *hLogCapture) levels() map[string]slog.Level {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := map[string]slog.Level{}
+	for _, r := range h.records {
+		out[r.Message] = r.Level
+	}
+	return out
+}
+
+func TestLogger(t *testing.T) {
+	capture := &hLogCapture{}
+	s, err := sched.New(sched.WithLogger(slog.New(capture)), sched.WithWatchdog(5*time.Millisecond))
+	require.NoError(t, err)
+	release := make(chan struct{})
+	slowEntered := make(chan struct{})
+	slow := tSubmit(t, s, &tProc{step: func(*tProc, int, []sched.Event, *sched.StepOutput) error {
+		close(slowEntered)
+		<-release
+		return nil
+	}})
+	<-slowEntered
+	tEventually(t, "the slow step is logged", func() bool {
+		_, ok := capture.levels()["scheduler: slow step"]
+		return ok
+	})
+	close(release)
+	h := tSubmit(t, s, &tProc{step: func(*tProc, int, []sched.Event, *sched.StepOutput) error { panic("boom") }})
+	_, err = tWait(t, s, h)
+	require.ErrorIs(t, err, sched.ErrPanic)
+	_ = slow
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.ErrorIs(t, s.Shutdown(ctx), sched.ErrForced) // slow ignores cancel: forced
+
+	levels := capture.levels()
+	require.Equal(t, slog.LevelWarn, levels["scheduler: slow step"])
+	require.Equal(t, slog.LevelError, levels["scheduler: recovered a panic"])
+	require.Equal(t, slog.LevelWarn, levels["scheduler: process forced to close at the shutdown deadline"])
+	require.Equal(t, slog.LevelInfo, levels["scheduler: shutting down"])
+	require.Equal(t, slog.LevelInfo, levels["scheduler: shut down"])
+}
+
+func TestSilentByDefault(t *testing.T) {
+	// With no logger the scheduler must not write to the default logger.
+	var buf bytes.Buffer
+	old := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, nil)))
+	defer slog.SetDefault(old)
+	s := tNewScheduler(t)
+	h := tSubmit(t, s, &tProc{step: func(*tProc, int, []sched.Event, *sched.StepOutput) error { panic("quiet") }})
+	_, err := tWait(t, s, h)
+	require.ErrorIs(t, err, sched.ErrPanic)
+	require.Empty(t, buf.String())
+}
+
+func TestTraceRegions(t *testing.T) {
+	if trace.IsEnabled() {
+		t.Skip("a trace is already being taken by the test binary") // go test -trace
+	}
+	var buf bytes.Buffer
+	require.NoError(t, trace.Start(&buf))
+	s := tNewScheduler(t)
+	h, err := s.Submit(context.Background(), &tProc{step: tDone(1)}, "traced-entry", nil)
+	require.NoError(t, err)
+	_, err = tWait(t, s, h)
+	require.NoError(t, err)
+	trace.Stop()
+	// Strings of the trace (region names, log messages) are stored
+	// verbatim in its string table.
+	require.Contains(t, buf.String(), "step", "the step region")
+	require.Contains(t, buf.String(), h.PID().String()+" traced-entry", "the logged PID and method")
+}
+
+func TestWorkerGoroutinesCarryPprofLabels(t *testing.T) {
+	s := tNewScheduler(t, sched.WithWorkers(3))
+	_ = s
+	var buf bytes.Buffer
+	require.NoError(t, pprof.Lookup("goroutine").WriteTo(&buf, 1))
+	out := buf.String()
+	for _, want := range []string{`"procsched":"worker"`, `"worker":"0"`, `"worker":"2"`, `"procsched":"timers"`} {
+		require.True(t, strings.Contains(out, want), "goroutine profile lacks label %s", want)
+	}
+}

@@ -1,0 +1,200 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/procsched/scheduler/relay"
+)
+
+// MailboxPolicy says what happens to a message sent to a full mailbox.
+// Only messages count towards a mailbox's capacity: completions of the
+// process's own yields and its cancel event are always queued.
+type MailboxPolicy uint8
+
+const (
+	// MailboxReject refuses the new message: Send and Tell return an error
+	// wrapping [ErrMailboxFull]; a process that told it gets it back as an
+	// undeliverable message with that error.
+	MailboxReject MailboxPolicy = iota
+	// MailboxDropNewest drops the new message and counts the drop: Send
+	// and Tell return an error wrapping [ErrDropped]; a process that told
+	// it gets it back with that error.
+	MailboxDropNewest
+	// MailboxDropOldest drops the oldest queued message to make room and
+	// counts the drop; the new message is accepted. If the dropped message
+	// came from a process, it gets it back as an undeliverable message
+	// with [ErrDropped]. Dropping shifts the queued events, so keep the
+	// capacity small with this policy.
+	MailboxDropOldest
+)
+
+// String returns the policy's name.
+func (m MailboxPolicy) String() string {
+	switch m {
+	case MailboxReject:
+		return "reject"
+	case MailboxDropNewest:
+		return "drop-newest"
+	case MailboxDropOldest:
+		return "drop-oldest"
+	}
+	return fmt.Sprintf("MailboxPolicy(%d)", uint8(m))
+}
+
+// mailboxLimit is a capacity (0: unbounded) and a policy.
+type mailboxLimit struct {
+	capacity int
+	policy   MailboxPolicy
+}
+
+func (m mailboxLimit) check(what string) error {
+	if m.capacity < 0 {
+		return fmt.Errorf("%w: %s capacity %d is negative", ErrInvalidOption, what, m.capacity)
+	}
+	if m.policy > MailboxDropOldest {
+		return fmt.Errorf("%w: %s policy %v is unknown", ErrInvalidOption, what, m.policy)
+	}
+	return nil
+}
+
+// WithMailbox bounds every process's mailbox by default: at most capacity
+// queued messages (0, the default, means unbounded), and policy for a
+// message sent to a full one. [Mailbox] overrides it for one process.
+func WithMailbox(capacity int, policy MailboxPolicy) Option {
+	return optionFunc(func(c *config) error {
+		m := mailboxLimit{capacity, policy}
+		if err := m.check("WithMailbox"); err != nil {
+			return err
+		}
+		c.mailbox = m
+		return nil
+	})
+}
+
+// Mailbox bounds the mailbox of the submitted process, overriding
+// [WithMailbox]: at most capacity queued messages (0: unbounded), and
+// policy for a message sent to a full one.
+func Mailbox(capacity int, policy MailboxPolicy) SubmitOption {
+	return submitOptionFunc(func(o *submitOptions) error {
+		m := mailboxLimit{capacity, policy}
+		if err := m.check("Mailbox"); err != nil {
+			return err
+		}
+		o.mailbox = &m
+		return nil
+	})
+}
+
+type submitOptionFunc func(*submitOptions) error
+
+func (f submitOptionFunc) applySubmit(o *submitOptions) error { return f(o) }
+
+// submitOptions collects SubmitOption values.
+type submitOptions struct {
+	mailbox *mailboxLimit
+}
+
+// SubmitOption configures one [Scheduler.Submit] or [Call.Submit].
+type SubmitOption interface {
+	applySubmit(*submitOptions) error
+}
+
+func applySubmitOptions(opts []SubmitOption) (submitOptions, error) {
+	var so submitOptions
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o.applySubmit(&so); err != nil {
+			return so, err
+		}
+	}
+	return so, nil
+}
+
+// limitOf returns the mailbox limit of p.
+func (s *Scheduler) limitOf(p *proc) mailboxLimit {
+	if x := p.extra.Load(); x != nil && x.mailbox != nil {
+		return *x.mailbox
+	}
+	return s.mailbox
+}
+
+// pushMessage queues a message event under p's mailbox limit. It returns
+// the state p was woken from (0 if the caller need not queue p), and the
+// message the DropOldest policy evicted (Type 0 if none). With wait set, a
+// full mailbox is not subject to the policy: pushMessage returns
+// errMailboxWait and a channel that is closed when the process next drains
+// its mailbox. Any goroutine.
+func (p *proc) pushMessage(ev Event, limit mailboxLimit, wait bool) (woken uint64, evicted Event, room <-chan struct{}, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.flags&pfClosed != 0 {
+		return 0, Event{}, nil, ErrProcessNotFound
+	}
+	if limit.capacity > 0 && int(p.msgs) >= limit.capacity {
+		switch {
+		case wait:
+			x := p.getExtra()
+			if x.room == nil {
+				x.room = make(chan struct{})
+			}
+			p.flags |= pfRoomWaiters
+			return 0, Event{}, x.room, errMailboxWait
+		case limit.policy == MailboxReject:
+			return 0, Event{}, nil, ErrMailboxFull
+		case limit.policy == MailboxDropNewest:
+			return 0, Event{}, nil, ErrDropped
+		default: // MailboxDropOldest
+			for i := range p.inbox {
+				if p.inbox[i].Type == EventMessage && p.inbox[i].Error == nil { // a message, not a bounce
+					evicted = p.inbox[i]
+					copy(p.inbox[i:], p.inbox[i+1:])
+					p.inbox[len(p.inbox)-1] = Event{}
+					p.inbox = p.inbox[:len(p.inbox)-1]
+					p.msgs--
+					break
+				}
+			}
+		}
+	}
+	p.inbox = append(p.inbox, ev)
+	p.msgs++
+	return p.markRunnable(), evicted, nil, nil
+}
+
+// errMailboxWait tells deliver's waiting caller to wait for room.
+var errMailboxWait = fmt.Errorf("%w (waiting for room)", ErrMailboxFull)
+
+// SendContext is [Scheduler.Send] that, when the recipient's mailbox is
+// full, waits for room instead of applying the mailbox policy, until ctx
+// is done; then it returns ctx's error.
+func (s *Scheduler) SendContext(ctx context.Context, msg relay.Message) error {
+	return s.deliverWait(ctx, msg.From, msg.To, msg)
+}
+
+// TellContext is [Scheduler.Tell] that waits for room in a full mailbox
+// until ctx is done, as [Scheduler.SendContext] does.
+func (s *Scheduler) TellContext(ctx context.Context, to relay.PID, msg any) error {
+	return s.deliverWait(ctx, relay.PID{}, to, msg)
+}
+
+// deliverWait delivers a message from outside the scheduler, waiting for
+// room in a full mailbox.
+func (s *Scheduler) deliverWait(ctx context.Context, from, to relay.PID, msg any) error {
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		room, err := s.deliverOrWait(from, to, msg)
+		if room == nil {
+			return err
+		}
+		select {
+		case <-room:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}

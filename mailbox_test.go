@@ -1,0 +1,409 @@
+package scheduler_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	sched "github.com/procsched/scheduler"
+	"github.com/procsched/scheduler/payload"
+	"github.com/procsched/scheduler/relay"
+)
+
+// mNote is a numbered message from a sender.
+type mNote struct{ sender, seq int }
+
+// mGated blocks its first step until gate is closed, so that its mailbox
+// fills meanwhile; then it records every message it gets and finishes on
+// cancel.
+type mGated struct {
+	entered chan struct{}
+	gate    chan struct{}
+	mu      sync.Mutex
+	got     []mNote
+	bounces []sched.Event
+}
+
+func newGated() *mGated {
+	return &mGated{entered: make(chan struct{}), gate: make(chan struct{})}
+}
+
+func (g *mGated) Init(context.Context, string, payload.Payloads) error { return nil }
+func (g *mGated) Close()                                               {}
+func (g *mGated) Step(evs []sched.Event, out *sched.StepOutput) error {
+	if g.entered != nil {
+		close(g.entered)
+		g.entered = nil
+		<-g.gate
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, ev := range evs {
+		switch {
+		case ev.Type == sched.EventCancel:
+			out.Done(payload.Payload{})
+		case ev.Type == sched.EventMessage && ev.Error != nil:
+			g.bounces = append(g.bounces, ev)
+		case ev.Type == sched.EventMessage:
+			if m, ok := ev.Data.(relay.Message); ok {
+				g.got = append(g.got, m.Payloads.At(0).Value().(mNote))
+			} else {
+				g.got = append(g.got, ev.Data.(mNote))
+			}
+		}
+	}
+	return nil
+}
+
+func (g *mGated) received() []mNote {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]mNote(nil), g.got...)
+}
+
+func mWait(t *testing.T, c <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-c:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
+// mSubmitGated submits a gated process with the given mailbox options and
+// waits until its first step holds its worker.
+func mSubmitGated(t *testing.T, s *sched.Scheduler, opts ...sched.SubmitOption) (*mGated, sched.Handle) {
+	t.Helper()
+	g := newGated()
+	h, err := s.Submit(context.Background(), g, "gated", nil, opts...)
+	require.NoError(t, err)
+	mWait(t, g.entered, "the gated step")
+	return g, h
+}
+
+// mFlood sends senders*per numbered messages concurrently with send and
+// returns how many sends returned nil, and the errors of the others.
+func mFlood(senders, per int, send func(mNote) error) (int, []error) {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	ok := 0
+	var errs []error
+	for sdr := range senders {
+		wg.Go(func() {
+			for seq := range per {
+				err := send(mNote{sdr, seq})
+				mu.Lock()
+				if err == nil {
+					ok++
+				} else {
+					errs = append(errs, err)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return ok, errs
+}
+
+// mRequirePerSenderOrder checks that each sender's messages arrived in the
+// order sent.
+func mRequirePerSenderOrder(t *testing.T, got []mNote) {
+	t.Helper()
+	last := map[int]int{}
+	for _, m := range got {
+		if prev, ok := last[m.sender]; ok {
+			require.Greater(t, m.seq, prev, "sender %d: message %d after %d", m.sender, m.seq, prev)
+		}
+		last[m.sender] = m.seq
+	}
+}
+
+func TestMailboxPolicies(t *testing.T) {
+	const capacity, senders, per = 50, 8, 100
+	const total = senders * per
+	for _, tc := range []struct {
+		policy   sched.MailboxPolicy
+		wantErr  error // what refused sends return
+		accepted int   // sends that return nil
+		received int   // messages the process reads
+	}{
+		{sched.MailboxReject, sched.ErrMailboxFull, capacity, capacity},
+		{sched.MailboxDropNewest, sched.ErrDropped, capacity, capacity},
+		{sched.MailboxDropOldest, nil, total, capacity},
+	} {
+		for _, where := range []string{"submit option", "scheduler default"} {
+			t.Run(fmt.Sprintf("%v/%s", tc.policy, where), func(t *testing.T) {
+				var s *sched.Scheduler
+				var opts []sched.SubmitOption
+				if where == "submit option" {
+					s = tNewScheduler(t)
+					opts = append(opts, sched.Mailbox(capacity, tc.policy))
+				} else {
+					s = tNewScheduler(t, sched.WithMailbox(capacity, tc.policy))
+				}
+				g, h := mSubmitGated(t, s, opts...)
+				ok, errs := mFlood(senders, per, func(m mNote) error {
+					if m.seq%2 == 0 {
+						return s.Tell(h.PID(), m)
+					}
+					return s.Send(relay.Message{To: h.PID(), Payloads: payload.Values(m)})
+				})
+				require.Equal(t, tc.accepted, ok, "sends accepted")
+				for _, err := range errs {
+					require.ErrorIs(t, err, tc.wantErr)
+				}
+				st := s.Stats().Messages
+				require.Equal(t, uint64(tc.accepted), st.Accepted, "Stats.Messages.Accepted")
+				require.Equal(t, uint64(total-capacity), st.Dropped+st.Rejected, "dropped+rejected")
+				if tc.policy == sched.MailboxReject {
+					require.Equal(t, uint64(total-capacity), st.Rejected)
+				} else {
+					require.Equal(t, uint64(total-capacity), st.Dropped)
+				}
+
+				close(g.gate)
+				require.NoError(t, s.Terminate(h.PID()))
+				_, err := tWait(t, s, h)
+				require.NoError(t, err)
+				got := g.received()
+				require.Len(t, got, tc.received, "messages read by the process")
+				mRequirePerSenderOrder(t, got)
+			})
+		}
+	}
+}
+
+// mTeller tells its target n messages in its first step and records what
+// comes back undelivered.
+type mTeller struct {
+	target  relay.PID
+	n       int
+	bounced chan sched.Event
+}
+
+func (m *mTeller) Init(context.Context, string, payload.Payloads) error { return nil }
+func (m *mTeller) Close()                                               {}
+func (m *mTeller) Step(evs []sched.Event, out *sched.StepOutput) error {
+	if m.n > 0 {
+		for i := range m.n {
+			out.Tell(m.target, mNote{0, i})
+		}
+		m.n = 0
+	}
+	for _, ev := range evs {
+		switch {
+		case ev.Type == sched.EventCancel:
+			out.Done(payload.Payload{})
+		case ev.Type == sched.EventMessage && ev.Error != nil:
+			m.bounced <- ev
+		}
+	}
+	return nil
+}
+
+// TestMailboxProcessSenderLearnsOutcome: a process that tells a full
+// mailbox never blocks and gets back, as undeliverable messages, those
+// rejected or dropped, with the reason.
+func TestMailboxProcessSenderLearnsOutcome(t *testing.T) {
+	for _, tc := range []struct {
+		policy sched.MailboxPolicy
+		want   error
+		seqs   []int // which messages come back
+	}{
+		{sched.MailboxReject, sched.ErrMailboxFull, []int{3, 4}},
+		{sched.MailboxDropNewest, sched.ErrDropped, []int{3, 4}},
+		{sched.MailboxDropOldest, sched.ErrDropped, []int{0, 1}},
+	} {
+		t.Run(tc.policy.String(), func(t *testing.T) {
+			s := tNewScheduler(t, sched.WithWorkers(2))
+			g, h := mSubmitGated(t, s, sched.Mailbox(3, tc.policy))
+			m := &mTeller{target: h.PID(), n: 5, bounced: make(chan sched.Event, 5)}
+			mh, err := s.Submit(context.Background(), m, "tell", nil)
+			require.NoError(t, err)
+			var seqs []int
+			for range tc.seqs {
+				select {
+				case ev := <-m.bounced:
+					require.ErrorIs(t, ev.Error, tc.want)
+					require.Equal(t, h.PID(), ev.From, "a bounce comes from the recipient")
+					seqs = append(seqs, ev.Data.(mNote).seq)
+				case <-time.After(10 * time.Second):
+					t.Fatalf("only %d of %d messages came back", len(seqs), len(tc.seqs))
+				}
+			}
+			require.ElementsMatch(t, tc.seqs, seqs)
+			close(g.gate)
+			require.NoError(t, s.Terminate(h.PID()))
+			require.NoError(t, s.Terminate(mh.PID()))
+			_, err = tWait(t, s, h)
+			require.NoError(t, err)
+			require.Len(t, g.received(), 3)
+			require.Empty(t, m.bounced, "no other message came back")
+		})
+	}
+}
+
+func TestSendContextWaitsForRoom(t *testing.T) {
+	s := tNewScheduler(t)
+	g, h := mSubmitGated(t, s, sched.Mailbox(1, sched.MailboxReject))
+	require.NoError(t, s.Tell(h.PID(), mNote{0, 0}))
+	require.ErrorIs(t, s.Tell(h.PID(), mNote{0, 1}), sched.ErrMailboxFull, "the mailbox is full")
+
+	// Cancelled while waiting: the context's error, nothing delivered.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancelled := make(chan error, 1)
+	go func() { cancelled <- s.TellContext(ctx, h.PID(), mNote{1, 0}) }()
+	cancel()
+	select {
+	case err := <-cancelled:
+		require.ErrorIs(t, err, context.Canceled)
+	case <-time.After(10 * time.Second):
+		t.Fatal("TellContext did not return after its context was cancelled")
+	}
+
+	// Waiting for room: it returns once the process drained its mailbox.
+	done := make(chan error, 1)
+	go func() {
+		done <- s.SendContext(context.Background(), relay.Message{To: h.PID(), Payloads: payload.Values(mNote{2, 0})})
+	}()
+	for range 100 {
+		runtime.Gosched()
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("SendContext returned %v while the mailbox was full", err)
+	default:
+	}
+	close(g.gate) // the process drains the first message: room
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("SendContext did not return after room was made")
+	}
+	require.NoError(t, s.Terminate(h.PID()))
+	_, err := tWait(t, s, h)
+	require.NoError(t, err)
+	require.Equal(t, []mNote{{0, 0}, {2, 0}}, g.received())
+}
+
+func TestSendContextProcessEnds(t *testing.T) {
+	s := tNewScheduler(t)
+	g, h := mSubmitGated(t, s, sched.Mailbox(1, sched.MailboxReject))
+	require.NoError(t, s.Tell(h.PID(), mNote{0, 0}))
+	done := make(chan error, 1)
+	go func() { done <- s.TellContext(context.Background(), h.PID(), mNote{1, 0}) }()
+	for range 100 {
+		runtime.Gosched()
+	}
+	// The process finishes with its mailbox still full: the waiter learns
+	// that the recipient is gone, or gets in if the drain came first.
+	require.NoError(t, s.Terminate(h.PID()))
+	close(g.gate)
+	select {
+	case err := <-done:
+		if err != nil {
+			require.ErrorIs(t, err, sched.ErrProcessNotFound)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("TellContext did not return after the process ended")
+	}
+}
+
+func TestMailboxOptionsValidated(t *testing.T) {
+	_, err := sched.New(sched.WithMailbox(-1, sched.MailboxReject))
+	require.ErrorIs(t, err, sched.ErrInvalidOption)
+	_, err = sched.New(sched.WithMailbox(1, sched.MailboxPolicy(9)))
+	require.ErrorIs(t, err, sched.ErrInvalidOption)
+	s := tNewScheduler(t)
+	_, err = s.Submit(context.Background(), &tProc{}, "run", nil, sched.Mailbox(-3, sched.MailboxReject))
+	require.ErrorIs(t, err, sched.ErrInvalidOption)
+	require.Equal(t, "drop-oldest", sched.MailboxDropOldest.String())
+}
+
+// mCounted tracks how many instances are between Init and Close.
+type mCounted struct {
+	live, peak *atomic.Int64
+	release    <-chan struct{}
+}
+
+func (m *mCounted) Init(context.Context, string, payload.Payloads) error {
+	n := m.live.Add(1)
+	for {
+		p := m.peak.Load()
+		if n <= p || m.peak.CompareAndSwap(p, n) {
+			break
+		}
+	}
+	return nil
+}
+func (m *mCounted) Close() { m.live.Add(-1) }
+func (m *mCounted) Step(evs []sched.Event, out *sched.StepOutput) error {
+	if len(evs) == 0 {
+		out.Yield(1, tCmd, nil) // wait for the release
+		return nil
+	}
+	out.Done(payload.Payload{})
+	return nil
+}
+
+func TestMaxProcessesNeverExceeded(t *testing.T) {
+	const limit, submitters = 50, 1000
+	release := make(chan struct{})
+	s := tNewScheduler(t, sched.WithMaxProcesses(limit), sched.WithHandler(tCmd, func(c sched.Call) error {
+		done := c.Completion()
+		go func() {
+			<-release
+			_ = done.Complete(nil, nil)
+		}()
+		return nil
+	}))
+	var live, peak atomic.Int64
+	var accepted, refused atomic.Int64
+	var handles sync.Map
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range submitters {
+		wg.Go(func() {
+			<-start
+			h, err := s.Submit(context.Background(), &mCounted{live: &live, peak: &peak, release: release}, "run", nil)
+			switch {
+			case err == nil:
+				accepted.Add(1)
+				handles.Store(i, h)
+			case errors.Is(err, sched.ErrTooManyProcesses):
+				refused.Add(1)
+			default:
+				t.Errorf("Submit: %v", err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	require.Equal(t, int64(submitters), accepted.Load()+refused.Load())
+	require.Equal(t, int64(limit), accepted.Load(), "exactly the limit is admitted while none has ended")
+	require.LessOrEqual(t, peak.Load(), int64(limit), "processes between Init and Close")
+	require.Equal(t, uint64(submitters-limit), s.Stats().Processes.Rejected)
+
+	// Once they end, there is room again.
+	close(release)
+	handles.Range(func(_, v any) bool {
+		_, err := tWait(t, s, v.(sched.Handle))
+		require.NoError(t, err)
+		return true
+	})
+	h, err := s.Submit(context.Background(), &tProc{step: tDone(1)}, "run", nil)
+	require.NoError(t, err)
+	_, err = tWait(t, s, h)
+	require.NoError(t, err)
+	_, err = sched.New(sched.WithMaxProcesses(0))
+	require.ErrorIs(t, err, sched.ErrInvalidOption)
+}
