@@ -94,9 +94,16 @@ func run(n int) error {
 	elapsed := time.Since(start)
 	for _, h := range []scheduler.Handle{server, receiver} {
 		if res, err := h.Result(); err == nil && !res.IsZero() {
-			hits, _ := payload.As[int](res)
+			hits, err := payload.As[int](res)
+			if err != nil {
+				return err
+			}
+			if hits != n {
+				return fmt.Errorf("the rally ended after %d hits, want %d", hits, n)
+			}
 			fmt.Printf("%d messages in %v: %v per message\n", hits, elapsed.Round(time.Millisecond), elapsed/time.Duration(hits))
+			return nil
 		}
 	}
-	return nil
+	return fmt.Errorf("no player finished the rally")
 }
