@@ -1,0 +1,289 @@
+package scheduler
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"expvar"
+	"fmt"
+	"html/template"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// Var returns an [expvar.Var] whose String is the JSON of [Scheduler.Stats],
+// taken afresh each time it is read. It costs what a Stats call costs, a
+// few loads per worker, plus the encoding; nothing is counted for it while
+// nobody reads it. A service publishes its scheduler with one line:
+//
+//	expvar.Publish("scheduler", s.Var())
+//
+// after which the figures appear under "scheduler" at /debug/vars. The
+// expvar package cannot unpublish a name and panics on a duplicate one, so
+// publish once per name and program: the Var keeps the scheduler
+// reachable, and after [Scheduler.Shutdown] it reports the final figures.
+func (s *Scheduler) Var() expvar.Var {
+	return expvar.Func(func() any { return s.Stats() })
+}
+
+// DebugHandler returns an [http.Handler] for a service's debug mux that
+// renders [Scheduler.Stats]: as JSON, exactly what [encoding/json.Marshal]
+// makes of a [Stats], when the request asks for ?format=json or prefers
+// application/json in its Accept header; otherwise as a plain HTML page
+// with no external assets and no scripts (?format=html forces it). The
+// page shows the workers and their queues, processes by state, totals,
+// messages, steps, the work-finding counters and timers; html/template
+// escapes every value.
+//
+// With ?processes=N the page also lists the first N live processes by
+// PID, from [Scheduler.Processes]. N above 1000 is capped at 1000; a value
+// that is not a whole number is refused with 400 Bad Request, even when
+// asking for JSON, as is an unknown format. The JSON has no listing.
+//
+// It answers GET and HEAD only (405 Method Not Allowed, with an Allow
+// header, otherwise), and marks responses not to be cached. A request
+// costs a Stats call and the encoding, except with a process listing,
+// which walks the whole process table whatever N is: its cost grows with
+// the number of live processes, so keep it for debugging. Wire it with,
+// for example:
+//
+//	mux.Handle("/debug/scheduler", s.DebugHandler())
+func (s *Scheduler) DebugHandler() http.Handler {
+	return debugHandler{s}
+}
+
+// maxDebugProcesses is the most processes the debug page lists;
+// ?processes= above it is capped.
+const maxDebugProcesses = 1000
+
+// debugHandler serves DebugHandler; it keeps no state of its own.
+type debugHandler struct {
+	s *Scheduler
+}
+
+func (h debugHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "scheduler: debug handler: method "+r.Method+" not allowed; use GET", http.StatusMethodNotAllowed)
+		return
+	}
+	q := r.URL.Query()
+	asJSON, err := wantsJSON(q.Get("format"), r.Header.Values("Accept"))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	limit, err := processLimit(q.Get("processes"))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+
+	hdr := w.Header()
+	hdr.Set("Cache-Control", "no-store")
+	hdr.Set("Vary", "Accept")
+	hdr.Set("X-Content-Type-Options", "nosniff")
+	if asJSON {
+		body, err := json.Marshal(h.s.Stats())
+		if err != nil { // Stats holds only integers: cannot happen
+			http.Error(w, "scheduler: encoding stats: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		hdr.Set("Content-Type", "application/json")
+		hdr.Set("Content-Length", strconv.Itoa(len(body)))
+		_, _ = w.Write(body) // an error means the client went away
+		return
+	}
+
+	page := debugPage{Stats: h.s.Stats(), Limit: limit, Max: maxDebugProcesses}
+	if limit > 0 {
+		all := h.s.Processes()
+		page.Listed = len(all)
+		page.Processes = all[:min(limit, len(all))]
+	}
+	// Rendered into a buffer first, so that a template error is a 500
+	// rather than half a page.
+	var buf bytes.Buffer
+	buf.Grow(4 << 10) // the page without a listing is about 3 KB
+	if err := debugTemplate.Execute(&buf, &page); err != nil {
+		http.Error(w, "scheduler: rendering debug page: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	hdr.Set("Content-Type", "text/html; charset=utf-8")
+	hdr.Set("Content-Length", strconv.Itoa(buf.Len()))
+	_, _ = w.Write(buf.Bytes()) // an error means the client went away
+}
+
+// wantsJSON decides the format: the format parameter if given, else JSON
+// when the Accept header rates application/json above zero and at least
+// as high as text/html (wildcards are not counted, so a browser's
+// "*/*" gets the page).
+func wantsJSON(format string, accept []string) (bool, error) {
+	switch format {
+	case "json":
+		return true, nil
+	case "html":
+		return false, nil
+	case "":
+	default:
+		return false, fmt.Errorf("scheduler: debug handler: format=%q: want json or html", format)
+	}
+	var qJSON, qHTML float64
+	for _, line := range accept {
+		for part := range strings.SplitSeq(line, ",") {
+			mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+			if err != nil {
+				continue // a malformed entry says nothing; ignore it
+			}
+			q := 1.0
+			if v, ok := params["q"]; ok {
+				if f, err := strconv.ParseFloat(v, 64); err == nil && f >= 0 && f <= 1 {
+					q = f
+				}
+			}
+			switch mt {
+			case "application/json":
+				qJSON = max(qJSON, q)
+			case "text/html":
+				qHTML = max(qHTML, q)
+			}
+		}
+	}
+	return qJSON > 0 && qJSON >= qHTML, nil
+}
+
+// processLimit parses the processes parameter: empty is 0, a whole number
+// is capped at maxDebugProcesses, and anything else is an error.
+func processLimit(v string) (int, error) {
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		if errors.Is(err, strconv.ErrRange) {
+			return maxDebugProcesses, nil // a huge number: capped like any other
+		}
+		return 0, fmt.Errorf("scheduler: debug handler: processes=%q: want a whole number from 0 to %d (larger is capped)", v, maxDebugProcesses)
+	}
+	return int(min(n, maxDebugProcesses)), nil
+}
+
+// debugPage is what the debug page's template renders.
+type debugPage struct {
+	Stats     Stats
+	Limit     int           // processes asked for, after the cap; 0: no listing
+	Max       int           // maxDebugProcesses
+	Listed    int           // live processes the listing found
+	Processes []ProcessInfo // the first Limit of them, by PID
+}
+
+// debugTemplate is the debug page. html/template escapes every value,
+// method names included, for its context.
+var debugTemplate = template.Must(template.New("scheduler").Parse(`<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>scheduler</title>
+<style>
+body { font-family: sans-serif; margin: 1em 2em; }
+table { border-collapse: collapse; margin: 0 2em 1em 0; display: inline-table; vertical-align: top; }
+caption { text-align: left; font-weight: bold; padding: 0.3em 0; }
+th, td { border: 1px solid #ccc; padding: 0.15em 0.6em; }
+th { text-align: left; font-weight: normal; }
+td { text-align: right; font-variant-numeric: tabular-nums; }
+td.text { text-align: left; }
+</style>
+</head>
+<body>
+{{- with .Stats}}
+<h1>scheduler</h1>
+<p>{{.Workers}} workers, {{.IdleWorkers}} idle. <a href="?format=json">JSON</a></p>
+
+<table>
+<caption>Queues</caption>
+<tr><th scope="row">global</th><td>{{.GlobalQueue}}</td></tr>
+{{- range $i, $n := .WorkerQueues}}
+<tr><th scope="row">worker {{$i}}</th><td>{{$n}}</td></tr>
+{{- end}}
+<tr><th scope="row">timers</th><td>{{.Timers}}</td></tr>
+</table>
+
+{{with .Processes -}}
+<table>
+<caption>Processes</caption>
+<tr><th scope="row">live</th><td>{{.Live}}</td></tr>
+<tr><th scope="row">ready</th><td>{{.Ready}}</td></tr>
+<tr><th scope="row">running</th><td>{{.Running}}</td></tr>
+<tr><th scope="row">blocked</th><td>{{.Blocked}}</td></tr>
+<tr><th scope="row">idle</th><td>{{.Idle}}</td></tr>
+</table>
+
+<table>
+<caption>Totals</caption>
+<tr><th scope="row">submitted</th><td>{{.Submitted}}</td></tr>
+<tr><th scope="row">completed</th><td>{{.Completed}}</td></tr>
+<tr><th scope="row">failed</th><td>{{.Failed}}</td></tr>
+<tr><th scope="row">forced</th><td>{{.Forced}}</td></tr>
+<tr><th scope="row">init failed</th><td>{{.InitFailed}}</td></tr>
+<tr><th scope="row">rejected</th><td>{{.Rejected}}</td></tr>
+<tr><th scope="row">panics</th><td>{{.Panics}}</td></tr>
+</table>
+{{- end}}
+
+{{with .Messages -}}
+<table>
+<caption>Messages</caption>
+<tr><th scope="row">accepted</th><td>{{.Accepted}}</td></tr>
+<tr><th scope="row">dropped</th><td>{{.Dropped}}</td></tr>
+<tr><th scope="row">rejected</th><td>{{.Rejected}}</td></tr>
+<tr><th scope="row">sent</th><td>{{.Sent}}</td></tr>
+<tr><th scope="row">bounced</th><td>{{.Bounced}}</td></tr>
+<tr><th scope="row">unread</th><td>{{.Unread}}</td></tr>
+</table>
+{{- end}}
+
+<table>
+<caption>Steps</caption>
+<tr><th scope="row">steps</th><td>{{.Steps}}</td></tr>
+<tr><th scope="row">yields</th><td>{{.Yields}}</td></tr>
+<tr><th scope="row">requeues</th><td>{{.Requeues}}</td></tr>
+<tr><th scope="row">slow steps</th><td>{{.SlowSteps}}</td></tr>
+</table>
+
+<table>
+<caption>Finding work</caption>
+<tr><th scope="row">global pops</th><td>{{.GlobalPops}}</td></tr>
+<tr><th scope="row">global items</th><td>{{.GlobalItems}}</td></tr>
+<tr><th scope="row">steal attempts</th><td>{{.StealAttempts}}</td></tr>
+<tr><th scope="row">steals</th><td>{{.Steals}}</td></tr>
+<tr><th scope="row">stolen</th><td>{{.Stolen}}</td></tr>
+<tr><th scope="row">spins</th><td>{{.Spins}}</td></tr>
+<tr><th scope="row">parks</th><td>{{.Parks}}</td></tr>
+<tr><th scope="row">wakes</th><td>{{.Wakes}}</td></tr>
+</table>
+{{- end}}
+
+<p>Counters are read one by one, not at one instant; while workers are busy
+the per-step figures may trail by a few dozen steps.</p>
+
+<h2>Processes</h2>
+{{- if .Limit}}
+<p>{{len .Processes}} of {{.Listed}} live processes, by PID.
+Listing walks the whole process table, so its cost grows with the number of processes.</p>
+<table>
+<tr><th scope="col">PID</th><th scope="col">method</th><th scope="col">state</th><th scope="col">queued</th><th scope="col">pending</th></tr>
+{{- range .Processes}}
+<tr class="proc"><td class="text">{{.PID}}</td><td class="text">{{.Method}}</td><td class="text">{{.State}}{{if .Woken}} (woken){{end}}</td><td>{{.Queued}}</td><td>{{.Pending}}</td></tr>
+{{- end}}
+</table>
+{{- else}}
+<p>Not listed. Add ?processes=N (at most {{.Max}}) to list the first N live
+processes by PID, as <a href="?processes=100">here for 100</a>;
+listing walks the whole process table, so its cost grows with the number of processes.</p>
+{{- end}}
+</body>
+</html>
+`))
