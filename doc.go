@@ -24,6 +24,13 @@
 // queue, then spins briefly and parks. See docs/design.md for the
 // architecture, the state machine and its invariants.
 //
+// # Observing it
+//
+// [Scheduler.Stats] returns cheap counters (per-worker, summed on read);
+// [Scheduler.Var] publishes them with expvar and [Scheduler.DebugHandler]
+// serves them over HTTP. [Hooks] report starts, ends, panics and slow
+// steps; [WithLogger] logs the notable ones. See docs/observability.md.
+//
 // # Concurrency
 //
 // All methods of [Scheduler], [Handle], [Call] and [Completion] are safe for
