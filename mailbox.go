@@ -113,8 +113,12 @@ func applySubmitOptions(opts []SubmitOption) (submitOptions, error) {
 	return so, nil
 }
 
-// limitOf returns the mailbox limit of p.
+// limitOf returns the mailbox limit of p. Until a limit is set anywhere,
+// it costs one load.
 func (s *Scheduler) limitOf(p *proc) mailboxLimit {
+	if !s.limits.Load() {
+		return mailboxLimit{}
+	}
 	if x := p.extra.Load(); x != nil && x.mailbox != nil {
 		return *x.mailbox
 	}
@@ -122,46 +126,59 @@ func (s *Scheduler) limitOf(p *proc) mailboxLimit {
 }
 
 // pushMessage queues a message event under p's mailbox limit. It returns
-// the state p was woken from (0 if the caller need not queue p), and the
-// message the DropOldest policy evicted (Type 0 if none). With wait set, a
-// full mailbox is not subject to the policy: pushMessage returns
+// the state p was woken from (0 if the caller need not queue p). A
+// message the DropOldest policy evicted is stored in *evicted. With wait
+// set, a full mailbox is not subject to the policy: pushMessage returns
 // errMailboxWait and a channel that is closed when the process next drains
 // its mailbox. Any goroutine.
-func (p *proc) pushMessage(ev Event, limit mailboxLimit, wait bool) (woken uint64, evicted Event, room <-chan struct{}, err error) {
+func (p *proc) pushMessage(ev Event, limit mailboxLimit, wait bool, evicted *Event) (woken uint64, room <-chan struct{}, err error) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if p.flags&pfClosed != 0 {
-		return 0, Event{}, nil, ErrProcessNotFound
+		p.mu.Unlock()
+		return 0, nil, ErrProcessNotFound
 	}
 	if limit.capacity > 0 && int(p.msgs) >= limit.capacity {
-		switch {
-		case wait:
-			x := p.getExtra()
-			if x.room == nil {
-				x.room = make(chan struct{})
-			}
-			p.flags |= pfRoomWaiters
-			return 0, Event{}, x.room, errMailboxWait
-		case limit.policy == MailboxReject:
-			return 0, Event{}, nil, ErrMailboxFull
-		case limit.policy == MailboxDropNewest:
-			return 0, Event{}, nil, ErrDropped
-		default: // MailboxDropOldest
-			for i := range p.inbox {
-				if p.inbox[i].Type == EventMessage && p.inbox[i].Error == nil { // a message, not a bounce
-					evicted = p.inbox[i]
-					copy(p.inbox[i:], p.inbox[i+1:])
-					p.inbox[len(p.inbox)-1] = Event{}
-					p.inbox = p.inbox[:len(p.inbox)-1]
-					p.msgs--
-					break
-				}
-			}
+		if room, err = p.full(limit, wait, evicted); err != nil {
+			p.mu.Unlock()
+			return 0, room, err
 		}
 	}
 	p.inbox = append(p.inbox, ev)
 	p.msgs++
-	return p.markRunnable(), evicted, nil, nil
+	woken = p.markRunnable()
+	p.mu.Unlock()
+	return woken, nil, nil
+}
+
+// full applies the policy of a full mailbox, with mu held: it returns an
+// error to refuse the new message, or makes room and returns nil.
+func (p *proc) full(limit mailboxLimit, wait bool, evicted *Event) (<-chan struct{}, error) {
+	switch {
+	case wait:
+		x := p.getExtra()
+		if x.room == nil {
+			x.room = make(chan struct{})
+		}
+		p.flags |= pfRoomWaiters
+		return x.room, errMailboxWait
+	case limit.policy == MailboxReject:
+		return nil, ErrMailboxFull
+	case limit.policy == MailboxDropNewest:
+		return nil, ErrDropped
+	}
+	// MailboxDropOldest: remove the oldest message (not a bounce,
+	// completion or cancel, which are outside the limit).
+	for i := range p.inbox {
+		if p.inbox[i].Type == EventMessage && p.inbox[i].Error == nil {
+			*evicted = p.inbox[i]
+			copy(p.inbox[i:], p.inbox[i+1:])
+			p.inbox[len(p.inbox)-1] = Event{}
+			p.inbox = p.inbox[:len(p.inbox)-1]
+			p.msgs--
+			break
+		}
+	}
+	return nil, nil
 }
 
 // errMailboxWait tells deliver's waiting caller to wait for room.

@@ -34,6 +34,9 @@ type Scheduler struct {
 	watchdog *watchdog // nil when off
 	hooks    Hooks
 	mailbox  mailboxLimit // the default mailbox limit
+	// limits is set once any mailbox limit exists (WithMailbox, or a
+	// Mailbox submit option); until then deliveries skip the lookup.
+	limits atomic.Bool
 	log      *slog.Logger // nil: silent
 	maxProcs int64        // 0: no limit
 	// procs counts processes against maxProcs (only when it is set):
@@ -98,6 +101,7 @@ func New(opts ...Option) (*Scheduler, error) {
 		table:       newTable(),
 		drained:     make(chan struct{}),
 	}
+	s.limits.Store(cfg.mailbox.capacity > 0)
 	hs := make([]Handler, FirstUserCommand)
 	for cmd, h := range cfg.handlers {
 		hs = setHandler(hs, cmd, h)
@@ -207,8 +211,11 @@ func (s *Scheduler) start(values context.Context, p Process, method string, inpu
 	}
 	if so != nil || values != nil || s.hooks.End != nil {
 		x := &procExtra{values: values}
-		if so != nil {
+		if so != nil && so.mailbox != nil {
 			x.mailbox = so.mailbox
+			if !s.limits.Load() {
+				s.limits.Store(true)
+			}
 		}
 		pr.extra.Store(x)
 	}
@@ -408,22 +415,15 @@ func (s *Scheduler) deliverMessage(from, to relay.PID, msg any, v via, wait bool
 	if err != nil {
 		return nil, err
 	}
-	woken, evicted, room, err := p.pushMessage(Event{Type: EventMessage, Data: msg, From: from}, s.limitOf(p), wait)
-	if room != nil {
-		return room, err
+	var evicted Event
+	woken, room, err := p.pushMessage(Event{Type: EventMessage, Data: msg, From: from}, s.limitOf(p), wait, &evicted)
+	if err != nil {
+		if room != nil {
+			return room, err
+		}
+		return nil, s.refused(err, to, v)
 	}
-	switch {
-	case err == nil:
-		s.countMessage(v, to, msgAccepted)
-	case errors.Is(err, ErrDropped):
-		s.countMessage(v, to, msgDropped)
-		return nil, fmt.Errorf("%w: mailbox of %v is full", err, to)
-	case errors.Is(err, ErrMailboxFull):
-		s.countMessage(v, to, msgRejected)
-		return nil, fmt.Errorf("%w: %v", err, to)
-	default:
-		return nil, fmt.Errorf("%w: %v", err, to)
-	}
+	s.countMessage(v, to, msgAccepted)
 	if evicted.Type != 0 {
 		s.countMessage(v, to, msgDropped)
 		if !evicted.From.IsZero() {
@@ -434,6 +434,18 @@ func (s *Scheduler) deliverMessage(from, to relay.PID, msg any, v via, wait bool
 		s.woke(p, woken, v)
 	}
 	return nil, nil
+}
+
+// refused counts a message that was not queued and returns its error.
+func (s *Scheduler) refused(err error, to relay.PID, v via) error {
+	switch {
+	case errors.Is(err, ErrDropped):
+		s.countMessage(v, to, msgDropped)
+		return fmt.Errorf("%w: mailbox of %v is full", err, to)
+	case errors.Is(err, ErrMailboxFull):
+		s.countMessage(v, to, msgRejected)
+	}
+	return fmt.Errorf("%w: %v", err, to)
 }
 
 // bounce returns an undelivered message to its sender, if it still lives.
