@@ -24,8 +24,9 @@ type mNote struct{ sender, seq int }
 // fills meanwhile; then it records every message it gets and finishes on
 // cancel.
 type mGated struct {
-	entered chan struct{}
+	entered chan struct{} // closed by the first step; read by the test
 	gate    chan struct{}
+	stepped bool // Step's own
 	mu      sync.Mutex
 	got     []mNote
 	bounces []sched.Event
@@ -38,9 +39,9 @@ func newGated() *mGated {
 func (g *mGated) Init(context.Context, string, payload.Payloads) error { return nil }
 func (g *mGated) Close()                                               {}
 func (g *mGated) Step(evs []sched.Event, out *sched.StepOutput) error {
-	if g.entered != nil {
+	if !g.stepped {
+		g.stepped = true
 		close(g.entered)
-		g.entered = nil
 		<-g.gate
 	}
 	g.mu.Lock()

@@ -1,0 +1,364 @@
+package scheduler_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	sched "github.com/procsched/scheduler"
+	"github.com/procsched/scheduler/payload"
+	"github.com/procsched/scheduler/relay"
+)
+
+// Allocation tests for SPEC.md section 11: zero allocations per
+// steady-state step, per message send->step, and per
+// yield->complete->step.
+//
+// Method. Each test has a function f that drives sAllocOps operations
+// through the scheduler and waits until the scheduler has carried them
+// out, on a channel made beforehand: a blocked channel receive and a
+// buffered send allocate nothing. Messages are pointers and completion
+// data nil, so boxing them into an interface allocates nothing either.
+// Everything the harness allocates (the scheduler, the processes, t.Run)
+// happens before the measurement, and three calls of f warm up every
+// buffer that grows to a steady size (mailboxes, the step output, the
+// queues, the parkers' channels). f is then measured twice:
+//
+//   - With GOMAXPROCS left alone, so that workers and the test run in
+//     parallel and steals, parking and wake-ups happen as in production.
+//     runtime.MemStats.Mallocs, the heap allocations of every goroutine
+//     (workers, the timer goroutine, handlers, the test), is read around
+//     sAllocParallelRuns calls of f, and the operations are counted
+//     exactly, by the processes or by the driving loop. Fewer than one
+//     allocation per sAllocOps operations is accepted: that absorbs the
+//     runtime's own rare allocations (a new OS thread, a GC worker) and
+//     the one-time buffers of a worker that meets the process for the
+//     first time (its event slice, its parker's channel), while a path
+//     that allocates once per operation, or even once per hundred, fails
+//     by orders of magnitude.
+//   - With testing.AllocsPerRun(sAllocRuns, f), which reads Mallocs
+//     around sAllocRuns calls and returns the total divided by
+//     sAllocRuns, rounded down; it must be 0. AllocsPerRun sets
+//     GOMAXPROCS to 1 meanwhile, so a process that never waits keeps the
+//     only P until it is preempted and does more than sAllocOps
+//     operations per call; 0 then means fewer than sAllocRuns
+//     allocations in at least sAllocRuns*sAllocOps operations.
+//
+// Under the race detector the same measurements, with sAllocRaceRuns runs
+// each, only have to stay under sRaceAllocBound per operation: the race
+// runtime may allocate where a normal build does not (sync.Pool, for one,
+// drops a quarter of its items at random). As of this writing every path
+// measures 0 per operation under race too.
+const (
+	sAllocOps          = 1000
+	sAllocRuns         = 20
+	sAllocParallelRuns = 50
+	// Under the race detector, where round trips cost ten times more and
+	// only a bound is checked, fewer runs are enough.
+	sAllocRaceRuns = 5
+	// sRaceAllocBound is the most allocations per operation accepted
+	// under the race detector.
+	sRaceAllocBound = 0.25
+)
+
+// sAllocToken is the message of the allocation tests; a pointer in an
+// interface needs no allocation.
+type sAllocToken struct{ _ [8]byte }
+
+// sCheckAllocs measures f as described above. count returns the number of
+// operations carried out so far.
+func sCheckAllocs(t *testing.T, what string, count func() int64, f func()) {
+	t.Helper()
+	for range 3 {
+		f() // warm up
+	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	m0, c0 := ms.Mallocs, count()
+	runs := sAllocParallelRuns
+	if raceEnabled {
+		runs = sAllocRaceRuns
+	}
+	for range runs {
+		f()
+	}
+	runtime.ReadMemStats(&ms)
+	allocs, ops := ms.Mallocs-m0, count()-c0
+	perOp := float64(allocs) / float64(ops)
+
+	if raceEnabled {
+		runs = sAllocRaceRuns
+	} else {
+		runs = sAllocRuns
+	}
+	perRun := testing.AllocsPerRun(runs, f)
+
+	t.Logf("%s: AllocsPerRun %.0f per %d operations; in parallel %d allocations in %d operations (%.4f per operation); race detector %v",
+		what, perRun, sAllocOps, allocs, ops, perOp, raceEnabled)
+	if raceEnabled {
+		if perOp > sRaceAllocBound || perRun/sAllocOps > sRaceAllocBound {
+			t.Errorf("%s: %.3f allocations per operation (%.3f serially) under the race detector, want at most %v", what, perOp, perRun/sAllocOps, sRaceAllocBound)
+		}
+		return
+	}
+	if perRun != 0 {
+		t.Errorf("%s: testing.AllocsPerRun: %.0f allocations per %d operations, want 0", what, perRun, sAllocOps)
+	}
+	if allocs*sAllocOps >= uint64(ops) {
+		t.Errorf("%s: %d allocations in %d operations in parallel (%.4f per operation), want 0", what, allocs, ops, perOp)
+	}
+}
+
+// sAllocHook signals a waiting test once a counter reaches a mark: the
+// test sets the mark and receives on signal; the process counts and, on
+// reaching the mark, clears it with a CAS (so one signal per mark) and
+// sends on the 1-buffered channel, which therefore never blocks.
+type sAllocHook struct {
+	count  atomic.Int64
+	mark   atomic.Int64 // 0: no one waits
+	signal chan struct{}
+}
+
+func sNewAllocHook() *sAllocHook { return &sAllocHook{signal: make(chan struct{}, 1)} }
+
+// add counts n operations. Step only.
+func (h *sAllocHook) add(n int64) {
+	c := h.count.Add(n)
+	if m := h.mark.Load(); m != 0 && c >= m && h.mark.CompareAndSwap(m, 0) {
+		h.signal <- struct{}{}
+	}
+}
+
+// await blocks until ops more operations have been counted.
+func (h *sAllocHook) await(ops int) {
+	h.mark.Store(h.count.Load() + int64(ops))
+	<-h.signal
+}
+
+// sAllocSpinner continues forever, counting its steps, until cancelled.
+type sAllocSpinner struct{ hook *sAllocHook }
+
+func (p *sAllocSpinner) Init(context.Context, string, payload.Payloads) error { return nil }
+func (p *sAllocSpinner) Close()                                               {}
+func (p *sAllocSpinner) Step(evs []sched.Event, out *sched.StepOutput) error {
+	for i := range evs {
+		if evs[i].Type == sched.EventCancel {
+			out.Done(payload.Payload{})
+			return nil
+		}
+	}
+	p.hook.add(1)
+	out.Continue()
+	return nil
+}
+
+// sAllocPinger answers every message by telling it back to its sender;
+// serve, if set, starts the rally. It counts the messages it receives.
+type sAllocPinger struct {
+	hook  *sAllocHook
+	serve relay.PID
+	tok   *sAllocToken
+}
+
+func (p *sAllocPinger) Init(context.Context, string, payload.Payloads) error { return nil }
+func (p *sAllocPinger) Close()                                               {}
+func (p *sAllocPinger) Step(evs []sched.Event, out *sched.StepOutput) error {
+	if !p.serve.IsZero() {
+		out.Tell(p.serve, p.tok)
+		p.serve = relay.PID{}
+	}
+	n := int64(0)
+	for i := range evs {
+		ev := &evs[i]
+		switch {
+		case ev.Type == sched.EventCancel:
+			out.Done(payload.Payload{})
+			return nil
+		case ev.Type == sched.EventMessage && ev.Error == nil:
+			out.Tell(ev.From, ev.Data)
+			n++
+		}
+	}
+	if n > 0 {
+		p.hook.add(n)
+	}
+	return nil
+}
+
+// sAllocSink signals once per message, for a test that sends one message
+// at a time and waits for its step.
+type sAllocSink struct{ signal chan struct{} }
+
+func (p *sAllocSink) Init(context.Context, string, payload.Payloads) error { return nil }
+func (p *sAllocSink) Close()                                               {}
+func (p *sAllocSink) Step(evs []sched.Event, out *sched.StepOutput) error {
+	for i := range evs {
+		switch evs[i].Type {
+		case sched.EventCancel:
+			out.Done(payload.Payload{})
+			return nil
+		case sched.EventMessage:
+			p.signal <- struct{}{}
+		}
+	}
+	return nil
+}
+
+// sAllocYielder yields cmd again each time the previous yield completes,
+// counting completions, until cancelled.
+type sAllocYielder struct {
+	hook *sAllocHook
+	cmd  sched.CommandID
+	tag  uint64
+}
+
+func (p *sAllocYielder) Init(context.Context, string, payload.Payloads) error { return nil }
+func (p *sAllocYielder) Close()                                               {}
+func (p *sAllocYielder) Step(evs []sched.Event, out *sched.StepOutput) error {
+	n := int64(0)
+	for i := range evs {
+		switch evs[i].Type {
+		case sched.EventCancel:
+			out.Done(payload.Payload{})
+			return nil
+		case sched.EventYieldComplete:
+			n++
+		}
+	}
+	if n > 0 {
+		p.hook.add(n)
+	}
+	if len(evs) == 0 || n > 0 {
+		p.tag++
+		out.Yield(p.tag, p.cmd, nil)
+	}
+	return nil
+}
+
+// sAllocScheduler starts a scheduler for an allocation test, shut down
+// when the test ends: every process of these tests answers the cancel
+// event of Shutdown by finishing.
+func sAllocScheduler(t *testing.T, workers int, opts ...sched.Option) *sched.Scheduler {
+	t.Helper()
+	s, err := sched.New(append([]sched.Option{sched.WithWorkers(workers)}, opts...)...)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := s.Shutdown(ctx); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+	})
+	return s
+}
+
+func sAllocSubmit(t *testing.T, s *sched.Scheduler, p sched.Process) relay.PID {
+	t.Helper()
+	h, err := s.Submit(context.Background(), p, "alloc", nil)
+	require.NoError(t, err)
+	return h.PID()
+}
+
+var sAllocWorkers = []int{1, 4}
+
+func TestAllocSteadyStateStep(t *testing.T) {
+	for _, workers := range sAllocWorkers {
+		t.Run(fmt.Sprintf("workers=%d", workers), func(t *testing.T) {
+			s := sAllocScheduler(t, workers)
+			hook := sNewAllocHook()
+			sAllocSubmit(t, s, &sAllocSpinner{hook: hook})
+			sCheckAllocs(t, "step that continues", hook.count.Load, func() {
+				hook.await(sAllocOps)
+			})
+		})
+	}
+}
+
+func TestAllocTellBetweenProcesses(t *testing.T) {
+	for _, workers := range sAllocWorkers {
+		t.Run(fmt.Sprintf("workers=%d", workers), func(t *testing.T) {
+			s := sAllocScheduler(t, workers)
+			hook := sNewAllocHook()
+			tok := &sAllocToken{}
+			pong := sAllocSubmit(t, s, &sAllocPinger{hook: hook, tok: tok})
+			sAllocSubmit(t, s, &sAllocPinger{hook: hook, tok: tok, serve: pong})
+			sCheckAllocs(t, "StepOutput.Tell -> step", hook.count.Load, func() {
+				hook.await(sAllocOps)
+			})
+		})
+	}
+}
+
+func TestAllocTellFromOutside(t *testing.T) {
+	for _, workers := range sAllocWorkers {
+		t.Run(fmt.Sprintf("workers=%d", workers), func(t *testing.T) {
+			s := sAllocScheduler(t, workers)
+			sink := &sAllocSink{signal: make(chan struct{}, 1)}
+			pid := sAllocSubmit(t, s, sink)
+			tok := &sAllocToken{}
+			var told int64
+			tell := func() {
+				for range sAllocOps {
+					told++
+					if err := s.Tell(pid, tok); err != nil {
+						t.Fatal(err)
+					}
+					<-sink.signal // the sink stepped and is going idle again
+				}
+			}
+			sCheckAllocs(t, "Scheduler.Tell to an idle process -> step", func() int64 { return told }, tell)
+		})
+	}
+}
+
+func TestAllocYieldSyncHandler(t *testing.T) {
+	for _, workers := range sAllocWorkers {
+		t.Run(fmt.Sprintf("workers=%d", workers), func(t *testing.T) {
+			s := sAllocScheduler(t, workers, sched.WithHandler(sCmdSync, sSyncHandler))
+			hook := sNewAllocHook()
+			sAllocSubmit(t, s, &sAllocYielder{hook: hook, cmd: sCmdSync})
+			sCheckAllocs(t, "yield -> Call.Complete in the handler -> step", hook.count.Load, func() {
+				hook.await(sAllocOps)
+			})
+		})
+	}
+}
+
+func TestAllocCompleteYieldFromOutside(t *testing.T) {
+	for _, via := range []string{"Scheduler.CompleteYield", "Completion.Complete"} {
+		for _, workers := range sAllocWorkers {
+			t.Run(fmt.Sprintf("%s/workers=%d", via, workers), func(t *testing.T) {
+				// At most one yield is outstanding, so the handler's
+				// send on the 1-buffered channel never blocks.
+				reqs := make(chan sched.Completion, 1)
+				s := sAllocScheduler(t, workers, sched.WithHandler(sCmdAsync, func(c sched.Call) error {
+					reqs <- c.Completion()
+					return nil
+				}))
+				sAllocSubmit(t, s, &sAllocYielder{hook: sNewAllocHook(), cmd: sCmdAsync})
+				var completed int64
+				complete := func() {
+					for range sAllocOps {
+						completed++
+						c := <-reqs // the process yielded and its handler ran
+						var err error
+						if via == "Completion.Complete" {
+							err = c.Complete(nil, nil)
+						} else {
+							err = s.CompleteYield(c.PID(), c.Tag(), nil, nil)
+						}
+						if err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+				sCheckAllocs(t, "yield -> "+via+" from outside -> step", func() int64 { return completed }, complete)
+			})
+		}
+	}
+}
