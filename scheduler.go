@@ -36,7 +36,7 @@ type Scheduler struct {
 	mailbox  mailboxLimit // the default mailbox limit
 	// limits is set once any mailbox limit exists (WithMailbox, or a
 	// Mailbox submit option); until then deliveries skip the lookup.
-	limits atomic.Bool
+	limits   atomic.Bool
 	log      *slog.Logger // nil: silent
 	maxProcs int64        // 0: no limit
 	// procs counts processes against maxProcs (only when it is set):
