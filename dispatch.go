@@ -88,7 +88,7 @@ func (c Call) Submit(ctx context.Context, p Process, method string, input payloa
 	if values == context.Background() || values == context.TODO() {
 		values = c.ctx.values()
 	}
-	pr, err := c.s.start(values, p, method, input, 0, 0, nil, &so)
+	pr, err := c.s.start(values, p, method, input, 0, 0, nil, so.mailbox, true)
 	if err != nil {
 		return Handle{}, err
 	}
@@ -274,7 +274,7 @@ func (w *worker) startChild(p *proc, tag uint64, child Process, method string, i
 	if await {
 		awaiter = p.id
 	}
-	c, err := w.s.start(p.values(), child, method, input, awaiter, tag, w, nil)
+	c, err := w.s.start(p.values(), child, method, input, awaiter, tag, w, nil, false)
 	if err != nil {
 		w.completeNow(p, tag, nil, err)
 		return

@@ -101,16 +101,19 @@ type SubmitOption interface {
 }
 
 func applySubmitOptions(opts []SubmitOption) (submitOptions, error) {
-	var so submitOptions
+	if len(opts) == 0 {
+		return submitOptions{}, nil // the usual case: nothing escapes
+	}
+	so := new(submitOptions)
 	for _, o := range opts {
 		if o == nil {
 			continue
 		}
-		if err := o.applySubmit(&so); err != nil {
-			return so, err
+		if err := o.applySubmit(so); err != nil {
+			return *so, err
 		}
 	}
-	return so, nil
+	return *so, nil
 }
 
 // limitOf returns the mailbox limit of p. Until a limit is set anywhere,

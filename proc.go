@@ -37,6 +37,7 @@ const (
 	pfCancelled               // a cancel event was queued and the context cancelled
 	pfForced                  // completed by a shutdown deadline
 	pfRoomWaiters             // a sender waits for room in the mailbox (extra.room)
+	pfHandle                  // a Handle was returned for it: keep its result
 )
 
 // proc is the scheduler's record of one process. It doubles as the
@@ -67,6 +68,10 @@ type proc struct {
 	node    uint32 // PID.Node
 	flags   uint8  // pf* bits; guarded by mu
 	stepped bool   // Step has been called once; worker only
+	// bigInbox: the last drain left a mailbox buffer larger than
+	// keptInbox, to be released if the process goes waiting; set under
+	// mu by drain, read by the worker.
+	bigInbox bool
 	msgs    uint32 // messages (not bounces, completions or cancel) in inbox; guarded by mu
 
 	impl     Process // nil once complete
@@ -91,7 +96,7 @@ type procExtra struct {
 	// Guarded by proc.mu:
 	ctxDone chan struct{}       // made on demand by Done, closed on cancel or end
 	endDone chan struct{}       // made on demand by Handle.Done, closed at the end
-	large   map[uint64]struct{} // pending tags of a process with many outstanding yields
+	large   *tagSet             // pending tags of a process with many outstanding yields
 	result  payload.Payload     // the outcome, for the Handle
 	err     error
 	room    chan struct{} // closed at the next drain, for senders waiting for room
@@ -194,20 +199,34 @@ func (p *proc) drain(dst []Event) []Event {
 		} else {
 			clear(p.inbox)
 		}
-		if cap(p.inbox) > maxKeptInbox {
-			p.inbox = nil // let a burst's buffer go
+		// Keep the buffer for the next batch while it is well used; a
+		// buffer left by a burst that has passed is let go.
+		if c := cap(p.inbox); c > keptInbox && n < c/4 {
+			p.inbox = nil
 		} else {
 			p.inbox = p.inbox[:0]
 		}
+		p.bigInbox = cap(p.inbox) > keptInbox
 	}
 	p.mu.Unlock()
 	return dst
 }
 
-// maxKeptInbox is the largest mailbox buffer (in events) a process keeps
-// between steps; a larger one, left by a burst, is released so that a
-// process that waits does not hold on to it.
-const maxKeptInbox = 256
+// keptInbox is the largest mailbox buffer (in events) that a waiting
+// process keeps; larger ones serve a process under a steady flood only.
+const keptInbox = 64
+
+// shrinkInbox lets go of a large, empty mailbox buffer before the process
+// waits, unless completions of its outstanding yields will fill it.
+// Worker only.
+func (p *proc) shrinkInbox() {
+	p.mu.Lock()
+	if len(p.inbox) == 0 && p.pending.len(p.extra.Load()) == 0 {
+		p.inbox = nil
+		p.bigInbox = false
+	}
+	p.mu.Unlock()
+}
 
 // addPending registers the tags of the yields of ys that expect a
 // completion, and calls dup for each tag that is already outstanding
@@ -221,7 +240,9 @@ func (p *proc) addPending(tag uint64) bool {
 }
 
 // reservePending makes room for n more pending tags, so that a step that
-// yields several commands allocates at most once. Worker only.
+// yields several commands grows the set at most once. (The mailbox is not
+// reserved alike: completions usually arrive a few at a time and are
+// drained in between.) Worker only.
 func (p *proc) reservePending(n int) {
 	p.mu.Lock()
 	p.pending.reserve(n, p.extra.Load())
@@ -248,10 +269,10 @@ func (p *proc) terminate() (woken uint64, err error) {
 }
 
 // close marks the process ended: later events are refused, queued ones and
-// pending yields dropped, the context cancelled, and the result published
-// to the Handle, if there is one. It returns how many queued events were
-// dropped. Called once, by whoever moved the process to Complete, after
-// Close returned.
+// pending yields dropped, the context cancelled, and the result kept for
+// a Handle (in procExtra, made for it if the result is not zero). It
+// returns how many queued events were dropped. Called once, by whoever
+// moved the process to Complete, after Close returned.
 func (p *proc) close(result payload.Payload, err error, forced bool) int {
 	p.mu.Lock()
 	dropped := len(p.inbox)
@@ -259,6 +280,9 @@ func (p *proc) close(result payload.Payload, err error, forced bool) int {
 	p.msgs = 0
 	p.pending = pendingSet{}
 	p.npending.Store(0)
+	if p.flags&pfHandle != 0 && (!result.IsZero() || err != nil) {
+		p.getExtra()
+	}
 	if x := p.extra.Load(); x != nil {
 		x.large = nil
 		x.result, x.err = result, err
@@ -304,8 +328,7 @@ func (p *proc) ended() <-chan struct{} {
 }
 
 // outcome returns the result and error, and whether the process has
-// ended. Only processes created with a procExtra (see Submit) keep their
-// result.
+// ended.
 func (p *proc) outcome() (payload.Payload, error, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -388,7 +411,7 @@ func Self(ctx context.Context) (pid relay.PID, ok bool) {
 
 // pendingSet is the set of outstanding yield tags of one process. Most
 // processes have zero to a few outstanding yields, kept in a slice; a
-// process that fans out widely moves them to a map in its procExtra.
+// process that fans out widely moves them to a tagSet in its procExtra.
 // Guarded by proc.mu.
 type pendingSet struct {
 	small []uint64
@@ -400,7 +423,7 @@ const pendingSmallMax = 32
 
 func (ps *pendingSet) len(x *procExtra) int {
 	if x != nil && x.large != nil {
-		return len(x.large)
+		return x.large.len()
 	}
 	return len(ps.small)
 }
@@ -423,11 +446,7 @@ func (ps *pendingSet) reserve(n int, x *procExtra) {
 // add inserts tag and reports false if it was already present.
 func (ps *pendingSet) add(tag uint64, p *proc) bool {
 	if x := p.extra.Load(); x != nil && x.large != nil {
-		if _, dup := x.large[tag]; dup {
-			return false
-		}
-		x.large[tag] = struct{}{}
-		return true
+		return x.large.add(tag)
 	}
 	for _, t := range ps.small {
 		if t == tag {
@@ -438,11 +457,11 @@ func (ps *pendingSet) add(tag uint64, p *proc) bool {
 		ps.small = append(ps.small, tag)
 		return true
 	}
-	large := make(map[uint64]struct{}, 2*pendingSmallMax)
+	large := &tagSet{}
 	for _, t := range ps.small {
-		large[t] = struct{}{}
+		large.add(t)
 	}
-	large[tag] = struct{}{}
+	large.add(tag)
 	p.getExtra().large = large
 	ps.small = ps.small[:0]
 	return true
@@ -451,11 +470,10 @@ func (ps *pendingSet) add(tag uint64, p *proc) bool {
 // remove deletes tag and reports whether it was present.
 func (ps *pendingSet) remove(tag uint64, x *procExtra) bool {
 	if x != nil && x.large != nil {
-		if _, ok := x.large[tag]; !ok {
+		if !x.large.remove(tag) {
 			return false
 		}
-		delete(x.large, tag)
-		if len(x.large) == 0 {
+		if x.large.len() == 0 {
 			x.large = nil
 		}
 		return true

@@ -164,7 +164,7 @@ func (s *Scheduler) Submit(ctx context.Context, p Process, method string, input 
 	if err != nil {
 		return Handle{}, err
 	}
-	pr, err := s.start(ctx, p, method, input, 0, 0, nil, &so)
+	pr, err := s.start(ctx, p, method, input, 0, 0, nil, so.mailbox, true)
 	if err != nil {
 		return Handle{}, err
 	}
@@ -175,10 +175,10 @@ func (s *Scheduler) Submit(ctx context.Context, p Process, method string, input 
 // start creates, registers and initialises a process; the caller queues
 // it. values is the context its Value lookups go to; awaiter and awaitTag
 // name the parent yield that waits for its end (SpawnAwait), if any; w is
-// the worker doing this, nil outside workers; so, if not nil, are the
-// options of a submission that returns a Handle, which needs the result
-// kept.
-func (s *Scheduler) start(values context.Context, p Process, method string, input payload.Payloads, awaiter, awaitTag uint64, w *worker, so *submitOptions) (*proc, error) {
+// the worker doing this, nil outside workers; mailbox, if not nil, is the
+// process's own mailbox limit; handle says the caller gets a Handle, so
+// the result must be kept.
+func (s *Scheduler) start(values context.Context, p Process, method string, input payload.Payloads, awaiter, awaitTag uint64, w *worker, mailbox *mailboxLimit, handle bool) (*proc, error) {
 	if p == nil {
 		return nil, ErrNilProcess
 	}
@@ -206,16 +206,16 @@ func (s *Scheduler) start(values context.Context, p Process, method string, inpu
 		return nil, fmt.Errorf("%w: the process table is full", ErrTooManyProcesses)
 	}
 	pr := &proc{id: id, node: s.node, impl: p, method: method, awaiter: awaiter, awaitTag: awaitTag}
+	if handle {
+		pr.flags = pfHandle // not yet shared: no lock needed
+	}
 	if values == context.Background() || values == context.TODO() {
 		values = nil // nothing to look up
 	}
-	if so != nil || values != nil || s.hooks.End != nil {
-		x := &procExtra{values: values}
-		if so != nil && so.mailbox != nil {
-			x.mailbox = so.mailbox
-			if !s.limits.Load() {
-				s.limits.Store(true)
-			}
+	if values != nil || mailbox != nil || s.hooks.End != nil {
+		x := &procExtra{values: values, mailbox: mailbox}
+		if mailbox != nil && !s.limits.Load() {
+			s.limits.Store(true)
 		}
 		pr.extra.Store(x)
 	}

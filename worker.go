@@ -546,6 +546,9 @@ func (w *worker) run(p *proc) {
 		if p.npending.Load() > 0 {
 			next = stBlocked
 		}
+		if p.bigInbox {
+			p.shrinkInbox()
+		}
 		if w.settle(p, running, next) {
 			return
 		}
