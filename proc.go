@@ -72,7 +72,7 @@ type proc struct {
 	// keptInbox, to be released if the process goes waiting; set under
 	// mu by drain, read by the worker.
 	bigInbox bool
-	msgs    uint32 // messages (not bounces, completions or cancel) in inbox; guarded by mu
+	msgs     uint32 // messages (not bounces, completions or cancel) in inbox; guarded by mu
 
 	impl     Process // nil once complete
 	method   string  // the entry point, for reports
@@ -94,10 +94,10 @@ type procExtra struct {
 	values context.Context // where Value lookups go (never its Done); immutable
 
 	// Guarded by proc.mu:
-	ctxDone chan struct{}       // made on demand by Done, closed on cancel or end
-	endDone chan struct{}       // made on demand by Handle.Done, closed at the end
-	large   *tagSet             // pending tags of a process with many outstanding yields
-	result  payload.Payload     // the outcome, for the Handle
+	ctxDone chan struct{}   // made on demand by Done, closed on cancel or end
+	endDone chan struct{}   // made on demand by Handle.Done, closed at the end
+	large   *tagSet         // pending tags of a process with many outstanding yields
+	result  payload.Payload // the outcome, for the Handle
 	err     error
 	room    chan struct{} // closed at the next drain, for senders waiting for room
 
