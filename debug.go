@@ -33,7 +33,7 @@ func (s *Scheduler) Processes() []ProcessInfo {
 		p.mu.Lock()
 		info := ProcessInfo{
 			PID:     p.pid(),
-			Method:  p.method,
+			Method:  s.methodOf(p),
 			State:   State(st & stateMask),
 			Woken:   st&flagWake != 0,
 			Queued:  len(p.inbox),

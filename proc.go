@@ -73,9 +73,9 @@ type proc struct {
 	// mu by drain, read by the worker.
 	bigInbox bool
 	msgs     uint32 // messages (not bounces, completions or cancel) in inbox; guarded by mu
+	methodID uint32 // the entry point (see methodTable); immutable
 
 	impl     Process // nil once complete
-	method   string  // the entry point, for reports
 	awaiter  uint64  // ID of the parent waiting for this process's end (SpawnAwait), 0 if none
 	awaitTag uint64  // that parent's yield tag
 
@@ -83,15 +83,26 @@ type proc struct {
 	inbox   []Event
 	pending pendingSet // tags of yields awaiting completion
 
-	// extra is created at Submit (which returns a Handle that reads the
-	// result from it), for context values, or on demand under mu; once
-	// set it never changes, so it is read without mu.
+	// extra is created for context values, a mailbox limit or the End
+	// hook, or on demand under mu; once set it never changes, so it is
+	// read without mu.
 	extra atomic.Pointer[procExtra]
+
+	// outcome is the result kept for the Handle of a submitted process
+	// that ended with a result or an error; set under mu at the end.
+	outcome *procOutcome
+}
+
+// procOutcome is how a submitted process ended, for its Handle.
+type procOutcome struct {
+	result payload.Payload
+	err    error
 }
 
 // procExtra is the part of a proc that most processes never need.
 type procExtra struct {
 	values context.Context // where Value lookups go (never its Done); immutable
+	method string          // the entry point, if not interned; immutable
 
 	// Guarded by proc.mu:
 	ctxDone chan struct{}   // made on demand by Done, closed on cancel or end
@@ -281,11 +292,10 @@ func (p *proc) close(result payload.Payload, err error, forced bool) int {
 	p.pending = pendingSet{}
 	p.npending.Store(0)
 	if p.flags&pfHandle != 0 && (!result.IsZero() || err != nil) {
-		p.getExtra()
+		p.outcome = &procOutcome{result, err}
 	}
 	if x := p.extra.Load(); x != nil {
 		x.large = nil
-		x.result, x.err = result, err
 		if x.ctxDone != nil && p.flags&pfCancelled == 0 {
 			close(x.ctxDone)
 		}
@@ -327,19 +337,18 @@ func (p *proc) ended() <-chan struct{} {
 	return x.endDone
 }
 
-// outcome returns the result and error, and whether the process has
+// ending returns the result and error, and whether the process has
 // ended.
-func (p *proc) outcome() (payload.Payload, error, bool) {
+func (p *proc) ending() (payload.Payload, error, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.flags&pfClosed == 0 {
 		return payload.Payload{}, nil, false
 	}
-	x := p.extra.Load()
-	if x == nil {
-		return payload.Payload{}, nil, true
+	if o := p.outcome; o != nil {
+		return o.result, o.err, true
 	}
-	return x.result, x.err, true
+	return payload.Payload{}, nil, true
 }
 
 // values returns the context a child of p takes its values from: the one
@@ -470,13 +479,9 @@ func (ps *pendingSet) add(tag uint64, p *proc) bool {
 // remove deletes tag and reports whether it was present.
 func (ps *pendingSet) remove(tag uint64, x *procExtra) bool {
 	if x != nil && x.large != nil {
-		if !x.large.remove(tag) {
-			return false
-		}
-		if x.large.len() == 0 {
-			x.large = nil
-		}
-		return true
+		// The set stays once made: a process that fanned out widely
+		// will likely do it again, and regrowing it costs more.
+		return x.large.remove(tag)
 	}
 	for i, t := range ps.small {
 		if t == tag {

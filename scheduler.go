@@ -27,6 +27,7 @@ type Scheduler struct {
 	fixedBatch  bool // see config
 
 	table    *table
+	methods  *methodTable
 	global   globalq.Queue[proc] // runnable processes not owned by a worker
 	workers  []*worker
 	handlers atomic.Pointer[[]Handler] // indexed by CommandID; replaced copy-on-write under handlersMu
@@ -99,6 +100,7 @@ func New(opts ...Option) (*Scheduler, error) {
 		maxProcs:    int64(cfg.maxProcs),
 		log:         cfg.logger,
 		table:       newTable(),
+		methods:     newMethodTable(),
 		drained:     make(chan struct{}),
 	}
 	s.limits.Store(cfg.mailbox.capacity > 0)
@@ -205,22 +207,25 @@ func (s *Scheduler) start(values context.Context, p Process, method string, inpu
 		s.countEnd(w)
 		return nil, fmt.Errorf("%w: the process table is full", ErrTooManyProcesses)
 	}
-	pr := &proc{id: id, node: s.node, impl: p, method: method, awaiter: awaiter, awaitTag: awaitTag}
+	pr := &proc{id: id, node: s.node, impl: p, awaiter: awaiter, awaitTag: awaitTag, methodID: s.internMethod(method, w)}
 	if handle {
 		pr.flags = pfHandle // not yet shared: no lock needed
 	}
 	if values == context.Background() || values == context.TODO() {
 		values = nil // nothing to look up
 	}
-	if values != nil || mailbox != nil || s.hooks.End != nil {
+	if values != nil || mailbox != nil || s.hooks.End != nil || pr.methodID == 0 {
 		x := &procExtra{values: values, mailbox: mailbox}
+		if pr.methodID == 0 {
+			x.method = method
+		}
 		if mailbox != nil && !s.limits.Load() {
 			s.limits.Store(true)
 		}
 		pr.extra.Store(x)
 	}
 	pr.state.Store(stReady)
-	if err := s.callInit(pr, input, w); err != nil {
+	if err := s.callInit(pr, method, input, w); err != nil {
 		_ = s.callClose(pr, w)
 		pr.impl = nil
 		pr.close(payload.Payload{}, err, false)
@@ -283,15 +288,15 @@ func (s *Scheduler) recovered(p *proc, perr *PanicError, w *worker) {
 		s.counters.panics.Add(1)
 	}
 	if s.hooks.Panic != nil {
-		s.hooks.Panic(Panicked{PID: p.pid(), Method: p.method, Err: perr})
+		s.hooks.Panic(Panicked{PID: p.pid(), Method: s.methodOf(p), Err: perr})
 	}
 	if s.log != nil {
-		s.log.Error("scheduler: recovered a panic", "pid", p.pid(), "method", p.method, "in", perr.Where, "value", fmt.Sprint(perr.Value))
+		s.log.Error("scheduler: recovered a panic", "pid", p.pid(), "method", s.methodOf(p), "in", perr.Where, "value", fmt.Sprint(perr.Value))
 	}
 }
 
 // callInit runs Init, turning a panic into an error.
-func (s *Scheduler) callInit(p *proc, input payload.Payloads, w *worker) (err error) {
+func (s *Scheduler) callInit(p *proc, method string, input payload.Payloads, w *worker) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			perr := newPanicError("Init", v)
@@ -299,7 +304,7 @@ func (s *Scheduler) callInit(p *proc, input payload.Payloads, w *worker) (err er
 			err = fmt.Errorf("%w: %w", ErrInit, perr)
 		}
 	}()
-	if err := p.impl.Init(p, p.method, input); err != nil {
+	if err := p.impl.Init(p, method, input); err != nil {
 		return fmt.Errorf("%w: %w", ErrInit, err)
 	}
 	return nil
@@ -628,12 +633,12 @@ func (s *Scheduler) finish(p *proc, w *worker, result payload.Payload, err error
 	p.impl = nil
 	s.releaseProc()
 	if forced && s.log != nil {
-		s.log.Warn("scheduler: process forced to close at the shutdown deadline", "pid", p.pid(), "method", p.method)
+		s.log.Warn("scheduler: process forced to close at the shutdown deadline", "pid", p.pid(), "method", s.methodOf(p))
 	}
 	if s.hooks.End != nil {
 		x := p.extra.Load()
 		s.hooks.End(Ended{
-			PID: p.pid(), Method: p.method, Result: result, Err: err,
+			PID: p.pid(), Method: s.methodOf(p), Result: result, Err: err,
 			Duration: time.Since(x.started), Steps: x.steps, Forced: forced,
 		})
 	}
@@ -702,7 +707,7 @@ func (h Handle) Wait(ctx context.Context) (payload.Payload, error) {
 	case <-ctx.Done():
 		return payload.Payload{}, ctx.Err()
 	}
-	res, err, _ := h.p.outcome()
+	res, err, _ := h.p.ending()
 	return res, err
 }
 
@@ -713,7 +718,7 @@ func (h Handle) Result() (payload.Payload, error) {
 	if h.p == nil {
 		return payload.Payload{}, ErrProcessNotFound
 	}
-	res, err, ended := h.p.outcome()
+	res, err, ended := h.p.ending()
 	if !ended {
 		return payload.Payload{}, ErrNotEnded
 	}

@@ -70,3 +70,24 @@ func BenchmarkMapAddRemove(b *testing.B) {
 		i++
 	}
 }
+
+func TestMethodTable(t *testing.T) {
+	mt := newMethodTable()
+	a, b := mt.id("a"), mt.id("b")
+	require.NotZero(t, a)
+	require.NotEqual(t, a, b)
+	require.Equal(t, a, mt.id("a"))
+	require.Equal(t, "b", mt.name(b))
+	for i := range maxMethods {
+		mt.id(string(rune('A'+i%26)) + itoa(i))
+	}
+	require.Zero(t, mt.id("one too many"), "past maxMethods names are not interned")
+	require.Equal(t, a, mt.id("a"), "interned names stay")
+}
+
+func itoa(i int) string {
+	if i < 10 {
+		return string(rune('0' + i))
+	}
+	return itoa(i/10) + string(rune('0'+i%10))
+}

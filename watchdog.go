@@ -113,10 +113,10 @@ func (wd *watchdog) check(now time.Time) (busy bool) {
 			wd.s.wakeWorker()
 		}
 		if wd.hook != nil {
-			wd.hook(SlowStep{PID: p.pid(), Method: p.method, Worker: i, Duration: d})
+			wd.hook(SlowStep{PID: p.pid(), Method: wd.s.methodOf(p), Worker: i, Duration: d})
 		}
 		if l := wd.s.log; l != nil {
-			l.Warn("scheduler: slow step", "pid", p.pid(), "method", p.method, "worker", i, "running", d)
+			l.Warn("scheduler: slow step", "pid", p.pid(), "method", wd.s.methodOf(p), "worker", i, "running", d)
 		}
 	}
 	return busy

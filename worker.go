@@ -72,8 +72,11 @@ type worker struct {
 	out    StepOutput
 	events []Event
 	batch  []*proc
-	slots  slotCache    // free process-table slots; owner only
-	n      workerCounts // statistics, published by flush
+	slots  slotCache // free process-table slots; owner only
+	// lastMethod and lastMethodID cache the latest interned entry point.
+	lastMethod   string
+	lastMethodID uint32
+	n            workerCounts // statistics, published by flush
 
 	// handoff receives processes made runnable by a handler's Call while
 	// the handler runs; see Call.
@@ -603,7 +606,7 @@ func (w *worker) requeue(p *proc) {
 func (w *worker) tracedStep(p *proc) error {
 	ctx := context.Background()
 	r := trace.StartRegion(ctx, "step")
-	trace.Log(ctx, "process", p.pid().String()+" "+p.method)
+	trace.Log(ctx, "process", p.pid().String()+" "+w.s.methodOf(p))
 	defer r.End()
 	return w.step(p)
 }

@@ -1,0 +1,84 @@
+package scheduler
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// methodTable interns entry-point names, so that a process record holds a
+// 4-byte ID instead of a 16-byte string. Programs use a handful of
+// methods; past maxMethods distinct names, new ones are not interned and
+// the process keeps its name in its procExtra instead.
+type methodTable struct {
+	ids   atomic.Pointer[map[string]uint32] // replaced copy-on-write under mu; read without a lock
+	names atomic.Pointer[[]string]          // names[id]; id 0 is "not interned"
+	mu    sync.Mutex
+}
+
+// maxMethods bounds the interned names.
+const maxMethods = 4096
+
+func newMethodTable() *methodTable {
+	t := &methodTable{}
+	ids := map[string]uint32{}
+	names := []string{""}
+	t.ids.Store(&ids)
+	t.names.Store(&names)
+	return t
+}
+
+// id returns the ID of method, interning it if there is room, or 0.
+func (t *methodTable) id(method string) uint32 {
+	if id, ok := (*t.ids.Load())[method]; ok {
+		return id
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	old := *t.ids.Load()
+	if id, ok := old[method]; ok {
+		return id
+	}
+	names := *t.names.Load()
+	if len(names) > maxMethods {
+		return 0
+	}
+	ids := make(map[string]uint32, len(old)+1)
+	for k, v := range old {
+		ids[k] = v
+	}
+	id := uint32(len(names))
+	ids[method] = id
+	names = append(names[:len(names):len(names)], method)
+	t.names.Store(&names)
+	t.ids.Store(&ids)
+	return id
+}
+
+// name returns the method with this ID.
+func (t *methodTable) name(id uint32) string {
+	return (*t.names.Load())[id]
+}
+
+// methodOf returns p's entry point.
+func (s *Scheduler) methodOf(p *proc) string {
+	if p.methodID != 0 {
+		return s.methods.name(p.methodID)
+	}
+	if x := p.extra.Load(); x != nil {
+		return x.method
+	}
+	return ""
+}
+
+// internMethod returns the ID of method, consulting w's one-entry cache
+// first (a worker spawning children usually names the same method).
+func (s *Scheduler) internMethod(method string, w *worker) uint32 {
+	if w != nil && w.lastMethodID != 0 && w.lastMethod == method {
+		return w.lastMethodID
+	}
+	id := s.methods.id(method)
+	if w != nil && id != 0 {
+		w.lastMethod, w.lastMethodID = method, id
+	}
+	return id
+}
