@@ -10,9 +10,19 @@ import (
 // methods; past maxMethods distinct names, new ones are not interned and
 // the process keeps its name in its procExtra instead.
 type methodTable struct {
-	ids   atomic.Pointer[map[string]uint32] // replaced copy-on-write under mu; read without a lock
-	names atomic.Pointer[[]string]          // names[id]; id 0 is "not interned"
+	ids   atomic.Pointer[map[string]*methodEntry] // replaced copy-on-write under mu; read without a lock
+	names atomic.Pointer[[]string]                // names[id]; id 0 is "not interned"
 	mu    sync.Mutex
+	// last is the latest name looked up from outside the workers: most
+	// callers submit one kind of process over and over.
+	last atomic.Pointer[methodEntry]
+}
+
+// methodEntry is an interned name; entries are never changed, so one can
+// be shared through an atomic pointer without copying.
+type methodEntry struct {
+	name string
+	id   uint32
 }
 
 // maxMethods bounds the interned names.
@@ -20,7 +30,7 @@ const maxMethods = 4096
 
 func newMethodTable() *methodTable {
 	t := &methodTable{}
-	ids := map[string]uint32{}
+	ids := map[string]*methodEntry{}
 	names := []string{""}
 	t.ids.Store(&ids)
 	t.names.Store(&names)
@@ -29,25 +39,29 @@ func newMethodTable() *methodTable {
 
 // id returns the ID of method, interning it if there is room, or 0.
 func (t *methodTable) id(method string) uint32 {
-	if id, ok := (*t.ids.Load())[method]; ok {
-		return id
+	if e := t.last.Load(); e != nil && e.name == method {
+		return e.id
+	}
+	if e, ok := (*t.ids.Load())[method]; ok {
+		t.last.Store(e)
+		return e.id
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	old := *t.ids.Load()
-	if id, ok := old[method]; ok {
-		return id
+	if e, ok := old[method]; ok {
+		return e.id
 	}
 	names := *t.names.Load()
 	if len(names) > maxMethods {
 		return 0
 	}
-	ids := make(map[string]uint32, len(old)+1)
+	ids := make(map[string]*methodEntry, len(old)+1)
 	for k, v := range old {
 		ids[k] = v
 	}
 	id := uint32(len(names))
-	ids[method] = id
+	ids[method] = &methodEntry{name: method, id: id}
 	names = append(names[:len(names):len(names)], method)
 	t.names.Store(&names)
 	t.ids.Store(&ids)

@@ -10,11 +10,13 @@ import (
 // A PID's ID is generation<<32 | (slot+1), so the first processes get the
 // IDs 1, 2, 3, ... and ID 0 is never used. Slots live in fixed-size chunks
 // reached through a copy-on-write directory, so a lookup is two loads and
-// an index. A freed slot goes onto a lock-free free list and is reused
-// with the next generation; a lookup compares the proc's full ID, so a
-// stale PID never reaches the slot's new occupant. A slot whose generation
-// would wrap is retired instead of reused, so PIDs are never reused within
-// a scheduler's life.
+// an index. A lookup compares the proc's full ID, so a stale PID never
+// reaches the slot's next occupant. A freed slot is reused with the next
+// generation: freed IDs go to the freeing worker's cache, spill in batches
+// to a shared free list, and come back in batches to workers that run out;
+// callers outside the workers take them one by one from the shared list.
+// A slot whose generation would wrap is retired instead of reused, so PIDs
+// are never reused within a scheduler's life.
 
 const (
 	chunkBits = 12
@@ -60,10 +62,9 @@ type table struct {
 	growMu sync.Mutex
 	// fresh is the next never-used slot.
 	fresh atomic.Uint64
-	// free is the head of the free list: tag<<32 | (slot+1). The tag
-	// changes on every push and pop, so a CAS never succeeds on a head
-	// that was popped and pushed back in between (ABA).
-	free atomic.Uint64
+	// free holds the IDs the next occupants of freed slots get.
+	freeMu sync.Mutex
+	free   []uint64
 	// retired counts slots withdrawn because their generation ran out.
 	retired atomic.Uint64
 }
@@ -99,34 +100,40 @@ func (t *table) lookup(id uint64) *proc {
 }
 
 // slotCache is a worker's private stack of free slots, as the IDs their
-// next occupants get. It spares the shared free list's CAS for the common
+// next occupants get. It spares the shared free list's lock for the common
 // case of a worker ending processes and starting new ones. Owner only.
 type slotCache []uint64
 
-// slotCacheMax bounds a worker's cache; beyond it freed slots go to the
-// shared free list.
-const slotCacheMax = 256
+// slotCacheMax bounds a worker's cache; when it is full, half of it goes
+// to the shared free list in one batch. slotBatch is how many IDs a worker
+// takes from the shared list when its cache is empty.
+const (
+	slotCacheMax = 256
+	slotBatch    = 64
+)
 
 // alloc reserves a slot and returns the ID its next occupant will have.
 // The slot stays invisible to lookups until publish. Any goroutine; c is
 // the calling worker's cache, or nil.
 func (t *table) alloc(c *slotCache) (uint64, bool) {
-	if c != nil && len(*c) > 0 {
-		id := (*c)[len(*c)-1]
-		*c = (*c)[:len(*c)-1]
-		return id, true
-	}
-	for {
-		h := t.free.Load()
-		s1 := uint32(h)
-		if s1 == 0 {
-			break
+	if c != nil {
+		if len(*c) == 0 {
+			t.refill(c)
 		}
-		e := t.entry(s1 - 1)
-		next := e.next.Load()
-		if t.free.CompareAndSwap(h, (h>>32+1)<<32|uint64(next)) {
-			return makeID(s1-1, e.gen), true
+		if n := len(*c); n > 0 {
+			id := (*c)[n-1]
+			*c = (*c)[:n-1]
+			return id, true
 		}
+	} else {
+		t.freeMu.Lock()
+		if n := len(t.free); n > 0 {
+			id := t.free[n-1]
+			t.free = t.free[:n-1]
+			t.freeMu.Unlock()
+			return id, true
+		}
+		t.freeMu.Unlock()
 	}
 	slot := t.fresh.Add(1) - 1
 	if slot >= maxSlots {
@@ -136,6 +143,15 @@ func (t *table) alloc(c *slotCache) (uint64, bool) {
 		t.grow(uint32(slot))
 	}
 	return makeID(uint32(slot), 0), true
+}
+
+// refill moves up to slotBatch free IDs from the shared list to c.
+func (t *table) refill(c *slotCache) {
+	t.freeMu.Lock()
+	n := min(slotBatch, len(t.free))
+	*c = append(*c, t.free[len(t.free)-n:]...)
+	t.free = t.free[:len(t.free)-n]
+	t.freeMu.Unlock()
 }
 
 // grow adds chunks until slot is covered.
@@ -164,24 +180,26 @@ func (t *table) publish(p *proc) {
 // worker's cache, or nil.
 func (t *table) release(id uint64, c *slotCache) {
 	slot := slotOf(id)
-	e := t.entry(slot)
-	e.p.Store(nil)
+	t.entry(slot).p.Store(nil)
 	gen := genOf(id)
 	if gen == 1<<32-1 {
 		t.retired.Add(1)
 		return
 	}
-	if c != nil && len(*c) < slotCacheMax {
-		*c = append(*c, makeID(slot, gen+1))
+	next := makeID(slot, gen+1)
+	if c == nil {
+		t.freeMu.Lock()
+		t.free = append(t.free, next)
+		t.freeMu.Unlock()
 		return
 	}
-	e.gen = gen + 1
-	for {
-		h := t.free.Load()
-		e.next.Store(uint32(h))
-		if t.free.CompareAndSwap(h, (h>>32+1)<<32|uint64(slot+1)) {
-			return
-		}
+	*c = append(*c, next)
+	if len(*c) >= slotCacheMax {
+		half := len(*c) / 2
+		t.freeMu.Lock()
+		t.free = append(t.free, (*c)[half:]...)
+		t.freeMu.Unlock()
+		*c = (*c)[:half]
 	}
 }
 
