@@ -105,11 +105,9 @@ type procExtra struct {
 	method string          // the entry point, if not interned; immutable
 
 	// Guarded by proc.mu:
-	ctxDone chan struct{}   // made on demand by Done, closed on cancel or end
-	endDone chan struct{}   // made on demand by Handle.Done, closed at the end
-	large   *tagSet         // pending tags of a process with many outstanding yields
-	result  payload.Payload // the outcome, for the Handle
-	err     error
+	ctxDone chan struct{} // made on demand by Done, closed on cancel or end
+	endDone chan struct{} // made on demand by Handle.Done, closed at the end
+	large   *tagSet       // pending tags of a process with many outstanding yields
 	room    chan struct{} // closed at the next drain, for senders waiting for room
 
 	mailbox *mailboxLimit // this process's own mailbox limit, if any; immutable

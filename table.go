@@ -37,20 +37,11 @@ func slotOf(id uint64) uint32 { return uint32(id) - 1 }
 // genOf returns the generation of an ID.
 func genOf(id uint64) uint32 { return uint32(id >> 32) }
 
+// tableEntry is one slot: the live proc in it, or nil. Stored by the
+// allocator after Init succeeded and cleared at completion; lookups load
+// it and then check its id.
 type tableEntry struct {
-	// p is the live proc in this slot or nil. Stored by the allocator
-	// after Init succeeded and cleared at completion; lookups load it and
-	// then check its id.
 	p atomic.Pointer[proc]
-	// gen is the generation the next occupant gets (0 for a fresh slot).
-	// Touched only by the
-	// goroutine that owns the free slot; ownership passes through the
-	// free list's CAS, which orders the accesses.
-	gen uint32
-	// next links free slots (slot+1, 0 ends the list). Atomic because a
-	// popper may read it while the slot is being pushed again; such a
-	// popper then fails its CAS on the tagged head.
-	next atomic.Uint32
 }
 
 type tableChunk [chunkSize]tableEntry
