@@ -129,33 +129,34 @@ func (s *Scheduler) limitOf(p *proc) mailboxLimit {
 }
 
 // pushMessage queues a message event under p's mailbox limit. It returns
-// the state p was woken from (0 if the caller need not queue p). A
-// message the DropOldest policy evicted is stored in *evicted. With wait
-// set, a full mailbox is not subject to the policy: pushMessage returns
-// errMailboxWait and a channel that is closed when the process next drains
-// its mailbox. Any goroutine.
-func (p *proc) pushMessage(ev Event, limit mailboxLimit, wait bool, evicted *Event) (woken uint64, room <-chan struct{}, err error) {
+// the state p was woken from (0 if the caller need not queue p), and the
+// message the DropOldest policy evicted, if any. With wait set, a full
+// mailbox is not subject to the policy: pushMessage returns errMailboxWait
+// and a channel that is closed when the process next drains its mailbox.
+// Any goroutine.
+func (p *proc) pushMessage(ev Event, limit mailboxLimit, wait bool) (woken uint64, evicted *Event, room <-chan struct{}, err error) {
 	p.mu.Lock()
 	if p.flags&pfClosed != 0 {
 		p.mu.Unlock()
-		return 0, nil, ErrProcessNotFound
+		return 0, nil, nil, ErrProcessNotFound
 	}
 	if limit.capacity > 0 && int(p.msgs) >= limit.capacity {
-		if room, err = p.full(limit, wait, evicted); err != nil {
+		if evicted, room, err = p.full(limit, wait); err != nil {
 			p.mu.Unlock()
-			return 0, room, err
+			return 0, nil, room, err
 		}
 	}
 	p.inbox = append(p.inbox, ev)
 	p.msgs++
 	woken = p.markRunnable()
 	p.mu.Unlock()
-	return woken, nil, nil
+	return woken, evicted, nil, nil
 }
 
 // full applies the policy of a full mailbox, with mu held: it returns an
-// error to refuse the new message, or makes room and returns nil.
-func (p *proc) full(limit mailboxLimit, wait bool, evicted *Event) (<-chan struct{}, error) {
+// error to refuse the new message, or makes room and returns the message
+// it dropped.
+func (p *proc) full(limit mailboxLimit, wait bool) (evicted *Event, room <-chan struct{}, err error) {
 	switch {
 	case wait:
 		x := p.getExtra()
@@ -163,25 +164,25 @@ func (p *proc) full(limit mailboxLimit, wait bool, evicted *Event) (<-chan struc
 			x.room = make(chan struct{})
 		}
 		p.flags |= pfRoomWaiters
-		return x.room, errMailboxWait
+		return nil, x.room, errMailboxWait
 	case limit.policy == MailboxReject:
-		return nil, ErrMailboxFull
+		return nil, nil, ErrMailboxFull
 	case limit.policy == MailboxDropNewest:
-		return nil, ErrDropped
+		return nil, nil, ErrDropped
 	}
 	// MailboxDropOldest: remove the oldest message (not a bounce,
 	// completion or cancel, which are outside the limit).
 	for i := range p.inbox {
 		if p.inbox[i].Type == EventMessage && p.inbox[i].Error == nil {
-			*evicted = p.inbox[i]
+			ev := p.inbox[i]
 			copy(p.inbox[i:], p.inbox[i+1:])
 			p.inbox[len(p.inbox)-1] = Event{}
 			p.inbox = p.inbox[:len(p.inbox)-1]
 			p.msgs--
-			break
+			return &ev, nil, nil
 		}
 	}
-	return nil, nil
+	return nil, nil, nil
 }
 
 // errMailboxWait tells deliver's waiting caller to wait for room.

@@ -46,6 +46,9 @@ const (
 	DefaultWatchdogThreshold = 10 * time.Millisecond
 )
 
+// maxWorkers is the most workers a state word can name (see workerShift).
+const maxWorkers = int(workerMask) + 1
+
 func defaultConfig() config {
 	return config{
 		workers:     runtime.GOMAXPROCS(0),
@@ -56,11 +59,11 @@ func defaultConfig() config {
 }
 
 // WithWorkers sets the number of worker goroutines (default GOMAXPROCS).
-// n must be at least 1.
+// n must be between 1 and 65536.
 func WithWorkers(n int) Option {
 	return optionFunc(func(c *config) error {
-		if n < 1 {
-			return fmt.Errorf("%w: WithWorkers(%d): need at least 1", ErrInvalidOption, n)
+		if n < 1 || n > maxWorkers {
+			return fmt.Errorf("%w: WithWorkers(%d): need 1 to %d", ErrInvalidOption, n, maxWorkers)
 		}
 		c.workers = n
 		return nil

@@ -24,11 +24,15 @@ const (
 	// it, so that the worker, instead of letting it wait, steps it again.
 	flagWake = uint64(8)
 
-	// runShift places the run number of a Running state word: each run
-	// (a claim by a worker) writes its worker's run count there, so two
-	// runs of the same process on the same worker have different state
-	// words. The watchdog tells runs apart by it at no cost to the run.
-	runShift = 8
+	// While Running, the state word also says which worker runs the
+	// process (bits workerShift..runShift-1) and which of that worker's
+	// runs it is (bits runShift and up): each claim writes them with the
+	// CAS it does anyway, so two runs of one process never share a state
+	// word, and the watchdog can tell which process a worker is on
+	// without the worker publishing anything per run.
+	workerShift = 8
+	runShift    = 24
+	workerMask  = uint64(1)<<(runShift-workerShift) - 1
 )
 
 // Bits of proc.flags, guarded by proc.mu.
@@ -53,8 +57,8 @@ const (
 type proc struct {
 	id uint64 // PID.ID
 
-	// state is the State plus flagWake (and a run number while Running;
-	// see runShift). It moves to Running only by a
+	// state is the State plus flagWake (and, while Running, the worker
+	// and run; see workerShift). It moves to Running only by a
 	// worker's CAS from Ready; to Ready by the CAS of whoever queued the
 	// first event for a Blocked or Idle process (that party then queues
 	// it; see markRunnable) or by the worker requeueing it; to Blocked or

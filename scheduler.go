@@ -420,21 +420,34 @@ func (s *Scheduler) deliverMessage(from, to relay.PID, msg any, v via, wait bool
 	if err != nil {
 		return nil, err
 	}
-	var evicted Event
-	woken, room, err := p.pushMessage(Event{Type: EventMessage, Data: msg, From: from}, s.limitOf(p), wait, &evicted)
+	woken, evicted, room, err := p.pushMessage(Event{Type: EventMessage, Data: msg, From: from}, s.limitOf(p), wait)
 	if err != nil {
 		if room != nil {
 			return room, err
 		}
 		return nil, s.refused(err, to, v)
 	}
-	s.countMessage(v, to, msgAccepted)
-	if evicted.Type != 0 {
+	if evicted != nil {
 		s.countMessage(v, to, msgDropped)
 		if !evicted.From.IsZero() {
 			s.bounce(evicted.From, Event{Type: EventMessage, Data: evicted.Data, Error: fmt.Errorf("%w: mailbox of %v was full", ErrDropped, to), From: to}, v)
 		}
 	}
+	if w := v.w; w != nil && !v.call {
+		// The hot path, a message from a process: counted and queued
+		// right here, on the worker's own counters and next slot.
+		w.n.msgs[msgAccepted]++
+		if woken != 0 {
+			if woken == stBlocked {
+				w.n.blockedOut++
+			} else {
+				w.n.idleOut++
+			}
+			w.readyNext(p)
+		}
+		return nil, nil
+	}
+	s.countMessage(v, to, msgAccepted)
 	if woken != 0 {
 		s.woke(p, woken, v)
 	}

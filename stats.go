@@ -233,6 +233,7 @@ func bump(c *atomic.Uint64) { c.Store(c.Load() + 1) }
 
 // flush publishes the worker's local counters. Worker only.
 func (w *worker) flush() {
+	w.beat.Store(w.runCount)
 	n, st := &w.n, &w.stats
 	st.steps.Store(n.steps)
 	st.yields.Store(n.yields)

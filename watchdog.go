@@ -18,14 +18,21 @@ type SlowStep struct {
 
 // watchdog notices runs (steps of one process, back to back) that last
 // longer than a threshold, as the Go runtime's sysmon notices goroutines
-// that run too long. It samples every worker a few times per threshold: a
-// run is identified by the worker's current process and that process's
-// state word, which carries the run's number while it is Running; when a
-// busy worker shows the same run as a sample at least the threshold ago,
-// that run is slow. It then counts it, calls
-// the hook, and marks the worker stalled, which lets idle workers take
-// the process waiting in its next slot (its deque can be stolen from
-// anyway); if that slot is full it wakes a worker to do so.
+// that run too long, at no cost per run to a worker whose runs are short.
+//
+// It samples every worker a few times per threshold. A busy worker
+// publishes a beat every 64 rounds; while beats come, its runs are short
+// and there is nothing to see. When a worker's beat has stalled for a
+// quarter of the threshold, the watchdog asks it to publish the process
+// of each run it starts (cur) and looks for the process it is on: cur, if
+// that is still running on this worker, else the one process in the table
+// whose Running state word names this worker (a scan of the table, done
+// once when a worker with short runs gets stuck). A run is identified by
+// its process and state word, which carries the worker and run number;
+// once the watchdog has seen the same run for the threshold, the run is
+// slow: it counts it, calls the hook, and marks the worker stalled, which
+// lets idle workers take the process waiting in its next slot (its deque
+// can be stolen from anyway); if that slot is full it wakes a worker.
 type watchdog struct {
 	s         *Scheduler
 	threshold time.Duration
@@ -35,12 +42,14 @@ type watchdog struct {
 	slow      atomic.Uint64 // slow runs noticed, for Stats
 }
 
-// watchSample is what the watchdog last saw of a worker.
+// watchSample is what the watchdog knows of a worker.
 type watchSample struct {
-	cur      *proc
-	state    uint64    // cur's state word without flagWake: the run
-	since    time.Time // when this run was first seen
-	reported bool      // this run was reported already
+	beat      uint64
+	beatSince time.Time // when beat was first seen
+	run       *proc     // the run being watched, if any
+	state     uint64    // its state word without flagWake
+	since     time.Time // when that run was first seen
+	reported  bool      // that run was reported already
 }
 
 func newWatchdog(s *Scheduler, threshold time.Duration, hook func(SlowStep)) *watchdog {
@@ -87,19 +96,30 @@ const maxIdleBackoff = 16
 func (wd *watchdog) check(now time.Time) (busy bool) {
 	for i, w := range wd.s.workers {
 		smp := &wd.samples[i]
-		idle := w.idle.Load()
-		busy = busy || !idle
-		p := w.cur.Load()
-		var st uint64
-		if p != nil {
-			st = p.state.Load() &^ flagWake
-		}
-		if idle || p == nil || st&stateMask != stRunning {
-			*smp = watchSample{} // nothing running
+		beat := w.beat.Load()
+		if w.idle.Load() || beat != smp.beat {
+			// Idle, or making progress: short runs, nothing to watch.
+			*smp = watchSample{beat: beat, beatSince: now}
+			busy = busy || !w.idle.Load()
+			if w.watched.Load() {
+				w.watched.Store(false)
+			}
 			continue
 		}
-		if p != smp.cur || st != smp.state {
-			*smp = watchSample{cur: p, state: st, since: now}
+		busy = true
+		if now.Sub(smp.beatSince) < wd.threshold/4 {
+			continue
+		}
+		if !w.watched.Load() {
+			w.watched.Store(true)
+		}
+		p, st := wd.current(i, w)
+		if p == nil {
+			smp.run = nil
+			continue
+		}
+		if p != smp.run || st != smp.state {
+			smp.run, smp.state, smp.since, smp.reported = p, st, now, false
 			continue
 		}
 		d := now.Sub(smp.since)
@@ -107,19 +127,55 @@ func (wd *watchdog) check(now time.Time) (busy bool) {
 			continue
 		}
 		smp.reported = true
-		wd.slow.Add(1)
-		w.stalledRun.Store(st)
-		if w.next.Load() != nil {
-			wd.s.wakeWorker()
-		}
-		if wd.hook != nil {
-			wd.hook(SlowStep{PID: p.pid(), Method: wd.s.methodOf(p), Worker: i, Duration: d})
-		}
-		if l := wd.s.log; l != nil {
-			l.Warn("scheduler: slow step", "pid", p.pid(), "method", wd.s.methodOf(p), "worker", i, "running", d)
-		}
+		wd.report(i, w, p, st, d)
 	}
 	return busy
+}
+
+// current returns the process worker i is running and its state word
+// (without flagWake), or nil.
+func (wd *watchdog) current(i int, w *worker) (*proc, uint64) {
+	if p := w.cur.Load(); p != nil {
+		if st, ok := runningOn(p, i); ok {
+			return p, st
+		}
+	}
+	if smp := &wd.samples[i]; smp.run != nil {
+		if st, ok := runningOn(smp.run, i); ok {
+			return smp.run, st // the run found last time, still going
+		}
+	}
+	var found *proc
+	var state uint64
+	wd.s.table.forEach(func(p *proc) {
+		if st, ok := runningOn(p, i); ok {
+			found, state = p, st
+		}
+	})
+	return found, state
+}
+
+// runningOn reports whether p is Running on worker i, and its state word
+// without flagWake.
+func runningOn(p *proc, i int) (uint64, bool) {
+	st := p.state.Load() &^ flagWake
+	return st, st&stateMask == stRunning && (st>>workerShift)&workerMask == uint64(i)
+}
+
+// report handles a slow run.
+func (wd *watchdog) report(i int, w *worker, p *proc, st uint64, d time.Duration) {
+	wd.slow.Add(1)
+	w.stalledRun.Store(st)
+	w.stalledProc.Store(p)
+	if w.next.Load() != nil {
+		wd.s.wakeWorker()
+	}
+	if wd.hook != nil {
+		wd.hook(SlowStep{PID: p.pid(), Method: wd.s.methodOf(p), Worker: i, Duration: d})
+	}
+	if l := wd.s.log; l != nil {
+		l.Warn("scheduler: slow step", "pid", p.pid(), "method", wd.s.methodOf(p), "worker", i, "running", d)
+	}
 }
 
 func (wd *watchdog) stop() { close(wd.quit) }
@@ -127,10 +183,6 @@ func (wd *watchdog) stop() { close(wd.quit) }
 // stalledNow reports whether the worker's current run is one the watchdog
 // found running past its threshold. Any goroutine.
 func (w *worker) stalledNow() bool {
-	st := w.stalledRun.Load()
-	if st == 0 {
-		return false
-	}
-	p := w.cur.Load()
-	return p != nil && p.state.Load()&^flagWake == st
+	p := w.stalledProc.Load()
+	return p != nil && p.state.Load()&^flagWake == w.stalledRun.Load()
 }

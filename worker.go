@@ -85,22 +85,25 @@ type worker struct {
 	stats workerStats
 
 	// runCount numbers the worker's runs; each run writes it into the
-	// state word of the process it claims (see runShift). Owner only.
+	// state word of the process it claims (see workerShift). Owner only.
 	runCount uint64
 
-	// For the watchdog (see watchdog.go). cur is the process of the
-	// latest run, stored by the worker when it claims one (only while a
-	// watchdog runs) and loaded by the watchdog, which identifies a run by
-	// cur and cur's state word.
-	cur atomic.Pointer[proc]
-	// idle is set while the worker has no work (searching or parked), so
-	// the watchdog does not take a quiet worker for a stuck one. Stored
-	// only when the worker goes idle and when it starts working again.
-	idle atomic.Bool
-	// stalledRun is the state word of a run the watchdog found running
-	// past its threshold, 0 if none: while cur's state still shows that
+	// For the watchdog (see watchdog.go). beat is runCount as of the last
+	// flush (every 64 rounds and when the worker goes idle): it stalls
+	// only when runs are long. idle is set while the worker has no work.
+	// watched asks the worker to store each run's process in cur: the
+	// watchdog sets it for a worker whose beat has stalled, so a worker
+	// with short runs stores nothing per run. All three are stored by the
+	// worker only at those rare moments and loaded by the watchdog.
+	beat    atomic.Uint64
+	idle    atomic.Bool
+	watched atomic.Bool
+	cur     atomic.Pointer[proc]
+	// stalledProc and stalledRun name a run the watchdog found running
+	// past its threshold: while stalledProc's state word still shows that
 	// run, thieves may take the next slot. Stored by the watchdog.
-	stalledRun atomic.Uint64
+	stalledProc atomic.Pointer[proc]
+	stalledRun  atomic.Uint64
 }
 
 func newWorker(s *Scheduler, id int) *worker {
@@ -193,8 +196,13 @@ func (w *worker) findLocal() *proc {
 		}
 	}
 	w.nextRuns = 0
-	if p := w.dq.PopBottom(); p != nil {
-		return p
+	// Only the owner adds to its deque, so a zero length means empty;
+	// checking first spares PopBottom's two atomic stores on the way to
+	// the next slot or the global queue.
+	if w.dq.Len() > 0 {
+		if p := w.dq.PopBottom(); p != nil {
+			return p
+		}
 	}
 	if p := w.takeNext(); p != nil {
 		return p
@@ -479,12 +487,12 @@ func (l *idleWorkers) remove(w *worker) bool {
 func (w *worker) run(p *proc) {
 	s := w.s
 	w.runCount++
-	running := stRunning | w.runCount<<runShift
+	running := stRunning | uint64(w.id)<<workerShift | w.runCount<<runShift
 	if !p.state.CompareAndSwap(stReady, running) {
 		// Completed by a shutdown deadline while it sat in a queue.
 		return
 	}
-	if s.watchdog != nil {
+	if w.watched.Load() {
 		w.cur.Store(p)
 	}
 	if s.forcing.Load() {
@@ -501,13 +509,23 @@ func (w *worker) run(p *proc) {
 	} else {
 		w.events = p.drain(w.events[:0])
 	}
+	// Decided once per run, not per step: whether steps are traced, and
+	// whether the End hook wants them counted.
+	traced := trace.IsEnabled()
+	var counted *procExtra
+	if s.hooks.End != nil {
+		counted = p.extra.Load()
+	}
 	for steps := 1; ; steps++ {
 		if steps > 1 {
 			w.events = p.drain(w.events[:0])
 		}
 		w.out.reset(p.pid())
+		if counted != nil {
+			counted.steps++
+		}
 		var err error
-		if trace.IsEnabled() {
+		if traced {
 			err = w.tracedStep(p)
 		} else {
 			err = w.step(p)
@@ -620,9 +638,6 @@ func (w *worker) step(p *proc) (err error) {
 			err = perr
 		}
 	}()
-	if w.s.hooks.End != nil {
-		p.extra.Load().steps++
-	}
 	return p.impl.Step(w.events, &w.out)
 }
 

@@ -148,6 +148,9 @@ func (d *Deque[T]) PopBottom() *T {
 //
 // Owner only.
 func (d *Deque[T]) clearStale(t, b int64, force bool) {
+	if d.cleanLow >= t && d.dirtyHigh <= b {
+		return // nothing stale: the usual case of a deque found empty again
+	}
 	r := d.buf.Load()
 	capacity := int64(len(r.slots))
 	if force || t-d.cleanLow >= clearThreshold {
