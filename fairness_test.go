@@ -320,7 +320,10 @@ func BenchmarkLatencyUnderSaturation(b *testing.B) {
 			rec := &latencyRecorder{out: lat}
 			h, err := s.Submit(context.Background(), rec, "run", nil)
 			require.NoError(b, err)
-			hots := make([]atomic.Int64, 2*s.Workers())
+			// One hot process per worker: with the seed's scheduling a
+			// hot process never lets go of its worker, so more would never
+			// start.
+			hots := make([]atomic.Int64, s.Workers())
 			saturate(b, s, hots, 2000)
 
 			const starveAfter = 50 * time.Millisecond
