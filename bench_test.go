@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	sched "github.com/procsched/scheduler"
 	"github.com/procsched/scheduler/payload"
@@ -15,13 +16,38 @@ import (
 //
 //	go test -run '^$' -bench . -benchmem -count 6 . | tee new.txt
 
+// pollStats makes newBenchScheduler start a goroutine that reads the
+// scheduler's Stats every millisecond, as a service's monitoring would.
+var pollStats bool
+
 func newBenchScheduler(b *testing.B, opts ...sched.Option) *sched.Scheduler {
 	b.Helper()
 	s, err := sched.New(opts...)
 	if err != nil {
 		b.Fatal(err)
 	}
+	var stop, polled chan struct{}
+	if pollStats {
+		stop, polled = make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(polled)
+			t := time.NewTicker(time.Millisecond)
+			defer t.Stop()
+			for {
+				select {
+				case <-t.C:
+					_ = s.Stats()
+				case <-stop:
+					return
+				}
+			}
+		}()
+	}
 	b.Cleanup(func() {
+		if stop != nil {
+			close(stop)
+			<-polled
+		}
 		if err := s.Shutdown(context.Background()); err != nil {
 			b.Error(err)
 		}
@@ -64,8 +90,10 @@ func (p *bouncer) Step(evs []sched.Event, out *sched.StepOutput) error {
 
 // BenchmarkPingPong: two processes exchange b.N messages; ns/op is per
 // message.
-func BenchmarkPingPong(b *testing.B) {
-	s := newBenchScheduler(b)
+func BenchmarkPingPong(b *testing.B) { benchPingPong(b) }
+
+func benchPingPong(b *testing.B, opts ...sched.Option) {
+	s := newBenchScheduler(b, opts...)
 	ctx := context.Background()
 	half := b.N/2 + 1
 	pong, err := s.Submit(ctx, &bouncer{max: half}, "run", nil)
@@ -144,8 +172,10 @@ func (p *spawner) Step(evs []sched.Event, out *sched.StepOutput) error {
 // BenchmarkSpawn: a process spawns b.N children, 100 at a time, and
 // awaits each one's end; ns/op is per child (spawn, Init, one step,
 // Close, completion to the parent).
-func BenchmarkSpawn(b *testing.B) {
-	s := newBenchScheduler(b)
+func BenchmarkSpawn(b *testing.B) { benchSpawn(b) }
+
+func benchSpawn(b *testing.B, opts ...sched.Option) {
+	s := newBenchScheduler(b, opts...)
 	ctx := context.Background()
 	for left := b.N; left > 0; left -= 100 {
 		h, err := s.Submit(ctx, &spawner{n: min(left, 100)}, "run", nil)
@@ -229,12 +259,14 @@ func (p *yielder) Step(evs []sched.Event, out *sched.StepOutput) error {
 
 // BenchmarkYieldRoundTrip: yield -> handler on another goroutine ->
 // CompleteYield -> step; ns/op per round trip.
-func BenchmarkYieldRoundTrip(b *testing.B) {
+func BenchmarkYieldRoundTrip(b *testing.B) { benchYieldRoundTrip(b) }
+
+func benchYieldRoundTrip(b *testing.B, opts ...sched.Option) {
 	reqs := make(chan sched.Completion, 1)
-	s := newBenchScheduler(b, sched.WithHandler(cmdEcho, func(c sched.Call) error {
+	s := newBenchScheduler(b, append(opts, sched.WithHandler(cmdEcho, func(c sched.Call) error {
 		reqs <- c.Completion()
 		return nil
-	}))
+	}))...)
 	stop := make(chan struct{})
 	go func() {
 		for {
@@ -330,8 +362,10 @@ func (n *skynetNode) Step(evs []sched.Event, out *sched.StepOutput) error {
 
 // BenchmarkSkynet: the skynet tree of 100,000 leaves (111,111 processes);
 // ns/op is per tree.
-func BenchmarkSkynet(b *testing.B) {
-	s := newBenchScheduler(b)
+func BenchmarkSkynet(b *testing.B) { benchSkynet(b) }
+
+func benchSkynet(b *testing.B, opts ...sched.Option) {
+	s := newBenchScheduler(b, opts...)
 	ctx := context.Background()
 	for b.Loop() {
 		h, err := s.Submit(ctx, &skynetNode{size: 100_000}, "run", nil)
@@ -374,5 +408,52 @@ func BenchmarkGoroutineSkynet(b *testing.B) {
 		if v := <-c; v != 4999950000 {
 			b.Fatalf("sum %d", v)
 		}
+	}
+}
+
+// coreBenchmarks are the benchmarks whose cost the fairness mechanisms,
+// statistics and hooks must not raise by more than 5%.
+var coreBenchmarks = []struct {
+	name string
+	run  func(*testing.B, ...sched.Option)
+}{
+	{"PingPong", benchPingPong},
+	{"Spawn", benchSpawn},
+	{"YieldRoundTrip", benchYieldRoundTrip},
+	{"Skynet", benchSkynet},
+}
+
+// BenchmarkFairnessCost runs the core benchmarks with the fairness
+// mechanisms (global-queue turns, own-queue turns, next-slot cap, step
+// budget, sized global batches) and with the seed's scheduling, side by
+// side:
+//
+//	go test -run '^$' -bench FairnessCost -count 8 . | benchstat -col /sched -
+func BenchmarkFairnessCost(b *testing.B) {
+	for _, bm := range coreBenchmarks {
+		b.Run(bm.name+"/sched=fair", func(b *testing.B) { bm.run(b) })
+		b.Run(bm.name+"/sched=seed", func(b *testing.B) { bm.run(b, sched.WithSeedScheduling()) })
+	}
+}
+
+// BenchmarkObservationCost runs the core benchmarks with every hook set
+// (doing nothing) and Stats read every millisecond by another goroutine,
+// and without, side by side:
+//
+//	go test -run '^$' -bench ObservationCost -count 8 . | benchstat -col /observed -
+func BenchmarkObservationCost(b *testing.B) {
+	hooks := sched.WithHooks(sched.Hooks{
+		Start:    func(sched.Started) {},
+		End:      func(sched.Ended) {},
+		Panic:    func(sched.Panicked) {},
+		SlowStep: func(sched.SlowStep) {},
+	})
+	for _, bm := range coreBenchmarks {
+		b.Run(bm.name+"/observed=no", func(b *testing.B) { bm.run(b) })
+		b.Run(bm.name+"/observed=yes", func(b *testing.B) {
+			pollStats = true
+			defer func() { pollStats = false }()
+			bm.run(b, hooks)
+		})
 	}
 }

@@ -104,7 +104,7 @@ func TestHooksCalledOncePerEvent(t *testing.T) {
 	require.NoError(t, e.Err)
 	require.Equal(t, "ok", e.Result.Value())
 	require.Equal(t, uint64(1), e.Steps)
-	require.Positive(t, e.Duration)
+	require.GreaterOrEqual(t, e.Duration, time.Duration(0))
 	require.False(t, e.Forced)
 	require.EqualError(t, rec.ended[failing.PID()][0].Err, "failed")
 	require.ErrorIs(t, rec.ended[panicking.PID()][0].Err, sched.ErrPanic)
@@ -120,6 +120,28 @@ func TestHooksCalledOncePerEvent(t *testing.T) {
 	}
 	require.Equal(t, map[string]int{"Init": 1, "Step": 1, "handler": 1}, wheres)
 	require.Equal(t, uint64(3), s.Stats().Processes.Panics)
+}
+
+// TestEndHookDuration: Duration is measured on the scheduler's coarse
+// clock, which the timer goroutine advances when a timer fires, so a
+// process that sleeps reports at least its sleep.
+func TestEndHookDuration(t *testing.T) {
+	ended := make(chan sched.Ended, 1)
+	s := tNewScheduler(t, sched.WithHooks(sched.Hooks{End: func(e sched.Ended) { ended <- e }}))
+	const sleep = 30 * time.Millisecond
+	h := tSubmit(t, s, &tProc{step: func(_ *tProc, n int, _ []sched.Event, out *sched.StepOutput) error {
+		if n == 0 {
+			out.Sleep(1, sleep)
+			return nil
+		}
+		out.Done(payload.Payload{})
+		return nil
+	}})
+	_, err := tWait(t, s, h)
+	require.NoError(t, err)
+	e := tRecv(t, ended, "the End hook")
+	require.GreaterOrEqual(t, e.Duration, sleep)
+	require.Equal(t, uint64(2), e.Steps)
 }
 
 // hLogCapture is a slog handler that keeps records.

@@ -163,8 +163,9 @@ type Hooks struct {
 	// End is called once per process that started, after Close returned
 	// and before its Handle reports the end: on the worker that ran its
 	// last step, or on the goroutine that called Shutdown for a process
-	// forced at the deadline. Setting it costs each process a clock read
-	// at its start and at its end and a counter per step.
+	// forced at the deadline. Setting it costs each process two loads of
+	// the scheduler's coarse clock and a counter per step, and the
+	// process table 16 bytes per slot.
 	End func(Ended)
 	// Panic is called when a process's Init, Step or Close, or a handler,
 	// panics, on the goroutine that recovered the panic, before the
@@ -183,13 +184,20 @@ type Started struct {
 
 // Ended describes a process that has ended.
 type Ended struct {
-	PID      relay.PID
-	Method   string
-	Result   payload.Payload // the result given to Done
-	Err      error           // why it failed; nil if it finished with Done
-	Duration time.Duration   // from the end of Init to the end of Close
-	Steps    uint64          // Step calls
-	Forced   bool            // closed at a shutdown deadline
+	PID    relay.PID
+	Method string
+	Result payload.Payload // the result given to Done
+	Err    error           // why it failed; nil if it finished with Done
+	Steps  uint64          // Step calls
+	// Duration is from the end of Init to the end of Close, on the
+	// scheduler's coarse clock: every worker advances it each time it
+	// publishes its counters (every 64 scheduling rounds, and when it
+	// goes idle), the watchdog at each sample, and the timer goroutine
+	// when it wakes, so reading it costs no clock call. It is exact to a
+	// few milliseconds (a quarter of the watchdog's threshold while
+	// workers are busy), and may be 0 for a process shorter than that.
+	Duration time.Duration
+	Forced   bool // closed at a shutdown deadline
 }
 
 // Panicked describes a panic the scheduler recovered.

@@ -115,11 +115,6 @@ type procExtra struct {
 	room    chan struct{} // closed at the next drain, for senders waiting for room
 
 	mailbox *mailboxLimit // this process's own mailbox limit, if any; immutable
-
-	// For the End hook: when the process started and how many steps it
-	// made (the count is touched only by the worker running it).
-	started time.Time
-	steps   uint64
 }
 
 // getExtra returns p's procExtra, creating it. Called with mu held.

@@ -51,6 +51,14 @@ type Scheduler struct {
 
 	handlersMu sync.Mutex
 
+	// coarse is the scheduler's coarse clock: nanoseconds since the timer
+	// service's epoch, advanced by every worker each time it publishes its
+	// counters (every 64 rounds, and when it goes idle), by the watchdog
+	// at each sample and by the timer goroutine, so reading the time
+	// costs a load instead of a clock call. Stored by those, loaded by the
+	// End hook's bookkeeping.
+	coarse atomic.Int64
+
 	// closing: Shutdown has begun, no more submissions. With the live
 	// count (see liveCount) it decides when Shutdown may stop the
 	// workers: a start is counted before closing is checked, and Shutdown
@@ -99,7 +107,7 @@ func New(opts ...Option) (*Scheduler, error) {
 		mailbox:     cfg.mailbox,
 		maxProcs:    int64(cfg.maxProcs),
 		log:         cfg.logger,
-		table:       newTable(),
+		table:       newTable(cfg.hooks.End != nil),
 		methods:     newMethodTable(),
 		drained:     make(chan struct{}),
 	}
@@ -214,7 +222,7 @@ func (s *Scheduler) start(values context.Context, p Process, method string, inpu
 	if values == context.Background() || values == context.TODO() {
 		values = nil // nothing to look up
 	}
-	if values != nil || mailbox != nil || s.hooks.End != nil || pr.methodID == 0 {
+	if values != nil || mailbox != nil || pr.methodID == 0 {
 		x := &procExtra{values: values, mailbox: mailbox}
 		if pr.methodID == 0 {
 			x.method = method
@@ -240,7 +248,7 @@ func (s *Scheduler) start(values context.Context, p Process, method string, inpu
 		return nil, err
 	}
 	if s.hooks.End != nil {
-		pr.extra.Load().started = time.Now()
+		*s.table.timing(id) = slotTiming{started: s.coarse.Load()}
 	}
 	s.table.publish(pr)
 	if w != nil {
@@ -649,10 +657,10 @@ func (s *Scheduler) finish(p *proc, w *worker, result payload.Payload, err error
 		s.log.Warn("scheduler: process forced to close at the shutdown deadline", "pid", p.pid(), "method", s.methodOf(p))
 	}
 	if s.hooks.End != nil {
-		x := p.extra.Load()
+		t := s.table.timing(p.id)
 		s.hooks.End(Ended{
 			PID: p.pid(), Method: s.methodOf(p), Result: result, Err: err,
-			Duration: time.Since(x.started), Steps: x.steps, Forced: forced,
+			Duration: time.Duration(max(s.coarse.Load()-t.started, 0)), Steps: t.steps, Forced: forced,
 		})
 	}
 	if forced {

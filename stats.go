@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"sync/atomic"
+	"time"
 
 	"github.com/procsched/scheduler/relay"
 )
@@ -234,6 +235,7 @@ func bump(c *atomic.Uint64) { c.Store(c.Load() + 1) }
 // flush publishes the worker's local counters. Worker only.
 func (w *worker) flush() {
 	w.beat.Store(w.runCount)
+	w.s.tick()
 	n, st := &w.n, &w.stats
 	st.steps.Store(n.steps)
 	st.yields.Store(n.yields)
@@ -256,6 +258,11 @@ func (w *worker) flush() {
 	st.steals.Store(n.steals)
 	st.stolen.Store(n.stolen)
 	st.spins.Store(n.spins)
+}
+
+// tick advances the coarse clock.
+func (s *Scheduler) tick() {
+	s.coarse.Store(int64(time.Since(s.timers.epoch)))
 }
 
 // schedCounters are counted outside any worker (external submissions,

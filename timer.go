@@ -88,6 +88,7 @@ func (ts *timerService) run() {
 	var due []timerEntry
 	for {
 		now := int64(time.Since(ts.epoch))
+		ts.s.coarse.Store(now)
 		ts.mu.Lock()
 		for len(ts.entries) > 0 && ts.entries[0].when <= now {
 			due = append(due, heap.Pop(&ts.entries).(timerEntry))

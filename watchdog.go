@@ -94,6 +94,7 @@ const maxIdleBackoff = 16
 
 // check samples every worker and reports whether any was busy.
 func (wd *watchdog) check(now time.Time) (busy bool) {
+	wd.s.tick()
 	for i, w := range wd.s.workers {
 		smp := &wd.samples[i]
 		beat := w.beat.Load()

@@ -512,17 +512,17 @@ func (w *worker) run(p *proc) {
 	// Decided once per run, not per step: whether steps are traced, and
 	// whether the End hook wants them counted.
 	traced := trace.IsEnabled()
-	var counted *procExtra
+	var timing *slotTiming
 	if s.hooks.End != nil {
-		counted = p.extra.Load()
+		timing = s.table.timing(p.id)
 	}
 	for steps := 1; ; steps++ {
 		if steps > 1 {
 			w.events = p.drain(w.events[:0])
 		}
 		w.out.reset(p.pid())
-		if counted != nil {
-			counted.steps++
+		if timing != nil {
+			timing.steps++ // before the step: the process is ours until it returns
 		}
 		var err error
 		if traced {
