@@ -171,10 +171,10 @@ func (w *worker) loop() {
 // findLocal returns work from the worker's next slot, own queue or the
 // global queue. Two periodic turns keep it fair: every
 // globalCheckInterval ticks it takes one process from the global queue
-// first, and, half a period later, the oldest process of its own queue
-// (whose owner otherwise works newest first), so nothing queued waits for
-// the queue to drain. After maxNextRuns from the next slot in a row, the
-// queue goes first.
+// first, and every ownQueueInterval ticks the oldest process of its own
+// queue (whose owner otherwise works newest first), so nothing queued
+// waits for the queue to drain. After maxNextRuns from the next slot in a
+// row, the queue goes first.
 func (w *worker) findLocal() *proc {
 	w.tick++
 	if !w.s.unfair {
@@ -183,7 +183,7 @@ func (w *worker) findLocal() *proc {
 			if p := w.popGlobalOne(); p != nil {
 				return p
 			}
-		} else if w.tick%globalCheckInterval == globalCheckInterval/2 {
+		} else if w.tick%ownQueueInterval == globalCheckInterval/2 {
 			if p := w.dq.Steal(); p != nil {
 				return p
 			}
@@ -225,6 +225,13 @@ func (w *worker) popGlobalOne() *proc {
 	}
 	return p
 }
+
+// ownQueueInterval is how often (in ticks) a worker takes the oldest
+// process of its own deque instead of the newest. Rarer than the global
+// turn: it bounds how long anything queued locally can wait, but each
+// such turn starts old work early, which for a depth-first process tree
+// (a fork-join computation) means more of the tree alive at once.
+const ownQueueInterval = 4 * globalCheckInterval
 
 // maxNextRuns caps consecutive runs from the next slot per scheduling
 // round, as the Go runtime lets runnext inherit the time slice.
