@@ -46,6 +46,11 @@ type watchdog struct {
 type watchSample struct {
 	beat      uint64
 	beatSince time.Time // when beat was first seen
+	// beats counts samples in a row that saw the beat move; the worker is
+	// asked to stop publishing cur only after several, so that a worker
+	// whose runs are merely long does not trigger a table scan each time
+	// its beat pauses.
+	beats int
 	run       *proc     // the run being watched, if any
 	state     uint64    // its state word without flagWake
 	since     time.Time // when that run was first seen
@@ -88,6 +93,10 @@ func (wd *watchdog) run() {
 	}
 }
 
+// unwatchAfter is how many samples in a row must see a worker's beat move
+// before it stops publishing each run's process.
+const unwatchAfter = 16
+
 // maxIdleBackoff bounds the watchdog's interval while every worker is
 // idle, in multiples of its base interval.
 const maxIdleBackoff = 16
@@ -100,13 +109,15 @@ func (wd *watchdog) check(now time.Time) (busy bool) {
 		beat := w.beat.Load()
 		if w.idle.Load() || beat != smp.beat {
 			// Idle, or making progress: short runs, nothing to watch.
-			*smp = watchSample{beat: beat, beatSince: now}
+			beats := smp.beats + 1
+			*smp = watchSample{beat: beat, beatSince: now, beats: beats}
 			busy = busy || !w.idle.Load()
-			if w.watched.Load() {
+			if beats >= unwatchAfter && w.watched.Load() {
 				w.watched.Store(false)
 			}
 			continue
 		}
+		smp.beats = 0
 		busy = true
 		if now.Sub(smp.beatSince) < wd.threshold/4 {
 			continue
