@@ -50,11 +50,11 @@ type watchSample struct {
 	// asked to stop publishing cur only after several, so that a worker
 	// whose runs are merely long does not trigger a table scan each time
 	// its beat pauses.
-	beats int
-	run       *proc     // the run being watched, if any
-	state     uint64    // its state word without flagWake
-	since     time.Time // when that run was first seen
-	reported  bool      // that run was reported already
+	beats    int
+	run      *proc     // the run being watched, if any
+	state    uint64    // its state word without flagWake
+	since    time.Time // when that run was first seen
+	reported bool      // that run was reported already
 }
 
 func newWatchdog(s *Scheduler, threshold time.Duration, hook func(SlowStep)) *watchdog {
