@@ -1,0 +1,230 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/procsched/scheduler/bench/internal/stats"
+)
+
+// Machine describes where a set of results was measured.
+type Machine struct {
+	CPU       string    // CPU model name
+	Cores     int       // logical CPUs
+	Memory    string    // total memory, formatted
+	OS        string    // operating system, architecture and kernel
+	GoVersion string    // toolchain that built the benchmark binaries
+	Revision  string    // the library's source revision, e.g. "fc7c94c" or "fc7c94c-dirty"
+	Date      time.Time // when the run started
+	Load      string    // load average when the run started
+}
+
+// Row is one implementation's result on one workload.
+type Row struct {
+	Workload string // workload name
+	Size     string // what the workload did, e.g. "1,000,000 msg"
+	Impl     string // implementation name
+	Variant  string // the variant kept, "" when the implementation has one
+
+	// Memory marks the idle-memory workload, whose primary figure is
+	// bytes per process rather than time.
+	Memory bool
+	// Primary summarises the rounds' primary figure: nanoseconds for a
+	// timed workload, bytes per process for the idle-memory one.
+	Primary stats.Summary
+	PerOpNS float64 // median nanoseconds per operation
+	OpUnit  string  // what one operation is, e.g. "msg"
+	// Ratio is the baseline's median primary figure divided by this
+	// row's: above 1 is faster (or smaller) than goroutines. 0 when
+	// there is no baseline.
+	Ratio    float64
+	Baseline bool // this row is the baseline (goroutines)
+
+	AllocsPerOp float64 // median heap allocations per operation
+	BytesPerOp  float64 // median bytes allocated per operation
+	PeakRSS     float64 // median peak resident set of the process, bytes
+
+	Runs   int    // rounds run
+	Failed int    // rounds that failed (wrong answer, crash, timeout)
+	Error  string // the first failure, if any
+}
+
+// Table is a full report.
+type Table struct {
+	Title   string
+	Machine Machine
+	Scale   float64 // the size factor of the run
+	Rounds  int
+	Rows    []Row    // in the order to print, grouped by workload
+	Notes   []string // printed as a list under the table
+}
+
+// WriteMarkdown writes t as a markdown document: a title, the machine,
+// how to read the figures, the table and the notes.
+func WriteMarkdown(w io.Writer, t Table) error {
+	var b strings.Builder
+	title := t.Title
+	if title == "" {
+		title = "Benchmark results"
+	}
+	fmt.Fprintf(&b, "# %s\n\n", title)
+	m := t.Machine
+	fmt.Fprintf(&b, "- Machine: %s, %d logical CPUs, %s memory, %s\n", orDash(m.CPU), m.Cores, orDash(m.Memory), orDash(m.OS))
+	fmt.Fprintf(&b, "- Go: %s\n", orDash(m.GoVersion))
+	if m.Revision != "" {
+		fmt.Fprintf(&b, "- Library revision: %s\n", m.Revision)
+	}
+	if !m.Date.IsZero() {
+		fmt.Fprintf(&b, "- Date: %s\n", m.Date.UTC().Format("2006-01-02 15:04 MST"))
+	}
+	if m.Load != "" {
+		fmt.Fprintf(&b, "- Load average at start: %s\n", m.Load)
+	}
+	fmt.Fprintf(&b, "- Scale %g, %d round(s); each round runs every implementation once, interleaved, each run in a fresh process\n\n", t.Scale, t.Rounds)
+	b.WriteString("Median of the rounds, with the fastest and slowest round. " +
+		"**× goroutines** is the goroutine baseline's median divided by this one's: above 1 is faster " +
+		"(for idle memory: fewer bytes per process) than goroutines with channels. " +
+		"Allocations are per operation during the measured part; peak RSS is the whole process's.\n\n")
+	b.WriteString("| workload | implementation | median | min – max | per op | × goroutines | allocs/op | B/op | peak RSS | runs |\n")
+	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|---|\n")
+	prev := ""
+	for _, r := range t.Rows {
+		wl := ""
+		if r.Workload != prev {
+			wl = "**" + r.Workload + "**"
+			if r.Size != "" {
+				wl += " (" + r.Size + ")"
+			}
+			prev = r.Workload
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+			wl, implName(r), primary(r, r.Primary.Median), spread(r), perOp(r), ratio(r),
+			num(r.AllocsPerOp), num(r.BytesPerOp), Bytes(r.PeakRSS), runs(r))
+	}
+	if len(t.Notes) > 0 {
+		b.WriteString("\n")
+		for _, n := range t.Notes {
+			fmt.Fprintf(&b, "- %s\n", n)
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "–"
+	}
+	return s
+}
+
+func implName(r Row) string {
+	name := r.Impl
+	if r.Variant != "" {
+		name += " (" + r.Variant + ")"
+	}
+	return name
+}
+
+func primary(r Row, v float64) string {
+	if r.Primary.N == 0 {
+		return "–"
+	}
+	if r.Memory {
+		return fmt.Sprintf("%.0f B/proc", v)
+	}
+	return Duration(v)
+}
+
+func spread(r Row) string {
+	if r.Primary.N == 0 {
+		return "–"
+	}
+	if r.Memory {
+		return fmt.Sprintf("%.0f – %.0f B", r.Primary.Min, r.Primary.Max)
+	}
+	return Duration(r.Primary.Min) + " – " + Duration(r.Primary.Max)
+}
+
+func perOp(r Row) string {
+	if r.Primary.N == 0 || r.PerOpNS == 0 {
+		return "–"
+	}
+	unit := r.OpUnit
+	if unit == "" {
+		unit = "op"
+	}
+	return fmt.Sprintf("%s/%s", Duration(r.PerOpNS), unit)
+}
+
+func ratio(r Row) string {
+	switch {
+	case r.Baseline:
+		return "1 (baseline)"
+	case r.Ratio == 0:
+		return "–"
+	case r.Ratio >= 1:
+		return fmt.Sprintf("**%.2f×**", r.Ratio)
+	}
+	return fmt.Sprintf("%.2f×", r.Ratio)
+}
+
+func runs(r Row) string {
+	if r.Failed == 0 {
+		return fmt.Sprintf("%d ok", r.Runs)
+	}
+	msg := fmt.Sprintf("%d/%d FAILED", r.Failed, r.Runs)
+	if r.Error != "" {
+		msg += ": " + strings.NewReplacer("|", "\\|", "\n", " ").Replace(r.Error)
+	}
+	return msg
+}
+
+// num formats a count that may be fractional: two decimals below 10,
+// none above.
+func num(v float64) string {
+	if v < 10 {
+		return fmt.Sprintf("%.2f", v)
+	}
+	return fmt.Sprintf("%.0f", v)
+}
+
+// Duration formats nanoseconds with a unit that keeps three or four
+// significant digits: "812 ns", "63.6 µs", "1.25 s".
+func Duration(ns float64) string {
+	switch {
+	case ns < 1e3:
+		return trim(ns, 1) + " ns"
+	case ns < 1e6:
+		return trim(ns/1e3, 1) + " µs"
+	case ns < 1e9:
+		return trim(ns/1e6, 1) + " ms"
+	}
+	return trim(ns/1e9, 2) + " s"
+}
+
+// Bytes formats a byte count in binary units: "512 B", "3.4 MiB".
+func Bytes(b float64) string {
+	switch {
+	case b == 0:
+		return "–"
+	case b < 1<<10:
+		return fmt.Sprintf("%.0f B", b)
+	case b < 1<<20:
+		return trim(b/(1<<10), 1) + " KiB"
+	case b < 1<<30:
+		return trim(b/(1<<20), 1) + " MiB"
+	}
+	return trim(b/(1<<30), 2) + " GiB"
+}
+
+// trim formats v with at most decimals decimals and no trailing zeros.
+func trim(v float64, decimals int) string {
+	s := fmt.Sprintf("%.*f", decimals, v)
+	if strings.Contains(s, ".") {
+		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	}
+	return s
+}

@@ -1,0 +1,263 @@
+package workload
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// Func runs one workload once at sizes sz. It does its setup, calls
+// m.Start just before the measured part and m.Stop just after it, checks
+// its own answer and returns an error if the answer is wrong, so that a
+// fast wrong run fails instead of winning.
+type Func func(m *Meter, sz Sizes) (Outcome, error)
+
+// Outcome is what a [Func] reports besides its error.
+type Outcome struct {
+	// Detail says what was checked, for the JSON result (e.g. "sum=499999500000").
+	Detail string
+	// BytesPerProcess is set by the idle workload: the growth of heap and
+	// stacks per idle process (see [LiveBytes]).
+	BytesPerProcess float64
+}
+
+// Entry is one workload an implementation runs. An implementation may
+// offer several variants of one workload (goroutines with unbuffered or
+// buffered channels); the report keeps the fastest and says which.
+type Entry struct {
+	Workload string
+	Variant  string // "" when there is only one way
+	Run      Func
+}
+
+// Result is the JSON line a benchmark binary prints for one run.
+type Result struct {
+	Impl     string  `json:"impl"`
+	Variant  string  `json:"variant,omitempty"`
+	Workload string  `json:"workload"`
+	Scale    float64 `json:"scale"`
+	Ops      int64   `json:"ops"` // unit operations (see Sizes.Ops)
+
+	NS           int64   `json:"ns"`                       // duration of the measured part
+	Allocs       uint64  `json:"allocs"`                   // heap allocations in the measured part
+	AllocBytes   uint64  `json:"alloc_bytes"`              // bytes allocated in the measured part
+	PeakRSS      uint64  `json:"peak_rss"`                 // the process's peak resident set, bytes
+	BytesPerProc float64 `json:"bytes_per_proc,omitempty"` // idle workload only
+	GCs          uint32  `json:"gcs"`                      // garbage collections in the measured part
+	GoMaxProcs   int     `json:"gomaxprocs"`
+	OK           bool    `json:"ok"`
+	Detail       string  `json:"detail,omitempty"`
+	Error        string  `json:"error,omitempty"`
+}
+
+// Meter measures the part of a run between Start and Stop: wall time,
+// allocations and garbage collections. Both calls force a collection so
+// that garbage left by the setup is not charged to the run.
+type Meter struct {
+	start, stop time.Time
+	before      runtime.MemStats
+	after       runtime.MemStats
+	started     bool
+	stopped     bool
+}
+
+// Start begins the measured part.
+func (m *Meter) Start() {
+	runtime.GC()
+	runtime.ReadMemStats(&m.before)
+	m.started = true
+	m.start = time.Now()
+}
+
+// Stop ends the measured part. A second Stop is ignored.
+func (m *Meter) Stop() {
+	if m.stopped {
+		return
+	}
+	m.stop = time.Now()
+	runtime.ReadMemStats(&m.after)
+	m.stopped = true
+}
+
+// LiveBytes collects garbage and returns the bytes held by live heap
+// objects plus goroutine stacks in use. The idle workload takes it before
+// and after starting its processes: stacks are where a parked goroutine's
+// memory is, so leaving them out would make goroutines look free.
+func LiveBytes() uint64 {
+	runtime.GC()
+	runtime.GC() // a second cycle frees what the first one's finalizers released
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc + ms.StackInuse
+}
+
+// PerProcess returns the growth from before to after divided by n, or 0
+// if nothing grew.
+func PerProcess(before, after uint64, n int) float64 {
+	if after <= before || n <= 0 {
+		return 0
+	}
+	return float64(after-before) / float64(n)
+}
+
+// PeakRSS returns the peak resident set size of this process in bytes:
+// VmHWM from /proc/self/status where there is one, else getrusage.
+func PeakRSS() uint64 {
+	if b, err := os.ReadFile("/proc/self/status"); err == nil {
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		for sc.Scan() {
+			line := sc.Text()
+			if rest, ok := bytes.CutPrefix([]byte(line), []byte("VmHWM:")); ok {
+				f := bytes.Fields(rest)
+				if len(f) >= 1 {
+					if kb, err := strconv.ParseUint(string(f[0]), 10, 64); err == nil {
+						return kb * 1024
+					}
+				}
+			}
+		}
+	}
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err == nil {
+		return uint64(ru.Maxrss) * 1024 // kilobytes on Linux
+	}
+	return 0
+}
+
+// Listing is what a benchmark binary prints for -list: the workloads and
+// variants it has.
+type Listing struct {
+	Impl    string   `json:"impl"`
+	Entries []string `json:"entries"` // "workload" or "workload/variant"
+}
+
+// Key names an entry as "workload" or "workload/variant".
+func Key(workload, variant string) string {
+	if variant == "" {
+		return workload
+	}
+	return workload + "/" + variant
+}
+
+// Main is the whole main function of a benchmark binary for
+// implementation impl with the given entries. It parses the command line
+// (-list, or -workload NAME [-variant V] [-scale F] [-cpuprofile FILE]),
+// runs the workload once, prints one JSON [Result] on standard output and
+// exits with status 1 if the run failed its check.
+func Main(impl string, entries []Entry) {
+	os.Exit(run(impl, entries, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(impl string, entries []Entry, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet(impl, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	list := fs.Bool("list", false, "print the workloads and variants this binary runs, as JSON")
+	name := fs.String("workload", "", "workload to run")
+	variant := fs.String("variant", "", "variant of the workload")
+	scale := fs.Float64("scale", 1, "size factor (1: the sizes of SPEC section 11)")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
+	memprofile := fs.String("memprofile", "", "write an allocation profile of the run to this file")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *list {
+		l := Listing{Impl: impl}
+		for _, e := range entries {
+			l.Entries = append(l.Entries, Key(e.Workload, e.Variant))
+		}
+		_ = json.NewEncoder(stdout).Encode(l)
+		return 0
+	}
+	i := slices.IndexFunc(entries, func(e Entry) bool { return e.Workload == *name && e.Variant == *variant })
+	if i < 0 {
+		fmt.Fprintf(stderr, "%s: no workload %q\n", impl, Key(*name, *variant))
+		return 2
+	}
+	res := Measure(impl, entries[i], *scale, *cpuprofile)
+	if *memprofile != "" {
+		if err := writeHeapProfile(*memprofile); err != nil && res.OK {
+			res.OK, res.Error = false, err.Error()
+		}
+	}
+	_ = json.NewEncoder(stdout).Encode(res)
+	if !res.OK {
+		fmt.Fprintf(stderr, "%s %s: %s\n", impl, Key(*name, *variant), res.Error)
+		return 1
+	}
+	return 0
+}
+
+// writeHeapProfile writes the allocation profile (every allocation since
+// the start, sampled) to path.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	runtime.GC()
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// Measure runs entry once at scale and returns its result. A panic in the
+// workload is reported as a failed run. If cpuprofile is not empty, a CPU
+// profile of the whole run is written there.
+func Measure(impl string, e Entry, scale float64, cpuprofile string) (res Result) {
+	sz := SizesFor(scale)
+	res = Result{
+		Impl: impl, Variant: e.Variant, Workload: e.Workload, Scale: scale,
+		Ops: sz.Ops(e.Workload), GoMaxProcs: runtime.GOMAXPROCS(0),
+	}
+	if cpuprofile != "" {
+		f, err := os.Create(cpuprofile)
+		if err != nil {
+			res.Error = err.Error()
+			return res
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			res.Error = err.Error()
+			return res
+		}
+		defer pprof.StopCPUProfile()
+	}
+	var m Meter
+	out, err := func() (out Outcome, err error) {
+		defer func() {
+			if v := recover(); v != nil {
+				err = fmt.Errorf("panic: %v", v)
+			}
+		}()
+		return e.Run(&m, sz)
+	}()
+	if err == nil && (!m.started || !m.stopped) {
+		err = errors.New("workload did not call Meter.Start and Meter.Stop")
+	}
+	res.PeakRSS = PeakRSS()
+	if err != nil {
+		res.Error = err.Error()
+		return res
+	}
+	res.NS = m.stop.Sub(m.start).Nanoseconds()
+	res.Allocs = m.after.Mallocs - m.before.Mallocs
+	res.AllocBytes = m.after.TotalAlloc - m.before.TotalAlloc
+	res.GCs = m.after.NumGC - m.before.NumGC
+	res.BytesPerProc = out.BytesPerProcess
+	res.Detail = out.Detail
+	res.OK = true
+	return res
+}

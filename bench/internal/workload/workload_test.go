@@ -1,0 +1,140 @@
+package workload
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func TestSizesFor(t *testing.T) {
+	full := SizesFor(1)
+	if full.PingPongMessages != 1_000_000 || full.SkynetLeaves != 1_000_000 || full.SpawnProcesses != 1_000_000 ||
+		full.FanOutReceivers != 1000 || full.FanOutMessages != 1_000_000 || full.IdleProcesses != 1_000_000 ||
+		full.RingNodes*full.RingLaps != 1_000_000 || full.YieldProcesses*full.YieldsPerProcess != 1_000_000 || full.FibN != 27 {
+		t.Errorf("SizesFor(1) = %+v, want the SPEC section 11 sizes", full)
+	}
+	if got := SizesFor(0); got != full {
+		t.Errorf("SizesFor(0) = %+v, want the full sizes", got)
+	}
+	quick := SizesFor(0.01)
+	if quick.SkynetLeaves != 10_000 || quick.PingPongMessages != 10_000 || quick.FanOutMessages%quick.FanOutReceivers != 0 {
+		t.Errorf("SizesFor(0.01) = %+v", quick)
+	}
+	if quick.FibN >= full.FibN {
+		t.Errorf("fib n at scale 0.01 = %d, want below %d", quick.FibN, full.FibN)
+	}
+}
+
+func TestAnswers(t *testing.T) {
+	if got := SkynetSum(1_000_000); got != 499999500000 {
+		t.Errorf("SkynetSum(1e6) = %d", got)
+	}
+	if got := SkynetNodes(1_000_000); got != 1_111_111 {
+		t.Errorf("SkynetNodes(1e6) = %d", got)
+	}
+	for n, want := range []int64{0, 1, 1, 2, 3, 5, 8, 13} {
+		if got := FibValue(n); got != want {
+			t.Errorf("FibValue(%d) = %d, want %d", n, got, want)
+		}
+	}
+	// calls(n) = calls(n-1) + calls(n-2) + 1, calls(0) = calls(1) = 1.
+	calls := []int64{1, 1}
+	for n := 2; n <= 20; n++ {
+		calls = append(calls, calls[n-1]+calls[n-2]+1)
+	}
+	for n, want := range calls {
+		if got := FibCalls(n); got != want {
+			t.Errorf("FibCalls(%d) = %d, want %d", n, got, want)
+		}
+	}
+	if got := SpawnSum(4); got != 6 {
+		t.Errorf("SpawnSum(4) = %d, want 6", got)
+	}
+}
+
+func TestThousands(t *testing.T) {
+	for n, want := range map[int64]string{0: "0", 999: "999", 1000: "1,000", 1234567: "1,234,567", -1234: "-1,234"} {
+		if got := Thousands(n); got != want {
+			t.Errorf("Thousands(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+func TestLabelsAndOps(t *testing.T) {
+	sz := SizesFor(1)
+	for _, w := range Names {
+		if sz.Label(w) == "" || sz.Ops(w) <= 0 || OpUnit(w) == "op" || Describe(w) == w {
+			t.Errorf("workload %s lacks a label, ops, unit or description", w)
+		}
+	}
+}
+
+func TestRunPrintsResult(t *testing.T) {
+	entries := []Entry{
+		{Workload: Ring, Run: func(m *Meter, sz Sizes) (Outcome, error) {
+			m.Start()
+			m.Stop()
+			return Outcome{Detail: "fine"}, nil
+		}},
+		{Workload: Ring, Variant: "wrong", Run: func(m *Meter, sz Sizes) (Outcome, error) {
+			m.Start()
+			m.Stop()
+			return Outcome{}, Check("hops", 1, 2)
+		}},
+		{Workload: Fib, Run: func(*Meter, Sizes) (Outcome, error) { panic("boom") }},
+		{Workload: Idle, Run: func(*Meter, Sizes) (Outcome, error) { return Outcome{}, nil }},
+	}
+	decode := func(b []byte) Result {
+		t.Helper()
+		var r Result
+		if err := json.Unmarshal(b, &r); err != nil {
+			t.Fatalf("output %q: %v", b, err)
+		}
+		return r
+	}
+	for _, tt := range []struct {
+		args    []string
+		code    int
+		ok      bool
+		errText string
+	}{
+		{[]string{"-workload", Ring, "-scale", "0.5"}, 0, true, ""},
+		{[]string{"-workload", Ring, "-variant", "wrong"}, 1, false, "hops: got 1, want 2"},
+		{[]string{"-workload", Fib}, 1, false, "panic: boom"},
+		{[]string{"-workload", Idle}, 1, false, "Meter.Start"},
+	} {
+		var out, errOut bytes.Buffer
+		if code := run("test", entries, tt.args, &out, &errOut); code != tt.code {
+			t.Errorf("%v: exit code %d, want %d (stderr %q)", tt.args, code, tt.code, errOut.String())
+		}
+		r := decode(out.Bytes())
+		if r.OK != tt.ok || !strings.Contains(r.Error, tt.errText) || r.Impl != "test" || r.PeakRSS == 0 {
+			t.Errorf("%v: result %+v", tt.args, r)
+		}
+	}
+
+	var out bytes.Buffer
+	if code := run("test", entries, []string{"-list"}, &out, &out); code != 0 {
+		t.Fatalf("-list: exit code %d", code)
+	}
+	var l Listing
+	if err := json.Unmarshal(out.Bytes(), &l); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"ring", "ring/wrong", "fib", "idle"}; strings.Join(l.Entries, " ") != strings.Join(want, " ") {
+		t.Errorf("-list entries = %v, want %v", l.Entries, want)
+	}
+	if code := run("test", entries, []string{"-workload", "nope"}, &out, &out); code != 2 {
+		t.Errorf("unknown workload: exit code %d, want 2", code)
+	}
+}
+
+func TestCheck(t *testing.T) {
+	if err := Check("x", 1, 1); err != nil {
+		t.Error(err)
+	}
+	if err := Check("x", 1, 2); err == nil || err.Error() != "x: got 1, want 2" {
+		t.Errorf("Check(1, 2) = %v", err)
+	}
+}

@@ -1,0 +1,685 @@
+// Command bench is the benchmark harness of github.com/procsched/scheduler:
+// it runs the workloads of SPEC section 11 on this scheduler and on what
+// a user would pick instead (goroutines with channels, ants, pond,
+// protoactor-go, hollywood), and reports how they compare.
+//
+// It builds one binary per implementation (impl/NAME) once, then runs
+// every (workload, implementation) pair in a fresh process, the
+// implementations interleaved (A B C, A B C, ...) for several rounds, so
+// a slow spell of a shared machine is spread over all of them. Each run
+// prints one JSON result (time, allocations, peak RSS, and whether its
+// answer checked out); the harness reports the median and range of the
+// rounds, ratios to goroutines, allocations and peak memory, writes
+// results/latest.md, results/latest.svg and results/latest.json, and
+// exits non-zero if any run failed its check.
+//
+// Usage, inside bench/:
+//
+//	go run .                          # everything: scale 1, 3 rounds
+//	go run . -quick                   # every workload once at scale 0.01 (CI)
+//	go run . -workloads skynet,spawn -impls sched,goroutines -rounds 5
+//	go run . -workloads fib -impls sched -rounds 1 -cpuprofile /tmp/prof -memprofile /tmp/mem
+//	go run . -from results/latest.json   # redraw the table and chart of a saved run
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/procsched/scheduler/bench/internal/report"
+	"github.com/procsched/scheduler/bench/internal/stats"
+	"github.com/procsched/scheduler/bench/internal/workload"
+)
+
+// modulePath is this module's path; the harness finds its own directory
+// by it.
+const modulePath = "github.com/procsched/scheduler/bench"
+
+// implNames are the implementations, in report order; each is a main
+// package under impl/.
+var implNames = []string{"sched", "goroutines", "ants", "pond", "protoactor", "hollywood"}
+
+// baseline is the implementation every ratio is taken against.
+const baseline = "goroutines"
+
+func main() {
+	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// config is the parsed command line.
+type config struct {
+	workloads  []string
+	impls      []string
+	rounds     int
+	scale      float64
+	quick      bool
+	out        string // "" writes no files
+	cpuprofile string // directory for one CPU profile per run, "" for none
+	memprofile string // directory for one allocation profile per run, "" for none
+	timeout    time.Duration
+	from       string // re-render the report from this latest.json instead of running
+}
+
+func parseFlags(args []string, stderr io.Writer) (config, error) {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	workloads := fs.String("workloads", "all", "comma-separated workloads: "+strings.Join(workload.Names, ","))
+	impls := fs.String("impls", "all", "comma-separated implementations: "+strings.Join(implNames, ","))
+	rounds := fs.Int("rounds", 3, "rounds; each runs every implementation once per workload")
+	scale := fs.Float64("size", 1, "size factor: 1 is SPEC section 11 (a million messages, leaves, processes)")
+	quick := fs.Bool("quick", false, "every workload once at size 0.01, checking results (CI); writes files only with -out")
+	out := fs.String("out", "results", "directory for latest.md, latest.svg and latest.json")
+	cpuprofile := fs.String("cpuprofile", "", "directory to write a CPU profile of every run to")
+	memprofile := fs.String("memprofile", "", "directory to write an allocation profile of every run to")
+	timeout := fs.Duration("timeout", 10*time.Minute, "limit for one run")
+	from := fs.String("from", "", "render the report from a saved latest.json instead of running anything")
+	if err := fs.Parse(args); err != nil {
+		return config{}, err
+	}
+	if fs.NArg() > 0 {
+		return config{}, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	c := config{rounds: *rounds, scale: *scale, quick: *quick, out: *out, cpuprofile: *cpuprofile, memprofile: *memprofile, timeout: *timeout, from: *from}
+	if c.quick {
+		if !set["rounds"] {
+			c.rounds = 1
+		}
+		if !set["size"] {
+			c.scale = 0.01
+		}
+		if !set["out"] {
+			c.out = ""
+		}
+	}
+	var err error
+	if c.workloads, err = pick("workload", *workloads, workload.Names); err != nil {
+		return config{}, err
+	}
+	if c.impls, err = pick("implementation", *impls, implNames); err != nil {
+		return config{}, err
+	}
+	if c.rounds < 1 {
+		return config{}, fmt.Errorf("-rounds %d: need at least 1", c.rounds)
+	}
+	if !(c.scale > 0) {
+		return config{}, fmt.Errorf("-size %v: need a positive factor", c.scale)
+	}
+	if c.timeout <= 0 {
+		return config{}, fmt.Errorf("-timeout %v: need a positive duration", c.timeout)
+	}
+	return c, nil
+}
+
+// pick parses a comma-separated selection of known names ("all" for
+// every one) and returns it in the known order.
+func pick(what, list string, known []string) ([]string, error) {
+	if list == "all" || list == "" {
+		return known, nil
+	}
+	want := map[string]bool{}
+	for _, n := range strings.Split(list, ",") {
+		n = strings.TrimSpace(n)
+		if !slices.Contains(known, n) {
+			return nil, fmt.Errorf("unknown %s %q (known: %s)", what, n, strings.Join(known, ", "))
+		}
+		want[n] = true
+	}
+	var out []string
+	for _, n := range known {
+		if want[n] {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+// run is the whole program; it returns the exit status.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cfg, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "bench:", err)
+		return 2
+	}
+	if err := bench(ctx, cfg, stdout, stderr); err != nil {
+		fmt.Fprintln(stderr, "bench:", err)
+		return 1
+	}
+	return 0
+}
+
+// errFailedRuns reports that some runs failed their check; the report
+// is still written.
+var errFailedRuns = errors.New("some runs failed")
+
+// saved is the content of latest.json.
+type saved struct {
+	Machine report.Machine    `json:"machine"`
+	Scale   float64           `json:"scale"`
+	Rounds  int               `json:"rounds"`
+	Runs    []workload.Result `json:"runs"`
+}
+
+func bench(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
+	if cfg.from != "" {
+		return rerender(cfg, stdout, stderr)
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		return err
+	}
+	machine := describeMachine(ctx, root)
+	binDir, err := os.MkdirTemp("", "procsched-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(binDir)
+	if err := build(ctx, root, binDir, cfg.impls, stderr); err != nil {
+		return err
+	}
+	entries, err := listEntries(ctx, binDir, cfg.impls)
+	if err != nil {
+		return err
+	}
+	for _, dir := range []string{cfg.cpuprofile, cfg.memprofile} {
+		if dir != "" {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return err
+			}
+		}
+	}
+	jobs := plan(cfg, entries)
+	if len(jobs) == 0 {
+		return errors.New("nothing to run for these workloads and implementations")
+	}
+	fmt.Fprintf(stderr, "running %d jobs: %d workload(s) x %d round(s), size %g\n", len(jobs), len(cfg.workloads), cfg.rounds, cfg.scale)
+	var results []workload.Result
+	for i, j := range jobs {
+		fmt.Fprintf(stderr, "[%*d/%d] %-9s %-24s round %d/%d  ", len(strconv.Itoa(len(jobs))), i+1, len(jobs), j.workload, j.label(), j.round, cfg.rounds)
+		res, errText := execute(ctx, cfg, binDir, j)
+		results = append(results, res)
+		if res.OK {
+			fmt.Fprintf(stderr, "%s\n", summaryOf(res))
+		} else {
+			fmt.Fprintf(stderr, "FAILED: %s\n", res.Error)
+			if errText != "" {
+				fmt.Fprintf(stderr, "    stderr: %s\n", strings.ReplaceAll(strings.TrimSpace(errText), "\n", "\n    "))
+			}
+		}
+	}
+	return finish(cfg, machine, results, stdout, stderr)
+}
+
+// finish writes the report of results and says whether every run passed.
+func finish(cfg config, machine report.Machine, results []workload.Result, stdout, stderr io.Writer) error {
+	table, chart := summarize(cfg, machine, results)
+	if err := report.WriteMarkdown(stdout, table); err != nil {
+		return err
+	}
+	if cfg.out != "" {
+		if err := writeFiles(cfg.out, table, chart, saved{machine, cfg.scale, cfg.rounds, results}); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "wrote %s\n", filepath.Join(cfg.out, "latest.{md,svg,json}"))
+	}
+	for _, r := range results {
+		if !r.OK {
+			return errFailedRuns
+		}
+	}
+	return nil
+}
+
+// rerender rebuilds the report from a saved latest.json: the scale and
+// rounds are the saved ones, the workload and implementation selection
+// the command line's.
+func rerender(cfg config, stdout, stderr io.Writer) error {
+	raw, err := os.ReadFile(cfg.from)
+	if err != nil {
+		return err
+	}
+	var sv saved
+	if err := json.Unmarshal(raw, &sv); err != nil {
+		return fmt.Errorf("%s: %w", cfg.from, err)
+	}
+	cfg.scale, cfg.rounds = sv.Scale, sv.Rounds
+	return finish(cfg, sv.Machine, sv.Runs, stdout, stderr)
+}
+
+func summaryOf(r workload.Result) string {
+	s := report.Duration(float64(r.NS))
+	if r.BytesPerProc > 0 {
+		s += fmt.Sprintf(", %.0f B/proc", r.BytesPerProc)
+	}
+	return s + "  ok " + r.Detail
+}
+
+// moduleRoot finds the bench module's directory: the working directory
+// or one above it, or bench/ below it (so the harness also runs from the
+// repository root).
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	if isBenchModule(filepath.Join(dir, "bench")) {
+		return filepath.Join(dir, "bench"), nil
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if isBenchModule(d) {
+			return d, nil
+		}
+		if filepath.Dir(d) == d {
+			return "", fmt.Errorf("no %s module at or above %s", modulePath, dir)
+		}
+	}
+}
+
+func isBenchModule(dir string) bool {
+	b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+	if err != nil {
+		return false
+	}
+	first, _, _ := strings.Cut(string(b), "\n")
+	return strings.TrimSpace(first) == "module "+modulePath
+}
+
+// goTool returns the go command: $GOROOT/bin/go when the go command set
+// GOROOT (go run, go test), else the one on PATH.
+func goTool() string {
+	if root := os.Getenv("GOROOT"); root != "" {
+		p := filepath.Join(root, "bin", "go")
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	return "go"
+}
+
+// build compiles every implementation's binary into dir in one go
+// command.
+func build(ctx context.Context, root, dir string, impls []string, stderr io.Writer) error {
+	args := []string{"build", "-o", dir + string(filepath.Separator)}
+	for _, name := range impls {
+		args = append(args, "./impl/"+name)
+	}
+	fmt.Fprintf(stderr, "building %s\n", strings.Join(impls, ", "))
+	cmd := exec.CommandContext(ctx, goTool(), args...)
+	cmd.Dir = root
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, out.String())
+	}
+	return nil
+}
+
+// listEntries asks every binary which workloads and variants it runs.
+func listEntries(ctx context.Context, dir string, impls []string) (map[string][]string, error) {
+	entries := map[string][]string{}
+	for _, name := range impls {
+		out, err := exec.CommandContext(ctx, filepath.Join(dir, name), "-list").Output()
+		if err != nil {
+			return nil, fmt.Errorf("%s -list: %w", name, err)
+		}
+		var l workload.Listing
+		if err := json.Unmarshal(out, &l); err != nil {
+			return nil, fmt.Errorf("%s -list: %w", name, err)
+		}
+		entries[name] = l.Entries
+	}
+	return entries, nil
+}
+
+// job is one run: a workload on one implementation (and variant) in one
+// round.
+type job struct {
+	workload, impl, variant string
+	round                   int
+}
+
+func (j job) label() string {
+	if j.variant == "" {
+		return j.impl
+	}
+	return j.impl + "/" + j.variant
+}
+
+// plan lists the runs: workload by workload, and within a workload round
+// by round, every implementation and variant once per round.
+func plan(cfg config, entries map[string][]string) []job {
+	var jobs []job
+	for _, w := range cfg.workloads {
+		for r := 1; r <= cfg.rounds; r++ {
+			for _, impl := range cfg.impls {
+				for _, e := range entries[impl] {
+					name, variant, _ := strings.Cut(e, "/")
+					if name == w {
+						jobs = append(jobs, job{workload: w, impl: impl, variant: variant, round: r})
+					}
+				}
+			}
+		}
+	}
+	return jobs
+}
+
+// execute runs one job in a fresh process and returns its result and,
+// when it failed, what it wrote on standard error.
+func execute(ctx context.Context, cfg config, dir string, j job) (workload.Result, string) {
+	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
+	defer cancel()
+	args := []string{"-workload", j.workload, "-scale", strconv.FormatFloat(cfg.scale, 'g', -1, 64)}
+	if j.variant != "" {
+		args = append(args, "-variant", j.variant)
+	}
+	name := fmt.Sprintf("%s-%s-r%d.pprof", j.workload, strings.ReplaceAll(j.label(), "/", "-"), j.round)
+	if cfg.cpuprofile != "" {
+		args = append(args, "-cpuprofile", filepath.Join(cfg.cpuprofile, name))
+	}
+	if cfg.memprofile != "" {
+		args = append(args, "-memprofile", filepath.Join(cfg.memprofile, name))
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(dir, j.impl), args...)
+	cmd.WaitDelay = 5 * time.Second
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	runErr := cmd.Run()
+	failed := workload.Result{Impl: j.impl, Variant: j.variant, Workload: j.workload, Scale: cfg.scale}
+	var res workload.Result
+	lines := bytes.Split(bytes.TrimSpace(out.Bytes()), []byte("\n"))
+	if err := json.Unmarshal(lines[len(lines)-1], &res); err != nil {
+		switch {
+		case ctx.Err() != nil:
+			failed.Error = fmt.Sprintf("timed out after %v", cfg.timeout)
+		case runErr != nil:
+			failed.Error = "no result: " + runErr.Error()
+		default:
+			failed.Error = "no result: " + err.Error()
+		}
+		return failed, tail(errOut.String(), 2000)
+	}
+	if runErr != nil && res.OK {
+		res.OK = false
+		res.Error = "exit: " + runErr.Error()
+	}
+	if !res.OK {
+		return res, tail(errOut.String(), 2000)
+	}
+	return res, ""
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "..." + s[len(s)-n:]
+}
+
+// writeFiles writes latest.md, latest.svg and latest.json into dir.
+func writeFiles(dir string, table report.Table, chart report.Chart, sv saved) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	var md, svg bytes.Buffer
+	if err := report.WriteMarkdown(&md, table); err != nil {
+		return err
+	}
+	fmt.Fprintf(&md, "\n![ratio to goroutines](latest.svg)\n")
+	if err := report.WriteSVG(&svg, chart); err != nil {
+		return err
+	}
+	raw, err := json.MarshalIndent(sv, "", "  ")
+	if err != nil {
+		return err
+	}
+	for name, data := range map[string][]byte{"latest.md": md.Bytes(), "latest.svg": svg.Bytes(), "latest.json": append(raw, '\n')} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// cell gathers the rounds of one (workload, implementation, variant).
+type cell struct {
+	workload, impl, variant string
+	ok                      []workload.Result
+	runs                    int
+	firstError              string
+}
+
+// primary is the figure a workload is judged by: time, or bytes per
+// process for the idle-memory workload.
+func primary(r workload.Result) float64 {
+	if r.Workload == workload.Idle {
+		return r.BytesPerProc
+	}
+	return float64(r.NS)
+}
+
+func (c *cell) summary() stats.Summary {
+	xs := make([]float64, len(c.ok))
+	for i, r := range c.ok {
+		xs[i] = primary(r)
+	}
+	return stats.Summarize(xs)
+}
+
+func (c *cell) median(f func(workload.Result) float64) float64 {
+	xs := make([]float64, len(c.ok))
+	for i, r := range c.ok {
+		xs[i] = f(r)
+	}
+	return stats.Median(xs)
+}
+
+// summarize turns the runs into the report's table and chart. For an
+// implementation with variants it keeps, per workload, the variant with
+// the best median (only variants with no failed round qualify, unless
+// none has) and notes the others.
+func summarize(cfg config, machine report.Machine, results []workload.Result) (report.Table, report.Chart) {
+	cells := map[string]*cell{}
+	var order []string
+	for _, r := range results {
+		key := r.Workload + "\x00" + r.Impl + "\x00" + r.Variant
+		c, ok := cells[key]
+		if !ok {
+			c = &cell{workload: r.Workload, impl: r.Impl, variant: r.Variant}
+			cells[key] = c
+			order = append(order, key)
+		}
+		c.runs++
+		if r.OK {
+			c.ok = append(c.ok, r)
+		} else if c.firstError == "" {
+			c.firstError = r.Error
+		}
+	}
+	sz := workload.SizesFor(cfg.scale)
+	table := report.Table{Machine: machine, Scale: cfg.scale, Rounds: cfg.rounds}
+	chart := report.Chart{
+		Title: "Relative to goroutines + channels (higher is better)",
+		Subtitle: fmt.Sprintf("goroutines' median ÷ the implementation's; time, or bytes per process for idle. Size %g, %d round(s), %s, %d CPUs, %s",
+			cfg.scale, cfg.rounds, machine.CPU, machine.Cores, machine.GoVersion),
+	}
+	for _, impl := range cfg.impls {
+		if impl != baseline {
+			chart.Series = append(chart.Series, impl)
+		}
+	}
+	for _, w := range cfg.workloads {
+		var rows []report.Row
+		var base float64
+		for _, impl := range cfg.impls {
+			var variants []*cell
+			for _, key := range order {
+				if c := cells[key]; c.workload == w && c.impl == impl {
+					variants = append(variants, c)
+				}
+			}
+			if len(variants) == 0 {
+				continue
+			}
+			best := bestVariant(variants)
+			row := rowOf(best, sz, w)
+			if len(variants) > 1 {
+				row.Variant = best.variant
+				table.Notes = append(table.Notes, variantNote(w, impl, best, variants))
+			}
+			if impl == baseline && len(best.ok) > 0 {
+				row.Baseline = true
+				base = row.Primary.Median
+			}
+			rows = append(rows, row)
+		}
+		if len(rows) == 0 {
+			continue
+		}
+		chart.Groups = append(chart.Groups, w)
+		for i := range rows {
+			r := &rows[i]
+			if base > 0 && r.Primary.N > 0 && r.Primary.Median > 0 {
+				r.Ratio = base / r.Primary.Median
+			}
+			if !r.Baseline && r.Ratio > 0 {
+				chart.Points = append(chart.Points, report.Point{Group: w, Series: r.Impl, Value: r.Ratio})
+			}
+		}
+		table.Rows = append(table.Rows, rows...)
+	}
+	return table, chart
+}
+
+// bestVariant returns the variant with the lowest median primary figure
+// among those with no failed round (or, failing that, with any good
+// round; or the first).
+func bestVariant(vs []*cell) *cell {
+	for _, strict := range []bool{true, false} {
+		var best *cell
+		for _, c := range vs {
+			if len(c.ok) == 0 || (strict && len(c.ok) != c.runs) {
+				continue
+			}
+			if best == nil || c.summary().Median < best.summary().Median {
+				best = c
+			}
+		}
+		if best != nil {
+			return best
+		}
+	}
+	return vs[0]
+}
+
+func rowOf(c *cell, sz workload.Sizes, w string) report.Row {
+	row := report.Row{
+		Workload: w,
+		Size:     sz.Label(w),
+		Impl:     c.impl,
+		Memory:   w == workload.Idle,
+		OpUnit:   workload.OpUnit(w),
+		Runs:     c.runs,
+		Failed:   c.runs - len(c.ok),
+		Error:    c.firstError,
+	}
+	if len(c.ok) == 0 {
+		return row
+	}
+	ops := float64(c.ok[0].Ops)
+	row.Primary = c.summary()
+	row.PerOpNS = c.median(func(r workload.Result) float64 { return float64(r.NS) }) / ops
+	row.AllocsPerOp = c.median(func(r workload.Result) float64 { return float64(r.Allocs) }) / ops
+	row.BytesPerOp = c.median(func(r workload.Result) float64 { return float64(r.AllocBytes) }) / ops
+	row.PeakRSS = c.median(func(r workload.Result) float64 { return float64(r.PeakRSS) })
+	return row
+}
+
+// variantNote says which variant was kept and what the others measured.
+func variantNote(w, impl string, best *cell, vs []*cell) string {
+	var parts []string
+	for _, c := range vs {
+		fig := "failed"
+		if len(c.ok) > 0 {
+			m := c.summary().Median
+			if w == workload.Idle {
+				fig = fmt.Sprintf("%.0f B/proc", m)
+			} else {
+				fig = report.Duration(m)
+			}
+		}
+		if c == best {
+			fig += " (kept)"
+		}
+		parts = append(parts, c.variant+" "+fig)
+	}
+	return fmt.Sprintf("%s, %s: %s", w, impl, strings.Join(parts, "; "))
+}
+
+// describeMachine collects what the report says about the machine.
+func describeMachine(ctx context.Context, root string) report.Machine {
+	m := report.Machine{
+		Cores:     runtime.NumCPU(),
+		OS:        runtime.GOOS + "/" + runtime.GOARCH,
+		GoVersion: runtime.Version(),
+		Date:      time.Now().UTC(),
+	}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPU = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if m.CPU == "" {
+		m.CPU = runtime.GOARCH + " CPU"
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if rest, ok := strings.CutPrefix(line, "MemTotal:"); ok {
+				if f := strings.Fields(rest); len(f) > 0 {
+					if kb, err := strconv.ParseFloat(f[0], 64); err == nil {
+						m.Memory = report.Bytes(kb * 1024)
+					}
+				}
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.OS += ", kernel " + strings.TrimSpace(string(b))
+	}
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		if f := strings.Fields(string(b)); len(f) >= 3 {
+			m.Load = strings.Join(f[:3], " ")
+		}
+	}
+	// The library is the module above bench/ (the replace directive).
+	git := exec.CommandContext(ctx, "git", "-C", filepath.Dir(root), "describe", "--always", "--dirty", "--abbrev=12")
+	if out, err := git.Output(); err == nil {
+		m.Revision = string(bytes.TrimSpace(out))
+	}
+	cmd := exec.CommandContext(ctx, goTool(), "env", "GOVERSION")
+	cmd.Dir = root
+	if out, err := cmd.Output(); err == nil && len(bytes.TrimSpace(out)) > 0 {
+		m.GoVersion = string(bytes.TrimSpace(out))
+	}
+	return m
+}

@@ -1,0 +1,211 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/procsched/scheduler/bench/internal/report"
+	"github.com/procsched/scheduler/bench/internal/workload"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// TestQuick runs the harness end to end as CI does (-quick), for this
+// scheduler and the goroutine baseline: it builds their binaries, runs
+// every workload once at size 0.01, and every run must check out.
+func TestQuick(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the benchmark binaries")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	code := run(ctx, []string{"-quick", "-impls", "sched,goroutines", "-out", dir}, &stdout, &stderr)
+	require.Equal(t, 0, code, "exit code; progress:\n%s", stderr.String())
+
+	for _, w := range workload.Names {
+		require.Contains(t, stderr.String(), w+" ", "progress output names every workload")
+	}
+	require.Contains(t, stderr.String(), "round 1/1")
+
+	raw, err := os.ReadFile(filepath.Join(dir, "latest.json"))
+	require.NoError(t, err)
+	var doc struct {
+		Scale float64           `json:"scale"`
+		Runs  []workload.Result `json:"runs"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &doc))
+	require.Equal(t, 0.01, doc.Scale)
+	ran := map[string]bool{}
+	for _, r := range doc.Runs {
+		require.True(t, r.OK, "run %s %s/%s failed: %s", r.Workload, r.Impl, r.Variant, r.Error)
+		require.NotEmpty(t, r.Detail, "run %s %s says what it checked", r.Workload, r.Impl)
+		require.Positive(t, r.NS)
+		ran[r.Workload+" "+r.Impl] = true
+	}
+	for _, w := range workload.Names {
+		for _, impl := range []string{"sched", "goroutines"} {
+			require.True(t, ran[w+" "+impl], "no run of %s on %s", w, impl)
+		}
+	}
+
+	md, err := os.ReadFile(filepath.Join(dir, "latest.md"))
+	require.NoError(t, err)
+	require.Equal(t, stdout.String()+"\n![ratio to goroutines](latest.svg)\n", string(md), "latest.md is the printed table plus the chart")
+	rows := 0
+	for _, line := range strings.Split(string(md), "\n") {
+		if strings.HasPrefix(line, "| ") && !strings.HasPrefix(line, "| workload") {
+			rows++
+		}
+	}
+	require.Equal(t, 2*len(workload.Names), rows, "one table row per workload and implementation:\n%s", md)
+
+	svg, err := os.ReadFile(filepath.Join(dir, "latest.svg"))
+	require.NoError(t, err)
+	require.Equal(t, len(workload.Names), strings.Count(string(svg), `class="bar"`), "one bar (sched) per workload")
+}
+
+func TestParseFlags(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		want    config
+		wantErr string
+	}{
+		{name: "defaults", args: nil,
+			want: config{workloads: workload.Names, impls: implNames, rounds: 3, scale: 1, out: "results", timeout: 10 * time.Minute}},
+		{name: "quick", args: []string{"-quick"},
+			want: config{workloads: workload.Names, impls: implNames, rounds: 1, scale: 0.01, quick: true, timeout: 10 * time.Minute}},
+		{name: "quick with explicit values", args: []string{"-quick", "-rounds", "2", "-size", "0.1", "-out", "x"},
+			want: config{workloads: workload.Names, impls: implNames, rounds: 2, scale: 0.1, quick: true, out: "x", timeout: 10 * time.Minute}},
+		{name: "selection keeps report order", args: []string{"-workloads", "fib, ring", "-impls", "goroutines,sched"},
+			want: config{workloads: []string{"ring", "fib"}, impls: []string{"sched", "goroutines"}, rounds: 3, scale: 1, out: "results", timeout: 10 * time.Minute}},
+		{name: "unknown workload", args: []string{"-workloads", "nope"}, wantErr: `unknown workload "nope"`},
+		{name: "unknown implementation", args: []string{"-impls", "akka"}, wantErr: `unknown implementation "akka"`},
+		{name: "no rounds", args: []string{"-rounds", "0"}, wantErr: "need at least 1"},
+		{name: "bad size", args: []string{"-size", "-1"}, wantErr: "positive factor"},
+		{name: "stray argument", args: []string{"extra"}, wantErr: "unexpected arguments"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parseFlags(tt.args, &bytes.Buffer{})
+			if tt.wantErr != "" {
+				require.ErrorContains(t, err, tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tt.want, got)
+		})
+	}
+}
+
+func TestPlanInterleaves(t *testing.T) {
+	cfg := config{workloads: []string{"pingpong", "fib"}, impls: []string{"sched", "goroutines", "ants"}, rounds: 2}
+	entries := map[string][]string{
+		"sched":      {"pingpong", "fib"},
+		"goroutines": {"pingpong/unbuffered", "pingpong/buffered", "fib/unbuffered"},
+		"ants":       {"fib/cpu"},
+	}
+	var got []string
+	for _, j := range plan(cfg, entries) {
+		got = append(got, j.workload+" "+j.label()+" "+string(rune('0'+j.round)))
+	}
+	want := []string{
+		"pingpong sched 1", "pingpong goroutines/unbuffered 1", "pingpong goroutines/buffered 1",
+		"pingpong sched 2", "pingpong goroutines/unbuffered 2", "pingpong goroutines/buffered 2",
+		"fib sched 1", "fib goroutines/unbuffered 1", "fib ants/cpu 1",
+		"fib sched 2", "fib goroutines/unbuffered 2", "fib ants/cpu 2",
+	}
+	require.Equal(t, want, got)
+}
+
+func TestSummarize(t *testing.T) {
+	res := func(w, impl, variant string, ns int64, ok bool) workload.Result {
+		r := workload.Result{Workload: w, Impl: impl, Variant: variant, NS: ns, Ops: 1000, OK: ok, PeakRSS: 1 << 20}
+		if !ok {
+			r.Error = "wrong answer"
+		}
+		if w == workload.Idle {
+			r.BytesPerProc = float64(ns)
+		}
+		return r
+	}
+	results := []workload.Result{
+		res("ring", "sched", "", 100, true),
+		res("ring", "goroutines", "unbuffered", 400, true),
+		res("ring", "goroutines", "buffered", 200, true),
+		res("ring", "sched", "", 120, true),
+		res("ring", "goroutines", "unbuffered", 420, true),
+		res("ring", "goroutines", "buffered", 50, false), // fastest, but wrong: not kept
+		res("idle", "sched", "", 250, true),
+		res("idle", "goroutines", "", 2500, true),
+		res("idle", "hollywood", "", 0, false),
+	}
+	cfg := config{workloads: []string{"ring", "idle"}, impls: []string{"sched", "goroutines", "hollywood"}, rounds: 2, scale: 1}
+	table, chart := summarize(cfg, report.Machine{CPU: "test"}, results)
+
+	require.Len(t, table.Rows, 5)
+	sched, gor := table.Rows[0], table.Rows[1]
+	require.Equal(t, "goroutines", gor.Impl)
+	require.Equal(t, "unbuffered", gor.Variant, "the failing variant is not kept")
+	require.True(t, gor.Baseline)
+	require.Equal(t, 410.0, gor.Primary.Median)
+	require.InDelta(t, 410.0/110.0, sched.Ratio, 1e-9)
+	require.Equal(t, 0.11, sched.PerOpNS)
+
+	idle := table.Rows[2]
+	require.True(t, idle.Memory)
+	require.InDelta(t, 10.0, idle.Ratio, 1e-9)
+	broken := table.Rows[4]
+	require.Equal(t, 1, broken.Failed)
+	require.Equal(t, "wrong answer", broken.Error)
+	require.Zero(t, broken.Ratio)
+
+	require.Equal(t, []string{"ring", "idle"}, chart.Groups)
+	require.Equal(t, []string{"sched", "hollywood"}, chart.Series)
+	require.Len(t, chart.Points, 2, "a bar for sched on each workload; none for the baseline or a failure")
+	require.Len(t, table.Notes, 1)
+	require.Contains(t, table.Notes[0], "unbuffered 410 ns (kept)")
+}
+
+func TestFromRerendersASavedRun(t *testing.T) {
+	dir := t.TempDir()
+	sv := saved{
+		Machine: report.Machine{CPU: "saved CPU", Cores: 2},
+		Scale:   0.5,
+		Rounds:  1,
+		Runs: []workload.Result{
+			{Impl: "sched", Workload: "ring", Ops: 100, NS: 1000, OK: true},
+			{Impl: "goroutines", Variant: "buffered", Workload: "ring", Ops: 100, NS: 3000, OK: true},
+		},
+	}
+	raw, err := json.Marshal(sv)
+	require.NoError(t, err)
+	in := filepath.Join(dir, "in.json")
+	require.NoError(t, os.WriteFile(in, raw, 0o644))
+
+	var stdout, stderr bytes.Buffer
+	out := filepath.Join(dir, "out")
+	code := run(context.Background(), []string{"-from", in, "-out", out}, &stdout, &stderr)
+	require.Equal(t, 0, code, stderr.String())
+	require.Contains(t, stdout.String(), "saved CPU")
+	require.Contains(t, stdout.String(), "Scale 0.5, 1 round(s)")
+	require.Contains(t, stdout.String(), "| **3.00×** |")
+	again, err := os.ReadFile(filepath.Join(out, "latest.json"))
+	require.NoError(t, err)
+	var back saved
+	require.NoError(t, json.Unmarshal(again, &back))
+	require.Equal(t, sv, back, "the saved runs are written back unchanged")
+}
