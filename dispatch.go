@@ -74,26 +74,7 @@ func (c Call) Submit(ctx context.Context, p Process, method string, input payloa
 	if c.s == nil {
 		return Handle{}, ErrProcessNotFound
 	}
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	if err := ctx.Err(); err != nil {
-		return Handle{}, err
-	}
-	so, err := applySubmitOptions(opts)
-	if err != nil {
-		return Handle{}, err
-	}
-	values := ctx
-	if values == context.Background() || values == context.TODO() {
-		values = c.ctx.values()
-	}
-	pr, err := c.s.start(values, p, method, input, 0, 0, nil, so.mailbox, true)
-	if err != nil {
-		return Handle{}, err
-	}
-	c.s.enqueue(pr, via{w: c.w, call: true})
-	return Handle{p: pr}, nil
+	return c.s.submit(ctx, c.ctx.values(), p, method, input, opts, via{w: c.w, call: true})
 }
 
 // Completion completes one yield from any goroutine, once. The zero

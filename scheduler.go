@@ -164,6 +164,13 @@ func (s *Scheduler) Workers() int { return len(s.workers) }
 // ctx bounds the submission only: the process context carries ctx's
 // values but not its cancellation (see [Process]).
 func (s *Scheduler) Submit(ctx context.Context, p Process, method string, input payload.Payloads, opts ...SubmitOption) (Handle, error) {
+	return s.submit(ctx, nil, p, method, input, opts, via{})
+}
+
+// submit is Submit and Call.Submit: values, if not nil, is where the
+// process context's values come from when ctx has none to offer; v says
+// where the process is queued.
+func (s *Scheduler) submit(ctx context.Context, values context.Context, p Process, method string, input payload.Payloads, opts []SubmitOption, v via) (Handle, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -174,11 +181,14 @@ func (s *Scheduler) Submit(ctx context.Context, p Process, method string, input 
 	if err != nil {
 		return Handle{}, err
 	}
-	pr, err := s.start(ctx, p, method, input, 0, 0, nil, so.mailbox, true)
+	if values == nil || (ctx != context.Background() && ctx != context.TODO()) {
+		values = ctx
+	}
+	pr, err := s.start(values, p, method, input, 0, 0, nil, so.mailbox, true)
 	if err != nil {
 		return Handle{}, err
 	}
-	s.enqueue(pr, via{})
+	s.enqueue(pr, v)
 	return Handle{p: pr}, nil
 }
 

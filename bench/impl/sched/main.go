@@ -247,6 +247,13 @@ func (n *skynetNode) Step(evs []scheduler.Event, out *scheduler.StepOutput) erro
 		n.waiting = 10
 		return nil
 	}
+	return addResults(evs, &n.sum, &n.waiting, out)
+}
+
+// addResults adds the int64 results of the children's completions in evs
+// to *sum, counting *waiting down, and finishes with the sum once every
+// child has reported.
+func addResults(evs []scheduler.Event, sum *int64, waiting *int, out *scheduler.StepOutput) error {
 	for _, ev := range evs {
 		switch ev.Type {
 		case scheduler.EventCancel:
@@ -259,12 +266,12 @@ func (n *skynetNode) Step(evs []scheduler.Event, out *scheduler.StepOutput) erro
 			if err != nil {
 				return err
 			}
-			n.sum += v
-			n.waiting--
+			*sum += v
+			*waiting--
 		}
 	}
-	if n.waiting == 0 {
-		out.Done(payload.Of(n.sum))
+	if *waiting == 0 {
+		out.Done(payload.Of(*sum))
 	}
 	return nil
 }
@@ -638,26 +645,7 @@ func (p *fibProc) Step(evs []scheduler.Event, out *scheduler.StepOutput) error {
 		p.waiting = 2
 		return nil
 	}
-	for _, ev := range evs {
-		switch ev.Type {
-		case scheduler.EventCancel:
-			return errCancelled
-		case scheduler.EventYieldComplete:
-			if ev.Error != nil {
-				return ev.Error
-			}
-			v, err := payload.As[int64](ev.Data.(payload.Payload))
-			if err != nil {
-				return err
-			}
-			p.sum += v
-			p.waiting--
-		}
-	}
-	if p.waiting == 0 {
-		out.Done(payload.Of(p.sum))
-	}
-	return nil
+	return addResults(evs, &p.sum, &p.waiting, out)
 }
 
 func fib(m *workload.Meter, sz workload.Sizes) (workload.Outcome, error) {
