@@ -277,27 +277,33 @@ func addResults(evs []scheduler.Event, sum *int64, waiting *int, out *scheduler.
 }
 
 func skynet(m *workload.Meter, sz workload.Sizes) (workload.Outcome, error) {
-	s, err := start()
-	if err != nil {
-		return workload.Outcome{}, err
-	}
-	defer stop(s)
-	ctx := context.Background()
-	m.Start()
-	h, err := s.Submit(ctx, &skynetNode{size: sz.SkynetLeaves}, "sum", nil)
-	if err != nil {
-		return workload.Outcome{}, err
-	}
-	res, err := h.Wait(ctx)
-	if err != nil {
-		return workload.Outcome{}, err
-	}
-	m.Stop()
-	sum, err := payload.As[int64](res)
+	sum, err := runForInt64(m, &skynetNode{size: sz.SkynetLeaves}, "sum")
 	if err != nil {
 		return workload.Outcome{}, err
 	}
 	return workload.Outcome{Detail: fmt.Sprintf("sum=%d", sum)}, workload.Check("sum", sum, workload.SkynetSum(sz.SkynetLeaves))
+}
+
+// runForInt64 times one process, submitted on a fresh scheduler with
+// method, from its submission to its int64 result.
+func runForInt64(m *workload.Meter, p scheduler.Process, method string) (int64, error) {
+	s, err := start()
+	if err != nil {
+		return 0, err
+	}
+	defer stop(s)
+	ctx := context.Background()
+	m.Start()
+	h, err := s.Submit(ctx, p, method, nil)
+	if err != nil {
+		return 0, err
+	}
+	res, err := h.Wait(ctx)
+	if err != nil {
+		return 0, err
+	}
+	m.Stop()
+	return payload.As[int64](res)
 }
 
 // trivial finishes in its first step.
@@ -649,23 +655,7 @@ func (p *fibProc) Step(evs []scheduler.Event, out *scheduler.StepOutput) error {
 }
 
 func fib(m *workload.Meter, sz workload.Sizes) (workload.Outcome, error) {
-	s, err := start()
-	if err != nil {
-		return workload.Outcome{}, err
-	}
-	defer stop(s)
-	ctx := context.Background()
-	m.Start()
-	h, err := s.Submit(ctx, &fibProc{n: sz.FibN}, "fib", nil)
-	if err != nil {
-		return workload.Outcome{}, err
-	}
-	res, err := h.Wait(ctx)
-	if err != nil {
-		return workload.Outcome{}, err
-	}
-	m.Stop()
-	v, err := payload.As[int64](res)
+	v, err := runForInt64(m, &fibProc{n: sz.FibN}, "fib")
 	if err != nil {
 		return workload.Outcome{}, err
 	}
