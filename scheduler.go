@@ -402,6 +402,9 @@ func (s *Scheduler) lookup(pid relay.PID) (*proc, error) {
 	return nil, fmt.Errorf("%w: %v", ErrProcessNotFound, pid)
 }
 
+// The scheduler routes messages to its processes by PID.
+var _ relay.Receiver = (*Scheduler)(nil)
+
 // Send delivers msg to the process msg.To as an [EventMessage] whose Data
 // is msg itself and whose From is msg.From; it implements
 // [relay.Receiver]. It returns an error wrapping [ErrProcessNotFound] if
