@@ -164,8 +164,8 @@ type Hooks struct {
 	// and before its Handle reports the end: on the worker that ran its
 	// last step, or on the goroutine that called Shutdown for a process
 	// forced at the deadline. Setting it costs each process two loads of
-	// the scheduler's coarse clock and a counter per step, and the
-	// process table 16 bytes per slot.
+	// the scheduler's coarse clock, a counter per step, and 16 bytes more
+	// in its record.
 	End func(Ended)
 	// Panic is called when a process's Init, Step or Close, or a handler,
 	// panics, on the goroutine that recovered the panic, before the

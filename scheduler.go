@@ -107,7 +107,7 @@ func New(opts ...Option) (*Scheduler, error) {
 		mailbox:     cfg.mailbox,
 		maxProcs:    int64(cfg.maxProcs),
 		log:         cfg.logger,
-		table:       newTable(cfg.hooks.End != nil),
+		table:       newTable(),
 		methods:     newMethodTable(),
 		drained:     make(chan struct{}),
 	}
@@ -225,7 +225,10 @@ func (s *Scheduler) start(values context.Context, p Process, method string, inpu
 		s.countEnd(w)
 		return nil, fmt.Errorf("%w: the process table is full", ErrTooManyProcesses)
 	}
-	pr := &proc{id: id, node: s.node, impl: p, awaiter: awaiter, awaitTag: awaitTag, methodID: s.internMethod(method, w)}
+	pr := s.newProc()
+	pr.id, pr.node, pr.impl = id, s.node, p
+	pr.awaiter, pr.awaitTag = awaiter, awaitTag
+	pr.methodID = s.internMethod(method, w)
 	if handle {
 		pr.flags = pfHandle // not yet shared: no lock needed
 	}
@@ -258,7 +261,7 @@ func (s *Scheduler) start(values context.Context, p Process, method string, inpu
 		return nil, err
 	}
 	if s.hooks.End != nil {
-		*s.table.timing(id) = slotTiming{started: s.coarse.Load()}
+		pr.timing().started = s.coarse.Load()
 	}
 	s.table.publish(pr)
 	if w != nil {
@@ -670,7 +673,7 @@ func (s *Scheduler) finish(p *proc, w *worker, result payload.Payload, err error
 		s.log.Warn("scheduler: process forced to close at the shutdown deadline", "pid", p.pid(), "method", s.methodOf(p))
 	}
 	if s.hooks.End != nil {
-		t := s.table.timing(p.id)
+		t := p.timing()
 		s.hooks.End(Ended{
 			PID: p.pid(), Method: s.methodOf(p), Result: result, Err: err,
 			Duration: time.Duration(max(s.coarse.Load()-t.started, 0)), Steps: t.steps, Forced: forced,

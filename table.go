@@ -44,21 +44,9 @@ type tableEntry struct {
 	p atomic.Pointer[proc]
 }
 
-// tableChunk is a chunk of slots and, when the End hook is set, of their
-// occupants' timing.
+// tableChunk is a chunk of slots.
 type tableChunk struct {
 	entries [chunkSize]tableEntry
-	timing  *[chunkSize]slotTiming
-}
-
-// slotTiming is what the End hook reports of a process besides its
-// outcome: when it started, on the scheduler's coarse clock, and how many
-// steps it made. Written by the goroutine starting the process before it
-// is published, then only by the worker running it, and read by whoever
-// ends it; those hand-offs go through the process's state word.
-type slotTiming struct {
-	started int64
-	steps   uint64
 }
 
 type table struct {
@@ -73,13 +61,11 @@ type table struct {
 	free   []uint64
 	// retired counts slots withdrawn because their generation ran out.
 	retired atomic.Uint64
-	// timed: chunks carry slotTiming (the End hook is set).
-	timed bool
 }
 
-func newTable(timed bool) *table {
-	t := &table{timed: timed}
-	dir := []*tableChunk{t.newChunk()}
+func newTable() *table {
+	t := &table{}
+	dir := []*tableChunk{new(tableChunk)}
 	t.dir.Store(&dir)
 	return t
 }
@@ -92,21 +78,6 @@ func (t *table) entry(slot uint32) *tableEntry {
 		return nil
 	}
 	return &dir[c].entries[slot&chunkMask]
-}
-
-func (t *table) newChunk() *tableChunk {
-	c := new(tableChunk)
-	if t.timed {
-		c.timing = new([chunkSize]slotTiming)
-	}
-	return c
-}
-
-// timing returns the timing record of the process with this ID. Only
-// when the table is timed; the process's slot must be allocated.
-func (t *table) timing(id uint64) *slotTiming {
-	slot := slotOf(id)
-	return &(*t.dir.Load())[slot>>chunkBits].timing[slot&chunkMask]
 }
 
 // lookup returns the live proc with this ID, or nil. Any goroutine.
@@ -187,7 +158,7 @@ func (t *table) grow(slot uint32) {
 		dir := make([]*tableChunk, max(need, 2*len(old)))
 		copy(dir, old)
 		for i := len(old); i < len(dir); i++ {
-			dir[i] = t.newChunk()
+			dir[i] = new(tableChunk)
 		}
 		t.dir.Store(&dir)
 	}

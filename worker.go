@@ -521,7 +521,7 @@ func (w *worker) run(p *proc) {
 	traced := trace.IsEnabled()
 	var timing *slotTiming
 	if s.hooks.End != nil {
-		timing = s.table.timing(p.id)
+		timing = p.timing()
 	}
 	for steps := 1; ; steps++ {
 		if steps > 1 {
