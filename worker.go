@@ -424,8 +424,16 @@ func (s *Scheduler) wakeWorker() {
 	}
 	w.handedSearch.Store(true)
 	w.stats.wakes.Add(1)
+	if h := testHookWake.Load(); h != nil {
+		(*h)(w)
+	}
 	w.parker.Unpark()
 }
+
+// testHookWake, when set, is called by wakeWorker with each worker it is
+// about to unpark. Tests only; costs a load per unpark, which is rare and
+// costs a futex call anyway.
+var testHookWake atomic.Pointer[func(*worker)]
 
 // hasWork reports whether any queue holds a runnable process.
 func (s *Scheduler) hasWork() bool {
