@@ -79,12 +79,11 @@ func busyWork(n int) {
 	busySink.Store(x)
 }
 
-// observer records, at each step with a message, how far every hot
-// process got since the message was sent, and signals the sender.
+// observer reports, at each step with a message, how many steps every
+// hot process has made so far.
 type observer struct {
-	hots     []atomic.Int64
-	baseline []int64 // hot step counts when the message was sent; set by the test before Tell
-	deltas   chan int64
+	hots   []atomic.Int64
+	counts chan []int64
 }
 
 func (o *observer) Init(context.Context, string, payload.Payloads) error { return nil }
@@ -96,11 +95,7 @@ func (o *observer) Step(evs []Event, out *StepOutput) error {
 			out.Done(payload.Payload{})
 			return nil
 		case EventMessage:
-			var worst int64
-			for i := range o.hots {
-				worst = max(worst, o.hots[i].Load()-o.baseline[i])
-			}
-			o.deltas <- worst
+			o.counts <- snapshot(o.hots)
 		}
 	}
 	return nil
@@ -127,6 +122,16 @@ func snapshot(counters []atomic.Int64) []int64 {
 		out[i] = counters[i].Load()
 	}
 	return out
+}
+
+// mostSteps returns how many steps the hot process that got furthest
+// made from the baseline to the later counts.
+func mostSteps(baseline, later []int64) int64 {
+	var most int64
+	for i := range baseline {
+		most = max(most, later[i]-baseline[i])
+	}
+	return most
 }
 
 // maxHotStepsBeforeTurn bounds how many steps a hot process may make
@@ -160,17 +165,21 @@ func TestStarvationMessageToIdleProcess(t *testing.T) {
 			require.NoError(t, err)
 			defer shutdownNow(t, s)
 			hots := make([]atomic.Int64, 2*workers)
-			obs := &observer{hots: hots, deltas: make(chan int64, 1)}
+			obs := &observer{hots: hots, counts: make(chan []int64, 1)}
 			h, err := s.Submit(context.Background(), obs, "observe", nil)
 			require.NoError(t, err)
 			saturate(t, s, hots, 200)
 			var worst int64
 			for range 30 {
-				obs.baseline = snapshot(hots)
+				// The baseline is taken once the message is queued: the
+				// bound is on the steps made after that. Taken before
+				// Tell, it would also count the steps made while this
+				// goroutine was descheduled on its way into Tell.
 				require.NoError(t, s.Tell(h.PID(), 1))
+				baseline := snapshot(hots)
 				select {
-				case d := <-obs.deltas:
-					worst = max(worst, d)
+				case counts := <-obs.counts:
+					worst = max(worst, mostSteps(baseline, counts))
 				case <-time.After(30 * time.Second):
 					t.Fatalf("the idle process was never stepped (starved)")
 				}
@@ -184,22 +193,17 @@ func TestStarvationMessageToIdleProcess(t *testing.T) {
 	}
 }
 
-// firstStep reports, at its first step, how far the hot processes got
-// since it was submitted.
+// firstStep reports, at its first step, how many steps every hot process
+// has made so far.
 type firstStep struct {
-	hots     []atomic.Int64
-	baseline []int64
-	delta    chan int64
+	hots   []atomic.Int64
+	counts chan []int64
 }
 
 func (f *firstStep) Init(context.Context, string, payload.Payloads) error { return nil }
 func (f *firstStep) Close()                                               {}
 func (f *firstStep) Step(_ []Event, out *StepOutput) error {
-	var worst int64
-	for i := range f.hots {
-		worst = max(worst, f.hots[i].Load()-f.baseline[i])
-	}
-	f.delta <- worst
+	f.counts <- snapshot(f.hots)
 	out.Done(payload.Payload{})
 	return nil
 }
@@ -215,11 +219,13 @@ func TestStarvationSubmission(t *testing.T) {
 	hots := make([]atomic.Int64, 2*workers)
 	saturate(t, s, hots, 200)
 	for range 30 {
-		f := &firstStep{hots: hots, baseline: snapshot(hots), delta: make(chan int64, 1)}
+		f := &firstStep{hots: hots, counts: make(chan []int64, 1)}
 		_, err := s.Submit(context.Background(), f, "run", nil)
 		require.NoError(t, err)
+		baseline := snapshot(hots) // once queued, as in TestStarvationMessageToIdleProcess
 		select {
-		case d := <-f.delta:
+		case counts := <-f.counts:
+			d := mostSteps(baseline, counts)
 			require.LessOrEqual(t, d, int64(maxHotStepsBeforeTurn),
 				"a hot process made %d steps before the submission ran", d)
 		case <-time.After(30 * time.Second):
