@@ -142,9 +142,9 @@ func watchdogExpired(t *testing.T, cfg stressConfig, taken *atomic.Int64) bool {
 }
 
 func TestStressExactlyOnce(t *testing.T) {
-	// Under `make stress` (stressScale 20) both grow, by 5x each: a
-	// million items per run and ten seeds, about half an hour with -race
-	// on 2 cores.
+	// Under `make stress` (stressScale 20) both grow, by 5x each:
+	// 750,000 items per run and ten seeds, 80 runs, about two and a half
+	// minutes with -race on 2 cores.
 	items := 150_000 * max(stressScale/4, 1)
 	seeds := uint64(2 * max(stressScale/4, 1))
 	for thieves := 1; thieves <= 4; thieves++ {
