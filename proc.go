@@ -98,12 +98,12 @@ type proc struct {
 	outcome *procOutcome
 }
 
-// slotTiming is what the End hook reports of a process besides its
+// procTiming is what the End hook reports of a process besides its
 // outcome: when it started, on the scheduler's coarse clock, and how many
 // steps it made. Written by the goroutine starting the process before it
 // is published, then only by the worker running it, and read by whoever
 // ends it; those hand-offs go through the process's state word.
-type slotTiming struct {
+type procTiming struct {
 	started int64
 	steps   uint64
 }
@@ -114,7 +114,7 @@ type slotTiming struct {
 // a proc is allocated alone and is 16 bytes smaller.
 type timedProc struct {
 	proc // first: a *proc of a timedProc points to the timedProc
-	t    slotTiming
+	t    procTiming
 }
 
 // newProc allocates a zero proc, with room for its timing when the End
@@ -130,7 +130,7 @@ func (s *Scheduler) newProc() *proc {
 // allocated while the End hook is set: p is then the first field of a
 // timedProc, so the conversion stays inside that allocation (the race
 // detector's pointer checks verify it).
-func (p *proc) timing() *slotTiming {
+func (p *proc) timing() *procTiming {
 	return &(*timedProc)(unsafe.Pointer(p)).t
 }
 

@@ -527,7 +527,7 @@ func (w *worker) run(p *proc) {
 	// Decided once per run, not per step: whether steps are traced, and
 	// whether the End hook wants them counted.
 	traced := trace.IsEnabled()
-	var timing *slotTiming
+	var timing *procTiming
 	if s.hooks.End != nil {
 		timing = p.timing()
 	}
