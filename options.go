@@ -165,7 +165,7 @@ type Hooks struct {
 	// last step, or on the goroutine that called Shutdown for a process
 	// forced at the deadline. Setting it costs each process two loads of
 	// the scheduler's coarse clock, a counter per step, and 16 bytes more
-	// in its record.
+	// in its record, and each worker a clock read every 64 rounds.
 	End func(Ended)
 	// Panic is called when a process's Init, Step or Close, or a handler,
 	// panics, on the goroutine that recovered the panic, before the

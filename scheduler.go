@@ -52,11 +52,11 @@ type Scheduler struct {
 	handlersMu sync.Mutex
 
 	// coarse is the scheduler's coarse clock: nanoseconds since the timer
-	// service's epoch, advanced by every worker each time it publishes its
-	// counters (every 64 rounds, and when it goes idle), by the watchdog
-	// at each sample and by the timer goroutine, so reading the time
-	// costs a load instead of a clock call. Stored by those, loaded by the
-	// End hook's bookkeeping.
+	// service's epoch, advanced by the watchdog at each sample, by the
+	// timer goroutine and, when the End hook is set, by every worker each
+	// time it publishes its counters (every 64 rounds, and when it goes
+	// idle), so reading the time costs a load instead of a clock call.
+	// Stored by those, loaded by the End hook's bookkeeping.
 	coarse atomic.Int64
 
 	// closing: Shutdown has begun, no more submissions. With the live
