@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	sched "github.com/procsched/scheduler"
+	"github.com/procsched/scheduler/payload"
 	"github.com/procsched/scheduler/relay"
 )
 
@@ -289,6 +290,20 @@ func (g *sGuard) exitClose() {
 	if !g.inside.CompareAndSwap(2, 0) {
 		g.f.addf("%s: leaving Close found the flag at %d", g.name, g.inside.Load())
 	}
+}
+
+// Init and Close are the lifecycle of a process that embeds its guard and
+// needs nothing more than the checks; processes that do more define their
+// own and call enter/exit themselves.
+func (g *sGuard) Init(context.Context, string, payload.Payloads) error {
+	g.enter("Init")
+	g.exit("Init")
+	return nil
+}
+
+func (g *sGuard) Close() {
+	g.enterClose()
+	g.exitClose()
 }
 
 // checkClosedOnce reports a process whose Init ran but whose Close did not

@@ -78,8 +78,8 @@ func (w *sFifoWorld) sent(sender int) int {
 }
 
 type sFifoNode struct {
-	w        *sFifoWorld
-	g        sGuard
+	w *sFifoWorld
+	sGuard
 	idx      int
 	rng      *rand.Rand
 	started  bool
@@ -93,20 +93,9 @@ type sFifoNode struct {
 	sentA, receivedA, pendingA atomic.Int32
 }
 
-func (n *sFifoNode) Init(context.Context, string, payload.Payloads) error {
-	n.g.enter("Init")
-	n.g.exit("Init")
-	return nil
-}
-
-func (n *sFifoNode) Close() {
-	n.g.enterClose()
-	n.g.exitClose()
-}
-
 func (n *sFifoNode) Step(evs []sched.Event, out *sched.StepOutput) error {
-	n.g.enter("Step")
-	defer n.g.exit("Step")
+	n.sGuard.enter("Step")
+	defer n.sGuard.exit("Step")
 	w := n.w
 	for _, ev := range evs {
 		switch ev.Type {
@@ -248,7 +237,7 @@ func sRunFIFO(t *testing.T, cfg sConfig, nodes, perNode, exts, perExt int) {
 	w.pids = make([]relay.PID, nodes)
 	for i := range ns {
 		ns[i] = &sFifoNode{w: w, idx: i, rng: cfg.rng(uint64(i)), last: make([]int32, nodes+exts), pending: map[uint64]bool{}}
-		ns[i].g = sGuard{name: fmt.Sprintf("node %d", i), f: &w.f}
+		ns[i].sGuard = sGuard{name: fmt.Sprintf("node %d", i), f: &w.f}
 		for j := range ns[i].last {
 			ns[i].last[j] = -1
 		}
@@ -307,7 +296,7 @@ func sRunFIFO(t *testing.T, cfg sConfig, nodes, perNode, exts, perExt int) {
 	for i, h := range hs {
 		_, err := h.Wait(ctx)
 		require.NoError(t, err, "node %d", i)
-		ns[i].g.checkClosedOnce()
+		ns[i].sGuard.checkClosedOnce()
 	}
 	missing := 0
 	for sender := range nodes + exts {
@@ -336,8 +325,8 @@ type sExclWorld struct {
 // guard catches any overlap; it also checks that a step without events
 // follows only a Continue, and that every yield completes exactly once.
 type sExclProc struct {
-	w         *sExclWorld
-	g         sGuard
+	w *sExclWorld
+	sGuard
 	idx       int
 	rng       *rand.Rand
 	started   bool
@@ -348,21 +337,15 @@ type sExclProc struct {
 	tag       uint64
 }
 
-func (p *sExclProc) Init(context.Context, string, payload.Payloads) error {
-	p.g.enter("Init")
-	p.g.exit("Init")
-	return nil
-}
-
 func (p *sExclProc) Close() {
-	p.g.enterClose()
+	p.sGuard.enterClose()
 	runtime.Gosched() // widen the window in which a late Step would be caught
-	p.g.exitClose()
+	p.sGuard.exitClose()
 }
 
 func (p *sExclProc) Step(evs []sched.Event, out *sched.StepOutput) error {
-	p.g.enter("Step")
-	defer p.g.exit("Step")
+	p.sGuard.enter("Step")
+	defer p.sGuard.exit("Step")
 	w := p.w
 	if p.rng.IntN(4) == 0 {
 		// Hold the flag across a reschedule, so that a second worker
@@ -505,7 +488,7 @@ func sRunExclusive(t *testing.T, cfg sConfig, procs, steps int) {
 	rng := cfg.rng(1 << 40)
 	for i := range ps {
 		ps[i] = &sExclProc{w: w, idx: i, rng: cfg.rng(uint64(i)), left: steps/2 + rng.IntN(steps), pending: map[uint64]bool{}}
-		ps[i].g = sGuard{name: fmt.Sprintf("proc %d", i), f: &w.f}
+		ps[i].sGuard = sGuard{name: fmt.Sprintf("proc %d", i), f: &w.f}
 		h, err := s.Submit(ctx, ps[i], "exclusive", nil)
 		require.NoError(t, err)
 		hs[i], w.pids[i] = h, h.PID()
@@ -557,7 +540,7 @@ func sRunExclusive(t *testing.T, cfg sConfig, procs, steps int) {
 	for i, h := range hs {
 		_, err := h.Wait(ctx)
 		require.NoError(t, err, "proc %d", i)
-		ps[i].g.checkClosedOnce()
+		ps[i].sGuard.checkClosedOnce()
 	}
 	w.f.check(t)
 }
@@ -586,8 +569,8 @@ type sWakeWorld struct {
 // the worker is between Step and the waiting state, during Step, or just
 // after. A lost wakeup leaves it waiting forever with an event queued.
 type sWakeProc struct {
-	w         *sWakeWorld
-	g         sGuard
+	w *sWakeWorld
+	sGuard
 	idx       int
 	rng       *rand.Rand
 	rounds    int
@@ -610,20 +593,9 @@ const (
 	sWakeModes
 )
 
-func (p *sWakeProc) Init(context.Context, string, payload.Payloads) error {
-	p.g.enter("Init")
-	p.g.exit("Init")
-	return nil
-}
-
-func (p *sWakeProc) Close() {
-	p.g.enterClose()
-	p.g.exitClose()
-}
-
 func (p *sWakeProc) Step(evs []sched.Event, out *sched.StepOutput) error {
-	p.g.enter("Step")
-	defer p.g.exit("Step")
+	p.sGuard.enter("Step")
+	defer p.sGuard.exit("Step")
 	w := p.w
 	for _, ev := range evs {
 		switch ev.Type {
@@ -764,7 +736,7 @@ func sRunWakeups(t *testing.T, cfg sConfig, procs, rounds int) {
 	hs := make([]sched.Handle, procs)
 	for i := range ps {
 		ps[i] = &sWakeProc{w: w, idx: i, rng: cfg.rng(uint64(i)), rounds: rounds}
-		ps[i].g = sGuard{name: fmt.Sprintf("proc %d", i), f: &w.f}
+		ps[i].sGuard = sGuard{name: fmt.Sprintf("proc %d", i), f: &w.f}
 		h, err := s.Submit(ctx, ps[i], "wake", nil)
 		require.NoError(t, err)
 		hs[i] = h
@@ -786,7 +758,7 @@ func sRunWakeups(t *testing.T, cfg sConfig, procs, rounds int) {
 	for i, h := range hs {
 		_, err := h.Wait(ctx)
 		require.NoError(t, err, "proc %d", i)
-		ps[i].g.checkClosedOnce()
+		ps[i].sGuard.checkClosedOnce()
 	}
 	w.f.check(t)
 }
@@ -835,16 +807,16 @@ type sLifeWorld struct {
 func (w *sLifeWorld) newProc(kind sEnd, rng *rand.Rand) *sLifeProc {
 	n := w.seq.Add(1)
 	p := &sLifeProc{w: w, kind: kind, rng: rand.New(rand.NewPCG(w.cfg.seed, uint64(n)<<8)), steps: 1 + rng.IntN(12), pending: map[uint64]bool{}}
-	p.g = sGuard{name: fmt.Sprintf("%v process #%d", kind, n), f: &w.f}
+	p.sGuard = sGuard{name: fmt.Sprintf("%v process #%d", kind, n), f: &w.f}
 	w.mu.Lock()
-	w.guards = append(w.guards, &p.g)
+	w.guards = append(w.guards, &p.sGuard)
 	w.mu.Unlock()
 	return p
 }
 
 type sLifeProc struct {
-	w         *sLifeWorld
-	g         sGuard
+	w *sLifeWorld
+	sGuard
 	kind      sEnd
 	rng       *rand.Rand
 	steps     int
@@ -858,8 +830,8 @@ type sLifeProc struct {
 }
 
 func (p *sLifeProc) Init(context.Context, string, payload.Payloads) error {
-	p.g.enter("Init")
-	defer p.g.exit("Init")
+	p.sGuard.enter("Init")
+	defer p.sGuard.exit("Init")
 	switch p.kind {
 	case sEndInitError:
 		return errStressBoom
@@ -870,8 +842,8 @@ func (p *sLifeProc) Init(context.Context, string, payload.Payloads) error {
 }
 
 func (p *sLifeProc) Close() {
-	p.g.enterClose()
-	p.g.exitClose()
+	p.sGuard.enterClose()
+	p.sGuard.exitClose()
 	p.w.prog.tick()
 	if p.kind == sEndClosePanic {
 		panic("close-panic")
@@ -885,20 +857,20 @@ func (p *sLifeProc) newTag() uint64 {
 }
 
 func (p *sLifeProc) Step(evs []sched.Event, out *sched.StepOutput) error {
-	p.g.enter("Step")
-	defer p.g.exit("Step")
+	p.sGuard.enter("Step")
+	defer p.sGuard.exit("Step")
 	w := p.w
 	cleaned := false
 	for _, ev := range evs {
 		switch ev.Type {
 		case sched.EventCancel:
 			if p.cancelled {
-				w.f.addf("%s: second cancel event", p.g.name)
+				w.f.addf("%s: second cancel event", p.sGuard.name)
 			}
 			p.cancelled = true
 		case sched.EventYieldComplete:
 			if !p.pending[ev.Tag] {
-				w.f.addf("%s: completion of tag %d that is not outstanding", p.g.name, ev.Tag)
+				w.f.addf("%s: completion of tag %d that is not outstanding", p.sGuard.name, ev.Tag)
 			}
 			delete(p.pending, ev.Tag)
 			if kind, ok := p.children[ev.Tag]; ok {
@@ -907,13 +879,13 @@ func (p *sLifeProc) Step(evs []sched.Event, out *sched.StepOutput) error {
 				continue
 			}
 			if ev.Error != nil {
-				w.f.addf("%s: yield %d failed: %v", p.g.name, ev.Tag, ev.Error)
+				w.f.addf("%s: yield %d failed: %v", p.sGuard.name, ev.Tag, ev.Error)
 			}
 			if ev.Data == "cleanup" {
 				cleaned = true
 			}
 		default:
-			w.f.addf("%s: unexpected event %v", p.g.name, ev)
+			w.f.addf("%s: unexpected event %v", p.sGuard.name, ev)
 		}
 	}
 	p.n++
@@ -1032,7 +1004,7 @@ func (p *sLifeProc) checkChild(kind sEnd, ev sched.Event) {
 		ok = errors.As(ev.Error, &pe) && pe.Where == "Close"
 	}
 	if !ok {
-		w.f.addf("%s: child of kind %v (awaited %v) completed with %v", p.g.name, kind, awaited, ev)
+		w.f.addf("%s: child of kind %v (awaited %v) completed with %v", p.sGuard.name, kind, awaited, ev)
 	}
 }
 
@@ -1123,8 +1095,8 @@ func sRunLifecycle(t *testing.T, cfg sConfig, procs int) {
 			if !errors.Is(err, sched.ErrInit) || !errors.Is(err, want) {
 				t.Errorf("Submit of %v process: got %v, want ErrInit wrapping %v", kind, err, want)
 			}
-			if c := p.g.closes.Load(); c != 1 {
-				t.Errorf("%s: Submit returned with Close called %d times, want 1", p.g.name, c)
+			if c := p.sGuard.closes.Load(); c != 1 {
+				t.Errorf("%s: Submit returned with Close called %d times, want 1", p.sGuard.name, c)
 			}
 			continue
 		}
@@ -1234,8 +1206,8 @@ const (
 )
 
 type sTrafficProc struct {
-	w         *sTrafficWorld
-	g         sGuard
+	w *sTrafficWorld
+	sGuard
 	idx       int
 	rng       *rand.Rand
 	ignore    sIgnore
@@ -1248,15 +1220,9 @@ type sTrafficProc struct {
 	tag       uint64
 }
 
-func (p *sTrafficProc) Init(context.Context, string, payload.Payloads) error {
-	p.g.enter("Init")
-	p.g.exit("Init")
-	return nil
-}
-
 func (p *sTrafficProc) Close() {
-	p.g.enterClose()
-	p.g.exitClose()
+	p.sGuard.enterClose()
+	p.sGuard.exitClose()
 	p.w.prog.tick()
 	if p.ignore == sComply && p.w.closes.Add(1) == p.w.compliant {
 		close(p.w.allClosed)
@@ -1270,8 +1236,8 @@ func (p *sTrafficProc) newTag() uint64 {
 }
 
 func (p *sTrafficProc) Step(evs []sched.Event, out *sched.StepOutput) error {
-	p.g.enter("Step")
-	defer p.g.exit("Step")
+	p.sGuard.enter("Step")
+	defer p.sGuard.exit("Step")
 	w := p.w
 	cleaned := false
 	for _, ev := range evs {
@@ -1448,7 +1414,7 @@ func sRunShutdown(t *testing.T, cfg sConfig, procs, ignorers int, timed bool) {
 			}
 		}
 		ps[i] = &sTrafficProc{w: w, idx: i, rng: cfg.rng(uint64(i)), ignore: ig, pending: map[uint64]bool{}}
-		ps[i].g = sGuard{name: fmt.Sprintf("proc %d", i), f: &w.f}
+		ps[i].sGuard = sGuard{name: fmt.Sprintf("proc %d", i), f: &w.f}
 		h, err := s.Submit(ctx, ps[i], "traffic", nil)
 		require.NoError(t, err)
 		hs[i], w.pids[i] = h, h.PID()
@@ -1533,7 +1499,7 @@ func sRunShutdown(t *testing.T, cfg sConfig, procs, ignorers int, timed bool) {
 		case ps[i].ignore != sComply:
 			t.Errorf("proc %d ignores cancel but ended with no error", i)
 		}
-		ps[i].g.checkClosedOnce()
+		ps[i].sGuard.checkClosedOnce()
 	}
 	if got := s.Stats().Processes.Forced; got != uint64(forced) {
 		t.Errorf("Stats().Processes.Forced = %d, but %d handles report ErrForced", got, forced)
@@ -1567,7 +1533,7 @@ func sRunShutdown(t *testing.T, cfg sConfig, procs, ignorers int, timed bool) {
 // sSelfSender tells itself a burst of messages each step, by Tell and by
 // the generic send yield, until it has received n.
 type sSelfSender struct {
-	g        sGuard
+	sGuard
 	rng      *rand.Rand
 	n        int
 	received int
@@ -1576,29 +1542,21 @@ type sSelfSender struct {
 	prog     *sProgress
 }
 
-func (p *sSelfSender) Init(context.Context, string, payload.Payloads) error {
-	p.g.enter("Init")
-	p.g.exit("Init")
-	return nil
-}
-
-func (p *sSelfSender) Close() { p.g.enterClose(); p.g.exitClose() }
-
 func (p *sSelfSender) Step(evs []sched.Event, out *sched.StepOutput) error {
-	p.g.enter("Step")
-	defer p.g.exit("Step")
+	p.sGuard.enter("Step")
+	defer p.sGuard.exit("Step")
 	for _, ev := range evs {
 		switch ev.Type {
 		case sched.EventMessage:
 			if ev.Error != nil || ev.From != out.Self() {
-				p.g.f.addf("%s: unexpected message %v", p.g.name, ev)
+				p.sGuard.f.addf("%s: unexpected message %v", p.sGuard.name, ev)
 			}
 			p.received++
 			p.prog.tick()
 		case sched.EventYieldComplete:
 			p.pending--
 			if ev.Error != nil {
-				p.g.f.addf("%s: send yield failed: %v", p.g.name, ev.Error)
+				p.sGuard.f.addf("%s: send yield failed: %v", p.sGuard.name, ev.Error)
 			}
 		}
 	}
@@ -1627,7 +1585,7 @@ func (p *sSelfSender) Step(evs []sched.Event, out *sched.StepOutput) error {
 // sTreeNode spawns and awaits its children; each child tells its parent
 // a message and finishes with the size of its subtree.
 type sTreeNode struct {
-	g        sGuard
+	sGuard
 	world    *sTreeWorld
 	depth    int
 	parent   relay.PID
@@ -1650,35 +1608,27 @@ type sTreeWorld struct {
 func (w *sTreeWorld) newNode(depth int, parent relay.PID) *sTreeNode {
 	n := &sTreeNode{world: w, depth: depth, parent: parent}
 	w.mu.Lock()
-	n.g = sGuard{name: fmt.Sprintf("tree node #%d depth %d", len(w.guards), depth), f: &w.f}
-	w.guards = append(w.guards, &n.g)
+	n.sGuard = sGuard{name: fmt.Sprintf("tree node #%d depth %d", len(w.guards), depth), f: &w.f}
+	w.guards = append(w.guards, &n.sGuard)
 	w.mu.Unlock()
 	return n
 }
 
-func (n *sTreeNode) Init(context.Context, string, payload.Payloads) error {
-	n.g.enter("Init")
-	n.g.exit("Init")
-	return nil
-}
-
-func (n *sTreeNode) Close() { n.g.enterClose(); n.g.exitClose() }
-
 func (n *sTreeNode) Step(evs []sched.Event, out *sched.StepOutput) error {
-	n.g.enter("Step")
-	defer n.g.exit("Step")
+	n.sGuard.enter("Step")
+	defer n.sGuard.exit("Step")
 	w := n.world
 	for _, ev := range evs {
 		switch ev.Type {
 		case sched.EventMessage:
 			if ev.Error != nil {
-				w.f.addf("%s: message bounced: %v", n.g.name, ev)
+				w.f.addf("%s: message bounced: %v", n.sGuard.name, ev)
 			}
 			n.messages++
 		case sched.EventYieldComplete:
 			size, err := payload.As[int](ev.Data.(payload.Payload))
 			if ev.Error != nil || err != nil {
-				w.f.addf("%s: child completed with %v (%v)", n.g.name, ev, err)
+				w.f.addf("%s: child completed with %v (%v)", n.sGuard.name, ev, err)
 			}
 			n.sum += size
 			n.awaiting--
@@ -1721,7 +1671,7 @@ func TestStressSelfSendsAndSpawnTrees(t *testing.T) {
 			var ps []*sSelfSender
 			for i := range 16 {
 				p := &sSelfSender{rng: cfg.rng(uint64(i)), n: 2000 * stressScale, prog: &prog}
-				p.g = sGuard{name: fmt.Sprintf("self-sender %d", i), f: &f}
+				p.sGuard = sGuard{name: fmt.Sprintf("self-sender %d", i), f: &f}
 				h, err := s.Submit(ctx, p, "self", nil)
 				require.NoError(t, err)
 				hs, ps = append(hs, h), append(ps, p)
@@ -1731,7 +1681,7 @@ func TestStressSelfSendsAndSpawnTrees(t *testing.T) {
 				res, err := h.Wait(ctx)
 				require.NoError(t, err)
 				require.Equal(t, payload.Of(2000*stressScale), res, "self-sender %d", i)
-				ps[i].g.checkClosedOnce()
+				ps[i].sGuard.checkClosedOnce()
 			}
 			f.check(t)
 		}) {
