@@ -15,7 +15,6 @@ package main
 
 import (
 	"fmt"
-	"runtime"
 	"sync/atomic"
 
 	"github.com/alitto/pond/v2"
@@ -28,23 +27,7 @@ import (
 const wideConcurrency = 10_000
 
 func main() {
-	var entries []workload.Entry
-	for _, v := range []struct {
-		name string
-		size int
-	}{{"cpu", runtime.GOMAXPROCS(0)}, {"wide", wideConcurrency}} {
-		size := v.size
-		bind := func(f func(*workload.Meter, workload.Sizes, int) (workload.Outcome, error)) workload.Func {
-			return func(m *workload.Meter, sz workload.Sizes) (workload.Outcome, error) { return f(m, sz, size) }
-		}
-		entries = append(entries,
-			workload.Entry{Workload: workload.Skynet, Variant: v.name, Run: bind(skynet)},
-			workload.Entry{Workload: workload.Spawn, Variant: v.name, Run: bind(spawn)},
-			workload.Entry{Workload: workload.FanOut, Variant: v.name, Run: bind(fanOut)},
-			workload.Entry{Workload: workload.Fib, Variant: v.name, Run: bind(fib)},
-		)
-	}
-	workload.Main("pond", entries)
+	workload.Main("pond", workload.PoolEntries(wideConcurrency, skynet, spawn, fanOut, fib))
 }
 
 func spawn(m *workload.Meter, sz workload.Sizes, size int) (workload.Outcome, error) {

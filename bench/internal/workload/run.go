@@ -159,6 +159,32 @@ func Main(impl string, entries []Entry) {
 	os.Exit(run(impl, entries, os.Args[1:], os.Stdout, os.Stderr))
 }
 
+// SizedFunc runs a workload on a task pool of the given number of workers.
+type SizedFunc func(m *Meter, sz Sizes, workers int) (Outcome, error)
+
+// PoolEntries returns the entries of a task-pool library: the
+// task-shaped workloads (skynet, spawn, fan-out, fib), each in two
+// variants: "cpu", a pool of GOMAXPROCS workers, and "wide", a pool of
+// wide workers.
+func PoolEntries(wide int, skynet, spawn, fanOut, fib SizedFunc) []Entry {
+	var entries []Entry
+	for _, v := range []struct {
+		name    string
+		workers int
+	}{{"cpu", runtime.GOMAXPROCS(0)}, {"wide", wide}} {
+		bind := func(f SizedFunc) Func {
+			return func(m *Meter, sz Sizes) (Outcome, error) { return f(m, sz, v.workers) }
+		}
+		entries = append(entries,
+			Entry{Workload: Skynet, Variant: v.name, Run: bind(skynet)},
+			Entry{Workload: Spawn, Variant: v.name, Run: bind(spawn)},
+			Entry{Workload: FanOut, Variant: v.name, Run: bind(fanOut)},
+			Entry{Workload: Fib, Variant: v.name, Run: bind(fib)},
+		)
+	}
+	return entries
+}
+
 func run(impl string, entries []Entry, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet(impl, flag.ContinueOnError)
 	fs.SetOutput(stderr)
