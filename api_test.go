@@ -595,13 +595,13 @@ func TestMessages(t *testing.T) {
 		p := &tProc{step: tUntilMessage}
 		h := tSubmit(t, s, p)
 		tWaitState(t, s, h.PID(), sched.StateIdle)
-		msg := relay.Message{From: relay.PID{Node: 0, ID: 12345}, To: h.PID(), Topic: "greet", Payloads: payload.Values("hi")}
+		msg := relay.Message{From: relay.PID{Node: 0, ID: 12345}, To: h.PID(), Data: payload.Of("hi")}
 		require.NoError(t, s.Send(msg))
 		_, err := tWait(t, s, h)
 		require.NoError(t, err)
 		evs := p.EventsOf(sched.EventMessage)
 		require.Len(t, evs, 1)
-		assert.Equal(t, msg, evs[0].Data, "Data is the relay.Message")
+		assert.Equal(t, msg.Data, evs[0].Data, "Data is the body, not the envelope")
 		assert.Equal(t, msg.From, evs[0].From)
 		assert.NoError(t, evs[0].Error)
 	})

@@ -187,7 +187,11 @@ func (w *worker) dispatchGeneric(p *proc, y *Yield) {
 		if msg.From.IsZero() {
 			msg.From = p.pid()
 		}
-		w.completeNow(p, y.Tag, nil, w.s.deliver(msg.From, msg.To, msg, via{w: w}))
+		if msg.Err != nil {
+			w.completeNow(p, y.Tag, nil, w.s.returned(msg, via{w: w}))
+			return
+		}
+		w.completeNow(p, y.Tag, nil, w.s.deliver(msg.From, msg.To, msg.Data, via{w: w}))
 	case CmdSpawn:
 		req, ok := y.Arg.(SpawnRequest)
 		if !ok {

@@ -491,7 +491,7 @@ func TestBuiltins(t *testing.T) {
 		{
 			name: "Yield CmdSend",
 			yield: func(e *tEnv, out *sched.StepOutput) {
-				out.Yield(1, sched.CmdSend, relay.Message{To: e.target, Topic: "t", Payloads: payload.Values(5)})
+				out.Yield(1, sched.CmdSend, relay.Message{To: e.target, Data: payload.Of(5)})
 			},
 			check: func(t *testing.T, _ *sched.Scheduler, e *tEnv, ev sched.Event) {
 				require.NoError(t, ev.Error)
@@ -559,11 +559,10 @@ func TestBuiltins(t *testing.T) {
 			if tt.name == "Yield CmdSend" {
 				res, err := tWait(t, s, ht)
 				require.NoError(t, err)
-				msg, ok := res.Value().(relay.Message)
-				require.True(t, ok, "Data of a CmdSend message is the relay.Message, got %T", res.Value())
-				assert.Equal(t, h.PID(), msg.From, "an empty From is set to the sender")
-				assert.Equal(t, "t", msg.Topic)
-				assert.Equal(t, h.PID(), target.EventsOf(sched.EventMessage)[0].From)
+				// The target finished with payload.Of(its message's Data):
+				// the body itself, not an envelope around it.
+				assert.Equal(t, 5, res.Value(), "Data of a CmdSend message is its body")
+				assert.Equal(t, h.PID(), target.EventsOf(sched.EventMessage)[0].From, "an empty From is set to the sender")
 				return
 			}
 			require.NoError(t, s.Terminate(ht.PID()))

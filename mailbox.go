@@ -190,9 +190,14 @@ var errMailboxWait = fmt.Errorf("%w (waiting for room)", ErrMailboxFull)
 
 // SendContext is [Scheduler.Send] that, when the recipient's mailbox is
 // full, waits for room instead of applying the mailbox policy, until ctx
-// is done; then it returns ctx's error.
+// is done; then it returns ctx's error. A message for another node is
+// handed to the transport at once, as Send does: the transport never
+// makes a sender wait.
 func (s *Scheduler) SendContext(ctx context.Context, msg relay.Message) error {
-	return s.deliverWait(ctx, msg.From, msg.To, msg)
+	if msg.Err != nil {
+		return s.returned(msg, via{})
+	}
+	return s.deliverWait(ctx, msg.From, msg.To, msg.Data)
 }
 
 // TellContext is [Scheduler.Tell] that waits for room in a full mailbox

@@ -53,11 +53,7 @@ func (g *mGated) Step(evs []sched.Event, out *sched.StepOutput) error {
 		case ev.Type == sched.EventMessage && ev.Error != nil:
 			g.bounces = append(g.bounces, ev)
 		case ev.Type == sched.EventMessage:
-			if m, ok := ev.Data.(relay.Message); ok {
-				g.got = append(g.got, m.Payloads.At(0).Value().(mNote))
-			} else {
-				g.got = append(g.got, ev.Data.(mNote))
-			}
+			g.got = append(g.got, ev.Data.(mNote))
 		}
 	}
 	return nil
@@ -155,7 +151,7 @@ func TestMailboxPolicies(t *testing.T) {
 					if m.seq%2 == 0 {
 						return s.Tell(h.PID(), m)
 					}
-					return s.Send(relay.Message{To: h.PID(), Payloads: payload.Values(m)})
+					return s.Send(relay.Message{To: h.PID(), Data: m})
 				})
 				require.Equal(t, tc.accepted, ok, "sends accepted")
 				for _, err := range errs {
@@ -273,7 +269,7 @@ func TestSendContextWaitsForRoom(t *testing.T) {
 	// Waiting for room: it returns once the process drained its mailbox.
 	done := make(chan error, 1)
 	go func() {
-		done <- s.SendContext(context.Background(), relay.Message{To: h.PID(), Payloads: payload.Values(mNote{2, 0})})
+		done <- s.SendContext(context.Background(), relay.Message{To: h.PID(), Data: mNote{2, 0}})
 	}()
 	for range 100 {
 		runtime.Gosched()

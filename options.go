@@ -31,6 +31,7 @@ type config struct {
 	mailbox     mailboxLimit
 	maxProcs    int
 	logger      *slog.Logger
+	transport   relay.Receiver
 
 	// Measurement knobs, set only by this package's tests and benchmarks.
 	unfair     bool // the seed design: no global-queue turn, no next-slot cap, no step budget
@@ -76,6 +77,28 @@ func WithWorkers(n int) Option {
 func WithNode(node uint32) Option {
 	return optionFunc(func(c *config) error {
 		c.node = node
+		return nil
+	})
+}
+
+// WithTransport routes messages for PIDs of other nodes (whose Node
+// differs from this scheduler's, see [WithNode]) to t, a transport such as
+// the one in this repository's remote module, instead of failing them with
+// [ErrProcessNotFound]. Messages told by processes, sent with
+// [Scheduler.Send] or [Scheduler.Tell], and returned to senders on other
+// nodes all go through t.Send.
+//
+// t.Send must not block: the scheduler calls it on its workers. An error
+// from it is the sender's refusal, exactly as a local one: Send and Tell
+// return it, and a process that told the message gets it back as an
+// undeliverable message. A transport that learns of a failure later hands
+// the message back to [Scheduler.Send] with Err set.
+func WithTransport(t relay.Receiver) Option {
+	return optionFunc(func(c *config) error {
+		if t == nil {
+			return fmt.Errorf("%w: WithTransport(nil)", ErrInvalidOption)
+		}
+		c.transport = t
 		return nil
 	})
 }

@@ -34,7 +34,10 @@ type Scheduler struct {
 	timers   *timerService
 	watchdog *watchdog // nil when off
 	hooks    Hooks
-	mailbox  mailboxLimit // the default mailbox limit
+	// transport carries messages for PIDs of other nodes; nil: they are
+	// not found.
+	transport relay.Receiver
+	mailbox   mailboxLimit // the default mailbox limit
 	// limits is set once any mailbox limit exists (WithMailbox, or a
 	// Mailbox submit option); until then deliveries skip the lookup.
 	limits   atomic.Bool
@@ -107,6 +110,7 @@ func New(opts ...Option) (*Scheduler, error) {
 		mailbox:     cfg.mailbox,
 		maxProcs:    int64(cfg.maxProcs),
 		log:         cfg.logger,
+		transport:   cfg.transport,
 		table:       newTable(),
 		methods:     newMethodTable(),
 		drained:     make(chan struct{}),
@@ -408,18 +412,32 @@ func (s *Scheduler) lookup(pid relay.PID) (*proc, error) {
 // The scheduler routes messages to its processes by PID.
 var _ relay.Receiver = (*Scheduler)(nil)
 
-// Send delivers msg to the process msg.To as an [EventMessage] whose Data
-// is msg itself and whose From is msg.From; it implements
-// [relay.Receiver]. It returns an error wrapping [ErrProcessNotFound] if
-// no live process has that PID, and [ErrClosed] after Shutdown. Messages
-// from one goroutine to one process arrive in the order sent.
+// Send delivers msg.Data to the process msg.To as an [EventMessage] whose
+// From is msg.From; it implements [relay.Receiver]. The recipient sees the
+// same event whichever way a message was sent (Send, [Scheduler.Tell],
+// [StepOutput.Tell], or from another node): Data is the body, never the
+// envelope. Messages from one goroutine to one process arrive in the order
+// sent.
+//
+// A msg with Err set is a message returned undelivered (see
+// [relay.Message]): it reaches msg.To as an EventMessage with that Error,
+// outside any mailbox limit, and is counted in [MessageStats].Bounced. A
+// transport uses this to hand back failures it learns of later.
+//
+// A PID of another node goes to the transport set with [WithTransport];
+// without one, or for an unknown or ended local process, Send returns an
+// error wrapping [ErrProcessNotFound]. It returns [ErrClosed] after
+// Shutdown, and the mailbox policy's error when the mailbox is full.
 func (s *Scheduler) Send(msg relay.Message) error {
-	return s.deliver(msg.From, msg.To, msg, via{})
+	if msg.Err != nil {
+		return s.returned(msg, via{})
+	}
+	return s.deliver(msg.From, msg.To, msg.Data, via{})
 }
 
 // Tell delivers msg to the process to as an [EventMessage] whose Data is
-// msg, with no sender. Like [Scheduler.Send] but without an envelope: a
-// pointer or small value passes without allocation.
+// msg, with no sender: Send without an envelope. A pointer or small value
+// passes without allocation.
 func (s *Scheduler) Tell(to relay.PID, msg any) error {
 	return s.deliver(relay.PID{}, to, msg, via{})
 }
@@ -439,6 +457,9 @@ func (s *Scheduler) deliverOrWait(from, to relay.PID, msg any) (<-chan struct{},
 func (s *Scheduler) deliverMessage(from, to relay.PID, msg any, v via, wait bool) (<-chan struct{}, error) {
 	if s.stopped.Load() {
 		return nil, ErrClosed
+	}
+	if to.Node != s.node && s.transport != nil {
+		return nil, s.forward(relay.Message{From: from, To: to, Data: msg}, v)
 	}
 	p, err := s.lookup(to)
 	if err != nil {
@@ -490,16 +511,72 @@ func (s *Scheduler) refused(err error, to relay.PID, v via) error {
 	return fmt.Errorf("%w: %v", err, to)
 }
 
-// bounce returns an undelivered message to its sender, if it still lives.
-// Bounces are outside any mailbox limit.
+// bounce returns an undelivered message to its sender, if it still lives:
+// a local sender gets ev; a sender on another node gets it back through
+// the transport. Bounces are outside any mailbox limit.
 func (s *Scheduler) bounce(sender relay.PID, ev Event, v via) {
+	if sender.Node != s.node {
+		if s.transport != nil {
+			_ = s.forward(relay.Message{From: ev.From, To: sender, Data: ev.Data, Err: ev.Error}, v)
+		}
+		return
+	}
 	p, err := s.lookup(sender)
 	if err != nil {
 		return
 	}
-	if woken, err := p.push(ev, false); err == nil && woken != 0 {
+	woken, err := p.push(ev, false)
+	if err != nil {
+		return
+	}
+	if v.w != nil && !v.call {
+		v.w.n.bounced++
+	} else {
+		s.counters.bounced.Add(1)
+	}
+	if woken != 0 {
 		s.woke(p, woken, v)
 	}
+}
+
+// returned delivers a message that comes back undelivered (msg.Err set),
+// handed in through Send, usually by a transport: to a local process as a
+// bounce, counted; to a process of another node, back through the
+// transport.
+func (s *Scheduler) returned(msg relay.Message, v via) error {
+	if s.stopped.Load() {
+		return ErrClosed
+	}
+	if msg.To.Node != s.node && s.transport != nil {
+		return s.forward(msg, v)
+	}
+	p, err := s.lookup(msg.To)
+	if err != nil {
+		return err
+	}
+	woken, err := p.push(Event{Type: EventMessage, Data: msg.Data, Error: msg.Err, From: msg.From}, false)
+	if err != nil {
+		return fmt.Errorf("%w: %v", err, msg.To)
+	}
+	s.counters.bounced.Add(1)
+	if woken != 0 {
+		s.woke(p, woken, v)
+	}
+	return nil
+}
+
+// forward hands a message for another node to the transport and counts
+// it. The transport's error is the sender's refusal.
+func (s *Scheduler) forward(msg relay.Message, v via) error {
+	if err := s.transport.Send(msg); err != nil {
+		return err
+	}
+	if v.w != nil && !v.call {
+		v.w.n.forwarded++
+	} else {
+		s.counters.forwarded.Add(1)
+	}
+	return nil
 }
 
 // woke counts a process leaving the waiting state woken and queues it.

@@ -71,7 +71,13 @@ type MessageStats struct {
 	Dropped  uint64 `json:"dropped"`  // dropped by a full mailbox's policy (new or old)
 	Rejected uint64 `json:"rejected"` // refused by a full mailbox (MailboxReject)
 	Sent     uint64 `json:"sent"`     // told by processes (StepOutput.Tell)
-	Bounced  uint64 `json:"bounced"`  // of Sent, returned undelivered
+	// Bounced counts messages returned to a process of this node
+	// undelivered: its own Tells refused at once, and messages handed back
+	// later (by a transport, or evicted by MailboxDropOldest).
+	Bounced uint64 `json:"bounced"`
+	// Forwarded counts messages handed to the transport for processes of
+	// other nodes (see WithTransport).
+	Forwarded uint64 `json:"forwarded"`
 	// Unread counts events (messages, completions) that were queued to a
 	// process that ended before reading them.
 	Unread uint64 `json:"unread"`
@@ -107,6 +113,8 @@ func (s *Scheduler) Stats() Stats {
 	ps.Forced = uint64(s.forced.Load())
 	ps.Panics = s.counters.panics.Load()
 	ms.Unread = s.counters.dropped.Load()
+	ms.Bounced = s.counters.bounced.Load()
+	ms.Forwarded = s.counters.forwarded.Load()
 	for i := range s.extMsgs {
 		e := &s.extMsgs[i]
 		ms.Accepted += e.n[msgAccepted].Load()
@@ -129,6 +137,7 @@ func (s *Scheduler) Stats() Stats {
 		ms.Rejected += ws.msgs[msgRejected].Load()
 		ms.Sent += ws.sent.Load()
 		ms.Bounced += ws.bounced.Load()
+		ms.Forwarded += ws.forwarded.Load()
 		st.Steps += ws.steps.Load()
 		st.Yields += ws.yields.Load()
 		st.Requeues += ws.requeues.Load()
@@ -207,6 +216,7 @@ func (s *Scheduler) countMessage(v via, to relay.PID, outcome int) {
 // flush publishes them to workerStats.
 type workerCounts struct {
 	steps, yields, sent, bounced, requeues uint64
+	forwarded                              uint64
 	msgs                                   [msgOutcomes]uint64
 	blockedIn, idleIn, blockedOut, idleOut uint64
 	globalPops, globalItems                uint64
@@ -221,6 +231,7 @@ type workerStats struct {
 	started, ended, completed, initFailed, failed atomic.Uint64
 	dropped, spawned, rejected, panics            atomic.Uint64
 	steps, yields, sent, bounced, requeues        atomic.Uint64
+	forwarded                                     atomic.Uint64
 	msgs                                          [msgOutcomes]atomic.Uint64
 	blockedIn, idleIn, blockedOut, idleOut        atomic.Uint64
 	globalPops, globalItems                       atomic.Uint64
@@ -244,6 +255,7 @@ func (w *worker) flush() {
 	st.sent.Store(n.sent)
 	st.bounced.Store(n.bounced)
 	st.requeues.Store(n.requeues)
+	st.forwarded.Store(n.forwarded)
 	for i := range n.msgs {
 		st.msgs[i].Store(n.msgs[i])
 	}
@@ -273,4 +285,5 @@ type schedCounters struct {
 	started, ended, completed, submitted, initFailed atomic.Uint64
 	failed, dropped, rejected, panics                atomic.Uint64
 	blockedOut, idleOut                              atomic.Uint64
+	bounced, forwarded                               atomic.Uint64
 }

@@ -109,16 +109,6 @@ func (n *sFifoNode) Step(evs []sched.Event, out *sched.StepOutput) error {
 				n.started = true
 			case sFifoMsg:
 				n.receive(m, ev.From)
-			case relay.Message:
-				fm, ok := m.Payloads.At(0).Value().(sFifoMsg)
-				if !ok || m.Topic != "fifo" {
-					w.f.addf("node %d: unexpected envelope %v", n.idx, m)
-					continue
-				}
-				if m.From != ev.From {
-					w.f.addf("node %d: envelope from %v delivered with From %v", n.idx, m.From, ev.From)
-				}
-				n.receive(fm, ev.From)
 			default:
 				w.f.addf("node %d: unexpected message %T", n.idx, ev.Data)
 			}
@@ -141,7 +131,7 @@ func (n *sFifoNode) Step(evs []sched.Event, out *sched.StepOutput) error {
 			if n.rng.IntN(8) == 0 {
 				// The generic send yield: a completion and the
 				// message, in order with the Tells around it.
-				out.Yield(n.newTag(), sched.CmdSend, relay.Message{To: to, Topic: "fifo", Payloads: payload.Values(m)})
+				out.Yield(n.newTag(), sched.CmdSend, relay.Message{To: to, Data: m})
 			} else {
 				out.Tell(to, m)
 			}
@@ -258,7 +248,7 @@ func sRunFIFO(t *testing.T, cfg sConfig, nodes, perNode, exts, perExt int) {
 				to := w.pids[m.to]
 				var err error
 				if seq%3 == 0 {
-					err = s.Send(relay.Message{To: to, Topic: "fifo", Payloads: payload.Values(m)})
+					err = s.Send(relay.Message{To: to, Data: m})
 				} else {
 					err = s.Tell(to, m)
 				}

@@ -1,6 +1,7 @@
 // Package relay defines the routing vocabulary of the scheduler: a [PID] names
-// a process, a [Message] carries payloads from one process to another, and a
-// [Receiver] is anything that delivers messages by PID.
+// a process, a [Message] carries a body from one process to another (or back
+// to its sender, undelivered), and a [Receiver] is anything that delivers
+// messages by PID.
 //
 // Routing itself is done by the scheduler, which implements Receiver by
 // looking the recipient up in its process table. Keeping the types here, apart
@@ -19,8 +20,8 @@
 // it is the sender of a message sent from outside any process.
 //
 // PID and Message are values with no internal state and are safe to copy and
-// read from any number of goroutines. A Message's payloads follow the sharing
-// rules of package [github.com/procsched/scheduler/payload]. Receiver
+// read from any number of goroutines. A Message's body is shared, not
+// copied: treat it as immutable once sent. Receiver
 // implementations document their own concurrency guarantees; the scheduler's
 // is safe for concurrent use.
 package relay

@@ -44,11 +44,10 @@ func ExampleParse() {
 
 func ExampleMessage() {
 	msg := relay.Message{
-		From:     relay.MustParse("<0.1>"),
-		To:       relay.MustParse("<0.2>"),
-		Topic:    "resize",
-		Payloads: payload.Values(640, 480),
+		From: relay.MustParse("<0.1>"),
+		To:   relay.MustParse("<0.2>"),
+		Data: payload.Of("resize"),
 	}
 	fmt.Println(msg)
-	// Output: <0.1> -> <0.2> "resize" [go:int(640), go:int(480)]
+	// Output: <0.1> -> <0.2> go:string(resize)
 }

@@ -1,50 +1,80 @@
 package relay
 
 import (
-	"strconv"
-
-	"github.com/procsched/scheduler/payload"
+	"fmt"
+	"unicode/utf8"
 )
 
-// Message is what one process sends another. It is a value: the scheduler
-// copies it into the recipient's mailbox, and the payloads inside are shared,
-// not copied (see package payload).
+// Message is one message between processes: who sent it, who it is for,
+// and its body. It is a value; the body inside is shared, not copied.
+//
+// A Message has the same shape as the event its recipient gets: the
+// recipient's event carries From as its sender and Data as its body,
+// whether the message was sent by a process, by code outside any process,
+// or by a process on another node. The envelope itself is never
+// delivered.
+//
+// A message that could not be delivered goes back to its sender as a
+// Message with Err set: From is then the recipient that was not reached,
+// To the original sender, and Data the original body. A transport that
+// learns of a failure after the fact (the recipient on another node has
+// ended, or its node is down) returns the message this way.
 type Message struct {
 	// From is the sender; zero when the message was sent from outside any
 	// process.
 	From PID
 	// To is the recipient.
 	To PID
-	// Topic is an optional label the recipient may dispatch on, so that
-	// simple protocols need no envelope inside the payloads.
-	Topic string
-	// Payloads is the content.
-	Payloads payload.Payloads
+	// Data is the body, delivered as it is within a node. A message that
+	// crosses to another node must have a body the transport can encode;
+	// the transport documents which kinds it carries and refuses others
+	// at the sender.
+	Data any
+	// Err is nil for a message and says why for a message returned to its
+	// sender undelivered.
+	Err error
 }
 
-// String returns a short form for logs: `<0.1> -> <0.2> "topic" [go:int(1)]`,
-// without the topic when it is empty. Payloads are shown as
-// [payload.Payloads.String] shows them, cut when long.
+// IsBounce reports whether m is a message returned to its sender
+// undelivered (Err is set).
+func (m Message) IsBounce() bool { return m.Err != nil }
+
+// maxDataText is how much of a body String shows.
+const maxDataText = 64
+
+// String returns a short form for logs: `<0.1> -> <0.2> 42`, or for a
+// returned message `<0.2> -> <0.1> undelivered (reason): 42`. The body is
+// printed with %v and cut when long.
 func (m Message) String() string {
 	b := make([]byte, 0, 2*maxPIDLen+32)
 	b = m.From.appendText(b)
 	b = append(b, " -> "...)
 	b = m.To.appendText(b)
-	if m.Topic != "" {
-		b = append(b, ' ')
-		b = strconv.AppendQuote(b, m.Topic)
-	}
 	b = append(b, ' ')
-	b = append(b, m.Payloads.String()...)
-	return string(b)
+	if m.Err != nil {
+		b = append(b, "undelivered ("...)
+		b = append(b, m.Err.Error()...)
+		b = append(b, "): "...)
+	}
+	data := fmt.Sprint(m.Data)
+	if len(data) > maxDataText {
+		cut := maxDataText
+		for cut > 0 && !utf8.RuneStart(data[cut]) {
+			cut--
+		}
+		data = data[:cut] + "..."
+	}
+	return string(append(b, data...))
 }
 
 // Receiver delivers messages to processes by PID. The scheduler implements
-// it; so can a transport that forwards messages to another node, or a test
+// it; so does a transport that forwards messages to another node, or a test
 // double.
 type Receiver interface {
-	// Send delivers msg to the process named by msg.To. It returns an error if the
-	// recipient is unknown or has ended, or the receiver is shut down; implementations
-	// document their exact errors. Messages from one sender to one recipient arrive in order.
+	// Send delivers msg to the process named by msg.To, or, when msg.Err is
+	// set, returns it to that process as undelivered. It returns an error
+	// if the recipient is unknown or has ended, or the receiver is shut
+	// down; implementations document their exact errors. It must not
+	// block. Messages from one sender to one recipient arrive in order.
 	Send(msg Message) error
 }

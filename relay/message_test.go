@@ -3,6 +3,7 @@ package relay_test
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -48,7 +49,7 @@ func TestReceiver(t *testing.T) {
 	var r relay.Receiver = newMailboxes(a, b)
 
 	for i := range 3 {
-		require.NoError(t, r.Send(relay.Message{From: a, To: b, Payloads: payload.Values(i)}))
+		require.NoError(t, r.Send(relay.Message{From: a, To: b, Data: payload.Of(i)}))
 	}
 	err := r.Send(relay.Message{From: a, To: relay.PID{ID: 99}})
 	require.ErrorIs(t, err, errUnknownPID)
@@ -57,43 +58,37 @@ func TestReceiver(t *testing.T) {
 	got := r.(*mailboxes).boxes[b]
 	require.Len(t, got, 3)
 	for i, msg := range got {
-		n, err := payload.As[int](msg.Payloads.At(0))
+		n, err := payload.As[int](msg.Data.(payload.Payload))
 		require.NoError(t, err)
 		assert.Equal(t, i, n, "messages from one sender arrive in order")
 	}
 }
 
 func TestMessageString(t *testing.T) {
+	long := strings.Repeat("é", 40) // 80 bytes: cut at a rune boundary
 	tests := []struct {
 		name string
 		msg  relay.Message
 		want string
 	}{
-		{"empty", relay.Message{}, "<0.0> -> <0.0> []"},
+		{"empty", relay.Message{}, "<0.0> -> <0.0> <nil>"},
+		{"from outside", relay.Message{To: relay.PID{ID: 2}, Data: 1}, "<0.0> -> <0.2> 1"},
+		{"payload", relay.Message{From: relay.PID{ID: 1}, To: relay.PID{Node: 3, ID: 2}, Data: payload.Of("a")}, "<0.1> -> <3.2> go:string(a)"},
 		{
-			"from outside",
-			relay.Message{To: relay.PID{ID: 2}, Payloads: payload.Values(1)},
-			"<0.0> -> <0.2> [go:int(1)]",
+			"returned",
+			relay.Message{From: relay.PID{ID: 2}, To: relay.PID{ID: 1}, Data: 7, Err: errors.New("gone")},
+			"<0.2> -> <0.1> undelivered (gone): 7",
 		},
-		{
-			"with topic",
-			relay.Message{From: relay.PID{ID: 1}, To: relay.PID{Node: 3, ID: 2}, Topic: "ping", Payloads: payload.Values(1, "a")},
-			`<0.1> -> <3.2> "ping" [go:int(1), go:string(a)]`,
-		},
-		{
-			"topic is quoted",
-			relay.Message{From: relay.PID{ID: 1}, To: relay.PID{ID: 2}, Topic: "a \"b\"\n"},
-			`<0.1> -> <0.2> "a \"b\"\n" []`,
-		},
-		{
-			"bytes and json",
-			relay.Message{To: relay.PID{ID: 2}, Payloads: payload.Payloads{payload.Bytes([]byte("abc")), payload.RawJSON([]byte(`{"k":1}`))}},
-			`<0.0> -> <0.2> [bytes[3], json:{"k":1}]`,
-		},
+		{"long body", relay.Message{Data: long}, "<0.0> -> <0.0> " + strings.Repeat("é", 32) + "..."},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			assert.Equal(t, tt.want, tt.msg.String())
 		})
 	}
+}
+
+func TestMessageIsBounce(t *testing.T) {
+	assert.False(t, relay.Message{Data: 1}.IsBounce())
+	assert.True(t, relay.Message{Err: errors.New("x")}.IsBounce())
 }
