@@ -30,6 +30,7 @@ type Call struct {
 	s   *Scheduler
 	ctx *proc
 	w   *worker
+	seq uint64 // names the yield (see worker.register)
 }
 
 // Context returns the yielding process's context: it is cancelled when
@@ -48,12 +49,12 @@ func (c Call) Complete(data any, err error) error {
 	if c.s == nil {
 		return ErrProcessNotFound
 	}
-	return c.s.complete(c.PID, Event{Type: EventYieldComplete, Tag: c.Tag, Data: data, Error: err}, via{w: c.w, call: true})
+	return c.s.complete(c.PID, Event{Type: EventYieldComplete, Tag: c.Tag, Data: data, Error: err}, c.seq, via{w: c.w, call: true})
 }
 
 // Completion returns the yield's completion value, for handing to the
 // goroutine that will complete it.
-func (c Call) Completion() Completion { return Completion{s: c.s, pid: c.PID, tag: c.Tag} }
+func (c Call) Completion() Completion { return Completion{s: c.s, pid: c.PID, tag: c.Tag, seq: c.seq} }
 
 // Tell sends msg to the process to from the yielding process, as
 // [StepOutput.Tell] does but with the outcome returned. Called during the
@@ -77,12 +78,16 @@ func (c Call) Submit(ctx context.Context, p Process, method string, input payloa
 	return c.s.submit(ctx, c.ctx.values(), p, method, input, opts, via{w: c.w, call: true})
 }
 
-// Completion completes one yield from any goroutine, once. The zero
-// Completion completes nothing and returns [ErrProcessNotFound].
+// Completion completes one yield from any goroutine, once. It names that
+// one yield, not just its tag: once the yield has completed (or its
+// process has ended), Complete fails even if the process has since
+// yielded another command with the same tag. The zero Completion
+// completes nothing and returns [ErrProcessNotFound].
 type Completion struct {
 	s   *Scheduler
 	pid relay.PID
 	tag uint64
+	seq uint64 // names the yield (see worker.register)
 }
 
 // PID returns the process that yielded.
@@ -91,13 +96,15 @@ func (c Completion) PID() relay.PID { return c.pid }
 // Tag returns the yield's tag.
 func (c Completion) Tag() uint64 { return c.tag }
 
-// Complete completes the yield with data and err; see
-// [Scheduler.CompleteYield] for the errors.
+// Complete completes the yield with data and err. It returns an error
+// wrapping [ErrYieldNotPending] if this yield was completed already (no
+// second event is delivered), even when a newer yield of the process has
+// the same tag; see [Scheduler.CompleteYield] for the other errors.
 func (c Completion) Complete(data any, err error) error {
 	if c.s == nil {
 		return ErrProcessNotFound
 	}
-	return c.s.CompleteYield(c.pid, c.tag, data, err)
+	return c.s.complete(c.pid, Event{Type: EventYieldComplete, Tag: c.tag, Data: data, Error: err}, c.seq, via{})
 }
 
 // SetHandler registers h for command cmd, replacing any previous handler.
@@ -163,8 +170,8 @@ func (w *worker) dispatch(p *proc) {
 			child, _ := y.Arg.(Process)
 			w.spawn(p, y.Tag, child, y.method, y.input, y.kind == yieldSpawnAwait)
 		case yieldTimer:
-			if w.register(p, y.Tag) {
-				w.s.timers.add(p.id, y.Tag, y.when)
+			if seq := w.register(p, y.Tag); seq != 0 {
+				w.s.timers.add(p.id, seq, y.when)
 			}
 		default:
 			w.dispatchGeneric(p, y)
@@ -174,31 +181,32 @@ func (w *worker) dispatch(p *proc) {
 
 // dispatchGeneric carries out a yield written with StepOutput.Yield.
 func (w *worker) dispatchGeneric(p *proc, y *Yield) {
-	if !w.register(p, y.Tag) {
+	seq := w.register(p, y.Tag)
+	if seq == 0 {
 		return
 	}
 	switch y.Cmd {
 	case CmdSend:
 		msg, ok := y.Arg.(relay.Message)
 		if !ok {
-			w.completeNow(p, y.Tag, nil, fmt.Errorf("%w: CmdSend needs a relay.Message argument, got %T", ErrInvalidCommand, y.Arg))
+			w.completeNow(p, seq, nil, fmt.Errorf("%w: CmdSend needs a relay.Message argument, got %T", ErrInvalidCommand, y.Arg))
 			return
 		}
 		if msg.From.IsZero() {
 			msg.From = p.pid()
 		}
 		if msg.Err != nil {
-			w.completeNow(p, y.Tag, nil, w.s.returned(msg, via{w: w}))
+			w.completeNow(p, seq, nil, w.s.returned(msg, via{w: w}))
 			return
 		}
-		w.completeNow(p, y.Tag, nil, w.s.deliver(msg.From, msg.To, msg.Data, via{w: w}))
+		w.completeNow(p, seq, nil, w.s.deliver(msg.From, msg.To, msg.Data, via{w: w}))
 	case CmdSpawn:
 		req, ok := y.Arg.(SpawnRequest)
 		if !ok {
-			w.completeNow(p, y.Tag, nil, fmt.Errorf("%w: CmdSpawn needs a SpawnRequest argument, got %T", ErrInvalidCommand, y.Arg))
+			w.completeNow(p, seq, nil, fmt.Errorf("%w: CmdSpawn needs a SpawnRequest argument, got %T", ErrInvalidCommand, y.Arg))
 			return
 		}
-		w.startChild(p, y.Tag, req.Process, req.Method, req.Input, req.Await)
+		w.startChild(p, seq, req.Process, req.Method, req.Input, req.Await)
 	case CmdTimer:
 		var when int64
 		switch a := y.Arg.(type) {
@@ -207,33 +215,47 @@ func (w *worker) dispatchGeneric(p *proc, y *Yield) {
 		case time.Duration:
 			when = w.s.timers.at(time.Now().Add(a))
 		default:
-			w.completeNow(p, y.Tag, nil, fmt.Errorf("%w: CmdTimer needs a time.Time or time.Duration argument, got %T", ErrInvalidCommand, y.Arg))
+			w.completeNow(p, seq, nil, fmt.Errorf("%w: CmdTimer needs a time.Time or time.Duration argument, got %T", ErrInvalidCommand, y.Arg))
 			return
 		}
-		w.s.timers.add(p.id, y.Tag, when)
+		w.s.timers.add(p.id, seq, when)
 	default:
-		w.callHandler(p, y)
+		w.callHandler(p, y, seq)
 	}
 }
 
-// register records tag as outstanding for p; a duplicate completes at once
-// with ErrDuplicateTag (without touching the outstanding yield) and
-// register reports false.
-func (w *worker) register(p *proc, tag uint64) bool {
-	if p.addPending(tag) {
-		return true
+// register records a yield of p with tag as outstanding and returns the
+// sequence number that names it from now on; a yield whose tag is already
+// outstanding completes at once with ErrDuplicateTag (without touching
+// the outstanding one), and register returns 0. Worker only, with p
+// Running.
+func (w *worker) register(p *proc, tag uint64) (seq uint64) {
+	seq = w.newSeq()
+	if p.addPending(tag, seq) {
+		return seq
 	}
 	// p is Running: the push flags it and never asks for a queue.
-	_, _ = p.push(Event{Type: EventYieldComplete, Tag: tag, Error: fmt.Errorf("%w: %d", ErrDuplicateTag, tag)}, false)
-	return false
+	_, _ = p.push(Event{Type: EventYieldComplete, Tag: tag, Error: fmt.Errorf("%w: %d", ErrDuplicateTag, tag)})
+	return 0
 }
 
-// completeNow completes p's pending yield tag from the worker. p is
+// newSeq returns a yield sequence number that no other yield of this
+// scheduler ever gets: each worker counts in steps of the number of
+// workers from its own offset, so the workers never meet, and none is 0.
+// Owner only.
+func (w *worker) newSeq() uint64 {
+	seq := w.seq
+	w.seq += uint64(len(w.s.workers))
+	return seq
+}
+
+// completeNow completes p's pending yield seq from the worker. p is
 // Running, so the push flags it for another step and never asks for a
 // queue; it fails only if the yield is no longer pending (a handler that
 // completed and then returned an error), which is ignored by design.
-func (w *worker) completeNow(p *proc, tag uint64, data any, err error) {
-	_, _ = p.push(Event{Type: EventYieldComplete, Tag: tag, Data: data, Error: err}, true)
+// Worker only, with p Running.
+func (w *worker) completeNow(p *proc, seq uint64, data any, err error) {
+	_, _ = p.complete(Event{Type: EventYieldComplete, Data: data, Error: err}, seq)
 }
 
 // tell is the built-in send; an undeliverable message bounces back to p.
@@ -241,52 +263,52 @@ func (w *worker) tell(p *proc, to relay.PID, msg any) {
 	w.n.sent++
 	if err := w.s.deliver(p.pid(), to, msg, via{w: w}); err != nil {
 		w.n.bounced++
-		_, _ = p.push(Event{Type: EventMessage, Data: msg, Error: err, From: to}, false)
+		_, _ = p.push(Event{Type: EventMessage, Data: msg, Error: err, From: to})
 	}
 }
 
 // spawn is the built-in spawn yield.
 func (w *worker) spawn(p *proc, tag uint64, child Process, method string, input payload.Payloads, await bool) {
-	if w.register(p, tag) {
-		w.startChild(p, tag, child, method, input, await)
+	if seq := w.register(p, tag); seq != 0 {
+		w.startChild(p, seq, child, method, input, await)
 	}
 }
 
-// startChild starts a child of p for the pending yield tag and queues it
+// startChild starts a child of p for the pending yield seq and queues it
 // on this worker.
-func (w *worker) startChild(p *proc, tag uint64, child Process, method string, input payload.Payloads, await bool) {
+func (w *worker) startChild(p *proc, seq uint64, child Process, method string, input payload.Payloads, await bool) {
 	var awaiter uint64
 	if await {
 		awaiter = p.id
 	}
-	c, err := w.s.start(p.values(), child, method, input, awaiter, tag, w, nil, false)
+	c, err := w.s.start(p.values(), child, method, input, awaiter, seq, w, nil, false)
 	if err != nil {
-		w.completeNow(p, tag, nil, err)
+		w.completeNow(p, seq, nil, err)
 		return
 	}
 	if !await {
-		w.completeNow(p, tag, c.pid(), nil)
+		w.completeNow(p, seq, c.pid(), nil)
 	}
 	w.pushLocal(c)
 }
 
-// callHandler runs the handler of a user command.
-func (w *worker) callHandler(p *proc, y *Yield) {
+// callHandler runs the handler of a user command for the yield seq.
+func (w *worker) callHandler(p *proc, y *Yield, seq uint64) {
 	hs := *w.s.handlers.Load()
 	var h Handler
 	if int(y.Cmd) < len(hs) {
 		h = hs[y.Cmd]
 	}
 	if h == nil {
-		w.completeNow(p, y.Tag, nil, fmt.Errorf("%w: %d", ErrUnknownCommand, y.Cmd))
+		w.completeNow(p, seq, nil, fmt.Errorf("%w: %d", ErrUnknownCommand, y.Cmd))
 		return
 	}
 	w.handoff.begin()
-	err := w.runHandler(p, h, Call{PID: p.pid(), Tag: y.Tag, Cmd: y.Cmd, Arg: y.Arg, s: w.s, ctx: p, w: w})
+	err := w.runHandler(p, h, Call{PID: p.pid(), Tag: y.Tag, Cmd: y.Cmd, Arg: y.Arg, s: w.s, ctx: p, w: w, seq: seq})
 	w.handoff.end(w)
 	if err != nil {
 		// Ignored if the handler completed the yield before failing.
-		w.completeNow(p, y.Tag, nil, err)
+		w.completeNow(p, seq, nil, err)
 	}
 }
 

@@ -50,7 +50,7 @@ const (
 // kept small (144 bytes) because a million waiting processes are a million
 // procs; what few processes need lives in procExtra.
 //
-// Ownership: impl, method, awaiter and awaitTag are touched only by the
+// Ownership: impl, method, awaiter and awaitSeq are touched only by the
 // goroutine that has the process Running (or, before it is first queued,
 // by the submitter; when it completes, by whoever moved it to Complete).
 // The fields under mu are the mailbox and everything that senders,
@@ -82,7 +82,7 @@ type proc struct {
 
 	impl     Process // nil once complete
 	awaiter  uint64  // ID of the parent waiting for this process's end (SpawnAwait), 0 if none
-	awaitTag uint64  // that parent's yield tag
+	awaitSeq uint64  // that parent's yield (see worker.register)
 
 	mu      sync.Mutex // guards flags, inbox, pending and extra's mutable fields; held for a few instructions
 	inbox   []Event
@@ -148,7 +148,7 @@ type procExtra struct {
 	// Guarded by proc.mu:
 	ctxDone chan struct{} // made on demand by Done, closed on cancel or end
 	endDone chan struct{} // made on demand by Handle.Done, closed at the end
-	large   *tagSet       // pending tags of a process with many outstanding yields
+	large   *largePending // pending yields of a process with many outstanding
 	room    chan struct{} // closed at the next drain, for senders waiting for room
 
 	mailbox *mailboxLimit // this process's own mailbox limit, if any; immutable
@@ -169,24 +169,45 @@ func (p *proc) pid() relay.PID { return relay.PID{Node: p.node, ID: p.id} }
 
 // push appends ev to the mailbox unless the process has ended, and makes
 // the process runnable (see markRunnable); it returns the state the
-// process was woken from, nonzero if the caller must queue it. With
-// completes set, ev completes the yield with ev.Tag, which must be
-// pending. Events pushed here are outside any mailbox limit (see
+// process was woken from, nonzero if the caller must queue it. Events
+// pushed here complete no yield and are outside any mailbox limit (see
 // pushMessage). Any goroutine.
-func (p *proc) push(ev Event, completes bool) (woken uint64, err error) {
+func (p *proc) push(ev Event) (woken uint64, err error) {
 	p.mu.Lock()
 	if p.flags&pfClosed != 0 {
 		p.mu.Unlock()
 		return 0, ErrProcessNotFound
 	}
-	if completes {
-		x := p.extra.Load()
-		if !p.pending.remove(ev.Tag, x) {
-			p.mu.Unlock()
-			return 0, ErrYieldNotPending
-		}
-		p.npending.Store(int32(p.pending.len(x)))
+	p.inbox = append(p.inbox, ev)
+	woken = p.markRunnable()
+	p.mu.Unlock()
+	return woken, nil
+}
+
+// complete appends ev, the completion of a pending yield, as push does.
+// With seq nonzero it completes the yield that was given that sequence
+// number (ev.Tag is set to its tag); with seq zero, the pending yield with
+// tag ev.Tag. A yield that is not pending (completed already, or never
+// issued, or a newer yield that reuses the tag of the one a completion was
+// made for) gets ErrYieldNotPending and no event. Any goroutine.
+func (p *proc) complete(ev Event, seq uint64) (woken uint64, err error) {
+	p.mu.Lock()
+	if p.flags&pfClosed != 0 {
+		p.mu.Unlock()
+		return 0, ErrProcessNotFound
 	}
+	x := p.extra.Load()
+	var ok bool
+	if seq != 0 {
+		ev.Tag, ok = p.pending.removeSeq(seq, x)
+	} else {
+		_, ok = p.pending.removeTag(ev.Tag, x)
+	}
+	if !ok {
+		p.mu.Unlock()
+		return 0, ErrYieldNotPending
+	}
+	p.npending.Store(int32(p.pending.len(x)))
 	p.inbox = append(p.inbox, ev)
 	woken = p.markRunnable()
 	p.mu.Unlock()
@@ -273,12 +294,12 @@ func (p *proc) shrinkInbox() {
 	p.mu.Unlock()
 }
 
-// addPending registers the tags of the yields of ys that expect a
-// completion, and calls dup for each tag that is already outstanding
-// (which is not registered again). Worker only.
-func (p *proc) addPending(tag uint64) bool {
+// addPending registers a yield with tag and sequence number seq as
+// outstanding; it reports false, registering nothing, if a yield with that
+// tag is outstanding already. Worker only, with p Running.
+func (p *proc) addPending(tag, seq uint64) bool {
 	p.mu.Lock()
-	ok := p.pending.add(tag, p)
+	ok := p.pending.add(tag, seq, p)
 	p.npending.Store(int32(p.pending.len(p.extra.Load())))
 	p.mu.Unlock()
 	return ok
@@ -452,26 +473,41 @@ func Self(ctx context.Context) (pid relay.PID, ok bool) {
 	return pid, ok
 }
 
-// pendingSet is the set of outstanding yield tags of one process. Most
-// processes have zero to a few outstanding yields, kept in a slice; a
-// process that fans out widely moves them to a tagSet in its procExtra.
-// Guarded by proc.mu.
+// pendingSet is the set of outstanding yields of one process: for each,
+// the tag the process chose and the sequence number the scheduler gave it
+// (see worker.register), which names that one yield for good, so that a
+// completion made for it can never complete a later yield that reuses the
+// tag. Most processes have zero to a few outstanding yields, kept in a
+// slice; a process that fans out widely moves them to a largePending in
+// its procExtra. Called with proc.mu held.
 type pendingSet struct {
-	small []uint64
+	small []pendingYield
 }
 
-// pendingSmallMax is the most tags kept in the slice, where a linear
+// pendingYield is one outstanding yield.
+type pendingYield struct {
+	tag, seq uint64
+}
+
+// largePending indexes the outstanding yields of a process with many, by
+// tag and by sequence number.
+type largePending struct {
+	byTag u64map // tag -> seq
+	bySeq u64map // seq -> tag
+}
+
+// pendingSmallMax is the most yields kept in the slice, where a linear
 // search beats a map.
 const pendingSmallMax = 32
 
 func (ps *pendingSet) len(x *procExtra) int {
 	if x != nil && x.large != nil {
-		return x.large.len()
+		return x.large.byTag.len()
 	}
 	return len(ps.small)
 }
 
-// reserve makes room for n more tags in the slice, unless they will not
+// reserve makes room for n more yields in the slice, unless they will not
 // fit it anyway.
 func (ps *pendingSet) reserve(n int, x *procExtra) {
 	if x != nil && x.large != nil {
@@ -481,49 +517,80 @@ func (ps *pendingSet) reserve(n int, x *procExtra) {
 	if need <= cap(ps.small) || need > pendingSmallMax {
 		return
 	}
-	small := make([]uint64, len(ps.small), need)
+	small := make([]pendingYield, len(ps.small), need)
 	copy(small, ps.small)
 	ps.small = small
 }
 
-// add inserts tag and reports false if it was already present.
-func (ps *pendingSet) add(tag uint64, p *proc) bool {
+// add inserts a yield and reports false if its tag was already present.
+func (ps *pendingSet) add(tag, seq uint64, p *proc) bool {
 	if x := p.extra.Load(); x != nil && x.large != nil {
-		return x.large.add(tag)
+		if !x.large.byTag.add(tag, seq) {
+			return false
+		}
+		x.large.bySeq.add(seq, tag)
+		return true
 	}
-	for _, t := range ps.small {
-		if t == tag {
+	for _, y := range ps.small {
+		if y.tag == tag {
 			return false
 		}
 	}
 	if len(ps.small) < pendingSmallMax {
-		ps.small = append(ps.small, tag)
+		ps.small = append(ps.small, pendingYield{tag, seq})
 		return true
 	}
-	large := &tagSet{}
-	for _, t := range ps.small {
-		large.add(t)
+	large := &largePending{}
+	for _, y := range ps.small {
+		large.byTag.add(y.tag, y.seq)
+		large.bySeq.add(y.seq, y.tag)
 	}
-	large.add(tag)
+	large.byTag.add(tag, seq)
+	large.bySeq.add(seq, tag)
 	p.getExtra().large = large
 	ps.small = ps.small[:0]
 	return true
 }
 
-// remove deletes tag and reports whether it was present.
-func (ps *pendingSet) remove(tag uint64, x *procExtra) bool {
+// removeTag deletes the yield with tag and returns its sequence number.
+func (ps *pendingSet) removeTag(tag uint64, x *procExtra) (seq uint64, ok bool) {
 	if x != nil && x.large != nil {
-		// The set stays once made: a process that fanned out widely
-		// will likely do it again, and regrowing it costs more.
-		return x.large.remove(tag)
+		// The maps stay once made: a process that fanned out widely
+		// will likely do it again, and regrowing them costs more.
+		if seq, ok = x.large.byTag.remove(tag); ok {
+			x.large.bySeq.remove(seq)
+		}
+		return seq, ok
 	}
-	for i, t := range ps.small {
-		if t == tag {
-			last := len(ps.small) - 1
-			ps.small[i] = ps.small[last]
-			ps.small = ps.small[:last]
-			return true
+	for i, y := range ps.small {
+		if y.tag == tag {
+			ps.removeAt(i)
+			return y.seq, true
 		}
 	}
-	return false
+	return 0, false
+}
+
+// removeSeq deletes the yield with sequence number seq and returns its
+// tag.
+func (ps *pendingSet) removeSeq(seq uint64, x *procExtra) (tag uint64, ok bool) {
+	if x != nil && x.large != nil {
+		if tag, ok = x.large.bySeq.remove(seq); ok {
+			x.large.byTag.remove(tag)
+		}
+		return tag, ok
+	}
+	for i, y := range ps.small {
+		if y.seq == seq {
+			ps.removeAt(i)
+			return y.tag, true
+		}
+	}
+	return 0, false
+}
+
+func (ps *pendingSet) removeAt(i int) {
+	last := len(ps.small) - 1
+	ps.small[i] = ps.small[last]
+	ps.small = ps.small[:last]
 }

@@ -197,12 +197,12 @@ func (s *Scheduler) submit(ctx context.Context, values context.Context, p Proces
 }
 
 // start creates, registers and initialises a process; the caller queues
-// it. values is the context its Value lookups go to; awaiter and awaitTag
+// it. values is the context its Value lookups go to; awaiter and awaitSeq
 // name the parent yield that waits for its end (SpawnAwait), if any; w is
 // the worker doing this, nil outside workers; mailbox, if not nil, is the
 // process's own mailbox limit; handle says the caller gets a Handle, so
 // the result must be kept.
-func (s *Scheduler) start(values context.Context, p Process, method string, input payload.Payloads, awaiter, awaitTag uint64, w *worker, mailbox *mailboxLimit, handle bool) (*proc, error) {
+func (s *Scheduler) start(values context.Context, p Process, method string, input payload.Payloads, awaiter, awaitSeq uint64, w *worker, mailbox *mailboxLimit, handle bool) (*proc, error) {
 	if p == nil {
 		return nil, ErrNilProcess
 	}
@@ -231,7 +231,7 @@ func (s *Scheduler) start(values context.Context, p Process, method string, inpu
 	}
 	pr := s.newProc()
 	pr.id, pr.node, pr.impl = id, s.node, p
-	pr.awaiter, pr.awaitTag = awaiter, awaitTag
+	pr.awaiter, pr.awaitSeq = awaiter, awaitSeq
 	pr.methodID = s.internMethod(method, w)
 	if handle {
 		pr.flags = pfHandle // not yet shared: no lock needed
@@ -525,7 +525,7 @@ func (s *Scheduler) bounce(sender relay.PID, ev Event, v via) {
 	if err != nil {
 		return
 	}
-	woken, err := p.push(ev, false)
+	woken, err := p.push(ev)
 	if err != nil {
 		return
 	}
@@ -554,7 +554,7 @@ func (s *Scheduler) returned(msg relay.Message, v via) error {
 	if err != nil {
 		return err
 	}
-	woken, err := p.push(Event{Type: EventMessage, Data: msg.Data, Error: msg.Err, From: msg.From}, false)
+	woken, err := p.push(Event{Type: EventMessage, Data: msg.Data, Error: msg.Err, From: msg.From})
 	if err != nil {
 		return fmt.Errorf("%w: %v", err, msg.To)
 	}
@@ -602,11 +602,13 @@ func (s *Scheduler) woke(p *proc, woken uint64, v via) {
 // the yield was completed already (no second event is delivered), and
 // [ErrClosed] after Shutdown.
 func (s *Scheduler) CompleteYield(pid relay.PID, tag uint64, data any, err error) error {
-	return s.complete(pid, Event{Type: EventYieldComplete, Tag: tag, Data: data, Error: err}, via{})
+	return s.complete(pid, Event{Type: EventYieldComplete, Tag: tag, Data: data, Error: err}, 0, via{})
 }
 
-// complete delivers a completion event.
-func (s *Scheduler) complete(pid relay.PID, ev Event, v via) error {
+// complete delivers a completion event: of the yield seq if it is
+// nonzero, else of the pending yield with tag ev.Tag (see proc.complete).
+// Any goroutine.
+func (s *Scheduler) complete(pid relay.PID, ev Event, seq uint64, v via) error {
 	if s.stopped.Load() {
 		return ErrClosed
 	}
@@ -614,7 +616,7 @@ func (s *Scheduler) complete(pid relay.PID, ev Event, v via) error {
 	if err != nil {
 		return err
 	}
-	woken, err := p.push(ev, true)
+	woken, err := p.complete(ev, seq)
 	if err != nil {
 		return fmt.Errorf("%w: %v tag %d", err, pid, ev.Tag)
 	}
@@ -781,8 +783,8 @@ func (s *Scheduler) finish(p *proc, w *worker, result payload.Payload, err error
 		}
 	}
 	if p.awaiter != 0 && !forced {
-		ev := Event{Type: EventYieldComplete, Tag: p.awaitTag, Data: result, Error: err, From: p.pid()}
-		_ = s.complete(relay.PID{Node: s.node, ID: p.awaiter}, ev, via{w: w})
+		ev := Event{Type: EventYieldComplete, Data: result, Error: err, From: p.pid()}
+		_ = s.complete(relay.PID{Node: s.node, ID: p.awaiter}, ev, p.awaitSeq, via{w: w})
 	}
 }
 

@@ -27,9 +27,9 @@ type timerService struct {
 }
 
 type timerEntry struct {
-	when int64 // nanoseconds since epoch
-	pid  uint64
-	tag  uint64
+	when int64  // nanoseconds since epoch
+	pid  uint64 // the process's ID
+	seq  uint64 // its yield (see worker.register)
 }
 
 type timerHeap []timerEntry
@@ -57,12 +57,12 @@ func newTimerService(s *Scheduler) *timerService {
 // at converts t to the service's clock.
 func (ts *timerService) at(t time.Time) int64 { return int64(t.Sub(ts.epoch)) }
 
-// add schedules the completion of process pid's yield tag at when, in
+// add schedules the completion of process pid's yield seq at when, in
 // nanoseconds on the service's clock.
-func (ts *timerService) add(pid, tag uint64, when int64) {
+func (ts *timerService) add(pid, seq uint64, when int64) {
 	ts.mu.Lock()
-	heap.Push(&ts.entries, timerEntry{when: when, pid: pid, tag: tag})
-	earliest := ts.entries[0].pid == pid && ts.entries[0].tag == tag && ts.entries[0].when == when
+	heap.Push(&ts.entries, timerEntry{when: when, pid: pid, seq: seq})
+	earliest := ts.entries[0].seq == seq
 	ts.mu.Unlock()
 	if earliest {
 		select {
@@ -101,7 +101,7 @@ func (ts *timerService) run() {
 		for _, e := range due {
 			// The process may have ended meanwhile; then there is
 			// nobody to tell.
-			_ = ts.s.complete(relay.PID{Node: ts.s.node, ID: e.pid}, Event{Type: EventYieldComplete, Tag: e.tag}, via{})
+			_ = ts.s.complete(relay.PID{Node: ts.s.node, ID: e.pid}, Event{Type: EventYieldComplete}, e.seq, via{})
 		}
 		clear(due)
 		due = due[:0]

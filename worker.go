@@ -65,6 +65,7 @@ type worker struct {
 
 	rng  uint64 // xorshift state for victim selection
 	tick uint64
+	seq  uint64 // the next yield sequence number (see newSeq); owner only
 	// checkGlobal makes the next findLocal look at the global queue first:
 	// set when a process that continues gives the global queue its turn.
 	checkGlobal bool
@@ -112,6 +113,7 @@ func newWorker(s *Scheduler, id int) *worker {
 		id:    id,
 		dq:    deque.New[proc](256),
 		rng:   uint64(id)*0x9E3779B97F4A7C15 + 1,
+		seq:   uint64(id) + 1,
 		batch: make([]*proc, s.globalBatch),
 	}
 	w.out.clock = s.timers.epoch
