@@ -33,13 +33,21 @@ type Call struct {
 	seq uint64 // names the yield (see worker.register)
 }
 
-// Context returns the yielding process's context: it is cancelled when
-// the process is terminated or ends, so work done on its behalf can stop.
+// Context returns the context for the work of this call. It carries the
+// yielding process's values ([Self] included) and is done once the yield
+// is no longer pending (it was completed) or the process has ended
+// (context.Cause is then [ErrEnded], or [ErrForced] at a shutdown
+// deadline), so a goroutine working for the call can stop. It is not
+// done when the process is merely asked to stop (Terminate, or the cancel
+// Shutdown sends): cleanup work a process yields on its cancel gets a
+// context that lives until the work is done or the shutdown deadline
+// passes. For the zero Call it is context.Background(). Making it costs
+// an allocation, and asking it for Done a channel.
 func (c Call) Context() context.Context {
 	if c.ctx == nil {
 		return context.Background()
 	}
-	return c.ctx
+	return &callContext{p: c.ctx, seq: c.seq}
 }
 
 // Complete completes the yield with data and err; see
@@ -115,7 +123,7 @@ func (s *Scheduler) SetHandler(cmd CommandID, h Handler) error {
 	if err := checkHandler(cmd, h); err != nil {
 		return err
 	}
-	if s.stopped.Load() {
+	if s.phase.Load() == phaseStopped {
 		return ErrClosed
 	}
 	s.handlersMu.Lock()

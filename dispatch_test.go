@@ -251,42 +251,98 @@ func TestDuplicateTag(t *testing.T) {
 // TestCallContext: the context of a Call is cancelled when its process is
 // terminated, so work done for it can stop.
 func TestCallContext(t *testing.T) {
-	var wg sync.WaitGroup
-	t.Cleanup(wg.Wait)
-	started := make(chan sched.Call, 1)
-	s := tNewScheduler(t, sched.WithHandler(tCmd, func(c sched.Call) error {
-		started <- c
-		wg.Go(func() {
-			<-c.Context().Done()
-			_ = c.Complete(nil, c.Context().Err())
-		})
-		return nil
-	}))
-	// The process keeps waiting after the cancel, for the completion.
-	p := &tProc{step: func(_ *tProc, n int, evs []sched.Event, out *sched.StepOutput) error {
-		if n == 0 {
-			out.Yield(1, tCmd, nil)
+	t.Run("carries the process's values and PID", func(t *testing.T) {
+		calls := make(chan sched.Call, 1)
+		s := tNewScheduler(t, sched.WithHandler(tCmd, func(c sched.Call) error {
+			calls <- c
 			return nil
-		}
-		if ev, ok := tCompletion(evs, 1); ok {
-			out.Done(payload.Of(ev.Error))
-		}
-		return nil
-	}}
-	h := tSubmit(t, s, p)
-	c := tRecv(t, started, "the handler")
-	self, ok := sched.Self(c.Context())
-	require.True(t, ok)
-	assert.Equal(t, h.PID(), self)
-	assert.NoError(t, c.Context().Err(), "Call context before Terminate")
+		}))
+		h, err := s.Submit(context.WithValue(context.Background(), tKey{}, "v"), &tProc{step: tYieldOnce(1, func(out *sched.StepOutput) { out.Yield(1, tCmd, nil) })}, "run", nil)
+		require.NoError(t, err)
+		c := tRecv(t, calls, "the handler")
+		self, ok := sched.Self(c.Context())
+		require.True(t, ok)
+		assert.Equal(t, h.PID(), self)
+		assert.Equal(t, "v", c.Context().Value(tKey{}))
+		_, has := c.Context().Deadline()
+		assert.False(t, has)
+		require.NoError(t, c.Complete("ok", nil))
+		_, err = tWait(t, s, h)
+		require.NoError(t, err)
+	})
 
-	require.NoError(t, s.Terminate(h.PID()))
-	res, err := tWait(t, s, h)
-	require.NoError(t, err)
-	cerr, _ := res.Value().(error)
-	require.ErrorIs(t, cerr, context.Canceled)
-	assert.Len(t, p.EventsOf(sched.EventCancel), 1)
-	tRequireLife(t, p)
+	t.Run("is done once the yield completes", func(t *testing.T) {
+		calls := make(chan sched.Call, 1)
+		s := tNewScheduler(t, sched.WithHandler(tCmd, func(c sched.Call) error {
+			calls <- c
+			return nil
+		}))
+		p := &tProc{step: func(_ *tProc, n int, evs []sched.Event, out *sched.StepOutput) error {
+			if n == 0 {
+				out.Yield(1, tCmd, nil)
+			}
+			if tHasCancel(evs) {
+				out.Done(payload.Payload{})
+			}
+			return nil // waits on after the completion
+		}}
+		h := tSubmit(t, s, p)
+		c := tRecv(t, calls, "the handler")
+		ctx := c.Context()
+		done := ctx.Done()
+		require.NoError(t, ctx.Err())
+		require.NoError(t, c.Complete(nil, nil))
+		tClosed(t, done, "the call context's Done after the completion")
+		assert.ErrorIs(t, ctx.Err(), context.Canceled)
+		assert.ErrorIs(t, context.Cause(ctx), context.Canceled)
+		require.NoError(t, s.Terminate(h.PID()))
+		_, err := tWait(t, s, h)
+		require.NoError(t, err)
+	})
+
+	// A call made before or after the process is asked to stop keeps a
+	// live context (so cleanup work can finish) until the process ends.
+	t.Run("outlives the cancel and ends with the process", func(t *testing.T) {
+		calls := make(chan sched.Call, 2)
+		s := tNewScheduler(t, sched.WithHandler(tCmd, func(c sched.Call) error {
+			calls <- c
+			return nil
+		}))
+		sawCancel := make(chan struct{})
+		p := &tProc{step: func(_ *tProc, n int, evs []sched.Event, out *sched.StepOutput) error {
+			switch {
+			case n == 0:
+				out.Yield(1, tCmd, nil) // in flight when the cancel comes
+			case tHasCancel(evs):
+				out.Yield(2, tCmd, nil) // cleanup work
+				close(sawCancel)
+			default:
+				if _, ok := tCompletion(evs, 2); ok {
+					out.Done(payload.Payload{})
+				}
+			}
+			return nil
+		}}
+		h := tSubmit(t, s, p)
+		inflight := tRecv(t, calls, "the first call")
+		require.NoError(t, s.Terminate(h.PID()))
+		tClosed(t, sawCancel, "the process's step on its cancel")
+		cleanup := tRecv(t, calls, "the cleanup call")
+		assert.NoError(t, inflight.Context().Err(), "a call in flight is not cancelled by Terminate")
+		assert.NoError(t, cleanup.Context().Err(), "the cleanup call's context is live")
+		done := inflight.Context().Done()
+		require.NoError(t, cleanup.Complete(nil, nil))
+		_, err := tWait(t, s, h)
+		require.NoError(t, err)
+		tClosed(t, done, "the in-flight call's context at the process's end")
+		assert.ErrorIs(t, context.Cause(inflight.Context()), sched.ErrEnded)
+		assert.ErrorIs(t, inflight.Complete(nil, nil), sched.ErrProcessNotFound)
+		tRequireLife(t, p)
+	})
+
+	t.Run("of the zero Call", func(t *testing.T) {
+		assert.Equal(t, context.Background(), sched.Call{}.Context())
+	})
 }
 
 // TestCallTellAndSubmit: a handler sends and starts processes on behalf

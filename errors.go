@@ -58,6 +58,24 @@ var (
 	// so the scheduler closed it. Shutdown's own error wraps it too and
 	// says how many processes were forced.
 	ErrForced = errors.New("scheduler: forced to close at shutdown")
+	// ErrTerminated is the cause of a cancel sent by Terminate: the Error
+	// of the EventCancel, and context.Cause of the process context.
+	ErrTerminated = errors.New("scheduler: terminated")
+	// ErrShuttingDown is the cause of a cancel sent by Shutdown: the
+	// Error of the EventCancel, and context.Cause of the process context.
+	ErrShuttingDown = errors.New("scheduler: shutting down")
+	// ErrEnded is context.Cause of the context of a process that has
+	// ended without being asked to stop, and of a handler's call context
+	// once its process has ended.
+	ErrEnded = errors.New("scheduler: process ended")
+	// ErrShutdownStarted: Shutdown was called on one of the scheduler's
+	// own goroutines (in a Step, a handler, a hook), which cannot wait
+	// for the stop; the shutdown has begun and completes once the caller
+	// returns to the scheduler.
+	ErrShutdownStarted = errors.New("scheduler: shutdown started, not waited for")
+	// ErrNilContext: a nil context.Context was passed. Every method that
+	// takes a context refuses nil the same way, doing nothing.
+	ErrNilContext = errors.New("scheduler: nil context")
 )
 
 // PanicError is the error of a process, yield or call whose code panicked.

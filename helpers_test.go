@@ -32,10 +32,11 @@ const (
 	tCmd2 = sched.FirstUserCommand + 2
 )
 
-// tNewScheduler starts a scheduler and shuts it down when the test ends, so
-// that goleak (see main_test.go) finds no worker left. A test that shut the
-// scheduler down itself makes the cleanup's Shutdown return ErrClosed,
-// which is fine.
+// tNewScheduler starts a scheduler and shuts it down when the test ends,
+// so that goleak (see main_test.go) finds no worker left. A test that shut
+// the scheduler down itself, forcing processes, makes the cleanup's
+// Shutdown return that result again (ErrForced without the cleanup's own
+// deadline), which is fine.
 func tNewScheduler(t testing.TB, opts ...sched.Option) *sched.Scheduler {
 	t.Helper()
 	s, err := sched.New(opts...)
@@ -44,11 +45,18 @@ func tNewScheduler(t testing.TB, opts ...sched.Option) *sched.Scheduler {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), tTimeout)
 		defer cancel()
-		if err := s.Shutdown(ctx); err != nil && !errors.Is(err, sched.ErrClosed) {
+		if err := s.Shutdown(ctx); !tShutdownOK(err) {
 			t.Errorf("Shutdown at cleanup: %v", err)
 		}
 	})
 	return s
+}
+
+// tShutdownOK reports whether a cleanup's Shutdown went as it should: the
+// processes ended on their cancel, or a test's own Shutdown forced them
+// before; not the cleanup's own deadline.
+func tShutdownOK(err error) bool {
+	return err == nil || errors.Is(err, sched.ErrForced) && !errors.Is(err, context.DeadlineExceeded)
 }
 
 // tSubmit submits p with method "run" and input, failing the test on error.

@@ -209,6 +209,9 @@ func (s *Scheduler) TellContext(ctx context.Context, to relay.PID, msg any) erro
 // deliverWait delivers a message from outside the scheduler, waiting for
 // room in a full mailbox.
 func (s *Scheduler) deliverWait(ctx context.Context, from, to relay.PID, msg any) error {
+	if ctx == nil {
+		return fmt.Errorf("%w: SendContext or TellContext", ErrNilContext)
+	}
 	for {
 		if err := ctx.Err(); err != nil {
 			return err

@@ -4,7 +4,6 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
-	"time"
 	"unsafe"
 
 	"github.com/procsched/scheduler/payload"
@@ -38,12 +37,17 @@ const (
 
 // Bits of proc.flags, guarded by proc.mu.
 const (
-	pfClosed      = 1 << iota // ended: no more events are accepted
-	pfCancelled               // a cancel event was queued and the context cancelled
-	pfForced                  // completed by a shutdown deadline
-	pfRoomWaiters             // a sender waits for room in the mailbox (extra.room)
-	pfHandle                  // a Handle was returned for it: keep its result
+	pfClosed         = 1 << iota // ended: no more events are accepted, the context is done
+	pfCancelled                  // a cancel event was queued and the context cancelled
+	pfShutdownCancel             // with pfCancelled: the cancel came from Shutdown, not Terminate
+	pfForced                     // completed by a shutdown deadline
+	pfRoomWaiters                // a sender waits for room in the mailbox (extra.room)
+	pfHandle                     // a Handle was returned for it: keep its result
 )
+
+// pfTerminateCancel is the cause bit of a cancel by Terminate: none
+// beyond pfCancelled.
+const pfTerminateCancel = 0
 
 // proc is the scheduler's record of one process. It doubles as the
 // process's context.Context, which saves an allocation per process. It is
@@ -150,6 +154,7 @@ type procExtra struct {
 	endDone chan struct{} // made on demand by Handle.Done, closed at the end
 	large   *largePending // pending yields of a process with many outstanding
 	room    chan struct{} // closed at the next drain, for senders waiting for room
+	calls   []callDone    // Done channels of call contexts, by yield (see Call.Context)
 
 	mailbox *mailboxLimit // this process's own mailbox limit, if any; immutable
 }
@@ -201,13 +206,16 @@ func (p *proc) complete(ev Event, seq uint64) (woken uint64, err error) {
 	if seq != 0 {
 		ev.Tag, ok = p.pending.removeSeq(seq, x)
 	} else {
-		_, ok = p.pending.removeTag(ev.Tag, x)
+		seq, ok = p.pending.removeTag(ev.Tag, x)
 	}
 	if !ok {
 		p.mu.Unlock()
 		return 0, ErrYieldNotPending
 	}
 	p.npending.Store(int32(p.pending.len(x)))
+	if x != nil && x.calls != nil {
+		x.endCall(seq)
+	}
 	p.inbox = append(p.inbox, ev)
 	woken = p.markRunnable()
 	p.mu.Unlock()
@@ -315,9 +323,10 @@ func (p *proc) reservePending(n int) {
 	p.mu.Unlock()
 }
 
-// terminate queues the cancel event (once) and cancels the context; it
-// returns the state the process was woken from, as push does.
-func (p *proc) terminate() (woken uint64, err error) {
+// terminate queues the cancel event (once) and cancels the context, with
+// cause pfShutdownCancel or pfTerminateCancel; it returns the state the
+// process was woken from, as push does. Any goroutine.
+func (p *proc) terminate(cause uint8) (woken uint64, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.flags&pfClosed != 0 {
@@ -326,8 +335,8 @@ func (p *proc) terminate() (woken uint64, err error) {
 	if p.flags&pfCancelled != 0 {
 		return 0, nil
 	}
-	p.flags |= pfCancelled
-	p.inbox = append(p.inbox, Event{Type: EventCancel})
+	p.flags |= pfCancelled | cause
+	p.inbox = append(p.inbox, Event{Type: EventCancel, Error: p.cancelCause()})
 	if x := p.extra.Load(); x != nil && x.ctxDone != nil {
 		close(x.ctxDone)
 	}
@@ -354,6 +363,7 @@ func (p *proc) close(result payload.Payload, err error, forced bool) int {
 		if x.ctxDone != nil && p.flags&pfCancelled == 0 {
 			close(x.ctxDone)
 		}
+		x.endCalls()
 		if x.endDone != nil {
 			close(x.endDone)
 		}
@@ -363,7 +373,7 @@ func (p *proc) close(result payload.Payload, err error, forced bool) int {
 		}
 	}
 	p.flags &^= pfRoomWaiters
-	p.flags |= pfClosed | pfCancelled
+	p.flags |= pfClosed
 	if forced {
 		p.flags |= pfForced
 	}
@@ -414,63 +424,6 @@ func (p *proc) values() context.Context {
 		return x.values
 	}
 	return nil
-}
-
-// The process context. It never has a deadline, carries the values of the
-// context it was created from, and is done once the process is cancelled
-// or has ended.
-
-// selfKey is the context key under which a process context answers its
-// own PID.
-type selfKey struct{}
-
-// Deadline implements context.Context: a process context has none.
-func (p *proc) Deadline() (time.Time, bool) { return time.Time{}, false }
-
-// Done implements context.Context.
-func (p *proc) Done() <-chan struct{} {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.flags&pfCancelled != 0 {
-		return closedChan
-	}
-	x := p.getExtra()
-	if x.ctxDone == nil {
-		x.ctxDone = make(chan struct{})
-	}
-	return x.ctxDone
-}
-
-// Err implements context.Context.
-func (p *proc) Err() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.flags&pfCancelled != 0 {
-		return context.Canceled
-	}
-	return nil
-}
-
-// Value implements context.Context.
-func (p *proc) Value(key any) any {
-	if _, ok := key.(selfKey); ok {
-		return p.pid()
-	}
-	if v := p.values(); v != nil {
-		return v.Value(key)
-	}
-	return nil
-}
-
-// String makes the context printable, as context.Context values are.
-func (p *proc) String() string { return "scheduler.processContext(" + p.pid().String() + ")" }
-
-// Self returns the PID of the process whose context ctx is (or is derived
-// from), as passed to [Process.Init] and [Call.Context]; ok is false for
-// other contexts.
-func Self(ctx context.Context) (pid relay.PID, ok bool) {
-	pid, ok = ctx.Value(selfKey{}).(relay.PID)
-	return pid, ok
 }
 
 // pendingSet is the set of outstanding yields of one process: for each,
@@ -587,6 +540,20 @@ func (ps *pendingSet) removeSeq(seq uint64, x *procExtra) (tag uint64, ok bool) 
 		}
 	}
 	return 0, false
+}
+
+// hasSeq reports whether the yield with sequence number seq is pending.
+func (ps *pendingSet) hasSeq(seq uint64, x *procExtra) bool {
+	if x != nil && x.large != nil {
+		_, ok := x.large.bySeq.get(seq)
+		return ok
+	}
+	for _, y := range ps.small {
+		if y.seq == seq {
+			return true
+		}
+	}
+	return false
 }
 
 func (ps *pendingSet) removeAt(i int) {

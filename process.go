@@ -176,6 +176,7 @@ type StepOutput struct {
 	self   relay.PID
 	status Status
 	result payload.Payload
+	read   int // with StatusDone: events of the batch read, -1 for all
 	yields []Yield
 	clock  time.Time // the timer clock's origin, for Sleep deadlines
 }
@@ -185,15 +186,34 @@ func (o *StepOutput) Self() relay.PID { return o.self }
 
 // Continue asks to be stepped again soon even if no event arrives. A
 // process that keeps continuing is requeued behind other work after a
-// budget of consecutive steps (see [WithStepBudget]).
-func (o *StepOutput) Continue() { o.status = StatusContinue }
+// budget of consecutive steps (see [WithStepBudget]). After Done or
+// DoneAfter in the same step it does nothing: the end is final.
+func (o *StepOutput) Continue() {
+	if o.status != StatusDone {
+		o.status = StatusContinue
+	}
+}
 
-// Done finishes the process with result. Yields written in the same step
-// are still carried out (a final Tell is delivered), but completions of
-// yields that are still outstanding are discarded.
+// Done ends the process with result once this step returns; nothing
+// written after it in the same step (Continue included) can undo that.
+// The step is taken to have read every event of its batch. Yields
+// written in the same step are still carried out (a final Tell is
+// delivered, a child is started), but their completions, like every event
+// that arrives from now on, reach no one: they are counted in
+// [MessageStats].Unread.
 func (o *StepOutput) Done(result payload.Payload) {
 	o.status = StatusDone
 	o.result = result
+	o.read = -1
+}
+
+// DoneAfter is [StepOutput.Done] for a process that stops partway through
+// its batch: it has read the first n events, and the rest count as unread
+// ([MessageStats].Unread), as events still queued at its end do. n is
+// clamped to the batch.
+func (o *StepOutput) DoneAfter(n int, result payload.Payload) {
+	o.Done(result)
+	o.read = max(n, 0)
 }
 
 // Status returns the status written so far in this step.
@@ -278,7 +298,17 @@ func (o *StepOutput) reset(self relay.PID) {
 	o.self = self
 	o.status = StatusWait
 	o.result = payload.Payload{}
+	o.read = -1
 	o.yields = o.yields[:0]
+}
+
+// unread returns how many of a batch of n events a step that called Done
+// left unread.
+func (o *StepOutput) unread(n int) int {
+	if o.read < 0 || o.read >= n {
+		return 0
+	}
+	return n - o.read
 }
 
 // release drops the references held by earlier steps' yields; the worker

@@ -62,21 +62,14 @@ type Scheduler struct {
 	// Stored by those, loaded by the End hook's bookkeeping.
 	coarse atomic.Int64
 
-	// closing: Shutdown has begun, no more submissions. With the live
-	// count (see liveCount) it decides when Shutdown may stop the
-	// workers: a start is counted before closing is checked, and Shutdown
-	// sets closing before it reads the count, so one sees the other.
-	closing atomic.Bool
-	// forcing is set when Shutdown's deadline passed; workers and
-	// transitions to waiting states check it after their CAS on the
-	// process state (see proc.state).
-	forcing  atomic.Bool
-	stopped  atomic.Bool // Shutdown has returned: every call is refused
-	stopping atomic.Bool // workers must exit
-	drained  chan struct{}
-	drainOne sync.Once
-	forced   atomic.Int64
-	wg       sync.WaitGroup // workers and the timer goroutine
+	// phase is the shutdown phase (see shutdown.go): stored by Shutdown
+	// and the stopper, loaded by every entry point and worker. With the
+	// live count (see liveCount) it decides when the workers may stop: a
+	// start is counted before the phase is checked, and Shutdown moves
+	// the phase before it reads the count, so one sees the other.
+	phase atomic.Uint32
+	sd    shutdown
+	wg    sync.WaitGroup // workers and the timer and watchdog goroutines
 
 	idle idleWorkers
 	// spinning counts workers searching for work (stealing or spinning).
@@ -113,7 +106,7 @@ func New(opts ...Option) (*Scheduler, error) {
 		transport:   cfg.transport,
 		table:       newTable(),
 		methods:     newMethodTable(),
-		drained:     make(chan struct{}),
+		sd:          newShutdown(),
 	}
 	s.limits.Store(cfg.mailbox.capacity > 0)
 	hs := make([]Handler, FirstUserCommand)
@@ -162,8 +155,8 @@ func (s *Scheduler) Workers() int { return len(s.workers) }
 //
 // If Init fails or panics, Submit calls p.Close and returns an error
 // wrapping [ErrInit] and Init's error; the process never runs. Submit also
-// fails with [ErrNilProcess], [ErrEmptyMethod], ctx's error if ctx is
-// already done, and [ErrClosed] once Shutdown has begun.
+// fails with [ErrNilProcess], [ErrEmptyMethod], [ErrNilContext], ctx's
+// error if ctx is already done, and [ErrClosed] once Shutdown has begun.
 //
 // ctx bounds the submission only: the process context carries ctx's
 // values but not its cancellation (see [Process]).
@@ -176,7 +169,7 @@ func (s *Scheduler) Submit(ctx context.Context, p Process, method string, input 
 // where the process is queued.
 func (s *Scheduler) submit(ctx context.Context, values context.Context, p Process, method string, input payload.Payloads, opts []SubmitOption, v via) (Handle, error) {
 	if ctx == nil {
-		ctx = context.Background()
+		return Handle{}, fmt.Errorf("%w: Submit", ErrNilContext)
 	}
 	if err := ctx.Err(); err != nil {
 		return Handle{}, err
@@ -210,7 +203,7 @@ func (s *Scheduler) start(values context.Context, p Process, method string, inpu
 		return nil, ErrEmptyMethod
 	}
 	s.countStart(w)
-	if s.closing.Load() {
+	if s.closing() {
 		s.countEnd(w)
 		return nil, ErrClosed
 	}
@@ -275,8 +268,8 @@ func (s *Scheduler) start(values context.Context, p Process, method string, inpu
 	}
 	// A Shutdown that began after the check above may have walked the
 	// table before this process was published; deliver its cancel here.
-	if s.closing.Load() {
-		_, _ = pr.terminate() // pr is Ready and about to be queued
+	if s.closing() {
+		_, _ = pr.terminate(pfShutdownCancel) // pr is Ready and about to be queued
 	}
 	if s.hooks.Start != nil {
 		s.hooks.Start(Started{PID: pr.pid(), Method: method})
@@ -366,8 +359,8 @@ func (s *Scheduler) countEnd(w *worker) {
 	} else {
 		s.counters.ended.Add(1)
 	}
-	if s.closing.Load() && s.liveCount() == 0 {
-		s.drainOne.Do(func() { close(s.drained) })
+	if s.closing() && s.liveCount() == 0 {
+		s.sd.drainOnce.Do(func() { close(s.sd.drained) })
 	}
 }
 
@@ -455,7 +448,7 @@ func (s *Scheduler) deliverOrWait(from, to relay.PID, msg any) (<-chan struct{},
 }
 
 func (s *Scheduler) deliverMessage(from, to relay.PID, msg any, v via, wait bool) (<-chan struct{}, error) {
-	if s.stopped.Load() {
+	if s.phase.Load() == phaseStopped {
 		return nil, ErrClosed
 	}
 	if to.Node != s.node && s.transport != nil {
@@ -544,7 +537,7 @@ func (s *Scheduler) bounce(sender relay.PID, ev Event, v via) {
 // bounce, counted; to a process of another node, back through the
 // transport.
 func (s *Scheduler) returned(msg relay.Message, v via) error {
-	if s.stopped.Load() {
+	if s.phase.Load() == phaseStopped {
 		return ErrClosed
 	}
 	if msg.To.Node != s.node && s.transport != nil {
@@ -609,7 +602,7 @@ func (s *Scheduler) CompleteYield(pid relay.PID, tag uint64, data any, err error
 // nonzero, else of the pending yield with tag ev.Tag (see proc.complete).
 // Any goroutine.
 func (s *Scheduler) complete(pid relay.PID, ev Event, seq uint64, v via) error {
-	if s.stopped.Load() {
+	if s.phase.Load() == phaseStopped {
 		return ErrClosed
 	}
 	p, err := s.lookup(pid)
@@ -632,14 +625,14 @@ func (s *Scheduler) complete(pid relay.PID, ev Event, seq uint64, v via) error {
 // error. It returns an error wrapping [ErrProcessNotFound] if the process
 // has ended and [ErrClosed] after Shutdown.
 func (s *Scheduler) Terminate(pid relay.PID) error {
-	if s.stopped.Load() {
+	if s.phase.Load() == phaseStopped {
 		return ErrClosed
 	}
 	p, err := s.lookup(pid)
 	if err != nil {
 		return err
 	}
-	woken, err := p.terminate()
+	woken, err := p.terminate(pfTerminateCancel)
 	if err != nil {
 		return fmt.Errorf("%w: %v", err, pid)
 	}
@@ -647,95 +640,6 @@ func (s *Scheduler) Terminate(pid relay.PID) error {
 		s.woke(p, woken, via{})
 	}
 	return nil
-}
-
-// Shutdown stops the scheduler. It refuses new submissions at once, sends
-// every live process an [EventCancel] (cancelling its context), and keeps
-// the workers running (so cleanup yields that complete later are served)
-// until every process has ended or ctx is done.
-//
-// When ctx is done first, the processes still alive are forced: their
-// contexts are cancelled, Close is called on each exactly once (after any
-// Step in progress returns), their Handles report [ErrForced], and
-// Shutdown returns an error wrapping [ErrForced] and ctx's error that
-// says how many were forced. Either way, when Shutdown returns no
-// goroutine of the scheduler is left and later calls fail with
-// [ErrClosed]. A second Shutdown returns [ErrClosed].
-//
-// A Step that never returns keeps Shutdown waiting: the scheduler cannot
-// stop a goroutine.
-func (s *Scheduler) Shutdown(ctx context.Context) error {
-	if !s.closing.CompareAndSwap(false, true) {
-		return ErrClosed
-	}
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	if s.log != nil {
-		s.log.Info("scheduler: shutting down", "live", s.liveCount())
-	}
-	if s.liveCount() == 0 {
-		s.drainOne.Do(func() { close(s.drained) })
-	}
-	s.table.forEach(func(p *proc) {
-		if woken, _ := p.terminate(); woken != 0 {
-			s.woke(p, woken, via{})
-		}
-	})
-	var err error
-	select {
-	case <-s.drained:
-	case <-ctx.Done():
-		s.forceAll()
-		<-s.drained
-		if n := s.forced.Load(); n > 0 {
-			err = fmt.Errorf("%w: %d process(es) still running at the deadline were closed: %w", ErrForced, n, ctx.Err())
-		}
-	}
-	s.stopping.Store(true)
-	s.timers.stop()
-	if s.watchdog != nil {
-		s.watchdog.stop()
-	}
-	for _, w := range s.workers {
-		w.parker.Unpark()
-	}
-	s.wg.Wait()
-	s.stopped.Store(true)
-	if s.log != nil {
-		s.log.Info("scheduler: shut down", "forced", s.forced.Load())
-	}
-	return err
-}
-
-// forceAll completes every live process that is not running; running
-// ones are completed by their worker when their step returns (it checks
-// forcing after the step).
-func (s *Scheduler) forceAll() {
-	s.forcing.Store(true)
-	s.table.forEach(func(p *proc) { s.tryForce(p) })
-}
-
-// tryForce completes p as forced if it is not Running or Complete. Any
-// goroutine; the state CAS makes exactly one party complete a process.
-func (s *Scheduler) tryForce(p *proc) {
-	for {
-		st := p.state.Load()
-		switch st & stateMask {
-		case stRunning, stComplete:
-			return
-		}
-		if p.state.CompareAndSwap(st, stComplete) {
-			switch st & stateMask {
-			case stBlocked:
-				s.counters.blockedOut.Add(1)
-			case stIdle:
-				s.counters.idleOut.Add(1)
-			}
-			s.finish(p, nil, payload.Payload{}, ErrForced, true)
-			return
-		}
-	}
 }
 
 // finish ends a process that the caller moved to Complete: Close,
@@ -759,7 +663,7 @@ func (s *Scheduler) finish(p *proc, w *worker, result payload.Payload, err error
 		})
 	}
 	if forced {
-		s.forced.Add(1)
+		s.sd.forced.Add(1)
 	}
 	if w != nil {
 		bump(&w.stats.completed)
@@ -813,8 +717,12 @@ func (h Handle) Done() <-chan struct{} {
 
 // Wait blocks until the process ends or ctx is done. It returns the
 // process's result and error (a [PanicError] if it panicked, [ErrForced]
-// if a shutdown deadline closed it), or ctx's error.
+// if a shutdown deadline closed it), or ctx's error; a nil ctx is refused
+// with [ErrNilContext].
 func (h Handle) Wait(ctx context.Context) (payload.Payload, error) {
+	if ctx == nil {
+		return payload.Payload{}, fmt.Errorf("%w: Handle.Wait", ErrNilContext)
+	}
 	if h.p == nil {
 		return payload.Payload{}, ErrProcessNotFound
 	}

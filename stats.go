@@ -110,7 +110,7 @@ func (s *Scheduler) Stats() Stats {
 	ps.Rejected = s.counters.rejected.Load()
 	ps.Completed = s.counters.completed.Load()
 	ps.Failed = s.counters.failed.Load()
-	ps.Forced = uint64(s.forced.Load())
+	ps.Forced = uint64(s.sd.forced.Load())
 	ps.Panics = s.counters.panics.Load()
 	ms.Unread = s.counters.dropped.Load()
 	ms.Bounced = s.counters.bounced.Load()

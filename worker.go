@@ -123,9 +123,10 @@ func newWorker(s *Scheduler, id int) *worker {
 // loop is the worker goroutine.
 func (w *worker) loop() {
 	defer w.s.wg.Done()
+	w.s.addOwnGoroutine()
 	var backoff spin.Backoff
 	idle := false
-	for !w.s.stopping.Load() {
+	for w.s.phase.Load() < phaseStopping {
 		p := w.findLocal()
 		if p == nil {
 			if !idle {
@@ -387,7 +388,7 @@ func (w *worker) park() {
 	s.idle.push(w)
 	// Work made runnable before we were listed may have found no one to
 	// wake: look again now that wakers can see us.
-	if s.stopping.Load() || s.hasWork() {
+	if s.phase.Load() >= phaseStopping || s.hasWork() {
 		if s.idle.remove(w) {
 			return
 		}
@@ -512,7 +513,7 @@ func (w *worker) run(p *proc) {
 	if w.watched.Load() {
 		w.cur.Store(p)
 	}
-	if s.forcing.Load() {
+	if s.forcing() {
 		w.force(p)
 		return
 	}
@@ -547,6 +548,7 @@ func (w *worker) run(p *proc) {
 		} else {
 			err = w.step(p)
 		}
+		batch := len(w.events)
 		w.events = w.events[:0]
 		w.n.steps++
 		status := w.out.status
@@ -556,10 +558,13 @@ func (w *worker) run(p *proc) {
 			return
 		}
 		if status == StatusDone {
+			if n := w.out.unread(batch); n > 0 {
+				w.stats.dropped.Store(w.stats.dropped.Load() + uint64(n))
+			}
 			w.end(p, w.out.result, nil)
 			return
 		}
-		if s.forcing.Load() {
+		if s.forcing() {
 			w.force(p)
 			return
 		}
@@ -615,7 +620,7 @@ func (w *worker) settle(p *proc, running, next uint64) bool {
 			} else {
 				w.n.idleIn++
 			}
-			if w.s.forcing.Load() {
+			if w.s.forcing() {
 				w.s.tryForce(p)
 			}
 			return true

@@ -1,0 +1,237 @@
+package scheduler
+
+import (
+	"context"
+	"time"
+
+	"github.com/procsched/scheduler/relay"
+)
+
+// A process's record doubles as its context.Context (see proc), which
+// saves an allocation per process: it never has a deadline, carries the
+// values of the context the process was started with (not its
+// cancellation), answers Self, and is done once the process is cancelled
+// (Terminate, Shutdown) or has ended. Its Err is context.Canceled, as the
+// context contract requires; context.Cause tells why (see cancelCause).
+//
+// The context of a handler's call (Call.Context) is a second, smaller
+// context over the same record, done when the call's yield is no longer
+// pending or the process has ended, but not when the process is asked to
+// stop, so that cleanup work started on a cancel can finish.
+
+// selfKey is the context key under which a process context answers its
+// own PID.
+type selfKey struct{}
+
+// Self returns the PID of the process whose context ctx is (or is derived
+// from), as passed to [Process.Init] and [Call.Context]; ok is false for
+// other contexts.
+func Self(ctx context.Context) (pid relay.PID, ok bool) {
+	pid, ok = ctx.Value(selfKey{}).(relay.PID)
+	return pid, ok
+}
+
+// Deadline implements context.Context: a process context has none.
+func (p *proc) Deadline() (time.Time, bool) { return time.Time{}, false }
+
+// Done implements context.Context.
+func (p *proc) Done() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.flags&(pfCancelled|pfClosed) != 0 {
+		return closedChan
+	}
+	x := p.getExtra()
+	if x.ctxDone == nil {
+		x.ctxDone = make(chan struct{})
+	}
+	return x.ctxDone
+}
+
+// Err implements context.Context.
+func (p *proc) Err() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.flags&(pfCancelled|pfClosed) != 0 {
+		return context.Canceled
+	}
+	return nil
+}
+
+// Value implements context.Context.
+func (p *proc) Value(key any) any {
+	switch key.(type) {
+	case selfKey:
+		return p.pid()
+	}
+	if key == cancelCtxKey && cancelCtxKey != nil {
+		p.mu.Lock()
+		cause := p.cancelCause()
+		p.mu.Unlock()
+		return causeValue(cause, key)
+	}
+	if v := p.values(); v != nil {
+		return v.Value(key)
+	}
+	return nil
+}
+
+// String makes the context printable, as context.Context values are.
+func (p *proc) String() string { return "scheduler.processContext(" + p.pid().String() + ")" }
+
+// cancelCause says why the process context is done, nil while it is
+// not: the cancel's cause ([ErrTerminated] or [ErrShuttingDown]) if the
+// process was asked to stop, else how it ended ([ErrForced] or
+// [ErrEnded]). Called with p.mu held.
+func (p *proc) cancelCause() error {
+	switch {
+	case p.flags&pfCancelled != 0:
+		if p.flags&pfShutdownCancel != 0 {
+			return ErrShuttingDown
+		}
+		return ErrTerminated
+	case p.flags&pfClosed != 0:
+		if p.flags&pfForced != 0 {
+			return ErrForced
+		}
+		return ErrEnded
+	}
+	return nil
+}
+
+// cancelCtxKey is the key the context package asks a context's Value for
+// when it looks for the cause of a cancellation: context.Cause(ctx) asks
+// ctx.Value(cancelCtxKey) for the context that holds the cause. The key
+// is unexported, so it is learned once by asking context.Cause about a
+// context that records the key it is asked for. If a future release asks
+// differently, cancelCtxKey may be nil or never asked for, and
+// context.Cause of a process context falls back to its Err.
+var cancelCtxKey = func() any {
+	var spy keySpy
+	_ = context.Cause(&spy)
+	return spy.key
+}()
+
+// keySpy is a cancelled context that records the last key it was asked
+// for.
+type keySpy struct{ key any }
+
+func (*keySpy) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (*keySpy) Done() <-chan struct{}       { return closedChan }
+func (*keySpy) Err() error                  { return context.Canceled }
+func (s *keySpy) Value(key any) any         { s.key = key; return nil }
+
+// causeValue answers a context's Value(cancelCtxKey) for a context that is
+// done with cause: a cancelled context from the context package that
+// carries the cause, which context.Cause then reads. While cause is nil
+// (not done) it answers nil, so that context.Cause does not find the
+// cause of some other context. It allocates; only context.Cause asks.
+func causeValue(cause error, key any) any {
+	if cause == nil {
+		return nil
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(cause)
+	return ctx.Value(key)
+}
+
+// callContext is the context of one handler's call: the yield with
+// sequence number seq of process p. See Call.Context.
+type callContext struct {
+	p   *proc
+	seq uint64
+}
+
+// callDone is the Done channel of one call context, kept in the
+// process's procExtra until the call's yield is no longer pending.
+type callDone struct {
+	seq uint64
+	ch  chan struct{}
+}
+
+// live reports whether the call's yield is still pending in a process
+// that has not ended. Called with p.mu held.
+func (c *callContext) live() bool {
+	return c.p.flags&pfClosed == 0 && c.p.pending.hasSeq(c.seq, c.p.extra.Load())
+}
+
+// Deadline implements context.Context: a call context has none.
+func (c *callContext) Deadline() (time.Time, bool) { return time.Time{}, false }
+
+// Done implements context.Context.
+func (c *callContext) Done() <-chan struct{} {
+	p := c.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !c.live() {
+		return closedChan
+	}
+	x := p.getExtra()
+	for _, cd := range x.calls {
+		if cd.seq == c.seq {
+			return cd.ch
+		}
+	}
+	ch := make(chan struct{})
+	x.calls = append(x.calls, callDone{c.seq, ch})
+	return ch
+}
+
+// Err implements context.Context.
+func (c *callContext) Err() error {
+	c.p.mu.Lock()
+	defer c.p.mu.Unlock()
+	if !c.live() {
+		return context.Canceled
+	}
+	return nil
+}
+
+// Value implements context.Context: the process context's values.
+func (c *callContext) Value(key any) any {
+	if key == cancelCtxKey && cancelCtxKey != nil {
+		p := c.p
+		p.mu.Lock()
+		var cause error
+		switch {
+		case p.flags&pfForced != 0:
+			cause = ErrForced
+		case p.flags&pfClosed != 0:
+			cause = ErrEnded
+		case !c.live():
+			cause = context.Canceled // the yield completed: no more to say
+		}
+		p.mu.Unlock()
+		return causeValue(cause, key)
+	}
+	return c.p.Value(key)
+}
+
+// String makes the context printable, as context.Context values are.
+func (c *callContext) String() string {
+	return "scheduler.callContext(" + c.p.pid().String() + ")"
+}
+
+// endCall closes the Done channel of the call context of yield seq, if
+// one was made: the yield is no longer pending. Called with proc.mu held.
+func (x *procExtra) endCall(seq uint64) {
+	for i, cd := range x.calls {
+		if cd.seq == seq {
+			close(cd.ch)
+			last := len(x.calls) - 1
+			x.calls[i] = x.calls[last]
+			x.calls[last] = callDone{}
+			x.calls = x.calls[:last]
+			return
+		}
+	}
+}
+
+// endCalls closes the Done channels of every call context: the process has
+// ended. Called with proc.mu held.
+func (x *procExtra) endCalls() {
+	for _, cd := range x.calls {
+		close(cd.ch)
+	}
+	x.calls = nil
+}

@@ -1,0 +1,274 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/procsched/scheduler/payload"
+)
+
+// The shutdown phase. A scheduler moves through these phases in this
+// order, never back; the phase word (Scheduler.phase) is the one place
+// that says where it is:
+//
+//	phaseRunning   accepting processes
+//	phaseClosing   Shutdown began: new processes are refused and every
+//	               live one was sent an EventCancel; the workers keep
+//	               running so that cleanup yields are served
+//	phaseForcing   a Shutdown's deadline passed: the processes still
+//	               alive are being closed with ErrForced (skipped when
+//	               every process ends on its own)
+//	phaseStopping  no process is live: the workers, the timer goroutine
+//	               and the watchdog are exiting
+//	phaseStopped   every goroutine of the scheduler has exited; calls
+//	               fail with ErrClosed
+//
+// The first Shutdown moves the phase from Running to Closing (a CAS, so
+// only one call begins the shutdown); every later move is made by the
+// stopper goroutine (see stopper), the one goroutine that carries the
+// shutdown through.
+const (
+	phaseRunning uint32 = iota
+	phaseClosing
+	phaseForcing
+	phaseStopping
+	phaseStopped
+)
+
+// shutdown is the state of a scheduler's shutdown besides the phase.
+type shutdown struct {
+	// drained is closed once no process is live during Closing or
+	// Forcing (see countEnd); drainOnce guards the close.
+	drained   chan struct{}
+	drainOnce sync.Once
+	// force is closed by the first Shutdown whose deadline passes;
+	// forceOnce guards the close.
+	force     chan struct{}
+	forceOnce sync.Once
+	// stopped is closed by the stopper once the phase is Stopped; every
+	// waiting Shutdown returns then.
+	stopped chan struct{}
+	// forced counts processes closed at a deadline: added to by whoever
+	// forces one, read by Stats and by Shutdown after the stop.
+	forced atomic.Int64
+
+	// own lists the IDs of the scheduler's own goroutines (workers,
+	// timers, watchdog, stopper): a Shutdown called on one of them
+	// cannot wait for the stop, since its caller is part of what must
+	// stop. Added to by each of those goroutines as it starts; read by
+	// Shutdown. Goroutine IDs are never reused, so an ID left behind by
+	// a goroutine that exited names nobody.
+	ownMu sync.Mutex
+	own   []uint64
+}
+
+func newShutdown() shutdown {
+	return shutdown{
+		drained: make(chan struct{}),
+		force:   make(chan struct{}),
+		stopped: make(chan struct{}),
+	}
+}
+
+// closing reports whether Shutdown has begun. Any goroutine.
+func (s *Scheduler) closing() bool { return s.phase.Load() >= phaseClosing }
+
+// forcing reports whether processes still alive are to be closed at once:
+// a Shutdown's deadline passed. Any goroutine.
+func (s *Scheduler) forcing() bool { return s.phase.Load() >= phaseForcing }
+
+// Shutdown stops the scheduler. It refuses new processes at once, sends
+// every live process an [EventCancel] whose Error is [ErrShuttingDown]
+// (cancelling its context with that cause), and keeps the workers running
+// (so cleanup yields that complete later are served) until every process
+// has ended. It returns once the scheduler has stopped: no goroutine of
+// the scheduler is left, and later calls fail with [ErrClosed].
+//
+// ctx is the deadline: when it is done before every process has ended,
+// the processes still alive are forced (Close is called on each exactly
+// once, after any Step in progress returns; their Handles report
+// [ErrForced]), and Shutdown returns once they are closed.
+//
+// Shutdown may be called any number of times, from any goroutine, also
+// concurrently. Every call returns only once the scheduler has stopped,
+// and says how: nil when every process ended on its own; otherwise an
+// error wrapping [ErrForced] that says how many processes were forced,
+// and also ctx's error when it was this call's deadline that passed.
+// Each call's own deadline counts: the first one to pass forces. A call
+// made after the stop returns the same result at once.
+//
+// Shutdown called on one of the scheduler's own goroutines (in a Step,
+// Close, a handler while it runs on its worker, or a hook) cannot wait,
+// because its caller is part of what must stop: it begins the shutdown
+// (ctx still forces at its deadline), returns an error wrapping
+// [ErrShutdownStarted] at once, and the shutdown completes after the
+// caller returns to the scheduler. Init runs on the goroutine that called
+// Submit and must not call Shutdown.
+//
+// A Step that never returns keeps Shutdown waiting: the scheduler cannot
+// stop a goroutine. A nil ctx is refused with [ErrNilContext].
+func (s *Scheduler) Shutdown(ctx context.Context) error {
+	if ctx == nil {
+		return fmt.Errorf("%w: Shutdown", ErrNilContext)
+	}
+	if s.phase.CompareAndSwap(phaseRunning, phaseClosing) {
+		s.beginShutdown()
+	}
+	if s.onOwnGoroutine() {
+		if ctx.Done() != nil {
+			go func() {
+				select {
+				case <-ctx.Done():
+					s.sd.forceOnce.Do(func() { close(s.sd.force) })
+				case <-s.sd.stopped:
+				}
+			}()
+		}
+		return fmt.Errorf("%w: Shutdown was called on one of the scheduler's own goroutines, which cannot wait for the stop", ErrShutdownStarted)
+	}
+	select {
+	case <-s.sd.stopped:
+		return s.shutdownResult(nil)
+	case <-ctx.Done():
+	}
+	s.sd.forceOnce.Do(func() { close(s.sd.force) })
+	<-s.sd.stopped
+	return s.shutdownResult(ctx.Err())
+}
+
+// shutdownResult is what a Shutdown returns once the scheduler stopped;
+// deadline is the caller's ctx error if its deadline passed first.
+func (s *Scheduler) shutdownResult(deadline error) error {
+	n := s.sd.forced.Load()
+	switch {
+	case n == 0:
+		return nil
+	case deadline != nil:
+		return fmt.Errorf("%w: %d process(es) still running at the deadline were closed: %w", ErrForced, n, deadline)
+	}
+	return fmt.Errorf("%w: %d process(es) still running at a shutdown deadline were closed", ErrForced, n)
+}
+
+// beginShutdown cancels every live process and starts the stopper. Called
+// once, by the Shutdown that moved the phase to Closing.
+func (s *Scheduler) beginShutdown() {
+	if s.log != nil {
+		s.log.Info("scheduler: shutting down", "live", s.liveCount())
+	}
+	// The phase is Closing: a start counted from now on backs out, and
+	// one counted before is seen here or cancels itself once published
+	// (see start).
+	if s.liveCount() == 0 {
+		s.sd.drainOnce.Do(func() { close(s.sd.drained) })
+	}
+	s.table.forEach(func(p *proc) {
+		if woken, _ := p.terminate(pfShutdownCancel); woken != 0 {
+			s.woke(p, woken, via{})
+		}
+	})
+	goLabelled(s.stopper, "procsched", "stopper")
+}
+
+// stopper is the goroutine that carries a shutdown through: it waits for
+// the last process to end, forcing the ones still alive if a deadline
+// passes first, then stops the workers and the timer and watchdog
+// goroutines and waits for them. It runs the End hook and Close of forced
+// processes, so those run on a goroutine of the scheduler's.
+func (s *Scheduler) stopper() {
+	s.addOwnGoroutine()
+	select {
+	case <-s.sd.drained:
+	case <-s.sd.force:
+		s.phase.CompareAndSwap(phaseClosing, phaseForcing)
+		s.table.forEach(s.tryForce)
+		<-s.sd.drained
+	}
+	s.phase.Store(phaseStopping)
+	s.timers.stop()
+	if s.watchdog != nil {
+		s.watchdog.stop()
+	}
+	for _, w := range s.workers {
+		w.parker.Unpark()
+	}
+	s.wg.Wait()
+	s.phase.Store(phaseStopped)
+	if s.log != nil {
+		s.log.Info("scheduler: shut down", "forced", s.sd.forced.Load())
+	}
+	close(s.sd.stopped)
+}
+
+// tryForce completes p as forced if it is not Running or Complete; a
+// Running process is forced by its worker when its step returns (it
+// checks forcing after each step and after each move to a waiting state).
+// Any goroutine; the state CAS makes exactly one party complete a process.
+func (s *Scheduler) tryForce(p *proc) {
+	for {
+		st := p.state.Load()
+		switch st & stateMask {
+		case stRunning, stComplete:
+			return
+		}
+		if p.state.CompareAndSwap(st, stComplete) {
+			switch st & stateMask {
+			case stBlocked:
+				s.counters.blockedOut.Add(1)
+			case stIdle:
+				s.counters.idleOut.Add(1)
+			}
+			s.finish(p, nil, payload.Payload{}, ErrForced, true)
+			return
+		}
+	}
+}
+
+// addOwnGoroutine records the calling goroutine as one of the
+// scheduler's own (see shutdown.own). Called by each such goroutine as it
+// starts.
+func (s *Scheduler) addOwnGoroutine() {
+	id := goroutineID()
+	s.sd.ownMu.Lock()
+	s.sd.own = append(s.sd.own, id)
+	s.sd.ownMu.Unlock()
+}
+
+// onOwnGoroutine reports whether the caller runs on one of the
+// scheduler's own goroutines. Any goroutine; it costs a stack read, which
+// is why only Shutdown asks.
+func (s *Scheduler) onOwnGoroutine() bool {
+	id := goroutineID()
+	s.sd.ownMu.Lock()
+	defer s.sd.ownMu.Unlock()
+	for _, own := range s.sd.own {
+		if own == id {
+			return true
+		}
+	}
+	return false
+}
+
+// goroutineID returns the calling goroutine's ID, read from the first
+// line of its stack trace ("goroutine 123 [running]:"). The runtime keeps
+// that format stable and offers the ID no other way; it costs about a
+// microsecond, so it is read only when a goroutine starts and when
+// Shutdown is called.
+func goroutineID() uint64 {
+	var buf [64]byte
+	b := buf[:runtime.Stack(buf[:], false)]
+	const prefix = "goroutine "
+	if len(b) < len(prefix) || string(b[:len(prefix)]) != prefix {
+		panic("scheduler: unexpected goroutine stack header " + string(b))
+	}
+	var id uint64
+	for _, c := range b[len(prefix):] {
+		if c < '0' || c > '9' {
+			break
+		}
+		id = id*10 + uint64(c-'0')
+	}
+	return id
+}
