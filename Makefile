@@ -11,21 +11,44 @@ STRESS_TIMEOUT   ?= 60m
 # Nested modules (each has its own go.mod) are tested like the root module.
 NESTED_MODULES := $(patsubst %/go.mod,%,$(wildcard */go.mod))
 
-.PHONY: all test stress bench microbench fuzz lint example
+.PHONY: all test browser stress bench microbench fuzz lint example
 
 all: lint test
 
 ## test: go vet, then the race-enabled, shuffled test suite of every module
 ## (a nested module with a Makefile runs its own `test` target: bench/ adds
-## its -quick run of every workload on every implementation).
+## its -quick run of every workload on every implementation). The debug
+## page's browser test needs Chromium: `make browser` installs it first when
+## it is missing, and PROCSCHED_BROWSER makes the test fail rather than skip
+## if the browser cannot run.
 test:
+	@command -v chromium >/dev/null 2>&1 || $(MAKE) browser
 	$(GO) vet ./...
-	$(GO) test -race -shuffle=on -timeout 10m ./...
+	PROCSCHED_BROWSER="$$(command -v chromium)" $(GO) test -race -shuffle=on -timeout 10m ./...
 	@set -e; for m in $(NESTED_MODULES); do \
 		echo "== module $$m"; \
 		if [ -f $$m/Makefile ]; then $(MAKE) -C $$m test GO=$(GO); \
 		else (cd $$m && $(GO) vet ./... && $(GO) test -race -shuffle=on -timeout 10m ./...); fi; \
 	done
+
+## browser: headless Chromium for the debug page's browser test
+## (schedhttp/), installed from Debian's packages when it is not on PATH.
+## Installing needs root (CI runs as root); otherwise it says what to do.
+browser:
+	@if command -v chromium >/dev/null 2>&1; then \
+		echo "chromium: $$(command -v chromium)"; \
+	elif [ "$$(id -u)" != 0 ]; then \
+		echo "make browser: chromium is not on PATH, and installing it needs root;" >&2; \
+		echo "  run 'sudo make browser' or 'sudo apt-get install chromium'." >&2; \
+		exit 1; \
+	elif ! command -v apt-get >/dev/null 2>&1; then \
+		echo "make browser: chromium is not on PATH and there is no apt-get to install it;" >&2; \
+		echo "  install Chromium with the system's package manager." >&2; \
+		exit 1; \
+	else \
+		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium && \
+		command -v chromium; \
+	fi
 
 ## stress: the long soak and stress runs (build tag "stress" scales them up).
 stress:

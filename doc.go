@@ -27,9 +27,12 @@
 // # Observing it
 //
 // [Scheduler.Stats] returns cheap counters (per-worker, summed on read);
-// [Scheduler.Var] publishes them with expvar and [Scheduler.DebugHandler]
-// serves them over HTTP. [Hooks] report starts, ends, panics and slow
-// steps; [WithLogger] logs the notable ones. See docs/observability.md.
+// [Scheduler.Processes] lists the live processes. Package schedhttp
+// (github.com/procsched/scheduler/schedhttp) serves both as a debug page,
+// in HTML or JSON, and publishes the counters with expvar; it is a package
+// of its own so that this one links no HTTP code and registers no
+// handlers. [Hooks] report starts, ends, panics and slow steps;
+// [WithLogger] logs the notable ones. See docs/observability.md.
 //
 // # Concurrency
 //

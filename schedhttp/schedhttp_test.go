@@ -1,75 +1,32 @@
-package scheduler_test
+package schedhttp_test
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"expvar"
 	"fmt"
 	"html"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
-	sched "github.com/procsched/scheduler"
-	"github.com/procsched/scheduler/payload"
+	"github.com/procsched/scheduler"
+	"github.com/procsched/scheduler/schedhttp"
 )
 
-// Tests of observe.go: Scheduler.Var and Scheduler.DebugHandler.
+// Tests of Handler and Var, served with httptest (browser_test.go shows
+// the page in a real browser).
 
-// oQuiet is what oQuiescent leaves behind.
-type oQuiet struct {
-	s    *sched.Scheduler
-	idle []sched.Handle // processes waiting for messages, until shutdown
-}
-
-// oQuiescent starts a scheduler with two workers and brings it to rest with
-// known figures: three processes finished, one failed, and two waiting
-// for messages (cancel ends them at cleanup), one of which has read a
-// message. It returns once every worker is parked and the per-step
-// counters show every step, so that nothing changes until the test acts.
-func oQuiescent(t *testing.T) oQuiet {
-	t.Helper()
-	s := tNewScheduler(t, sched.WithWorkers(2))
-	var done []sched.Handle
-	for i := range 3 {
-		done = append(done, tSubmit(t, s, &tProc{step: tDone(i)}))
-	}
-	done = append(done, tSubmit(t, s, &tProc{step: func(*tProc, int, []sched.Event, *sched.StepOutput) error {
-		return tErr("boom")
-	}}))
-	for i, h := range done {
-		_, err := tWait(t, s, h)
-		if i < 3 {
-			require.NoError(t, err, "process %d", i)
-		} else {
-			require.ErrorIs(t, err, tErr("boom"))
-		}
-	}
-	q := oQuiet{s: s}
-	for range 2 {
-		q.idle = append(q.idle, tSubmit(t, s, &tProc{step: tUntilCancel}))
-	}
-	for _, h := range q.idle {
-		tWaitState(t, s, h.PID(), sched.StateIdle)
-	}
-	require.NoError(t, s.Tell(q.idle[0].PID(), "hello"))
-	// 4 finished after one step each, 2 idle with a first step, 1 message.
-	const steps = 4 + 2 + 1
-	tEventually(t, "the scheduler to come to rest", func() bool {
-		st := s.Stats()
-		return st.Steps == steps && st.Processes.Idle == 2 && st.Processes.Live == 2 &&
-			st.Messages.Accepted == 1 && st.IdleWorkers == st.Workers
-	})
-	return q
-}
-
-// oGet serves one request with h and returns the response, body read.
-func oGet(t *testing.T, h http.Handler, method, target string, header ...string) (*http.Response, string) {
+// get serves one request with h and returns the response, body read.
+func get(t *testing.T, h http.Handler, method, target string, header ...string) (*http.Response, string) {
 	t.Helper()
 	req := httptest.NewRequest(method, target, nil)
 	for i := 0; i+1 < len(header); i += 2 {
@@ -84,11 +41,11 @@ func oGet(t *testing.T, h http.Handler, method, target string, header ...string)
 	return res, string(body)
 }
 
-// oRequireQuiescentEqual checks that got, decoded from the handler or the
+// requireQuiescentEqual checks that got, decoded from the handler or the
 // Var, matches want, a Stats taken right after, in every figure that
 // cannot change while the scheduler is at rest; the work-finding counters
 // a spurious wake-up could advance must only not go backwards.
-func oRequireQuiescentEqual(t *testing.T, got, want sched.Stats) {
+func requireQuiescentEqual(t *testing.T, got, want scheduler.Stats) {
 	t.Helper()
 	require.Equal(t, want.Workers, got.Workers, "Workers")
 	require.Equal(t, want.Processes, got.Processes, "Processes")
@@ -110,33 +67,33 @@ func oRequireQuiescentEqual(t *testing.T, got, want sched.Stats) {
 	require.LessOrEqual(t, got.Wakes, want.Wakes, "Wakes went backwards")
 }
 
-func TestDebugHandlerJSONMatchesStats(t *testing.T) {
-	q := oQuiescent(t)
-	res, body := oGet(t, q.s.DebugHandler(), http.MethodGet, "/debug/scheduler?format=json")
+func TestHandlerJSONMatchesStats(t *testing.T) {
+	q := quiescent(t)
+	res, body := get(t, schedhttp.Handler(q.s), http.MethodGet, "/debug/scheduler?format=json")
 	want := q.s.Stats()
 	require.Equal(t, http.StatusOK, res.StatusCode, "status; body: %s", body)
 	require.Equal(t, "application/json", res.Header.Get("Content-Type"))
 
-	var got sched.Stats
+	var got scheduler.Stats
 	dec := json.NewDecoder(strings.NewReader(body))
 	dec.DisallowUnknownFields()
 	require.NoError(t, dec.Decode(&got), "body: %s", body)
-	oRequireQuiescentEqual(t, got, want)
+	requireQuiescentEqual(t, got, want)
 
-	// The figures oQuiescent arranged, so that a handler reporting zeros
+	// The figures quiescent arranged, so that a handler reporting zeros
 	// for everything would not pass by matching a broken Stats.
 	require.Equal(t, 2, got.Workers)
 	require.Len(t, got.WorkerQueues, 2)
-	require.Equal(t, sched.ProcessStats{
+	require.Equal(t, scheduler.ProcessStats{
 		Live: 2, Idle: 2, Submitted: 6, Completed: 4, Failed: 1,
 	}, got.Processes)
 	require.Equal(t, uint64(1), got.Messages.Accepted)
 	require.Equal(t, uint64(7), got.Steps)
 }
 
-func TestDebugHandlerContentNegotiation(t *testing.T) {
-	s := tNewScheduler(t, sched.WithWorkers(1))
-	h := s.DebugHandler()
+func TestHandlerContentNegotiation(t *testing.T) {
+	s := newScheduler(t, scheduler.WithWorkers(1))
+	h := schedhttp.Handler(s)
 	const browser = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
 	tests := []struct {
 		name   string
@@ -164,13 +121,14 @@ func TestDebugHandlerContentNegotiation(t *testing.T) {
 			if tt.accept != "" {
 				header = []string{"Accept", tt.accept}
 			}
-			res, body := oGet(t, h, http.MethodGet, tt.target, header...)
+			res, body := get(t, h, http.MethodGet, tt.target, header...)
 			require.Equal(t, http.StatusOK, res.StatusCode, "status; body: %s", body)
 			require.Equal(t, "Accept", res.Header.Get("Vary"))
 			require.Equal(t, "no-store", res.Header.Get("Cache-Control"))
+			require.Equal(t, "nosniff", res.Header.Get("X-Content-Type-Options"))
 			if tt.json {
 				require.Equal(t, "application/json", res.Header.Get("Content-Type"))
-				var st sched.Stats
+				var st scheduler.Stats
 				require.NoError(t, json.Unmarshal([]byte(body), &st), "body: %s", body)
 				require.Equal(t, 1, st.Workers)
 				return
@@ -181,35 +139,35 @@ func TestDebugHandlerContentNegotiation(t *testing.T) {
 	}
 }
 
-func TestDebugHandlerBadFormat(t *testing.T) {
-	s := tNewScheduler(t, sched.WithWorkers(1))
-	res, body := oGet(t, s.DebugHandler(), http.MethodGet, "/?format=xml")
+func TestHandlerBadFormat(t *testing.T) {
+	s := newScheduler(t, scheduler.WithWorkers(1))
+	res, body := get(t, schedhttp.Handler(s), http.MethodGet, "/?format=xml")
 	require.Equal(t, http.StatusBadRequest, res.StatusCode)
 	require.Contains(t, body, `format="xml": want json or html`)
 }
 
-// oRow is how the page renders one figure.
-func oRow(label string, v any) string {
+// row is how the page renders one figure.
+func row(label string, v any) string {
 	return fmt.Sprintf(`<th scope="row">%s</th><td>%v</td>`, label, v)
 }
 
-func TestDebugHandlerHTMLFigures(t *testing.T) {
-	q := oQuiescent(t)
-	res, body := oGet(t, q.s.DebugHandler(), http.MethodGet, "/debug/scheduler")
+func TestHandlerHTMLFigures(t *testing.T) {
+	q := quiescent(t)
+	res, body := get(t, schedhttp.Handler(q.s), http.MethodGet, "/debug/scheduler")
 	require.Equal(t, http.StatusOK, res.StatusCode, "status; body: %s", body)
 	require.Equal(t, "text/html; charset=utf-8", res.Header.Get("Content-Type"))
 	st := q.s.Stats()
 
 	require.Contains(t, body, "2 workers")
 	for _, want := range []string{
-		oRow("global", 0), oRow("worker 0", 0), oRow("worker 1", 0), oRow("timers", 0),
-		oRow("live", 2), oRow("ready", 0), oRow("running", 0), oRow("blocked", 0), oRow("idle", 2),
-		oRow("submitted", 6), oRow("completed", 4), oRow("failed", 1), oRow("forced", 0),
-		oRow("init failed", 0), oRow("rejected", 0), oRow("panics", 0),
-		oRow("accepted", 1), oRow("dropped", 0), oRow("sent", 0), oRow("bounced", 0), oRow("unread", 0),
-		oRow("steps", 7), oRow("yields", 0), oRow("requeues", 0), oRow("slow steps", 0),
-		oRow("global pops", st.GlobalPops), oRow("global items", st.GlobalItems),
-		oRow("steals", st.Steals), oRow("stolen", st.Stolen),
+		row("global", 0), row("worker 0", 0), row("worker 1", 0), row("timers", 0),
+		row("live", 2), row("ready", 0), row("running", 0), row("blocked", 0), row("idle", 2),
+		row("submitted", 6), row("completed", 4), row("failed", 1), row("forced", 0),
+		row("init failed", 0), row("rejected", 0), row("panics", 0),
+		row("accepted", 1), row("dropped", 0), row("sent", 0), row("bounced", 0), row("unread", 0),
+		row("steps", 7), row("yields", 0), row("requeues", 0), row("slow steps", 0),
+		row("global pops", st.GlobalPops), row("global items", st.GlobalItems),
+		row("steals", st.Steals), row("stolen", st.Stolen),
 		`<th scope="row">steal attempts</th>`, `<th scope="row">spins</th>`,
 		`<th scope="row">parks</th>`, `<th scope="row">wakes</th>`,
 	} {
@@ -223,14 +181,13 @@ func TestDebugHandlerHTMLFigures(t *testing.T) {
 	}
 }
 
-func TestDebugHandlerProcessListEscaped(t *testing.T) {
-	s := tNewScheduler(t, sched.WithWorkers(1))
+func TestHandlerProcessListEscaped(t *testing.T) {
+	s := newScheduler(t, scheduler.WithWorkers(1))
 	const method = `<script>alert("x")</script>`
-	h, err := s.Submit(context.Background(), &tProc{step: tUntilCancel}, method, payload.Payloads{})
-	require.NoError(t, err)
-	tWaitState(t, s, h.PID(), sched.StateIdle)
+	h := submit(t, s, waiter{}, method)
+	waitIdle(t, s, h.PID())
 
-	res, body := oGet(t, s.DebugHandler(), http.MethodGet, "/?processes=10")
+	res, body := get(t, schedhttp.Handler(s), http.MethodGet, "/?processes=10")
 	require.Equal(t, http.StatusOK, res.StatusCode, "status; body: %s", body)
 	require.NotContains(t, body, "<script")
 	require.Contains(t, body, "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;")
@@ -240,20 +197,20 @@ func TestDebugHandlerProcessListEscaped(t *testing.T) {
 	require.Contains(t, body, "1 of 1 live processes")
 }
 
-// oMaxProcesses is the most processes the debug page lists.
-const oMaxProcesses = 1000
+// maxListed is the most processes the debug page lists.
+const maxListed = 1000
 
-func TestDebugHandlerProcessesParam(t *testing.T) {
-	s := tNewScheduler(t, sched.WithWorkers(2))
-	const live = oMaxProcesses + 1
-	handles := make([]sched.Handle, live)
+func TestHandlerProcessesParam(t *testing.T) {
+	s := newScheduler(t, scheduler.WithWorkers(2))
+	const live = maxListed + 1
+	handles := make([]scheduler.Handle, live)
 	for i := range handles {
-		handles[i] = tSubmit(t, s, &tProc{step: tUntilCancel})
+		handles[i] = submit(t, s, waiter{}, "run")
 	}
-	tEventually(t, "every process to be idle", func() bool {
+	eventually(t, "every process to be idle", func() bool {
 		return s.Stats().Processes.Idle == live
 	})
-	h := s.DebugHandler()
+	h := schedhttp.Handler(s)
 
 	tests := []struct {
 		query string
@@ -264,9 +221,9 @@ func TestDebugHandlerProcessesParam(t *testing.T) {
 		{query: "processes=0", rows: 0},
 		{query: "processes=1", rows: 1},
 		{query: "processes=3", rows: 3},
-		{query: fmt.Sprint("processes=", oMaxProcesses), rows: oMaxProcesses},
-		{query: fmt.Sprint("processes=", oMaxProcesses+1), rows: oMaxProcesses},
-		{query: "processes=99999999999999999999999", rows: oMaxProcesses},
+		{query: fmt.Sprint("processes=", maxListed), rows: maxListed},
+		{query: fmt.Sprint("processes=", maxListed+1), rows: maxListed},
+		{query: "processes=99999999999999999999999", rows: maxListed},
 		{query: "processes=-1", rows: -1},
 		{query: "processes=abc", rows: -1},
 		{query: "processes=1.5", rows: -1},
@@ -276,7 +233,7 @@ func TestDebugHandlerProcessesParam(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.query, func(t *testing.T) {
-			res, body := oGet(t, h, http.MethodGet, "/?"+tt.query)
+			res, body := get(t, h, http.MethodGet, "/?"+tt.query)
 			if tt.rows < 0 {
 				require.Equal(t, http.StatusBadRequest, res.StatusCode, "body: %s", body)
 				require.Contains(t, body, "want a whole number from 0 to 1000")
@@ -294,12 +251,12 @@ func TestDebugHandlerProcessesParam(t *testing.T) {
 	}
 }
 
-func TestDebugHandlerMethods(t *testing.T) {
-	s := tNewScheduler(t, sched.WithWorkers(1))
-	h := s.DebugHandler()
+func TestHandlerMethods(t *testing.T) {
+	s := newScheduler(t, scheduler.WithWorkers(1))
+	h := schedhttp.Handler(s)
 	for _, method := range []string{http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch, http.MethodOptions} {
 		t.Run(method, func(t *testing.T) {
-			res, body := oGet(t, h, method, "/?format=json")
+			res, body := get(t, h, method, "/?format=json")
 			require.Equal(t, http.StatusMethodNotAllowed, res.StatusCode, "body: %s", body)
 			require.Equal(t, "GET, HEAD", res.Header.Get("Allow"))
 			require.Contains(t, body, "not allowed")
@@ -319,12 +276,12 @@ func TestDebugHandlerMethods(t *testing.T) {
 	})
 }
 
-// TestDebugHandlerServeMux serves the handler as docs/observability.md
+// TestHandlerServeMux serves the handler as docs/observability.md
 // wires it, through a real server.
-func TestDebugHandlerServeMux(t *testing.T) {
-	s := tNewScheduler(t, sched.WithWorkers(1))
+func TestHandlerServeMux(t *testing.T) {
+	s := newScheduler(t, scheduler.WithWorkers(1))
 	mux := http.NewServeMux()
-	mux.Handle("/debug/scheduler", s.DebugHandler())
+	mux.Handle("/debug/scheduler", schedhttp.Handler(s))
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 
@@ -335,85 +292,102 @@ func TestDebugHandlerServeMux(t *testing.T) {
 	require.NoError(t, err)
 	defer res.Body.Close()
 	require.Equal(t, http.StatusOK, res.StatusCode)
-	var st sched.Stats
+	var st scheduler.Stats
 	require.NoError(t, json.NewDecoder(res.Body).Decode(&st))
 	require.Equal(t, 1, st.Workers)
 }
 
 func TestVarMatchesStats(t *testing.T) {
-	q := oQuiescent(t)
-	v := q.s.Var()
+	q := quiescent(t)
+	v := schedhttp.Var(q.s)
 	text := v.String()
 	want := q.s.Stats()
-	var got sched.Stats
+	var got scheduler.Stats
 	require.NoError(t, json.Unmarshal([]byte(text), &got), "Var: %s", text)
-	oRequireQuiescentEqual(t, got, want)
+	requireQuiescentEqual(t, got, want)
 	require.Equal(t, uint64(6), got.Processes.Submitted)
 }
 
-// oVarSeq makes expvar names unique across tests and -count runs: expvar
+// varSeq makes expvar names unique across tests and -count runs: expvar
 // panics when a name is published twice.
-var oVarSeq atomic.Int64
+var varSeq atomic.Int64
 
 func TestVarPublish(t *testing.T) {
-	q := oQuiescent(t)
-	name := fmt.Sprintf("scheduler_test_%d", oVarSeq.Add(1))
-	expvar.Publish(name, q.s.Var())
+	q := quiescent(t)
+	name := fmt.Sprintf("scheduler_test_%d", varSeq.Add(1))
+	expvar.Publish(name, schedhttp.Var(q.s))
 	require.NotNil(t, expvar.Get(name))
 
 	// As a service would see it, at /debug/vars.
-	_, body := oGet(t, expvar.Handler(), http.MethodGet, "/debug/vars")
+	_, body := get(t, expvar.Handler(), http.MethodGet, "/debug/vars")
 	var vars map[string]json.RawMessage
 	require.NoError(t, json.Unmarshal([]byte(body), &vars), "/debug/vars: %s", body)
 	raw, ok := vars[name]
 	require.True(t, ok, "%s not in /debug/vars", name)
-	var got sched.Stats
+	var got scheduler.Stats
 	require.NoError(t, json.Unmarshal(raw, &got))
-	oRequireQuiescentEqual(t, got, q.s.Stats())
+	requireQuiescentEqual(t, got, q.s.Stats())
 }
 
 // TestVarAfterShutdown: a published Var outlives its scheduler, and
 // every later read of /debug/vars reads it.
 func TestVarAfterShutdown(t *testing.T) {
-	s := tNewScheduler(t, sched.WithWorkers(1))
-	h := tSubmit(t, s, &tProc{step: tDone(1)})
-	_, err := tWait(t, s, h)
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), tTimeout)
+	s := newScheduler(t, scheduler.WithWorkers(1))
+	h := submit(t, s, finisher{}, "run")
+	require.NoError(t, wait(t, h))
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	require.NoError(t, s.Shutdown(ctx))
 
-	var got sched.Stats
-	require.NoError(t, json.Unmarshal([]byte(s.Var().String()), &got))
+	var got scheduler.Stats
+	require.NoError(t, json.Unmarshal([]byte(schedhttp.Var(s).String()), &got))
 	require.Equal(t, uint64(1), got.Processes.Submitted)
 	require.Equal(t, uint64(1), got.Processes.Completed)
-	res, body := oGet(t, s.DebugHandler(), http.MethodGet, "/?processes=5")
+	res, body := get(t, schedhttp.Handler(s), http.MethodGet, "/?processes=5")
 	require.Equal(t, http.StatusOK, res.StatusCode, "body: %s", body)
-	require.Contains(t, body, oRow("completed", 1))
+	require.Contains(t, body, row("completed", 1))
 }
 
-func ExampleScheduler_DebugHandler() {
-	s, err := sched.New(sched.WithWorkers(2))
-	if err != nil {
-		panic(err)
-	}
-	defer s.Shutdown(context.Background())
+// StatsVar is published with expvar.Publish, so it must be an expvar.Var
+// although this package does not import expvar.
+var _ expvar.Var = schedhttp.StatsVar{}
 
-	mux := http.NewServeMux()
-	mux.Handle("/debug/scheduler", s.DebugHandler())
-	// A service would also publish the figures at /debug/vars:
-	//	expvar.Publish("scheduler", s.Var())
+func TestNilScheduler(t *testing.T) {
+	require.PanicsWithValue(t, "schedhttp: Handler of a nil *scheduler.Scheduler", func() { schedhttp.Handler(nil) })
+	require.PanicsWithValue(t, "schedhttp: Var of a nil *scheduler.Scheduler", func() { schedhttp.Var(nil) })
+}
 
-	req := httptest.NewRequest(http.MethodGet, "/debug/scheduler?format=json", nil)
-	rec := httptest.NewRecorder()
-	mux.ServeHTTP(rec, req)
-	var st sched.Stats
-	if err := json.Unmarshal(rec.Body.Bytes(), &st); err != nil {
-		panic(err)
+// TestNoHTTPInScheduler: package scheduler, and this one, must not pull
+// in what they keep out. A program that imports the scheduler links none
+// of net/http, expvar and html/template, and, since registering a handler
+// takes net/http, has nothing registered on http.DefaultServeMux by the
+// import; one that imports schedhttp gets no /debug/vars by the import,
+// because expvar registers it when imported.
+func TestNoHTTPInScheduler(t *testing.T) {
+	gocmd, err := exec.LookPath("go") // go test puts its own go first on PATH
+	require.NoError(t, err)
+	tests := []struct {
+		pkg    string
+		banned []string
+	}{
+		{pkg: "github.com/procsched/scheduler", banned: []string{"net/http", "expvar", "html/template"}},
+		{pkg: "github.com/procsched/scheduler/schedhttp", banned: []string{"expvar"}},
 	}
-	fmt.Println(rec.Code, rec.Header().Get("Content-Type"))
-	fmt.Println("workers:", st.Workers, "live:", st.Processes.Live)
-	// Output:
-	// 200 application/json
-	// workers: 2 live: 0
+	for _, tt := range tests {
+		t.Run(tt.pkg, func(t *testing.T) {
+			out, err := exec.Command(gocmd, "list", "-deps", tt.pkg).Output()
+			var exitErr *exec.ExitError
+			if errors.As(err, &exitErr) {
+				t.Fatalf("go list -deps %s: %v\n%s", tt.pkg, err, exitErr.Stderr)
+			}
+			require.NoError(t, err)
+			deps := strings.Fields(string(out))
+			require.Contains(t, deps, tt.pkg, "go list printed no such package")
+			for _, bad := range tt.banned {
+				if slices.Contains(deps, bad) {
+					t.Errorf("%s depends on %s", tt.pkg, bad)
+				}
+			}
+		})
+	}
 }

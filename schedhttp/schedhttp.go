@@ -1,36 +1,77 @@
-package scheduler
+// Package schedhttp serves a [scheduler.Scheduler]'s statistics over HTTP:
+// a debug page, as HTML for people and as JSON for programs, and a value
+// to publish with expvar at /debug/vars.
+//
+// [Handler] is related to [expvar.Handler], but shows one scheduler, adds a
+// page a browser can read and an optional listing of its live processes.
+//
+// It lives apart from package scheduler so that a program that runs
+// processes without serving debug endpoints links neither net/http nor
+// html/template, and so that no import registers anything on
+// [http.DefaultServeMux]: this package does not import expvar either
+// (whose import registers /debug/vars), and registers nothing itself. The
+// program wires what it wants, on the mux it chooses:
+//
+//	mux.Handle("/debug/scheduler", schedhttp.Handler(s))
+//	expvar.Publish("scheduler", schedhttp.Var(s))
+package schedhttp
 
 import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"expvar"
 	"fmt"
 	"html/template"
 	"mime"
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/procsched/scheduler"
 )
 
-// Var returns an [expvar.Var] whose String is the JSON of [Scheduler.Stats],
-// taken afresh each time it is read. It costs what a Stats call costs, a
-// few loads per worker, plus the encoding; nothing is counted for it while
-// nobody reads it. A service publishes its scheduler with one line:
-//
-//	expvar.Publish("scheduler", s.Var())
-//
-// after which the figures appear under "scheduler" at /debug/vars. The
-// expvar package cannot unpublish a name and panics on a duplicate one, so
-// publish once per name and program: the Var keeps the scheduler
-// reachable, and after [Scheduler.Shutdown] it reports the final figures.
-func (s *Scheduler) Var() expvar.Var {
-	return expvar.Func(func() any { return s.Stats() })
+// StatsVar is an [expvar.Var] whose String is the JSON of
+// [scheduler.Scheduler.Stats], taken afresh each time it is read. Make one
+// with [Var]; the zero StatsVar has no scheduler and must not be read.
+type StatsVar struct {
+	s *scheduler.Scheduler
 }
 
-// DebugHandler returns an [http.Handler] for a service's debug mux that
-// renders [Scheduler.Stats]: as JSON, exactly what [encoding/json.Marshal]
-// makes of a [Stats], when the request asks for ?format=json or prefers
+// Var returns the [expvar.Var] of s's statistics. Reading it costs what a
+// Stats call costs, a few loads per worker, plus the encoding; nothing is
+// counted for it while nobody reads it. A service publishes its scheduler
+// with one line:
+//
+//	expvar.Publish("scheduler", schedhttp.Var(s))
+//
+// after which the figures appear under "scheduler" at /debug/vars, in the
+// same JSON as [Handler]'s. The expvar package cannot unpublish a name and
+// panics on a duplicate one, so publish once per name and program: the
+// value keeps the scheduler reachable, and after
+// [scheduler.Scheduler.Shutdown] it reports the final figures.
+//
+// Var panics if s is nil. Any goroutine.
+func Var(s *scheduler.Scheduler) StatsVar {
+	if s == nil {
+		panic("schedhttp: Var of a nil *scheduler.Scheduler")
+	}
+	return StatsVar{s}
+}
+
+// String returns the JSON of a fresh [scheduler.Scheduler.Stats]: exactly
+// what [encoding/json.Marshal] makes of it. Any goroutine.
+func (v StatsVar) String() string {
+	body, err := json.Marshal(v.s.Stats())
+	if err != nil { // Stats holds only integers: cannot happen
+		// Still valid JSON, so that /debug/vars stays readable.
+		return strconv.Quote("schedhttp: encoding stats: " + err.Error())
+	}
+	return string(body)
+}
+
+// Handler returns an [http.Handler] for a service's debug mux that renders
+// s's [scheduler.Stats]: as JSON, exactly what [encoding/json.Marshal]
+// makes of a Stats, when the request asks for ?format=json or prefers
 // application/json in its Accept header; otherwise as a plain HTML page
 // with no external assets and no scripts (?format=html forces it). The
 // page shows the workers and their queues, processes by state, totals,
@@ -38,35 +79,44 @@ func (s *Scheduler) Var() expvar.Var {
 // escapes every value.
 //
 // With ?processes=N the page also lists the first N live processes by
-// PID, from [Scheduler.Processes]. N above 1000 is capped at 1000; a value
-// that is not a whole number is refused with 400 Bad Request, even when
-// asking for JSON, as is an unknown format. The JSON has no listing.
+// PID, from [scheduler.Scheduler.Processes]. N above 1000 is capped at
+// 1000; a value that is not a whole number is refused with 400 Bad
+// Request, even when asking for JSON, as is an unknown format. The JSON
+// has no listing.
 //
 // It answers GET and HEAD only (405 Method Not Allowed, with an Allow
-// header, otherwise), and marks responses not to be cached. A request
-// costs a Stats call and the encoding, except with a process listing,
-// which walks the whole process table whatever N is: its cost grows with
-// the number of live processes, so keep it for debugging. Wire it with,
-// for example:
+// header, otherwise), and marks responses not to be cached nor sniffed for
+// another content type. A request costs a Stats call and the encoding,
+// except with a process listing, which walks the whole process table
+// whatever N is: its cost grows with the number of live processes, so keep
+// it for debugging. Wire it with, for example:
 //
-//	mux.Handle("/debug/scheduler", s.DebugHandler())
-func (s *Scheduler) DebugHandler() http.Handler {
-	return debugHandler{s}
+//	mux.Handle("/debug/scheduler", schedhttp.Handler(s))
+//
+// and serve that mux on a port of its own, not the public one. Handler
+// panics if s is nil. Any goroutine; the handler serves requests
+// concurrently, and after s is shut down it shows the final figures.
+func Handler(s *scheduler.Scheduler) http.Handler {
+	if s == nil {
+		panic("schedhttp: Handler of a nil *scheduler.Scheduler")
+	}
+	return handler{s}
 }
 
-// maxDebugProcesses is the most processes the debug page lists;
-// ?processes= above it is capped.
-const maxDebugProcesses = 1000
+// maxListed is the most processes the debug page lists; ?processes= above
+// it is capped.
+const maxListed = 1000
 
-// debugHandler serves DebugHandler; it keeps no state of its own.
-type debugHandler struct {
-	s *Scheduler
+// handler is what Handler returns; it keeps no state of its own.
+type handler struct {
+	s *scheduler.Scheduler
 }
 
-func (h debugHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+// ServeHTTP serves one request; see [Handler]. Any goroutine.
+func (h handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
-		http.Error(w, "scheduler: debug handler: method "+r.Method+" not allowed; use GET", http.StatusMethodNotAllowed)
+		http.Error(w, "schedhttp: method "+r.Method+" not allowed; use GET", http.StatusMethodNotAllowed)
 		return
 	}
 	q := r.URL.Query()
@@ -88,7 +138,7 @@ func (h debugHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if asJSON {
 		body, err := json.Marshal(h.s.Stats())
 		if err != nil { // Stats holds only integers: cannot happen
-			http.Error(w, "scheduler: encoding stats: "+err.Error(), http.StatusInternalServerError)
+			http.Error(w, "schedhttp: encoding stats: "+err.Error(), http.StatusInternalServerError)
 			return
 		}
 		hdr.Set("Content-Type", "application/json")
@@ -97,7 +147,7 @@ func (h debugHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	page := debugPage{Stats: h.s.Stats(), Limit: limit, Max: maxDebugProcesses}
+	page := debugPage{Stats: h.s.Stats(), Limit: limit, Max: maxListed}
 	if limit > 0 {
 		all := h.s.Processes()
 		page.Listed = len(all)
@@ -108,7 +158,7 @@ func (h debugHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var buf bytes.Buffer
 	buf.Grow(4 << 10) // the page without a listing is about 3 KB
 	if err := debugTemplate.Execute(&buf, &page); err != nil {
-		http.Error(w, "scheduler: rendering debug page: "+err.Error(), http.StatusInternalServerError)
+		http.Error(w, "schedhttp: rendering debug page: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
 	hdr.Set("Content-Type", "text/html; charset=utf-8")
@@ -128,7 +178,7 @@ func wantsJSON(format string, accept []string) (bool, error) {
 		return false, nil
 	case "":
 	default:
-		return false, fmt.Errorf("scheduler: debug handler: format=%q: want json or html", format)
+		return false, fmt.Errorf("schedhttp: format=%q: want json or html", format)
 	}
 	var qJSON, qHTML float64
 	for _, line := range accept {
@@ -155,7 +205,7 @@ func wantsJSON(format string, accept []string) (bool, error) {
 }
 
 // processLimit parses the processes parameter: empty is 0, a whole number
-// is capped at maxDebugProcesses, and anything else is an error.
+// is capped at maxListed, and anything else is an error.
 func processLimit(v string) (int, error) {
 	if v == "" {
 		return 0, nil
@@ -163,20 +213,20 @@ func processLimit(v string) (int, error) {
 	n, err := strconv.ParseUint(v, 10, 64)
 	if err != nil {
 		if errors.Is(err, strconv.ErrRange) {
-			return maxDebugProcesses, nil // a huge number: capped like any other
+			return maxListed, nil // a huge number: capped like any other
 		}
-		return 0, fmt.Errorf("scheduler: debug handler: processes=%q: want a whole number from 0 to %d (larger is capped)", v, maxDebugProcesses)
+		return 0, fmt.Errorf("schedhttp: processes=%q: want a whole number from 0 to %d (larger is capped)", v, maxListed)
 	}
-	return int(min(n, maxDebugProcesses)), nil
+	return int(min(n, maxListed)), nil
 }
 
 // debugPage is what the debug page's template renders.
 type debugPage struct {
-	Stats     Stats
-	Limit     int           // processes asked for, after the cap; 0: no listing
-	Max       int           // maxDebugProcesses
-	Listed    int           // live processes the listing found
-	Processes []ProcessInfo // the first Limit of them, by PID
+	Stats     scheduler.Stats
+	Limit     int                     // processes asked for, after the cap; 0: no listing
+	Max       int                     // maxListed
+	Listed    int                     // live processes the listing found
+	Processes []scheduler.ProcessInfo // the first Limit of them, by PID
 }
 
 // debugTemplate is the debug page. html/template escapes every value,
