@@ -291,6 +291,7 @@ td.text { text-align: left; }
 <tr><th scope="row">rejected</th><td>{{.Rejected}}</td></tr>
 <tr><th scope="row">sent</th><td>{{.Sent}}</td></tr>
 <tr><th scope="row">bounced</th><td>{{.Bounced}}</td></tr>
+<tr><th scope="row">forwarded</th><td>{{.Forwarded}}</td></tr>
 <tr><th scope="row">unread</th><td>{{.Unread}}</td></tr>
 </table>
 {{- end}}
