@@ -181,6 +181,32 @@ func (w *worker) dispatch(p *proc) {
 			if seq := w.register(p, y.Tag); seq != 0 {
 				w.s.timers.add(p.id, seq, y.when)
 			}
+		case yieldTellName:
+			if to, err := w.s.Lookup(y.method); err != nil {
+				w.n.sent++
+				w.n.bounced++
+				_, _ = p.push(Event{Type: EventMessage, Data: y.Arg, Error: err})
+			} else {
+				w.tell(p, to, y.Arg)
+			}
+		case yieldMonitor:
+			if seq := w.register(p, y.Tag); seq != 0 {
+				w.monitor(p, y.Tag, seq, y.to)
+			}
+		case yieldRequest:
+			if seq := w.register(p, y.Tag); seq != 0 {
+				to := y.to
+				if y.method != "" {
+					var err error
+					if to, err = w.s.Lookup(y.method); err != nil {
+						w.completeNow(p, seq, nil, err)
+						continue
+					}
+				}
+				w.request(p, seq, to, y.Arg)
+			}
+		case yieldReply:
+			_ = w.s.reply(ReplyTo{PID: y.to, Seq: uint64(y.when)}, p.pid(), y.Arg, y.err, via{w: w})
 		default:
 			w.dispatchGeneric(p, y)
 		}
@@ -263,7 +289,15 @@ func (w *worker) newSeq() uint64 {
 // completed and then returned an error), which is ignored by design.
 // Worker only, with p Running.
 func (w *worker) completeNow(p *proc, seq uint64, data any, err error) {
-	_, _ = p.complete(Event{Type: EventYieldComplete, Data: data, Error: err}, seq)
+	w.completeNowFrom(p, seq, relay.PID{}, data, err)
+}
+
+// completeNowFrom is completeNow with the event's From set. Worker only,
+// with p Running.
+func (w *worker) completeNowFrom(p *proc, seq uint64, from relay.PID, data any, err error) {
+	if _, held, e := p.complete(Event{Type: EventYieldComplete, Data: data, Error: err, From: from}, seq); e == nil && held != 0 {
+		w.s.demonitor(held, seq)
+	}
 }
 
 // tell is the built-in send; an undeliverable message bounces back to p.

@@ -73,6 +73,15 @@ var (
 	// for the stop; the shutdown has begun and completes once the caller
 	// returns to the scheduler.
 	ErrShutdownStarted = errors.New("scheduler: shutdown started, not waited for")
+	// ErrNameTaken: Register was asked for a name another process has.
+	ErrNameTaken = errors.New("scheduler: name taken")
+	// ErrNameNotFound: no process is registered under that name.
+	ErrNameNotFound = errors.New("scheduler: name not found")
+	// ErrInvalidName: Register was given an empty name.
+	ErrInvalidName = errors.New("scheduler: invalid name")
+	// ErrNoReply: the process a request was sent to ended before it
+	// replied. The error also says how it ended.
+	ErrNoReply = errors.New("scheduler: no reply")
 	// ErrNilContext: a nil context.Context was passed. Every method that
 	// takes a context refuses nil the same way, doing nothing.
 	ErrNilContext = errors.New("scheduler: nil context")

@@ -197,6 +197,11 @@ type Hooks struct {
 	// SlowStep is called by the watchdog goroutine when a step has been
 	// running longer than the watchdog's threshold; once per slow run.
 	SlowStep func(SlowStep)
+	// DeadLetter is called for each message that reached no process
+	// (see [DeadLetter]), on the goroutine that found it so: the worker
+	// that ended its recipient, the goroutine that sent it, or the one
+	// that handed back a bounce.
+	DeadLetter func(DeadLetter)
 }
 
 // Started describes a process that has started.

@@ -43,6 +43,7 @@ const (
 	pfForced                     // completed by a shutdown deadline
 	pfRoomWaiters                // a sender waits for room in the mailbox (extra.room)
 	pfHandle                     // a Handle was returned for it: keep its result
+	pfEnded                      // its end is announced: its Handle reports it (set after pfClosed)
 )
 
 // pfTerminateCancel is the cause bit of a cancel by Terminate: none
@@ -156,6 +157,14 @@ type procExtra struct {
 	room    chan struct{} // closed at the next drain, for senders waiting for room
 	calls   []callDone    // Done channels of call contexts, by yield (see Call.Context)
 
+	// Names, monitors (see names.go and monitor.go). Guarded by proc.mu
+	// while the process lives; frozen once it is closed, when whoever
+	// ended it reads them without the lock.
+	names    []string          // names registered for this process
+	monitors *u64map           // monitors on this process: yield seq -> watcher (| monitorRequest)
+	held     *u64map           // monitors this process holds: its yield seq -> watched process
+	outside  []*outsideMonitor // monitors set by Scheduler.Monitor
+
 	mailbox *mailboxLimit // this process's own mailbox limit, if any; immutable
 }
 
@@ -194,12 +203,15 @@ func (p *proc) push(ev Event) (woken uint64, err error) {
 // number (ev.Tag is set to its tag); with seq zero, the pending yield with
 // tag ev.Tag. A yield that is not pending (completed already, or never
 // issued, or a newer yield that reuses the tag of the one a completion was
-// made for) gets ErrYieldNotPending and no event. Any goroutine.
-func (p *proc) complete(ev Event, seq uint64) (woken uint64, err error) {
+// made for) gets ErrYieldNotPending and no event. When the yield was a
+// monitor of another process, complete returns that process's ID as held,
+// for the caller to remove the monitor from it (see demonitor). Any
+// goroutine.
+func (p *proc) complete(ev Event, seq uint64) (woken, held uint64, err error) {
 	p.mu.Lock()
 	if p.flags&pfClosed != 0 {
 		p.mu.Unlock()
-		return 0, ErrProcessNotFound
+		return 0, 0, ErrProcessNotFound
 	}
 	x := p.extra.Load()
 	var ok bool
@@ -210,16 +222,19 @@ func (p *proc) complete(ev Event, seq uint64) (woken uint64, err error) {
 	}
 	if !ok {
 		p.mu.Unlock()
-		return 0, ErrYieldNotPending
+		return 0, 0, ErrYieldNotPending
 	}
 	p.npending.Store(int32(p.pending.len(x)))
-	if x != nil && x.calls != nil {
-		x.endCall(seq)
+	if x != nil {
+		if x.calls != nil {
+			x.endCall(seq)
+		}
+		held = x.unholdMonitor(seq)
 	}
 	p.inbox = append(p.inbox, ev)
 	woken = p.markRunnable()
 	p.mu.Unlock()
-	return woken, nil
+	return woken, held, nil
 }
 
 // markRunnable is called with mu held right after an event was appended:
@@ -345,12 +360,12 @@ func (p *proc) terminate(cause uint8) (woken uint64, err error) {
 
 // close marks the process ended: later events are refused, queued ones and
 // pending yields dropped, the context cancelled, and the result kept for
-// a Handle (in procExtra, made for it if the result is not zero). It
-// returns how many queued events were dropped. Called once, by whoever
-// moved the process to Complete, after Close returned.
-func (p *proc) close(result payload.Payload, err error, forced bool) int {
+// a Handle. It reports how many queued events were dropped and whether it
+// had been asked to stop. Called once, by whoever moved the process to
+// Complete, after Close returned.
+func (p *proc) close(result payload.Payload, err error, forced bool) closed {
 	p.mu.Lock()
-	dropped := len(p.inbox)
+	c := closed{unread: p.inbox, cancelled: p.flags&pfCancelled != 0, cause: p.cancelCause()}
 	p.inbox = nil
 	p.msgs = 0
 	p.pending = pendingSet{}
@@ -364,9 +379,6 @@ func (p *proc) close(result payload.Payload, err error, forced bool) int {
 			close(x.ctxDone)
 		}
 		x.endCalls()
-		if x.endDone != nil {
-			close(x.endDone)
-		}
 		if x.room != nil {
 			close(x.room) // waiting senders find the process gone
 			x.room = nil
@@ -378,7 +390,27 @@ func (p *proc) close(result payload.Payload, err error, forced bool) int {
 		p.flags |= pfForced
 	}
 	p.mu.Unlock()
-	return dropped
+	return c
+}
+
+// announce makes the end visible to the process's Handle: after close,
+// and after its names were released and its monitors told, so that once
+// a Handle reports the end, the name is free and every monitor has its
+// event. Called once, by whoever ended the process.
+func (p *proc) announce() {
+	p.mu.Lock()
+	p.flags |= pfEnded
+	if x := p.extra.Load(); x != nil && x.endDone != nil {
+		close(x.endDone)
+	}
+	p.mu.Unlock()
+}
+
+// closed is what close reports of the process it closed.
+type closed struct {
+	unread    []Event // events that were queued and never read; the caller's now
+	cancelled bool    // it had been asked to stop (Terminate, Shutdown)
+	cause     error   // the cancel's cause, if so
 }
 
 // closedChan is returned by Done methods after the fact.
@@ -392,7 +424,7 @@ var closedChan = func() chan struct{} {
 func (p *proc) ended() <-chan struct{} {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.flags&pfClosed != 0 {
+	if p.flags&pfEnded != 0 {
 		return closedChan
 	}
 	x := p.getExtra()
@@ -407,7 +439,7 @@ func (p *proc) ended() <-chan struct{} {
 func (p *proc) ending() (payload.Payload, error, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.flags&pfClosed == 0 {
+	if p.flags&pfEnded == 0 {
 		return payload.Payload{}, nil, false
 	}
 	if o := p.outcome; o != nil {

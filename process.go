@@ -145,10 +145,11 @@ type Yield struct {
 	// Typed arguments of the built-in helpers, kept out of Arg so that
 	// the common yields do not allocate.
 	kind   yieldKind
-	to     relay.PID        // Tell: the recipient
-	when   int64            // Sleep: the deadline, nanoseconds on the timer clock
-	method string           // Spawn: the entry point (Arg is the Process)
+	to     relay.PID        // Tell, Monitor, Request: the other process; Reply: the asker
+	when   int64            // Sleep: the deadline, nanoseconds on the timer clock; Reply: the asking yield
+	method string           // Spawn: the entry point (Arg is the Process); TellName, RequestName: the name
 	input  payload.Payloads // Spawn: the input
+	err    error            // Reply: the error answered
 }
 
 // yieldKind distinguishes the typed built-in yields from generic ones.
@@ -160,6 +161,10 @@ const (
 	yieldSpawn                       // Spawn: Arg is the Process, method and input typed
 	yieldSpawnAwait                  // SpawnAwait: as yieldSpawn, completion at the child's end
 	yieldTimer                       // Sleep/SleepUntil: when is the deadline
+	yieldTellName                    // TellName: Arg is the message, method the name; no completion
+	yieldMonitor                     // Monitor: to is the watched process
+	yieldRequest                     // Request, RequestName: Arg is the body, to (or the name in method) the replier
+	yieldReply                       // Reply: to and when name the asking yield, Arg and err the answer; no completion
 )
 
 // StepOutput is where [Process.Step] writes what the process wants next:
@@ -241,7 +246,7 @@ func (o *StepOutput) Yield(tag uint64, cmd CommandID, arg any) {
 func (o *StepOutput) Tell(to relay.PID, msg any) {
 	y := o.add()
 	// Field by field: cheaper than copying a whole Yield on this hot path.
-	y.Tag, y.Cmd, y.Arg, y.kind, y.to, y.when, y.method, y.input = 0, CmdSend, msg, yieldTell, to, 0, "", nil
+	y.Tag, y.Cmd, y.Arg, y.kind, y.to, y.when, y.method, y.input, y.err = 0, CmdSend, msg, yieldTell, to, 0, "", nil, nil
 }
 
 // Spawn starts a child process after Step returns: Init is called with
@@ -277,6 +282,50 @@ func (o *StepOutput) Sleep(tag uint64, d time.Duration) {
 // whichever completes first.
 func (o *StepOutput) SleepUntil(tag uint64, t time.Time) {
 	*o.add() = Yield{Tag: tag, Cmd: CmdTimer, kind: yieldTimer, when: int64(t.Sub(o.clock))}
+}
+
+// TellName is [StepOutput.Tell] to the process registered under name (see
+// [Scheduler.Register]), looked up when the step's yields are carried out.
+// If no process has the name, the message comes back to this process as
+// an undeliverable [EventMessage] whose Error wraps [ErrNameNotFound] and
+// whose From is the zero PID.
+func (o *StepOutput) TellName(name string, msg any) {
+	*o.add() = Yield{Cmd: CmdSend, Arg: msg, kind: yieldTellName, method: name}
+}
+
+// Monitor watches the process pid: the yield completes once, when pid
+// ends, with an [Exit] as Data (and From pid) that says how it ended, or
+// at once with ExitGone if pid is not alive. Cancelling the yield
+// ([StepOutput.Cancel]) stops watching. A process on another node is
+// watched by the transport, if it can (see [RemoteMonitor]).
+func (o *StepOutput) Monitor(tag uint64, pid relay.PID) {
+	*o.add() = Yield{Tag: tag, Cmd: CmdSend, kind: yieldMonitor, to: pid}
+}
+
+// Request sends body to the process to as a message whose Data is a
+// [Request], and completes when it answers (see [StepOutput.Reply]): Data
+// is the answer's data, Error its error, From the replier. If to is not
+// alive, or ends before answering, the yield completes with an error
+// (wrapping [ErrProcessNotFound] or [ErrNoReply]); a refusal (a full
+// mailbox) completes it with the refusal. Bound the wait with
+// [StepOutput.Timeout]. No goroutine waits for the answer.
+func (o *StepOutput) Request(tag uint64, to relay.PID, body any) {
+	*o.add() = Yield{Tag: tag, Cmd: CmdSend, Arg: body, kind: yieldRequest, to: to}
+}
+
+// RequestName is [StepOutput.Request] to the process registered under
+// name; if no process has it, the yield completes with an error wrapping
+// [ErrNameNotFound].
+func (o *StepOutput) RequestName(tag uint64, name string, body any) {
+	*o.add() = Yield{Tag: tag, Cmd: CmdSend, Arg: body, kind: yieldRequest, method: name}
+}
+
+// Reply answers a request this process received (the ReplyTo of its
+// [Request]): the asking yield completes with data and err, and this
+// process as From. There is no completion: an answer nobody waits for
+// any more is a dead letter ([DeadLateReply]).
+func (o *StepOutput) Reply(to ReplyTo, data any, err error) {
+	*o.add() = Yield{Cmd: CmdSend, Arg: data, kind: yieldReply, to: to.PID, when: int64(to.Seq), err: err}
 }
 
 // add extends the yields by one slot and returns it; the slot may hold an

@@ -41,6 +41,7 @@ type Scheduler struct {
 	// limits is set once any mailbox limit exists (WithMailbox, or a
 	// Mailbox submit option); until then deliveries skip the lookup.
 	limits   atomic.Bool
+	names    names        // the registry of process names
 	log      *slog.Logger // nil: silent
 	maxProcs int64        // 0: no limit
 	// procs counts processes against maxProcs (only when it is set):
@@ -414,8 +415,11 @@ var _ relay.Receiver = (*Scheduler)(nil)
 //
 // A msg with Err set is a message returned undelivered (see
 // [relay.Message]): it reaches msg.To as an EventMessage with that Error,
-// outside any mailbox limit, and is counted in [MessageStats].Bounced. A
-// transport uses this to hand back failures it learns of later.
+// outside any mailbox limit, and is counted in [MessageStats].Bounced (a
+// returned [Request] completes its asking yield with the error instead).
+// A msg whose Data is a [Reply] to msg.To answers that request, as
+// [Scheduler.Reply] does. Transports use both to hand in what comes from
+// other nodes.
 //
 // A PID of another node goes to the transport set with [WithTransport];
 // without one, or for an unknown or ended local process, Send returns an
@@ -424,6 +428,9 @@ var _ relay.Receiver = (*Scheduler)(nil)
 func (s *Scheduler) Send(msg relay.Message) error {
 	if msg.Err != nil {
 		return s.returned(msg, via{})
+	}
+	if r, ok := msg.Data.(Reply); ok && r.To.PID == msg.To {
+		return s.reply(r.To, msg.From, r.Data, r.Err, via{})
 	}
 	return s.deliver(msg.From, msg.To, msg.Data, via{})
 }
@@ -467,8 +474,11 @@ func (s *Scheduler) deliverMessage(from, to relay.PID, msg any, v via, wait bool
 	}
 	if evicted != nil {
 		s.countMessage(v, to, msgDropped)
-		if !evicted.From.IsZero() {
-			s.bounce(evicted.From, Event{Type: EventMessage, Data: evicted.Data, Error: fmt.Errorf("%w: mailbox of %v was full", ErrDropped, to), From: to}, v)
+		why := fmt.Errorf("%w: mailbox of %v was full", ErrDropped, to)
+		if evicted.From.IsZero() {
+			s.deadLetter(relay.Message{To: to, Data: evicted.Data, Err: why}, DeadDropped, v)
+		} else {
+			s.bounce(evicted.From, Event{Type: EventMessage, Data: evicted.Data, Error: why, From: to}, v)
 		}
 	}
 	if w := v.w; w != nil && !v.call {
@@ -506,36 +516,25 @@ func (s *Scheduler) refused(err error, to relay.PID, v via) error {
 
 // bounce returns an undelivered message to its sender, if it still lives:
 // a local sender gets ev; a sender on another node gets it back through
-// the transport. Bounces are outside any mailbox limit.
+// the transport; a returned request completes its asking yield. A bounce
+// that reaches no process is a dead letter. Bounces are outside any
+// mailbox limit. Any goroutine.
 func (s *Scheduler) bounce(sender relay.PID, ev Event, v via) {
+	msg := relay.Message{From: ev.From, To: sender, Data: ev.Data, Err: ev.Error}
 	if sender.Node != s.node {
 		if s.transport != nil {
-			_ = s.forward(relay.Message{From: ev.From, To: sender, Data: ev.Data, Err: ev.Error}, v)
+			_ = s.forward(msg, v)
 		}
 		return
 	}
-	p, err := s.lookup(sender)
-	if err != nil {
-		return
-	}
-	woken, err := p.push(ev)
-	if err != nil {
-		return
-	}
-	if v.w != nil && !v.call {
-		v.w.n.bounced++
-	} else {
-		s.counters.bounced.Add(1)
-	}
-	if woken != 0 {
-		s.woke(p, woken, v)
-	}
+	_ = s.returned(msg, v)
 }
 
-// returned delivers a message that comes back undelivered (msg.Err set),
-// handed in through Send, usually by a transport: to a local process as a
-// bounce, counted; to a process of another node, back through the
-// transport.
+// returned delivers a message that comes back undelivered (msg.Err set)
+// to its sender msg.To: to a local process as a bounce, counted; to a
+// process of another node, back through the transport; to a request's
+// asking yield as its completion. A bounce that reaches no process is a
+// dead letter. Any goroutine.
 func (s *Scheduler) returned(msg relay.Message, v via) error {
 	if s.phase.Load() == phaseStopped {
 		return ErrClosed
@@ -543,19 +542,27 @@ func (s *Scheduler) returned(msg relay.Message, v via) error {
 	if msg.To.Node != s.node && s.transport != nil {
 		return s.forward(msg, v)
 	}
+	if s.requestReturned(msg, v) {
+		return nil
+	}
 	p, err := s.lookup(msg.To)
-	if err != nil {
-		return err
+	if err == nil {
+		var woken uint64
+		if woken, err = p.push(Event{Type: EventMessage, Data: msg.Data, Error: msg.Err, From: msg.From}); err == nil {
+			if v.w != nil && !v.call {
+				v.w.n.bounced++
+			} else {
+				s.counters.bounced.Add(1)
+			}
+			if woken != 0 {
+				s.woke(p, woken, v)
+			}
+			return nil
+		}
+		err = fmt.Errorf("%w: %v", err, msg.To)
 	}
-	woken, err := p.push(Event{Type: EventMessage, Data: msg.Data, Error: msg.Err, From: msg.From})
-	if err != nil {
-		return fmt.Errorf("%w: %v", err, msg.To)
-	}
-	s.counters.bounced.Add(1)
-	if woken != 0 {
-		s.woke(p, woken, v)
-	}
-	return nil
+	s.deadLetter(msg, DeadBounce, v)
+	return err
 }
 
 // forward hands a message for another node to the transport and counts
@@ -609,9 +616,12 @@ func (s *Scheduler) complete(pid relay.PID, ev Event, seq uint64, v via) error {
 	if err != nil {
 		return err
 	}
-	woken, err := p.complete(ev, seq)
+	woken, held, err := p.complete(ev, seq)
 	if err != nil {
 		return fmt.Errorf("%w: %v tag %d", err, pid, ev.Tag)
+	}
+	if held != 0 {
+		s.demonitor(held, seq)
 	}
 	if woken != 0 {
 		s.woke(p, woken, v)
@@ -677,19 +687,30 @@ func (s *Scheduler) finish(p *proc, w *worker, result payload.Payload, err error
 		}
 	}
 	s.countEnd(w)
-	dropped := p.close(result, err, forced)
+	c := p.close(result, err, forced)
 	s.table.release(p.id, w.slotCache())
-	if dropped > 0 {
+	if n := len(c.unread); n > 0 {
 		if w != nil {
-			w.stats.dropped.Store(w.stats.dropped.Load() + uint64(dropped))
+			w.stats.dropped.Store(w.stats.dropped.Load() + uint64(n))
 		} else {
-			s.counters.dropped.Add(uint64(dropped))
+			s.counters.dropped.Add(uint64(n))
 		}
+		s.deadUnread(p.pid(), c.unread, via{w: w})
 	}
 	if p.awaiter != 0 && !forced {
 		ev := Event{Type: EventYieldComplete, Data: result, Error: err, From: p.pid()}
 		_ = s.complete(relay.PID{Node: s.node, ID: p.awaiter}, ev, p.awaitSeq, via{w: w})
 	}
+	// Names, monitors: frozen now that the process is closed.
+	if x := p.extra.Load(); x != nil {
+		if len(x.names) > 0 {
+			s.releaseNames(p.pid(), x.names)
+		}
+		if x.monitors != nil || x.held != nil || x.outside != nil {
+			s.notifyEnd(p, x, exitOf(p.pid(), result, err, forced, c.cancelled, c.cause), via{w: w})
+		}
+	}
+	p.announce()
 }
 
 // Handle names a submitted process and gives access to its result. It is

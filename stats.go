@@ -21,6 +21,8 @@ type Stats struct {
 
 	Processes ProcessStats `json:"processes"`
 	Messages  MessageStats `json:"messages"`
+	// DeadLetters counts messages that reached no process, by reason.
+	DeadLetters DeadLetterStats `json:"deadLetters"`
 
 	Steps    uint64 `json:"steps"`    // Step calls
 	Yields   uint64 `json:"yields"`   // yields written by steps (Tell included)
@@ -115,6 +117,12 @@ func (s *Scheduler) Stats() Stats {
 	ms.Unread = s.counters.dropped.Load()
 	ms.Bounced = s.counters.bounced.Load()
 	ms.Forwarded = s.counters.forwarded.Load()
+	st.DeadLetters = DeadLetterStats{
+		Unread:      s.counters.dead[DeadUnread].Load(),
+		Bounces:     s.counters.dead[DeadBounce].Load(),
+		Dropped:     s.counters.dead[DeadDropped].Load(),
+		LateReplies: s.counters.dead[DeadLateReply].Load(),
+	}
 	for i := range s.extMsgs {
 		e := &s.extMsgs[i]
 		ms.Accepted += e.n[msgAccepted].Load()
@@ -286,4 +294,5 @@ type schedCounters struct {
 	failed, dropped, rejected, panics                atomic.Uint64
 	blockedOut, idleOut                              atomic.Uint64
 	bounced, forwarded                               atomic.Uint64
+	dead                                             [deadReasons]atomic.Uint64 // by DeadLetterReason
 }

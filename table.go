@@ -15,8 +15,8 @@ import (
 // generation: freed IDs go to the freeing worker's cache, spill in batches
 // to a shared free list, and come back in batches to workers that run out;
 // callers outside the workers take them one by one from the shared list.
-// A slot whose generation would wrap is retired instead of reused, so PIDs
-// are never reused within a scheduler's life.
+// A slot whose generation reaches maxGen is retired instead of reused, so
+// PIDs are never reused within a scheduler's life.
 
 const (
 	chunkBits = 12
@@ -26,6 +26,10 @@ const (
 	// bits.
 	maxSlots = 1<<32 - 1
 )
+
+// maxGen is the last generation a slot is used for. It leaves the top bit
+// of every ID clear, for monitors to mark a request's (monitorRequest).
+const maxGen = 1<<31 - 1
 
 // makeID returns the ID of the gen'th occupant of slot.
 func makeID(slot, gen uint32) uint64 { return uint64(gen)<<32 | (uint64(slot) + 1) }
@@ -176,7 +180,7 @@ func (t *table) release(id uint64, c *slotCache) {
 	slot := slotOf(id)
 	t.entry(slot).p.Store(nil)
 	gen := genOf(id)
-	if gen == 1<<32-1 {
+	if gen == maxGen {
 		t.retired.Add(1)
 		return
 	}

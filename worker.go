@@ -560,6 +560,7 @@ func (w *worker) run(p *proc) {
 		if status == StatusDone {
 			if n := w.out.unread(batch); n > 0 {
 				w.stats.dropped.Store(w.stats.dropped.Load() + uint64(n))
+				s.deadUnread(p.pid(), w.events[batch-n:batch], via{w: w})
 			}
 			w.end(p, w.out.result, nil)
 			return

@@ -1,0 +1,87 @@
+package scheduler
+
+import (
+	"fmt"
+
+	"github.com/procsched/scheduler/relay"
+)
+
+// Dead letters are messages that reach no process: nobody reads them and
+// nobody can be told. Each is counted by reason in [Stats].DeadLetters and
+// passed to [Hooks].DeadLetter, so that a service can log or inspect what
+// its processes lost. A message refused at the sender (an error from Send
+// or Tell, a bounce to a live process) is not a dead letter: its sender
+// knows.
+
+// DeadLetterReason says why a message reached no process.
+type DeadLetterReason uint8
+
+const (
+	// DeadUnread: the recipient ended before reading it: it was still in
+	// the mailbox, or after the point where the final step stopped
+	// reading (StepOutput.DoneAfter).
+	DeadUnread DeadLetterReason = iota + 1
+	// DeadBounce: it came back undelivered to a sender that has ended
+	// (Message.Err says why it was not delivered).
+	DeadBounce
+	// DeadDropped: a full mailbox dropped it (MailboxDropOldest) and its
+	// sender was outside any process, so nobody could get it back.
+	DeadDropped
+	// DeadLateReply: an answer to a request whose asker no longer waits
+	// for it (timed out, cancelled, answered, or ended).
+	DeadLateReply
+	deadReasons
+)
+
+// String returns the reason's name.
+func (r DeadLetterReason) String() string {
+	switch r {
+	case DeadUnread:
+		return "unread"
+	case DeadBounce:
+		return "bounce"
+	case DeadDropped:
+		return "dropped"
+	case DeadLateReply:
+		return "late reply"
+	}
+	return fmt.Sprintf("DeadLetterReason(%d)", uint8(r))
+}
+
+// DeadLetter is a message that reached no process, as [Hooks].DeadLetter
+// gets it.
+type DeadLetter struct {
+	// Message is the message: From and To as it was sent (for a bounce,
+	// as it came back: From the recipient not reached, To the sender that
+	// has ended, Err why), Data its body.
+	Message relay.Message
+	Reason  DeadLetterReason
+}
+
+// DeadLetterStats counts dead letters by reason.
+type DeadLetterStats struct {
+	Unread      uint64 `json:"unread"`      // messages left unread when their recipient ended
+	Bounces     uint64 `json:"bounces"`     // bounces whose sender had ended
+	Dropped     uint64 `json:"dropped"`     // dropped by a full mailbox, from senders outside any process
+	LateReplies uint64 `json:"lateReplies"` // answers nobody waited for any more
+}
+
+// deadLetter counts msg as a dead letter for reason and passes it to the
+// hook. Any goroutine; v says where it runs (the hook runs there).
+func (s *Scheduler) deadLetter(msg relay.Message, reason DeadLetterReason, v via) {
+	s.counters.dead[reason].Add(1)
+	if s.hooks.DeadLetter != nil {
+		s.hooks.DeadLetter(DeadLetter{Message: msg, Reason: reason})
+	}
+}
+
+// deadUnread reports the messages among events, left unread by the
+// process to that ended, as dead letters. Any goroutine.
+func (s *Scheduler) deadUnread(to relay.PID, events []Event, v via) {
+	for i := range events {
+		ev := &events[i]
+		if ev.Type == EventMessage {
+			s.deadLetter(relay.Message{From: ev.From, To: to, Data: ev.Data, Err: ev.Error}, DeadUnread, v)
+		}
+	}
+}

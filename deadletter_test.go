@@ -1,0 +1,105 @@
+package scheduler_test
+
+import (
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	sched "github.com/procsched/scheduler"
+	"github.com/procsched/scheduler/payload"
+	"github.com/procsched/scheduler/relay"
+)
+
+// tDeadLetters collects what the DeadLetter hook gets.
+type tDeadLetters struct {
+	mu  sync.Mutex
+	got []sched.DeadLetter
+}
+
+func (d *tDeadLetters) hook(dl sched.DeadLetter) {
+	d.mu.Lock()
+	d.got = append(d.got, dl)
+	d.mu.Unlock()
+}
+
+func (d *tDeadLetters) all() []sched.DeadLetter {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]sched.DeadLetter(nil), d.got...)
+}
+
+func TestDeadLetters(t *testing.T) {
+	t.Run("messages left unread when the recipient ends", func(t *testing.T) {
+		var dl tDeadLetters
+		s := tNewScheduler(t, sched.WithWorkers(1), sched.WithHooks(sched.Hooks{DeadLetter: dl.hook}))
+		gate := make(chan struct{})
+		h := tSubmit(t, s, &tProc{step: func(_ *tProc, n int, evs []sched.Event, out *sched.StepOutput) error {
+			if n == 0 {
+				<-gate
+				return nil
+			}
+			out.DoneAfter(1, payload.Payload{}) // reads "a" only
+			return nil
+		}})
+		tWaitState(t, s, h.PID(), sched.StateRunning)
+		for _, m := range []string{"a", "b", "c"} {
+			require.NoError(t, s.Send(relay.Message{From: relay.PID{ID: 77}, To: h.PID(), Data: m}))
+		}
+		close(gate)
+		_, err := tWait(t, s, h)
+		require.NoError(t, err)
+		got := dl.all()
+		require.Len(t, got, 2)
+		for i, want := range []string{"b", "c"} {
+			assert.Equal(t, sched.DeadUnread, got[i].Reason)
+			assert.Equal(t, relay.Message{From: relay.PID{ID: 77}, To: h.PID(), Data: want}, got[i].Message)
+		}
+		assert.Equal(t, uint64(2), s.Stats().DeadLetters.Unread)
+	})
+
+	t.Run("a bounce for a sender that has ended", func(t *testing.T) {
+		var dl tDeadLetters
+		s := tNewScheduler(t, sched.WithHooks(sched.Hooks{DeadLetter: dl.hook}))
+		ended := tSubmit(t, s, &tProc{step: tDone(1)})
+		_, err := tWait(t, s, ended)
+		require.NoError(t, err)
+		why := errors.New("not delivered")
+		err = s.Send(relay.Message{From: relay.PID{ID: 5}, To: ended.PID(), Data: "x", Err: why})
+		require.ErrorIs(t, err, sched.ErrProcessNotFound)
+		got := dl.all()
+		require.Len(t, got, 1)
+		assert.Equal(t, sched.DeadBounce, got[0].Reason)
+		assert.ErrorIs(t, got[0].Message.Err, why)
+		assert.Equal(t, uint64(1), s.Stats().DeadLetters.Bounces)
+	})
+
+	t.Run("dropped by a full mailbox with nobody to return it to", func(t *testing.T) {
+		var dl tDeadLetters
+		s := tNewScheduler(t, sched.WithHooks(sched.Hooks{DeadLetter: dl.hook}))
+		gate := make(chan struct{})
+		h, err := s.Submit(t.Context(), &tProc{step: func(_ *tProc, n int, evs []sched.Event, out *sched.StepOutput) error {
+			if n == 0 {
+				<-gate
+			}
+			if tHasCancel(evs) {
+				out.Done(payload.Payload{})
+			}
+			return nil
+		}}, "run", nil, sched.Mailbox(1, sched.MailboxDropOldest))
+		require.NoError(t, err)
+		tWaitState(t, s, h.PID(), sched.StateRunning)
+		require.NoError(t, s.Tell(h.PID(), "old"))
+		require.NoError(t, s.Tell(h.PID(), "new"))
+		close(gate)
+		got := dl.all()
+		require.Len(t, got, 1)
+		assert.Equal(t, sched.DeadDropped, got[0].Reason)
+		assert.Equal(t, "old", got[0].Message.Data)
+		assert.ErrorIs(t, got[0].Message.Err, sched.ErrDropped)
+		assert.Equal(t, uint64(1), s.Stats().DeadLetters.Dropped)
+		require.NoError(t, s.Terminate(h.PID()))
+	})
+}

@@ -1,0 +1,140 @@
+package scheduler
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/procsched/scheduler/relay"
+)
+
+// Names: a process can be registered under a name, unique within its
+// scheduler, so that others find it without being handed its PID. The
+// name is released when the process ends. The registry is a map under a
+// read-write lock: lookups are what services do often (a send by name),
+// registrations are rare.
+
+// names is a scheduler's registry of process names.
+type names struct {
+	mu     sync.RWMutex // guards byName
+	byName map[string]relay.PID
+}
+
+// Register gives the live process pid the name, so that [Scheduler.Lookup],
+// [Scheduler.TellName] and [StepOutput.TellName] find it. A name is unique
+// within the scheduler and stays registered until the process ends (then it
+// is released) or [Scheduler.Unregister] is called; a process may have
+// several names. Any goroutine.
+//
+// It returns an error wrapping [ErrNameTaken] if another process has the
+// name (registering the same process again under its own name is not an
+// error), [ErrInvalidName] for an empty name, [ErrProcessNotFound] if pid
+// is not a live process of this scheduler, and [ErrClosed] after Shutdown.
+func (s *Scheduler) Register(name string, pid relay.PID) error {
+	if name == "" {
+		return fmt.Errorf("%w: the empty name", ErrInvalidName)
+	}
+	if s.phase.Load() == phaseStopped {
+		return ErrClosed
+	}
+	p, err := s.lookup(pid)
+	if err != nil {
+		return err
+	}
+	s.names.mu.Lock()
+	defer s.names.mu.Unlock()
+	if holder, ok := s.names.byName[name]; ok {
+		if holder == pid {
+			return nil
+		}
+		return fmt.Errorf("%w: %q is %v's", ErrNameTaken, name, holder)
+	}
+	// Recorded on the process under its lock, so that its end, which
+	// releases its names after closing it under that lock, cannot miss
+	// this one: either the process is closed now and nothing is
+	// registered, or its end will see the name.
+	p.mu.Lock()
+	if p.flags&pfClosed != 0 {
+		p.mu.Unlock()
+		return fmt.Errorf("%w: %v", ErrProcessNotFound, pid)
+	}
+	x := p.getExtra()
+	x.names = append(x.names, name)
+	p.mu.Unlock()
+	if s.names.byName == nil {
+		s.names.byName = make(map[string]relay.PID)
+	}
+	s.names.byName[name] = pid
+	return nil
+}
+
+// Unregister releases name. It returns an error wrapping [ErrNameNotFound]
+// if no process has it. Any goroutine.
+func (s *Scheduler) Unregister(name string) error {
+	s.names.mu.Lock()
+	pid, ok := s.names.byName[name]
+	if ok {
+		delete(s.names.byName, name)
+	}
+	s.names.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrNameNotFound, name)
+	}
+	if p, err := s.lookup(pid); err == nil {
+		p.mu.Lock()
+		if x := p.extra.Load(); x != nil {
+			x.dropName(name)
+		}
+		p.mu.Unlock()
+	}
+	return nil
+}
+
+// Lookup returns the PID of the process registered under name, or an error
+// wrapping [ErrNameNotFound]. Any goroutine.
+func (s *Scheduler) Lookup(name string) (relay.PID, error) {
+	s.names.mu.RLock()
+	pid, ok := s.names.byName[name]
+	s.names.mu.RUnlock()
+	if !ok {
+		return relay.PID{}, fmt.Errorf("%w: %q", ErrNameNotFound, name)
+	}
+	return pid, nil
+}
+
+// TellName is [Scheduler.Tell] to the process registered under name. It
+// returns an error wrapping [ErrNameNotFound] if no process has the name,
+// and otherwise what Tell returns.
+func (s *Scheduler) TellName(name string, msg any) error {
+	pid, err := s.Lookup(name)
+	if err != nil {
+		return err
+	}
+	return s.Tell(pid, msg)
+}
+
+// releaseNames removes the names of the ended process pid from the
+// registry; names is what its procExtra held when it was closed. Called
+// once, by whoever ended the process, after closing it.
+func (s *Scheduler) releaseNames(pid relay.PID, names []string) {
+	s.names.mu.Lock()
+	for _, name := range names {
+		if s.names.byName[name] == pid {
+			delete(s.names.byName, name)
+		}
+	}
+	s.names.mu.Unlock()
+}
+
+// dropName removes name from the process's names. Called with proc.mu
+// held.
+func (x *procExtra) dropName(name string) {
+	for i, n := range x.names {
+		if n == name {
+			last := len(x.names) - 1
+			x.names[i] = x.names[last]
+			x.names[last] = ""
+			x.names = x.names[:last]
+			return
+		}
+	}
+}

@@ -1,0 +1,116 @@
+package scheduler_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	sched "github.com/procsched/scheduler"
+	"github.com/procsched/scheduler/payload"
+	"github.com/procsched/scheduler/relay"
+)
+
+func TestNames(t *testing.T) {
+	t.Run("register, look up, send by name", func(t *testing.T) {
+		s := tNewScheduler(t)
+		p := &tProc{step: tUntilMessage}
+		h := tSubmit(t, s, p)
+		require.NoError(t, s.Register("db", h.PID()))
+		require.NoError(t, s.Register("db", h.PID()), "the same process again")
+		require.NoError(t, s.Register("store", h.PID()), "a second name")
+		got, err := s.Lookup("db")
+		require.NoError(t, err)
+		assert.Equal(t, h.PID(), got)
+		require.NoError(t, s.TellName("store", "hi"))
+		res, err := tWait(t, s, h)
+		require.NoError(t, err)
+		assert.Equal(t, "hi", res.Value())
+	})
+
+	t.Run("clear errors", func(t *testing.T) {
+		s := tNewScheduler(t)
+		a := tSubmit(t, s, &tProc{step: tUntilCancel})
+		b := tSubmit(t, s, &tProc{step: tUntilCancel})
+		require.NoError(t, s.Register("x", a.PID()))
+		err := s.Register("x", b.PID())
+		require.ErrorIs(t, err, sched.ErrNameTaken)
+		assert.Contains(t, err.Error(), a.PID().String(), "says who has it")
+		require.ErrorIs(t, s.Register("", a.PID()), sched.ErrInvalidName)
+		require.ErrorIs(t, s.Register("y", relay.PID{ID: 1<<32 | 5}), sched.ErrProcessNotFound)
+		_, err = s.Lookup("nobody")
+		require.ErrorIs(t, err, sched.ErrNameNotFound)
+		require.ErrorIs(t, s.TellName("nobody", 1), sched.ErrNameNotFound)
+		require.ErrorIs(t, s.Unregister("nobody"), sched.ErrNameNotFound)
+		require.NoError(t, s.Unregister("x"))
+		require.NoError(t, s.Register("x", b.PID()), "free again after Unregister")
+	})
+
+	t.Run("released when the process ends", func(t *testing.T) {
+		s := tNewScheduler(t)
+		first := tSubmit(t, s, &tProc{step: tUntilCancel})
+		require.NoError(t, s.Register("svc", first.PID()))
+		require.NoError(t, s.Terminate(first.PID()))
+		_, err := tWait(t, s, first)
+		require.NoError(t, err)
+		_, err = s.Lookup("svc")
+		require.ErrorIs(t, err, sched.ErrNameNotFound)
+		second := tSubmit(t, s, &tProc{step: tUntilCancel})
+		require.NoError(t, s.Register("svc", second.PID()), "the name is free for the next one")
+	})
+
+	t.Run("a process tells by name; an unknown name bounces", func(t *testing.T) {
+		s := tNewScheduler(t)
+		target := tSubmit(t, s, &tProc{step: tUntilMessage})
+		require.NoError(t, s.Register("target", target.PID()))
+		p := &tProc{step: func(_ *tProc, n int, evs []sched.Event, out *sched.StepOutput) error {
+			if n == 0 {
+				out.TellName("target", "by name")
+				out.TellName("nobody", "lost")
+				return nil
+			}
+			for _, ev := range evs {
+				if ev.Type == sched.EventMessage && ev.Error != nil {
+					out.Done(payload.Of(ev))
+				}
+			}
+			return nil
+		}}
+		h := tSubmit(t, s, p)
+		res, err := tWait(t, s, target)
+		require.NoError(t, err)
+		assert.Equal(t, "by name", res.Value())
+		res, err = tWait(t, s, h)
+		require.NoError(t, err)
+		ev := res.Value().(sched.Event)
+		assert.ErrorIs(t, ev.Error, sched.ErrNameNotFound)
+		assert.Equal(t, "lost", ev.Data)
+	})
+}
+
+// TestNameRegistrationRacingTheEnd: a registration racing its process's
+// end either fails or is released by the end; a name never outlives its
+// process.
+func TestNameRegistrationRacingTheEnd(t *testing.T) {
+	s := tNewScheduler(t)
+	for i := range 500 {
+		name := fmt.Sprint("n", i)
+		h := tSubmit(t, s, &tProc{step: tUntilCancel})
+		var wg sync.WaitGroup
+		var regErr error
+		wg.Go(func() { regErr = s.Register(name, h.PID()) })
+		wg.Go(func() { _ = s.Terminate(h.PID()) })
+		wg.Wait()
+		_, err := tWait(t, s, h)
+		require.NoError(t, err)
+		if regErr != nil {
+			require.ErrorIs(t, regErr, sched.ErrProcessNotFound)
+		}
+		_, err = s.Lookup(name)
+		require.ErrorIs(t, err, sched.ErrNameNotFound, "iteration %d: the name outlived its process", i)
+	}
+	_ = context.Background
+}

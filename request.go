@@ -1,0 +1,102 @@
+package scheduler
+
+import (
+	"fmt"
+
+	"github.com/procsched/scheduler/relay"
+)
+
+// Request and reply: a process asks another and gets the answer as the
+// completion of one yield. The request travels as an ordinary message
+// whose Data is a [Request]; the replier answers with the request's
+// ReplyTo, which names the asking yield, so no goroutine and no
+// correlation table is needed. The asking yield also watches the replier
+// (as a monitor does), so it learns that the replier ended without
+// answering ([ErrNoReply]) instead of waiting for a timeout; the reply,
+// the failure, a timeout or a cancel each remove that watch.
+
+// ReplyTo names the yield that waits for the answer to a request: the
+// asking process and the sequence number of its yield. It is a small
+// value; a replier keeps it until it answers, with [StepOutput.Reply] or
+// [Scheduler.Reply]. Its fields are exported for transports, which carry
+// it to other nodes.
+type ReplyTo struct {
+	PID relay.PID // the asking process
+	Seq uint64    // its yield's sequence number
+}
+
+// IsZero reports whether r names no request.
+func (r ReplyTo) IsZero() bool { return r.PID.IsZero() && r.Seq == 0 }
+
+// Request is the Data of the message a request delivers: the body the
+// asker sent, and where the answer goes.
+type Request struct {
+	ReplyTo ReplyTo
+	Body    any
+}
+
+// Reply is the Data of a message that carries an answer to a process on
+// another node: a transport that sees one completes the asking yield
+// there with [Scheduler.Reply]. Within a node, replies never travel as
+// messages.
+type Reply struct {
+	To   ReplyTo
+	Data any
+	Err  error
+}
+
+// Reply answers the request whose ReplyTo is to, from code outside any
+// process (a handler's goroutine, say; a process answers with
+// [StepOutput.Reply]): the asking yield completes with data and err. Any
+// goroutine. It returns an error wrapping [ErrYieldNotPending] if the
+// asker no longer waits (it timed out, cancelled, or was answered
+// already), [ErrProcessNotFound] if it has ended, and [ErrClosed] after
+// Shutdown; such an answer is also a dead letter ([DeadLateReply]). An
+// answer for a process on another node goes to the transport.
+func (s *Scheduler) Reply(to ReplyTo, data any, err error) error {
+	return s.reply(to, relay.PID{}, data, err, via{})
+}
+
+// reply completes the asking yield named by to, with From set to from.
+// Any goroutine.
+func (s *Scheduler) reply(to ReplyTo, from relay.PID, data any, err error, v via) error {
+	if to.Seq == 0 {
+		return fmt.Errorf("%w: the zero ReplyTo", ErrYieldNotPending)
+	}
+	if to.PID.Node != s.node && s.transport != nil {
+		return s.forward(relay.Message{From: from, To: to.PID, Data: Reply{To: to, Data: data, Err: err}}, v)
+	}
+	e := s.complete(to.PID, Event{Type: EventYieldComplete, Data: data, Error: err, From: from}, to.Seq, v)
+	if e != nil {
+		s.deadLetter(relay.Message{From: from, To: to.PID, Data: data, Err: err}, DeadLateReply, v)
+	}
+	return e
+}
+
+// request is the built-in Request yield seq of p: watch the replier, then
+// send the request. Worker only, with p Running.
+func (w *worker) request(p *proc, seq uint64, to relay.PID, body any) {
+	watched := w.watch(p, seq, to, true)
+	if !watched && to.Node == w.s.node {
+		w.completeNowFrom(p, seq, to, nil, fmt.Errorf("%w: %v", ErrProcessNotFound, to))
+		return
+	}
+	w.n.sent++
+	req := Request{ReplyTo: ReplyTo{PID: p.pid(), Seq: seq}, Body: body}
+	if err := w.s.deliver(p.pid(), to, req, via{w: w}); err != nil {
+		w.completeNowFrom(p, seq, to, nil, err) // removes the watch
+	}
+}
+
+// requestReturned handles a request message that came back undelivered
+// (from a transport, or evicted from a full mailbox): the asking yield
+// completes with the error instead of the asker getting a bounce. It
+// reports false if msg is not a request of a local process.
+func (s *Scheduler) requestReturned(msg relay.Message, v via) bool {
+	req, ok := msg.Data.(Request)
+	if !ok || req.ReplyTo.PID != msg.To || msg.To.Node != s.node {
+		return false
+	}
+	_ = s.complete(msg.To, Event{Type: EventYieldComplete, Error: msg.Err, From: msg.From}, req.ReplyTo.Seq, v)
+	return true
+}
