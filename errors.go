@@ -82,6 +82,9 @@ var (
 	// ErrNoReply: the process a request was sent to ended before it
 	// replied. The error also says how it ended.
 	ErrNoReply = errors.New("scheduler: no reply")
+	// ErrPoolFull: Call.Go found the blocking pool's queue full, with the
+	// policy PoolReject.
+	ErrPoolFull = errors.New("scheduler: blocking pool full")
 	// ErrNilContext: a nil context.Context was passed. Every method that
 	// takes a context refuses nil the same way, doing nothing.
 	ErrNilContext = errors.New("scheduler: nil context")

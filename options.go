@@ -32,6 +32,7 @@ type config struct {
 	maxProcs    int
 	logger      *slog.Logger
 	transport   relay.Receiver
+	pool        poolConfig
 
 	// Measurement knobs, set only by this package's tests and benchmarks.
 	unfair     bool // the seed design: no global-queue turn, no next-slot cap, no step budget
@@ -56,6 +57,7 @@ func defaultConfig() config {
 		stepBudget:  DefaultStepBudget,
 		globalBatch: DefaultGlobalBatch,
 		watchdog:    DefaultWatchdogThreshold,
+		pool:        poolConfig{size: DefaultPoolSize, queue: DefaultPoolQueue, policy: PoolWait},
 	}
 }
 

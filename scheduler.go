@@ -42,6 +42,7 @@ type Scheduler struct {
 	// Mailbox submit option); until then deliveries skip the lookup.
 	limits   atomic.Bool
 	names    names        // the registry of process names
+	pool     pool         // the blocking pool (Call.Go)
 	log      *slog.Logger // nil: silent
 	maxProcs int64        // 0: no limit
 	// procs counts processes against maxProcs (only when it is set):
@@ -110,6 +111,7 @@ func New(opts ...Option) (*Scheduler, error) {
 		sd:          newShutdown(),
 	}
 	s.limits.Store(cfg.mailbox.capacity > 0)
+	s.pool = pool{s: s, cfg: cfg.pool}
 	hs := make([]Handler, FirstUserCommand)
 	for cmd, h := range cfg.handlers {
 		hs = setHandler(hs, cmd, h)

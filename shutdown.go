@@ -56,7 +56,7 @@ type shutdown struct {
 	forced atomic.Int64
 
 	// own lists the IDs of the scheduler's own goroutines (workers,
-	// timers, watchdog, stopper): a Shutdown called on one of them
+	// timers, watchdog, stopper, blocking pool): a Shutdown called on one of them
 	// cannot wait for the stop, since its caller is part of what must
 	// stop. Added to by each of those goroutines as it starts; read by
 	// Shutdown. Goroutine IDs are never reused, so an ID left behind by
@@ -178,7 +178,7 @@ func (s *Scheduler) beginShutdown() {
 // goroutines and waits for them. It runs the End hook and Close of forced
 // processes, so those run on a goroutine of the scheduler's.
 func (s *Scheduler) stopper() {
-	s.addOwnGoroutine()
+	_ = s.addOwnGoroutine()
 	select {
 	case <-s.sd.drained:
 	case <-s.sd.force:
@@ -187,6 +187,7 @@ func (s *Scheduler) stopper() {
 		<-s.sd.drained
 	}
 	s.phase.Store(phaseStopping)
+	s.pool.close()
 	s.timers.stop()
 	if s.watchdog != nil {
 		s.watchdog.stop()
@@ -227,12 +228,29 @@ func (s *Scheduler) tryForce(p *proc) {
 }
 
 // addOwnGoroutine records the calling goroutine as one of the
-// scheduler's own (see shutdown.own). Called by each such goroutine as it
-// starts.
-func (s *Scheduler) addOwnGoroutine() {
+// scheduler's own (see shutdown.own) and returns its ID. Called by each
+// such goroutine as it starts.
+func (s *Scheduler) addOwnGoroutine() uint64 {
 	id := goroutineID()
 	s.sd.ownMu.Lock()
 	s.sd.own = append(s.sd.own, id)
+	s.sd.ownMu.Unlock()
+	return id
+}
+
+// removeOwnGoroutine forgets the goroutine id, which is exiting. Called
+// by goroutines that come and go while the scheduler runs (the blocking
+// pool's), so that the list does not grow.
+func (s *Scheduler) removeOwnGoroutine(id uint64) {
+	s.sd.ownMu.Lock()
+	for i, own := range s.sd.own {
+		if own == id {
+			last := len(s.sd.own) - 1
+			s.sd.own[i] = s.sd.own[last]
+			s.sd.own = s.sd.own[:last]
+			break
+		}
+	}
 	s.sd.ownMu.Unlock()
 }
 

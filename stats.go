@@ -21,6 +21,8 @@ type Stats struct {
 
 	Processes ProcessStats `json:"processes"`
 	Messages  MessageStats `json:"messages"`
+	// Pool describes the blocking pool (see Call.Go).
+	Pool PoolStats `json:"pool"`
 	// DeadLetters counts messages that reached no process, by reason.
 	DeadLetters DeadLetterStats `json:"deadLetters"`
 
@@ -96,6 +98,7 @@ func (s *Scheduler) Stats() Stats {
 		Timers:       s.timers.pending(),
 		IdleWorkers:  int(s.idle.count.Load()),
 	}
+	st.Pool = s.pool.stats()
 	ps, ms := &st.Processes, &st.Messages
 	ps.Live = s.liveCount()
 	// Leaving a waiting state is read before entering it, for the reason

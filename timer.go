@@ -83,7 +83,7 @@ func (ts *timerService) pending() int {
 // the next deadline, a new earliest timer, or stop.
 func (ts *timerService) run() {
 	defer ts.s.wg.Done()
-	ts.s.addOwnGoroutine()
+	_ = ts.s.addOwnGoroutine()
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
 	var due []timerEntry

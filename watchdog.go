@@ -74,7 +74,7 @@ func newWatchdog(s *Scheduler, threshold time.Duration, hook func(SlowStep)) *wa
 // interval late.
 func (wd *watchdog) run() {
 	defer wd.s.wg.Done()
-	wd.s.addOwnGoroutine()
+	_ = wd.s.addOwnGoroutine()
 	base := max(wd.threshold/4, time.Millisecond)
 	interval := base
 	t := time.NewTimer(interval)

@@ -123,7 +123,7 @@ func newWorker(s *Scheduler, id int) *worker {
 // loop is the worker goroutine.
 func (w *worker) loop() {
 	defer w.s.wg.Done()
-	w.s.addOwnGoroutine()
+	_ = w.s.addOwnGoroutine()
 	var backoff spin.Backoff
 	idle := false
 	for w.s.phase.Load() < phaseStopping {

@@ -237,7 +237,7 @@ func TestHandlerInBrowser(t *testing.T) {
 
 		tabs := tables(dom)
 		figs := figures(tabs)
-		for _, caption := range []string{"Queues", "Processes", "Totals", "Messages", "Steps", "Finding work"} {
+		for _, caption := range []string{"Queues", "Processes", "Totals", "Messages", "Dead letters", "Blocking pool", "Steps", "Finding work"} {
 			require.Contains(t, figs, caption, "tables by caption: %v\nDOM:\n%s", figs, dom)
 		}
 		procs := figs["Processes"]

@@ -296,6 +296,29 @@ td.text { text-align: left; }
 </table>
 {{- end}}
 
+{{with .DeadLetters -}}
+<table>
+<caption>Dead letters</caption>
+<tr><th scope="row">unread</th><td>{{.Unread}}</td></tr>
+<tr><th scope="row">bounces</th><td>{{.Bounces}}</td></tr>
+<tr><th scope="row">dropped</th><td>{{.Dropped}}</td></tr>
+<tr><th scope="row">late replies</th><td>{{.LateReplies}}</td></tr>
+</table>
+{{- end}}
+
+{{with .Pool -}}
+<table>
+<caption>Blocking pool</caption>
+<tr><th scope="row">size</th><td>{{.Size}}</td></tr>
+<tr><th scope="row">running</th><td>{{.Running}}</td></tr>
+<tr><th scope="row">queued</th><td>{{.Queued}}</td></tr>
+<tr><th scope="row">waiting</th><td>{{.Waiting}}</td></tr>
+<tr><th scope="row">done</th><td>{{.Done}}</td></tr>
+<tr><th scope="row">rejected</th><td>{{.Rejected}}</td></tr>
+<tr><th scope="row">skipped</th><td>{{.Skipped}}</td></tr>
+</table>
+{{- end}}
+
 <table>
 <caption>Steps</caption>
 <tr><th scope="row">steps</th><td>{{.Steps}}</td></tr>

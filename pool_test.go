@@ -1,0 +1,149 @@
+package scheduler_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	sched "github.com/procsched/scheduler"
+	"github.com/procsched/scheduler/payload"
+)
+
+// tPoolHandler hands every call's work to the blocking pool: work waits
+// for gate (if not nil), then returns the call's Arg.
+func tPoolHandler(gate <-chan struct{}, running, peak *atomic.Int32) sched.Handler {
+	return func(c sched.Call) error {
+		return c.Go(func(ctx context.Context) (any, error) {
+			n := running.Add(1)
+			defer running.Add(-1)
+			for {
+				old := peak.Load()
+				if n <= old || peak.CompareAndSwap(old, n) {
+					break
+				}
+			}
+			if gate != nil {
+				select {
+				case <-gate:
+				case <-ctx.Done():
+					return nil, context.Cause(ctx)
+				}
+			}
+			return c.Arg, nil
+		})
+	}
+}
+
+func TestBlockingPool(t *testing.T) {
+	t.Run("runs the work and completes the yield, at most size at once", func(t *testing.T) {
+		gate := make(chan struct{})
+		var running, peak atomic.Int32
+		s := tNewScheduler(t, sched.WithBlockingPool(2, 100, sched.PoolWait), sched.WithHandler(tCmd, tPoolHandler(gate, &running, &peak)))
+		var hs []sched.Handle
+		for i := range 10 {
+			hs = append(hs, tSubmit(t, s, &tProc{step: tYieldOnce(1, func(out *sched.StepOutput) { out.Yield(1, tCmd, i) })}))
+		}
+		tEventually(t, "two tasks running, eight queued", func() bool {
+			st := s.Stats().Pool
+			return st.Running == 2 && st.Queued == 8
+		})
+		close(gate)
+		for i, h := range hs {
+			res, err := tWait(t, s, h)
+			require.NoError(t, err)
+			assert.Equal(t, i, res.Value())
+		}
+		assert.Equal(t, int32(2), peak.Load(), "at most size tasks at once")
+		st := s.Stats().Pool
+		assert.Equal(t, uint64(10), st.Done)
+		assert.Equal(t, 2, st.Size)
+	})
+
+	t.Run("a full queue rejects with PoolReject and waits with PoolWait", func(t *testing.T) {
+		for _, policy := range []sched.PoolPolicy{sched.PoolReject, sched.PoolWait} {
+			t.Run(policy.String(), func(t *testing.T) {
+				gate := make(chan struct{})
+				var running, peak atomic.Int32
+				s := tNewScheduler(t, sched.WithBlockingPool(1, 1, policy), sched.WithHandler(tCmd, tPoolHandler(gate, &running, &peak)))
+				first := tSubmit(t, s, &tProc{step: tYieldOnce(1, func(out *sched.StepOutput) { out.Yield(1, tCmd, 1) })})
+				tEventually(t, "the first task running", func() bool { return running.Load() == 1 })
+				second := tSubmit(t, s, &tProc{step: tYieldOnce(1, func(out *sched.StepOutput) { out.Yield(1, tCmd, 2) })})
+				tEventually(t, "the second task queued", func() bool { return s.Stats().Pool.Queued == 1 })
+				third := tSubmit(t, s, &tProc{step: tYieldOnce(1, func(out *sched.StepOutput) { out.Yield(1, tCmd, 3) })})
+				if policy == sched.PoolReject {
+					_, err := tWait(t, s, third)
+					require.ErrorIs(t, err, sched.ErrPoolFull)
+					assert.Equal(t, uint64(1), s.Stats().Pool.Rejected)
+				} else {
+					tEventually(t, "the third task waiting", func() bool { return s.Stats().Pool.Waiting == 1 })
+				}
+				close(gate)
+				for _, h := range []sched.Handle{first, second} {
+					_, err := tWait(t, s, h)
+					require.NoError(t, err)
+				}
+				if policy == sched.PoolWait {
+					res, err := tWait(t, s, third)
+					require.NoError(t, err)
+					assert.Equal(t, 3, res.Value())
+				}
+			})
+		}
+	})
+
+	t.Run("a panic completes the yield with a PanicError", func(t *testing.T) {
+		s := tNewScheduler(t, sched.WithHandler(tCmd, func(c sched.Call) error {
+			return c.Go(func(context.Context) (any, error) { panic("blocking boom") })
+		}))
+		_, err := tWait(t, s, tSubmit(t, s, &tProc{step: tYieldOnce(1, func(out *sched.StepOutput) { out.Yield(1, tCmd, nil) })}))
+		var perr *sched.PanicError
+		require.ErrorAs(t, err, &perr)
+		assert.Equal(t, "blocking boom", perr.Value)
+	})
+
+	t.Run("work for a process that ended is dropped or cancelled", func(t *testing.T) {
+		gate := make(chan struct{})
+		var running, peak atomic.Int32
+		s := tNewScheduler(t, sched.WithBlockingPool(1, 10, sched.PoolWait), sched.WithHandler(tCmd, tPoolHandler(gate, &running, &peak)))
+		ender := func() *tProc {
+			return &tProc{step: func(_ *tProc, n int, evs []sched.Event, out *sched.StepOutput) error {
+				if n == 0 {
+					out.Yield(1, tCmd, nil)
+				}
+				if tHasCancel(evs) {
+					out.Done(payload.Payload{}) // ends without waiting for the work
+				}
+				return nil
+			}}
+		}
+		a := tSubmit(t, s, ender()) // runs, blocked on the gate
+		tEventually(t, "a's task running", func() bool { return running.Load() == 1 })
+		b := tSubmit(t, s, ender()) // queued behind it
+		tEventually(t, "b's task queued", func() bool { return s.Stats().Pool.Queued == 1 })
+		require.NoError(t, s.Terminate(b.PID()))
+		_, err := tWait(t, s, b)
+		require.NoError(t, err)
+		require.NoError(t, s.Terminate(a.PID())) // cancels a's running work through its context
+		_, err = tWait(t, s, a)
+		require.NoError(t, err)
+		tEventually(t, "the pool idle", func() bool { st := s.Stats().Pool; return st.Running == 0 })
+		st := s.Stats().Pool
+		assert.Equal(t, uint64(1), st.Skipped, "b's task never ran")
+		assert.Equal(t, uint64(1), st.Done, "a's task ran and was cancelled")
+	})
+
+	t.Run("bad input", func(t *testing.T) {
+		for _, opt := range []sched.Option{
+			sched.WithBlockingPool(0, 1, sched.PoolWait),
+			sched.WithBlockingPool(1, 0, sched.PoolWait),
+			sched.WithBlockingPool(1, 1, sched.PoolPolicy(9)),
+		} {
+			_, err := sched.New(opt)
+			assert.ErrorIs(t, err, sched.ErrInvalidOption)
+		}
+		assert.ErrorIs(t, sched.Call{}.Go(func(context.Context) (any, error) { return nil, nil }), sched.ErrProcessNotFound)
+	})
+}
