@@ -22,8 +22,9 @@ import (
 	"github.com/procsched/scheduler/relay"
 )
 
-// The stress tests of the scheduler's contract (SPEC.md sections 3-7 and
-// 10). Each runs several random configurations with more workers than the
+// The stress tests of the scheduler's contract: exactly-once delivery,
+// per-sender order, no lost wake-up, Close exactly once, shutdown. Each
+// runs several random configurations with more workers than the
 // machine has cores, under the progress watchdog of sAwait: a run that
 // stops making progress fails with a dump of its processes instead of
 // hanging. Sizes are multiplied by stressScale (scale_test.go).

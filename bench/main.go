@@ -1,5 +1,6 @@
 // Command bench is the benchmark harness of github.com/procsched/scheduler:
-// it runs the workloads of SPEC section 11 on this scheduler and on what
+// it runs a fixed set of workloads (docs/benchmarks.md lists them) on
+// this scheduler and on what
 // a user would pick instead (goroutines with channels, ants, pond,
 // protoactor-go, hollywood), and reports how they compare.
 //
@@ -79,7 +80,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	workloads := fs.String("workloads", "all", "comma-separated workloads: "+strings.Join(workload.Names, ","))
 	impls := fs.String("impls", "all", "comma-separated implementations: "+strings.Join(implNames, ","))
 	rounds := fs.Int("rounds", 3, "rounds; each runs every implementation once per workload")
-	scale := fs.Float64("size", 1, "size factor: 1 is SPEC section 11 (a million messages, leaves, processes)")
+	scale := fs.Float64("size", 1, "size factor: 1 is the full size (a million messages, leaves, processes)")
 	quick := fs.Bool("quick", false, "every workload once at size 0.01, checking results (CI); writes files only with -out")
 	out := fs.String("out", "results", "directory for latest.md, latest.svg and latest.json")
 	cpuprofile := fs.String("cpuprofile", "", "directory to write a CPU profile of every run to")

@@ -5,7 +5,7 @@ import (
 	"sync/atomic"
 )
 
-// The rounds of the adaptive spin policy of SPEC section 6: fewer than
+// The rounds of the adaptive spin policy: fewer than
 // [TightRounds] rounds spin in a tight busy loop, rounds [TightRounds] up to
 // [ParkRound]-1 call [runtime.Gosched], and from round [ParkRound] on
 // [Backoff.Spin] reports that the caller should park.

@@ -21,8 +21,8 @@ func TestPhaseOf(t *testing.T) {
 	for _, tt := range tests {
 		require.Equal(t, tt.want, phaseOf(tt.round), "phaseOf(%d)", tt.round)
 	}
-	require.Equal(t, 4, TightRounds, "SPEC section 6: fewer than 4 tight rounds")
-	require.Equal(t, 16, ParkRound, "SPEC section 6: park from round 16")
+	require.Equal(t, 4, TightRounds, "fewer than 4 tight rounds")
+	require.Equal(t, 16, ParkRound, "park from round 16")
 }
 
 // spinUntilPark drives b until Spin reports false and checks that every

@@ -7,7 +7,7 @@
 // through the Go scheduler that is far longer than that. Spinning forever, on
 // the other hand, steals CPU from the workers that do have work, which on a
 // machine with few cores is worse than a late wakeup. [Backoff] encodes the
-// compromise of SPEC section 6: a few rounds of a tight loop, then rounds of
+// compromise: a few rounds of a tight loop, then rounds of
 // [runtime.Gosched] that let other goroutines run, and from round
 // [ParkRound] on it tells the caller to park.
 //

@@ -1,5 +1,5 @@
 // Package workload is what every benchmark binary under impl/ shares: the
-// names and sizes of the workloads of SPEC section 11, the expected
+// names and sizes of the workloads (see docs/benchmarks.md), the expected
 // answers each run checks itself against, a [Meter] that times the
 // measured part of a run and counts its allocations, and [Main], the
 // command-line entry point that runs one workload once and prints one JSON

@@ -191,7 +191,7 @@ func run(impl string, entries []Entry, args []string, stdout, stderr io.Writer) 
 	list := fs.Bool("list", false, "print the workloads and variants this binary runs, as JSON")
 	name := fs.String("workload", "", "workload to run")
 	variant := fs.String("variant", "", "variant of the workload")
-	scale := fs.Float64("scale", 1, "size factor (1: the sizes of SPEC section 11)")
+	scale := fs.Float64("scale", 1, "size factor (1: the full sizes, a million messages, leaves or processes)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	memprofile := fs.String("memprofile", "", "write an allocation profile of the run to this file")
 	if err := fs.Parse(args); err != nil {

@@ -58,8 +58,8 @@ type Sizes struct {
 	IdleProcesses    int // idle processes held at once
 }
 
-// SizesFor returns the sizes at scale (1 is the full size of SPEC section
-// 11: a million messages, leaves or processes). Every size stays at least
+// SizesFor returns the sizes at scale (1 is the full size: a million
+// messages, leaves or processes). Every size stays at least
 // large enough for its workload to be meaningful.
 func SizesFor(scale float64) Sizes {
 	if scale <= 0 || math.IsNaN(scale) || math.IsInf(scale, 0) {

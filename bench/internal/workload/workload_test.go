@@ -12,7 +12,7 @@ func TestSizesFor(t *testing.T) {
 	if full.PingPongMessages != 1_000_000 || full.SkynetLeaves != 1_000_000 || full.SpawnProcesses != 1_000_000 ||
 		full.FanOutReceivers != 1000 || full.FanOutMessages != 1_000_000 || full.IdleProcesses != 1_000_000 ||
 		full.RingNodes*full.RingLaps != 1_000_000 || full.YieldProcesses*full.YieldsPerProcess != 1_000_000 || full.FibN != 27 {
-		t.Errorf("SizesFor(1) = %+v, want the SPEC section 11 sizes", full)
+		t.Errorf("SizesFor(1) = %+v, want the full sizes", full)
 	}
 	if got := SizesFor(0); got != full {
 		t.Errorf("SizesFor(0) = %+v, want the full sizes", got)
