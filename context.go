@@ -136,23 +136,45 @@ func causeValue(cause error, key any) any {
 }
 
 // callContext is the context of one handler's call: the yield with
-// sequence number seq of process p. See Call.Context.
+// sequence number seq of process p. See Call.Context. While the yield is
+// pending it is listed in p's procExtra (calls), so that whatever ends the
+// yield (its completion, a cancel, a deadline, the process's end) ends
+// the context with a cause.
 type callContext struct {
 	p   *proc
 	seq uint64
+	// Guarded by p.mu:
+	done  chan struct{} // made on demand by Done
+	cause error         // why the context is done; nil while it is not
 }
 
-// callDone is the Done channel of one call context, kept in the
-// process's procExtra until the call's yield is no longer pending.
-type callDone struct {
-	seq uint64
-	ch  chan struct{}
-}
-
-// live reports whether the call's yield is still pending in a process
-// that has not ended. Called with p.mu held.
-func (c *callContext) live() bool {
-	return c.p.flags&pfClosed == 0 && c.p.pending.hasSeq(c.seq, c.p.extra.Load())
+// newCallContext returns the context of p's yield seq: the one already
+// listed for it, or a new one, listed while the yield is pending and done
+// at once (with the reason) if it is not.
+func newCallContext(p *proc, seq uint64) *callContext {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	x := p.extra.Load()
+	if x != nil {
+		for _, c := range x.calls {
+			if c.seq == seq {
+				return c
+			}
+		}
+	}
+	c := &callContext{p: p, seq: seq}
+	switch {
+	case p.flags&pfForced != 0:
+		c.cause = ErrForced
+	case p.flags&pfClosed != 0:
+		c.cause = ErrEnded
+	case !p.pending.hasSeq(seq, x):
+		c.cause = context.Canceled // completed: nothing more to say
+	default:
+		x = p.getExtra()
+		x.calls = append(x.calls, c)
+	}
+	return c
 }
 
 // Deadline implements context.Context: a call context has none.
@@ -160,28 +182,22 @@ func (c *callContext) Deadline() (time.Time, bool) { return time.Time{}, false }
 
 // Done implements context.Context.
 func (c *callContext) Done() <-chan struct{} {
-	p := c.p
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !c.live() {
-		return closedChan
-	}
-	x := p.getExtra()
-	for _, cd := range x.calls {
-		if cd.seq == c.seq {
-			return cd.ch
+	c.p.mu.Lock()
+	defer c.p.mu.Unlock()
+	if c.done == nil {
+		if c.cause != nil {
+			return closedChan
 		}
+		c.done = make(chan struct{})
 	}
-	ch := make(chan struct{})
-	x.calls = append(x.calls, callDone{c.seq, ch})
-	return ch
+	return c.done
 }
 
 // Err implements context.Context.
 func (c *callContext) Err() error {
 	c.p.mu.Lock()
 	defer c.p.mu.Unlock()
-	if !c.live() {
+	if c.cause != nil {
 		return context.Canceled
 	}
 	return nil
@@ -190,18 +206,9 @@ func (c *callContext) Err() error {
 // Value implements context.Context: the process context's values.
 func (c *callContext) Value(key any) any {
 	if key == cancelCtxKey && cancelCtxKey != nil {
-		p := c.p
-		p.mu.Lock()
-		var cause error
-		switch {
-		case p.flags&pfForced != 0:
-			cause = ErrForced
-		case p.flags&pfClosed != 0:
-			cause = ErrEnded
-		case !c.live():
-			cause = context.Canceled // the yield completed: no more to say
-		}
-		p.mu.Unlock()
+		c.p.mu.Lock()
+		cause := c.cause
+		c.p.mu.Unlock()
 		return causeValue(cause, key)
 	}
 	return c.p.Value(key)
@@ -212,26 +219,34 @@ func (c *callContext) String() string {
 	return "scheduler.callContext(" + c.p.pid().String() + ")"
 }
 
-// endCall closes the Done channel of the call context of yield seq, if
-// one was made: the yield is no longer pending. Called with proc.mu held.
-func (x *procExtra) endCall(seq uint64) {
-	for i, cd := range x.calls {
-		if cd.seq == seq {
-			close(cd.ch)
+// end ends the context with cause. Called with c.p.mu held.
+func (c *callContext) end(cause error) {
+	c.cause = cause
+	if c.done != nil {
+		close(c.done)
+	}
+}
+
+// endCall ends the call context of yield seq, if one was made, with
+// cause: the yield is no longer pending. Called with proc.mu held.
+func (x *procExtra) endCall(seq uint64, cause error) {
+	for i, c := range x.calls {
+		if c.seq == seq {
+			c.end(cause)
 			last := len(x.calls) - 1
 			x.calls[i] = x.calls[last]
-			x.calls[last] = callDone{}
+			x.calls[last] = nil
 			x.calls = x.calls[:last]
 			return
 		}
 	}
 }
 
-// endCalls closes the Done channels of every call context: the process has
-// ended. Called with proc.mu held.
-func (x *procExtra) endCalls() {
-	for _, cd := range x.calls {
-		close(cd.ch)
+// endCalls ends every call context with cause: the process has ended.
+// Called with proc.mu held.
+func (x *procExtra) endCalls(cause error) {
+	for _, c := range x.calls {
+		c.end(cause)
 	}
 	x.calls = nil
 }

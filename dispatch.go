@@ -41,13 +41,16 @@ type Call struct {
 // done when the process is merely asked to stop (Terminate, or the cancel
 // Shutdown sends): cleanup work a process yields on its cancel gets a
 // context that lives until the work is done or the shutdown deadline
-// passes. For the zero Call it is context.Background(). Making it costs
-// an allocation, and asking it for Done a channel.
+// passes. A yield the process cancels ([StepOutput.Cancel]) ends it with
+// cause [ErrYieldCancelled]. For the zero Call it is
+// context.Background(). Making it costs an allocation, and asking it for
+// Done a channel; every call of Context for one yield returns the same
+// context.
 func (c Call) Context() context.Context {
 	if c.ctx == nil {
 		return context.Background()
 	}
-	return &callContext{p: c.ctx, seq: c.seq}
+	return newCallContext(c.ctx, c.seq)
 }
 
 // Complete completes the yield with data and err; see
@@ -205,6 +208,8 @@ func (w *worker) dispatch(p *proc) {
 				}
 				w.request(p, seq, to, y.Arg)
 			}
+		case yieldCancel:
+			w.cancelYield(p, y.Tag)
 		case yieldReply:
 			_ = w.s.reply(ReplyTo{PID: y.to, Seq: uint64(y.when)}, p.pid(), y.Arg, y.err, via{w: w})
 		default:
@@ -296,6 +301,49 @@ func (w *worker) completeNow(p *proc, seq uint64, data any, err error) {
 // with p Running.
 func (w *worker) completeNowFrom(p *proc, seq uint64, from relay.PID, data any, err error) {
 	if _, held, e := p.complete(Event{Type: EventYieldComplete, Data: data, Error: err, From: from}, seq); e == nil && held != 0 {
+		w.s.demonitor(held, seq)
+	}
+}
+
+// cancelYield cancels p's pending yield with tag, if there is one, and
+// drops a queued completion with that tag (see StepOutput.Cancel). Worker
+// only, with p Running.
+func (w *worker) cancelYield(p *proc, tag uint64) {
+	p.mu.Lock()
+	x := p.extra.Load()
+	seq, ok := p.pending.removeTag(tag, x)
+	// A completion that arrived before the cancel and is still queued is
+	// dropped too, so that no completion with this tag is read after the
+	// step that cancelled it.
+	for i := 0; i < len(p.inbox); i++ {
+		if ev := &p.inbox[i]; ev.Type == EventYieldComplete && ev.Tag == tag {
+			last := len(p.inbox) - 1
+			copy(p.inbox[i:], p.inbox[i+1:])
+			p.inbox[last] = Event{}
+			p.inbox = p.inbox[:last]
+			i--
+			ok = true
+		}
+	}
+	var held uint64
+	if ok && seq != 0 {
+		p.npending.Store(int32(p.pending.len(x)))
+		if x != nil {
+			if x.calls != nil {
+				x.endCall(seq, ErrYieldCancelled)
+			}
+			held = x.unholdMonitor(seq)
+		}
+	}
+	p.mu.Unlock()
+	if !ok {
+		return
+	}
+	w.n.cancelled++
+	if seq != 0 {
+		w.s.timers.remove(seq)
+	}
+	if held != 0 {
 		w.s.demonitor(held, seq)
 	}
 }

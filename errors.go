@@ -82,6 +82,9 @@ var (
 	// ErrNoReply: the process a request was sent to ended before it
 	// replied. The error also says how it ended.
 	ErrNoReply = errors.New("scheduler: no reply")
+	// ErrYieldCancelled is context.Cause of a handler's call context
+	// when the process cancelled the call's yield (StepOutput.Cancel).
+	ErrYieldCancelled = errors.New("scheduler: yield cancelled")
 	// ErrPoolFull: Call.Go found the blocking pool's queue full, with the
 	// policy PoolReject.
 	ErrPoolFull = errors.New("scheduler: blocking pool full")

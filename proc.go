@@ -155,7 +155,7 @@ type procExtra struct {
 	endDone chan struct{} // made on demand by Handle.Done, closed at the end
 	large   *largePending // pending yields of a process with many outstanding
 	room    chan struct{} // closed at the next drain, for senders waiting for room
-	calls   []callDone    // Done channels of call contexts, by yield (see Call.Context)
+	calls   []*callContext // contexts of calls whose yields are pending (see Call.Context)
 
 	// Names, monitors (see names.go and monitor.go). Guarded by proc.mu
 	// while the process lives; frozen once it is closed, when whoever
@@ -227,7 +227,7 @@ func (p *proc) complete(ev Event, seq uint64) (woken, held uint64, err error) {
 	p.npending.Store(int32(p.pending.len(x)))
 	if x != nil {
 		if x.calls != nil {
-			x.endCall(seq)
+			x.endCall(seq, context.Canceled)
 		}
 		held = x.unholdMonitor(seq)
 	}
@@ -378,7 +378,11 @@ func (p *proc) close(result payload.Payload, err error, forced bool) closed {
 		if x.ctxDone != nil && p.flags&pfCancelled == 0 {
 			close(x.ctxDone)
 		}
-		x.endCalls()
+		if forced {
+			x.endCalls(ErrForced)
+		} else {
+			x.endCalls(ErrEnded)
+		}
 		if x.room != nil {
 			close(x.room) // waiting senders find the process gone
 			x.room = nil

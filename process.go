@@ -165,6 +165,7 @@ const (
 	yieldMonitor                     // Monitor: to is the watched process
 	yieldRequest                     // Request, RequestName: Arg is the body, to (or the name in method) the replier
 	yieldReply                       // Reply: to and when name the asking yield, Arg and err the answer; no completion
+	yieldCancel                      // Cancel: Tag is the yield to cancel; no completion
 )
 
 // StepOutput is where [Process.Step] writes what the process wants next:
@@ -326,6 +327,21 @@ func (o *StepOutput) RequestName(tag uint64, name string, body any) {
 // any more is a dead letter ([DeadLateReply]).
 func (o *StepOutput) Reply(to ReplyTo, data any, err error) {
 	*o.add() = Yield{Cmd: CmdSend, Arg: data, kind: yieldReply, to: to.PID, when: int64(to.Seq), err: err}
+}
+
+// Cancel cancels the pending yield with tag, when this step's yields are
+// carried out (after the ones written before it): no completion with that
+// tag is delivered after this step — not even one that arrived while this
+// step ran — unless the tag is yielded again, and a late Complete gets
+// [ErrYieldNotPending]. Whatever the
+// yield holds is let go at once: a Sleep's timer is released, a handler's
+// call context is done with cause [ErrYieldCancelled] (so a goroutine
+// working for it can stop), a Monitor stops watching, a Request stops
+// waiting (its answer, if it comes, is a dead letter), and a SpawnAwait
+// stops waiting for its child, which runs on. Cancelling a tag that is
+// not pending does nothing; the tag may be yielded again at once.
+func (o *StepOutput) Cancel(tag uint64) {
+	*o.add() = Yield{Tag: tag, kind: yieldCancel}
 }
 
 // add extends the yields by one slot and returns it; the slot may hold an

@@ -26,9 +26,11 @@ type Stats struct {
 	// DeadLetters counts messages that reached no process, by reason.
 	DeadLetters DeadLetterStats `json:"deadLetters"`
 
-	Steps    uint64 `json:"steps"`    // Step calls
-	Yields   uint64 `json:"yields"`   // yields written by steps (Tell included)
-	Requeues uint64 `json:"requeues"` // processes put behind others after their step budget
+	Steps  uint64 `json:"steps"`  // Step calls
+	Yields uint64 `json:"yields"` // yields written by steps (Tell included)
+	// Cancelled counts pending yields cancelled by their process.
+	Cancelled uint64 `json:"cancelled"`
+	Requeues  uint64 `json:"requeues"` // processes put behind others after their step budget
 	// SlowSteps counts runs the watchdog found running past its threshold.
 	SlowSteps uint64 `json:"slowSteps"`
 
@@ -151,6 +153,7 @@ func (s *Scheduler) Stats() Stats {
 		ms.Forwarded += ws.forwarded.Load()
 		st.Steps += ws.steps.Load()
 		st.Yields += ws.yields.Load()
+		st.Cancelled += ws.cancelled.Load()
 		st.Requeues += ws.requeues.Load()
 		st.GlobalPops += ws.globalPops.Load()
 		st.GlobalItems += ws.globalItems.Load()
@@ -227,7 +230,7 @@ func (s *Scheduler) countMessage(v via, to relay.PID, outcome int) {
 // flush publishes them to workerStats.
 type workerCounts struct {
 	steps, yields, sent, bounced, requeues uint64
-	forwarded                              uint64
+	forwarded, cancelled                   uint64
 	msgs                                   [msgOutcomes]uint64
 	blockedIn, idleIn, blockedOut, idleOut uint64
 	globalPops, globalItems                uint64
@@ -242,7 +245,7 @@ type workerStats struct {
 	started, ended, completed, initFailed, failed atomic.Uint64
 	dropped, spawned, rejected, panics            atomic.Uint64
 	steps, yields, sent, bounced, requeues        atomic.Uint64
-	forwarded                                     atomic.Uint64
+	forwarded, cancelled                          atomic.Uint64
 	msgs                                          [msgOutcomes]atomic.Uint64
 	blockedIn, idleIn, blockedOut, idleOut        atomic.Uint64
 	globalPops, globalItems                       atomic.Uint64
@@ -267,6 +270,7 @@ func (w *worker) flush() {
 	st.bounced.Store(n.bounced)
 	st.requeues.Store(n.requeues)
 	st.forwarded.Store(n.forwarded)
+	st.cancelled.Store(n.cancelled)
 	for i := range n.msgs {
 		st.msgs[i].Store(n.msgs[i])
 	}
