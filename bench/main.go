@@ -21,6 +21,7 @@
 //	go run . -workloads skynet,spawn -impls sched,goroutines -rounds 5
 //	go run . -workloads fib -impls sched -rounds 1 -cpuprofile /tmp/prof -memprofile /tmp/mem
 //	go run . -from results/latest.json   # redraw the table and chart of a saved run
+//	go run . -load 2                  # the same with two busy-looping goroutines in another process
 package main
 
 import (
@@ -57,6 +58,9 @@ var implNames = []string{"sched", "goroutines", "ants", "pond", "protoactor", "h
 const baseline = "goroutines"
 
 func main() {
+	if len(os.Args) == 3 && os.Args[1] == busyArg {
+		os.Exit(busyLoad(os.Args[2]))
+	}
 	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -72,6 +76,7 @@ type config struct {
 	memprofile string // directory for one allocation profile per run, "" for none
 	timeout    time.Duration
 	from       string // re-render the report from this latest.json instead of running
+	load       int    // busy-loop goroutines in a separate process during each run
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -87,6 +92,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	memprofile := fs.String("memprofile", "", "directory to write an allocation profile of every run to")
 	timeout := fs.Duration("timeout", 10*time.Minute, "limit for one run")
 	from := fs.String("from", "", "render the report from a saved latest.json instead of running anything")
+	load := fs.Int("load", 0, "busy-loop goroutines run in a separate process during each run (CPU contention)")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
@@ -95,7 +101,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	c := config{rounds: *rounds, scale: *scale, quick: *quick, out: *out, cpuprofile: *cpuprofile, memprofile: *memprofile, timeout: *timeout, from: *from}
+	c := config{rounds: *rounds, scale: *scale, quick: *quick, out: *out, cpuprofile: *cpuprofile, memprofile: *memprofile, timeout: *timeout, from: *from, load: *load}
 	if c.quick {
 		if !set["rounds"] {
 			c.rounds = 1
@@ -122,6 +128,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if c.timeout <= 0 {
 		return config{}, fmt.Errorf("-timeout %v: need a positive duration", c.timeout)
+	}
+	if c.load < 0 {
+		return config{}, fmt.Errorf("-load %d: need zero or more goroutines", c.load)
 	}
 	return c, nil
 }
@@ -187,6 +196,7 @@ func bench(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		return err
 	}
 	machine := describeMachine(ctx, root)
+	machine.Busy = cfg.load
 	binDir, err := os.MkdirTemp("", "procsched-bench-")
 	if err != nil {
 		return err
@@ -214,7 +224,12 @@ func bench(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	var results []workload.Result
 	for i, j := range jobs {
 		fmt.Fprintf(stderr, "[%*d/%d] %-9s %-24s round %d/%d  ", len(strconv.Itoa(len(jobs))), i+1, len(jobs), j.workload, j.label(), j.round, cfg.rounds)
+		load, err := startLoad(cfg.load)
+		if err != nil {
+			return err
+		}
 		res, errText := execute(ctx, cfg, binDir, j)
+		load.stop()
 		results = append(results, res)
 		if res.OK {
 			fmt.Fprintf(stderr, "%s\n", summaryOf(res))

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,7 +19,35 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// The test binary also serves as the load process of -load (see
+	// startLoad, which runs its own executable).
+	if len(os.Args) == 3 && os.Args[1] == busyArg {
+		os.Exit(busyLoad(os.Args[2]))
+	}
 	goleak.VerifyTestMain(m)
+}
+
+// TestLoadProcess: -load runs a separate process that spins until it is
+// stopped, and the report says so.
+func TestLoadProcess(t *testing.T) {
+	l, err := startLoad(2)
+	require.NoError(t, err)
+	require.NotNil(t, l)
+	require.NoError(t, l.cmd.Process.Signal(syscall.Signal(0)), "the load process runs")
+	l.stop()
+	require.NotNil(t, l.cmd.ProcessState)
+	require.True(t, l.cmd.ProcessState.Exited(), "stopped by closing its input, not killed")
+	require.Equal(t, 0, l.cmd.ProcessState.ExitCode())
+
+	none, err := startLoad(0)
+	require.NoError(t, err)
+	require.Nil(t, none, "-load 0 starts nothing")
+	none.stop()
+	require.Equal(t, 2, busyLoad("zero"))
+
+	var b bytes.Buffer
+	require.NoError(t, report.WriteMarkdown(&b, report.Table{Machine: report.Machine{Busy: 2}}))
+	require.Contains(t, b.String(), "2 busy-looping goroutines in another process")
 }
 
 // TestQuick runs the harness end to end as CI does (-quick), for this
@@ -97,6 +126,9 @@ func TestParseFlags(t *testing.T) {
 		{name: "no rounds", args: []string{"-rounds", "0"}, wantErr: "need at least 1"},
 		{name: "bad size", args: []string{"-size", "-1"}, wantErr: "positive factor"},
 		{name: "stray argument", args: []string{"extra"}, wantErr: "unexpected arguments"},
+		{name: "load", args: []string{"-load", "2"},
+			want: config{workloads: workload.Names, impls: implNames, rounds: 3, scale: 1, out: "results", timeout: 10 * time.Minute, load: 2}},
+		{name: "negative load", args: []string{"-load", "-1"}, wantErr: "need zero or more"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

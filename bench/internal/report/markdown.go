@@ -19,6 +19,7 @@ type Machine struct {
 	Revision  string    // the library's source revision, e.g. "fc7c94c" or "fc7c94c-dirty"
 	Date      time.Time // when the run started
 	Load      string    // load average when the run started
+	Busy      int       // busy-loop goroutines another process ran during each run (-load)
 }
 
 // Row is one implementation's result on one workload.
@@ -78,6 +79,9 @@ func WriteMarkdown(w io.Writer, t Table) error {
 	}
 	if !m.Date.IsZero() {
 		fmt.Fprintf(&b, "- Date: %s\n", m.Date.UTC().Format("2006-01-02 15:04 MST"))
+	}
+	if m.Busy > 0 {
+		fmt.Fprintf(&b, "- CPU contention: %d busy-looping goroutines in another process during every run (-load %d)\n", m.Busy, m.Busy)
 	}
 	if m.Load != "" {
 		fmt.Fprintf(&b, "- Load average at start: %s\n", m.Load)

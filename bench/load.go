@@ -1,0 +1,92 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"time"
+)
+
+// The -load option measures behaviour under CPU contention: during each
+// run, a separate process keeps N goroutines (on N threads) busy in a
+// tight loop, as other programs on a shared machine do. A separate
+// process, not goroutines in the measured one, because the measured
+// binary's Go runtime must not know about the load: it competes for the
+// cores through the operating system's scheduler, as in production.
+
+// busyArg is the hidden first argument that turns the harness binary into
+// the load process: "bench -busy-load N" spins N goroutines until its
+// standard input is closed.
+const busyArg = "-busy-load"
+
+// busyLoad is the load process's main: n goroutines spin until stdin
+// reaches EOF (the harness closes it, or dies).
+func busyLoad(arg string) int {
+	n, err := strconv.Atoi(arg)
+	if err != nil || n < 1 {
+		fmt.Fprintf(os.Stderr, "bench %s %q: need a positive count\n", busyArg, arg)
+		return 2
+	}
+	runtime.GOMAXPROCS(n)
+	for range n {
+		go spin()
+	}
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	return 0
+}
+
+// spin keeps one thread busy with arithmetic the compiler cannot remove.
+func spin() {
+	x := uint64(1)
+	for {
+		for range 1 << 20 {
+			x ^= x << 13
+			x ^= x >> 7
+			x ^= x << 17
+		}
+		if x == 0 {
+			fmt.Println(x) // never: keeps x observable
+		}
+	}
+}
+
+// loader is a running load process.
+type loader struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+}
+
+// startLoad starts a load process of n busy goroutines; n 0 starts
+// nothing.
+func startLoad(n int) (*loader, error) {
+	if n == 0 {
+		return nil, nil
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(self, busyArg, strconv.Itoa(n))
+	cmd.Stderr = os.Stderr
+	cmd.WaitDelay = 2 * time.Second
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting the load process: %w", err)
+	}
+	return &loader{cmd: cmd, stdin: stdin}, nil
+}
+
+// stop ends the load process and waits for it.
+func (l *loader) stop() {
+	if l == nil {
+		return
+	}
+	_ = l.stdin.Close()
+	_ = l.cmd.Wait()
+}
