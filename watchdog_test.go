@@ -2,6 +2,13 @@ package scheduler_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -154,4 +161,117 @@ func TestWatchdogOff(t *testing.T) {
 func TestWatchdogNegativeThreshold(t *testing.T) {
 	_, err := sched.New(sched.WithWatchdog(-time.Second))
 	require.ErrorIs(t, err, sched.ErrInvalidOption)
+}
+
+// spinner continues for steps steps, each computing spin rounds of a
+// random-number generator (1000 rounds: about a microsecond), then ends.
+type spinner struct {
+	steps, spin int
+	x           uint64
+}
+
+func (p *spinner) Init(context.Context, string, payload.Payloads) error { return nil }
+func (p *spinner) Close()                                               {}
+func (p *spinner) Step(_ []sched.Event, out *sched.StepOutput) error {
+	x := p.x | 1
+	for range p.spin {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+	}
+	p.x = x
+	if p.steps--; p.steps <= 0 {
+		out.Done(payload.Payload{})
+		return nil
+	}
+	out.Continue()
+	return nil
+}
+
+// BenchmarkWatchdogNoise counts what the watchdog reports for steps that
+// are never slow (about a microsecond each, 100 processes of 1,000 steps
+// per op) while something keeps the workers from the processors. Under
+// load "http", an HTTP server on the same processors has handlers that
+// compute (hashing 64 KiB or 1 MiB: about 0.1 or 2 ms) for clients that
+// keep it saturated, so the Go runtime preempts the workers and queues
+// them behind the handlers; under "none", only whatever else runs on the
+// machine does. Every report is a false one: reports/op at a threshold is
+// the noise that threshold lets through, longest-ms the longest Duration
+// reported.
+//
+//	go test -run '^$' -bench WatchdogNoise -benchtime 20x .
+func BenchmarkWatchdogNoise(b *testing.B) {
+	for _, load := range []struct {
+		name string
+		body int // bytes each request hashes; 0: no server
+	}{{"none", 0}, {"http-64K", 64 << 10}, {"http-1M", 1 << 20}} {
+		for _, threshold := range []time.Duration{2 * time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond, 20 * time.Millisecond} {
+			b.Run(fmt.Sprintf("load=%s/threshold=%v", load.name, threshold), func(b *testing.B) {
+				if load.body > 0 {
+					defer saturateHTTP(load.body)()
+				}
+				var reports, longest atomic.Int64
+				s := newBenchScheduler(b, sched.WithWatchdog(threshold), sched.WithHooks(sched.Hooks{SlowStep: func(st sched.SlowStep) {
+					reports.Add(1)
+					if d := int64(st.Duration); d > longest.Load() {
+						longest.Store(d) // the watchdog goroutine is the only writer
+					}
+				}}))
+				const procs, stepsEach = 100, 1000
+				hs := make([]sched.Handle, procs)
+				for b.Loop() {
+					for i := range hs {
+						h, err := s.Submit(context.Background(), &spinner{steps: stepsEach, spin: 1000}, "spin", nil)
+						if err != nil {
+							b.Fatal(err)
+						}
+						hs[i] = h
+					}
+					for _, h := range hs {
+						if _, err := h.Wait(context.Background()); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+				b.ReportMetric(float64(reports.Load())/float64(b.N), "reports/op")
+				b.ReportMetric(float64(longest.Load())/1e6, "longest-ms")
+			})
+		}
+	}
+}
+
+// saturateHTTP starts an HTTP server whose handler hashes body bytes, and
+// four clients per processor that keep it busy; stop ends them all.
+func saturateHTTP(body int) (stop func()) {
+	data := make([]byte, body)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sum := sha256.Sum256(data)
+		_, _ = w.Write(sum[:])
+	}))
+	done := make(chan struct{})
+	var clients sync.WaitGroup
+	for range 4 * runtime.GOMAXPROCS(0) {
+		clients.Add(1)
+		go func() {
+			defer clients.Done()
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				resp, err := srv.Client().Get(srv.URL)
+				if err != nil {
+					continue
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				_ = resp.Body.Close()
+			}
+		}()
+	}
+	return func() {
+		close(done)
+		clients.Wait()
+		srv.Close()
+	}
 }
