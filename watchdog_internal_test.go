@@ -2,6 +2,11 @@ package scheduler
 
 import (
 	"context"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -108,8 +113,8 @@ func TestWatchdogIgnoresStepWaitingForProcessor(t *testing.T) {
 }
 
 // counter continues for steps steps, then ends. Each step computes spin
-// rounds of a random-number generator: a few microseconds for spin 0, 10
-// to 20 for spin 10000.
+// rounds of a random-number generator: well under a microsecond for spin
+// 0, about one for 1000, 10 to 20 for 10000.
 type counter struct {
 	steps, spin int
 	x           uint64
@@ -330,4 +335,108 @@ func TestWatchdogQuietWhileProcessorsSaturated(t *testing.T) {
 		require.Zero(t, cs[i].steps, "process %d ended before its last step", i)
 	}
 	require.Zero(t, reports.Load(), "SlowStep reports for short steps on saturated processors")
+}
+
+// BenchmarkWatchdogNoise counts what the watchdog reports for steps that
+// are never slow (about a microsecond each, 100 processes of 1,000 steps
+// per op) while something keeps the workers from the processors. Under
+// load "http-64K" and "http-1M", an HTTP server on the same processors has
+// handlers that compute (hashing 64 KiB or 1 MiB: about 40 µs or 0.6 ms) for
+// four clients per processor that keep it saturated, so the Go runtime
+// preempts the workers and queues them behind the handlers; under "none",
+// only whatever else runs on the machine does. With gauge "missing", the
+// watchdog runs as on a runtime without the gauge of goroutines waiting
+// for a processor. Every report is a false one: reports/op at a threshold
+// is the noise that threshold lets through, longest-ms the longest
+// Duration reported.
+//
+//	go test -run '^$' -bench WatchdogNoise -benchtime 40x .
+func BenchmarkWatchdogNoise(b *testing.B) {
+	missing := func() (uint64, bool) { return 0, false }
+	for _, gauge := range []string{"runtime", "missing"} {
+		for _, load := range []struct {
+			name string
+			body int // bytes each request hashes; 0: no server
+		}{{"none", 0}, {"http-64K", 64 << 10}, {"http-1M", 1 << 20}} {
+			for _, threshold := range []time.Duration{2 * time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond, 20 * time.Millisecond} {
+				b.Run(fmt.Sprintf("gauge=%s/load=%s/threshold=%v", gauge, load.name, threshold), func(b *testing.B) {
+					if gauge == "missing" {
+						testHookRunnable.Store(&missing)
+						defer testHookRunnable.Store(nil)
+					}
+					if load.body > 0 {
+						defer saturateHTTP(load.body)()
+					}
+					benchWatchdogNoise(b, threshold)
+				})
+			}
+		}
+	}
+}
+
+func benchWatchdogNoise(b *testing.B, threshold time.Duration) {
+	var reports, longest atomic.Int64
+	s, err := New(WithWatchdog(threshold), WithHooks(Hooks{SlowStep: func(st SlowStep) {
+		reports.Add(1)
+		if d := int64(st.Duration); d > longest.Load() {
+			longest.Store(d) // the watchdog goroutine is the only writer
+		}
+	}}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer shutdownNow(b, s)
+	const procs, stepsEach = 100, 1000
+	hs := make([]Handle, procs)
+	for b.Loop() {
+		for i := range hs {
+			hs[i], err = s.Submit(context.Background(), &counter{steps: stepsEach, spin: 1000}, "count", nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		for _, h := range hs {
+			if _, err := h.Wait(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportMetric(float64(reports.Load())/float64(b.N), "reports/op")
+	b.ReportMetric(float64(longest.Load())/1e6, "longest-ms")
+}
+
+// saturateHTTP starts an HTTP server whose handler hashes body bytes, and
+// four clients per processor that keep it busy; stop ends them all.
+func saturateHTTP(body int) (stop func()) {
+	data := make([]byte, body)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sum := sha256.Sum256(data)
+		_, _ = w.Write(sum[:])
+	}))
+	done := make(chan struct{})
+	var clients sync.WaitGroup
+	for range 4 * runtime.GOMAXPROCS(0) {
+		clients.Add(1)
+		go func() {
+			defer clients.Done()
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				resp, err := srv.Client().Get(srv.URL)
+				if err != nil {
+					continue
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				_ = resp.Body.Close()
+			}
+		}()
+	}
+	return func() {
+		close(done)
+		clients.Wait()
+		srv.Close()
+	}
 }
