@@ -210,8 +210,8 @@ func (wd *watchdog) check() (busy bool) {
 			continue
 		}
 		if !w.watched.Load() {
-			// The mark is read first: any mark the worker stores after it
-			// sees watched differs from it.
+			// The mark is read first: any mark the worker stores once it
+			// sees stepWatched differs from it.
 			smp.markFrom = w.stepMark.Load()
 			w.watched.Store(true)
 			w.stepFlags.Or(stepWatched)

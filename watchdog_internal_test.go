@@ -30,9 +30,10 @@ import (
 const wdGuard = 20 * time.Second
 
 // hogProcessors keeps more goroutines computing than there are
-// processors, so that at every instant some of them wait for one, as in a
-// service whose CPU is saturated: a goroutine that yields the processor
-// queues behind them. It returns once every hog has run; stop ends them.
+// processors, so that at every instant at least three of them wait for
+// one (the watchdog lets one pass as its own doing), as in a service whose
+// CPU is saturated: a goroutine that yields the processor queues behind
+// them. It returns once every hog has run; stop ends them.
 func hogProcessors(t *testing.T) (stop func()) {
 	t.Helper()
 	n := 2*runtime.GOMAXPROCS(0) + 2
@@ -185,7 +186,7 @@ func TestWatchdogIgnoresWorkerWaitingForProcessor(t *testing.T) {
 	require.Equal(t, int64(procs*stepsEach), steps.Load())
 	require.Zero(t, missed.Load(), "stalls the watchdog never saw")
 	require.Equal(t, int64(procs*stepsEach/stallEvery), stalls.Load())
-	require.Zero(t, reports.Load(), "SlowSteps reports for short steps whose worker waited for a processor")
+	require.Zero(t, reports.Load(), "SlowStep reports for short steps whose worker waited for a processor")
 	require.Zero(t, s.Stats().SlowSteps)
 }
 
@@ -215,13 +216,15 @@ func (p *waitsForWatch) Step(_ []Event, out *StepOutput) error {
 // TestWatchdogIgnoresTimeOutsideStep: a worker that the watchdog watches,
 // held up in the scheduler's code before a Step for longer than the
 // threshold while no goroutine waits for a processor (the runtime's gauge
-// is replaced by one that says none does), is not in a slow step.
+// is replaced by one that says none does), is not in a slow step. The
+// threshold is long enough that no pause of the machine makes the first
+// process's steps, which end as soon as the watching begins, look slow.
 func TestWatchdogIgnoresTimeOutsideStep(t *testing.T) {
 	none := func() (uint64, bool) { return 0, true }
 	testHookRunnable.Store(&none)
 	defer testHookRunnable.Store(nil)
 	var reports atomic.Int64
-	s, err := New(WithWorkers(1), WithWatchdog(20*time.Millisecond), counting(&reports))
+	s, err := New(WithWorkers(1), WithWatchdog(100*time.Millisecond), counting(&reports))
 	require.NoError(t, err)
 	defer shutdownNow(t, s)
 

@@ -92,12 +92,13 @@ type worker struct {
 	// For the watchdog (see watchdog.go). beat is runCount as of the last
 	// flush (every 64 rounds and when the worker goes idle): it stalls
 	// only when runs are long. idle is set while the worker has no work.
-	// watched asks the worker to store each run's process in cur and to
-	// mark its steps in stepMark: the watchdog sets it for a worker whose
-	// beat has stalled, so a worker with short runs stores nothing per
-	// run or step. beat, idle and cur are stored by the worker only at
-	// those rare moments and loaded by the watchdog; watched is stored by
-	// the watchdog and loaded by the worker.
+	// watched asks the worker to store each run's process in cur (and
+	// stepWatched in stepFlags, set and cleared with it, to mark its
+	// steps in stepMark): the watchdog sets it for a worker whose beat has
+	// stalled, so a worker with short runs stores nothing per run or step.
+	// beat, idle and cur are stored by the worker only at those rare
+	// moments and loaded by the watchdog; watched is stored by the
+	// watchdog and loaded by the worker.
 	beat    atomic.Uint64
 	idle    atomic.Bool
 	watched atomic.Bool
