@@ -44,8 +44,13 @@ const (
 	DefaultStepBudget = 16
 	// DefaultGlobalBatch is the default for [WithGlobalBatch].
 	DefaultGlobalBatch = 128
-	// DefaultWatchdogThreshold is the default for [WithWatchdog].
-	DefaultWatchdogThreshold = 10 * time.Millisecond
+	// DefaultWatchdogThreshold is the default for [WithWatchdog]: twice
+	// the Go runtime's 10 ms time slice, which bounds the wait for a
+	// processor that the watchdog may count for a step, and above the
+	// noise left by the operating system descheduling workers, yet low
+	// enough that a step blocked for 50 ms is reported. docs/tuning.md
+	// has the measurements.
+	DefaultWatchdogThreshold = 20 * time.Millisecond
 )
 
 // maxWorkers is the most workers a state word can name (see workerShift).
@@ -148,9 +153,14 @@ func WithHandler(cmd CommandID, h Handler) Option {
 
 // WithWatchdog sets the threshold above which the watchdog reports a step
 // as slow (default [DefaultWatchdogThreshold]); 0 turns the watchdog off.
-// A slow step is counted in [Stats].SlowSteps and passed to
-// [Hooks].SlowStep; meanwhile idle workers take the work queued behind it.
-// The threshold must not be negative.
+// A step is slow when it has run or blocked inside Step for longer than
+// the threshold: the watchdog does not count time that its worker
+// goroutine spent waiting for a processor while other goroutines held
+// them, nor time the worker spent in the scheduler's code around the
+// step. A slow step is counted in [Stats].SlowSteps and passed to
+// [Hooks].SlowStep. Apart from that, once one process has held a worker
+// for the threshold of wall time, for whatever reason, idle workers take
+// the work queued behind it. The threshold must not be negative.
 func WithWatchdog(threshold time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if threshold < 0 {
@@ -196,8 +206,8 @@ type Hooks struct {
 	// panics, on the goroutine that recovered the panic, before the
 	// process ends (or the yield completes) with the PanicError.
 	Panic func(Panicked)
-	// SlowStep is called by the watchdog goroutine when a step has been
-	// running longer than the watchdog's threshold; once per slow run.
+	// SlowStep is called by the watchdog goroutine when it finds a step
+	// slow (see [WithWatchdog]); once per slow step.
 	SlowStep func(SlowStep)
 	// DeadLetter is called for each message that reached no process
 	// (see [DeadLetter]), on the goroutine that found it so: the worker

@@ -31,7 +31,7 @@ type Stats struct {
 	// Cancelled counts pending yields cancelled by their process.
 	Cancelled uint64 `json:"cancelled"`
 	Requeues  uint64 `json:"requeues"` // processes put behind others after their step budget
-	// SlowSteps counts runs the watchdog found running past its threshold.
+	// SlowSteps counts steps the watchdog found slow (see [WithWatchdog]).
 	SlowSteps uint64 `json:"slowSteps"`
 
 	// Finding work.

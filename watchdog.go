@@ -1,70 +1,152 @@
 package scheduler
 
 import (
+	"runtime/metrics"
 	"sync/atomic"
 	"time"
 
 	"github.com/procsched/scheduler/relay"
 )
 
-// SlowStep describes a step that has been running longer than the
-// watchdog's threshold (see [WithWatchdog]).
+// SlowStep describes a step that the watchdog found slow: one that ran or
+// blocked inside Step for longer than the watchdog's threshold (see
+// [WithWatchdog]).
 type SlowStep struct {
-	PID      relay.PID     // the process
-	Method   string        // its entry point
-	Worker   int           // the worker running it
-	Duration time.Duration // how long the step had been running when noticed (a lower bound)
+	PID    relay.PID // the process
+	Method string    // its entry point
+	Worker int       // the worker running it
+	// Duration is the time the watchdog counted for the step when it
+	// reported it: the time between its samples that found the worker in
+	// this step while other goroutines did not hold the processors. It
+	// is at least the threshold, and leaves out the start of the step
+	// (before the watchdog looked), so the step's wall time is longer.
+	Duration time.Duration
 }
 
-// watchdog notices runs (steps of one process, back to back) that last
-// longer than a threshold, as the Go runtime's sysmon notices goroutines
-// that run too long, at no cost per run to a worker whose runs are short.
+// watchdog notices steps that take longer than a threshold, as the Go
+// runtime's sysmon notices goroutines that run too long, at no cost per
+// step to a worker whose steps are short.
 //
-// It samples every worker a few times per threshold. A busy worker
-// publishes a beat every 64 rounds; while beats come, its runs are short
-// and there is nothing to see. When a worker's beat has stalled for a
-// quarter of the threshold, the watchdog asks it to publish the process
-// of each run it starts (cur) and looks for the process it is on: cur, if
-// that is still running on this worker, else the one process in the table
-// whose Running state word names this worker (a scan of the table, done
-// once when a worker with short runs gets stuck). A run is identified by
-// its process and state word, which carries the worker and run number;
-// once the watchdog has seen the same run for the threshold, the run is
-// slow: it counts it, calls the hook, and marks the worker stalled, which
-// lets idle workers take the process waiting in its next slot (its deque
-// can be stolen from anyway); if that slot is full it wakes a worker.
+// Watching. The watchdog samples every worker a few times per threshold.
+// A busy worker publishes a beat every 64 rounds; while beats come, its
+// runs are short and there is nothing to see. When a worker's beat has
+// stalled for a quarter of the threshold, the watchdog watches it: the
+// worker then publishes the process of each run it starts (cur) and marks
+// the start and the end of each step (stepMark, odd inside Step). The
+// watchdog looks for the process it is on: cur, if that is still running
+// on this worker, else the one process in the table whose Running state
+// word names this worker (a scan of the table, done once when a worker
+// with short runs gets stuck). A run is identified by its process and
+// state word, which carries the worker and run number; a step by its run
+// and the worker's step mark.
+//
+// Counting. The wall time a step has been seen is not the step's time: the
+// worker goroutine may be waiting for a processor (the Go runtime preempts
+// a goroutine after a 10 ms time slice and queues it behind the others),
+// or be in the scheduler's own code around the step. So the time between
+// two samples counts for a step only if
+//
+//   - both samples found the worker in that step, inside Step by its mark.
+//     A worker that was inside a step when the watchdog began to watch it
+//     has not marked that step; until its mark moves, the watchdog cannot
+//     tell whether it is still inside Step and counts the time as the
+//     step's (the scheduler's code between steps takes microseconds, so a
+//     worker that stays there for the threshold without waiting for a
+//     processor is blocked in a handler, a hook, Init or Close);
+//   - both samples found at most one goroutine waiting for a processor, by
+//     the runtime's gauge of runnable goroutines. The watchdog needs a
+//     processor to look: when all are busy, it has taken one from whatever
+//     ran there, perhaps the very worker it looks at (always, with
+//     GOMAXPROCS 1 and a step that computes), so one waiting goroutine may
+//     be on its own account. A worker that is the only goroutine waiting
+//     gets the next processor that frees up, within one time slice of
+//     whatever runs there; with two or more waiting, other goroutines hold
+//     the processors and the worker may be queued behind them for long;
+//
+// and it counts for at most one sampling interval, however late the second
+// sample came: when the whole process stops (a CPU quota throttles it, the
+// garbage collector stops the world), the watchdog stops too, and a step
+// that was merely in progress must not be charged with the stop. Once the
+// counted time reaches the threshold, the step is slow: the watchdog
+// counts it, calls the hook and logs it, once per step.
+//
+// Rescue. Apart from that, once the watchdog has seen the same run for
+// the threshold of wall time, whatever holds it up, it marks the worker
+// stalled, which lets idle workers take the process waiting in its next
+// slot (its deque can be stolen from anyway); if that slot is full it
+// wakes a worker. Taking the next slot from a worker that is merely
+// waiting for a processor does no harm, so this needs no proof that the
+// step is slow and stays as prompt as the wall clock allows.
+//
+// Without the runtime's gauge (runtimes before Go 1.26), every sample
+// counts as if no goroutine waited: the watchdog then counts wall time
+// inside Step, and a worker that waits for a processor there is reported.
+// Either way, a worker thread that the operating system deschedules (the
+// machine runs more threads than it has CPUs) is invisible to the Go
+// runtime, and its time counts; DefaultWatchdogThreshold is chosen above
+// that noise.
 type watchdog struct {
 	s         *Scheduler
 	threshold time.Duration
+	interval  time.Duration // between samples while a worker is busy
 	hook      func(SlowStep)
 	quit      chan struct{}
 	samples   []watchSample // per worker; watchdog goroutine only
-	slow      atomic.Uint64 // slow runs noticed, for Stats
+	// runnable reads the runtime's count of goroutines waiting for a
+	// processor; nil if the runtime has no such metric. Watchdog goroutine
+	// only.
+	runnable []metrics.Sample
+	slow     atomic.Uint64 // slow steps noticed, for Stats
 }
+
+// runnableMetric counts the goroutines that are ready to run but wait for
+// a processor. The runtime computes it under its scheduler lock in time
+// proportional to GOMAXPROCS, about 0.1 µs, without allocating.
+const runnableMetric = "/sched/goroutines/runnable:goroutines"
 
 // watchSample is what the watchdog knows of a worker.
 type watchSample struct {
 	beat      uint64
 	beatSince time.Time // when beat was first seen
 	// beats counts samples in a row that saw the beat move; the worker is
-	// asked to stop publishing cur only after several, so that a worker
-	// whose runs are merely long does not trigger a table scan each time
-	// its beat pauses.
-	beats    int
-	run      *proc     // the run being watched, if any
+	// asked to stop publishing cur and step marks only after several, so
+	// that a worker whose runs are merely long does not trigger a table
+	// scan each time its beat pauses.
+	beats int
+	// markFrom is the worker's step mark when the watchdog last began to
+	// watch it: while the mark still has that value, the worker has not
+	// passed a step boundary since, and may or may not be inside Step.
+	markFrom uint64
+
+	// The run being watched, if any.
+	run      *proc
 	state    uint64    // its state word without flagWake
-	since    time.Time // when that run was first seen
-	reported bool      // that run was reported already
+	runSince time.Time // when that run was first seen
+	rescued  bool      // its worker was marked stalled
+
+	// The step of that run being watched.
+	mark     uint64        // the worker's step mark at the last sample
+	at       time.Time     // the last sample
+	calm     bool          // the last sample was calm (see calm)
+	counted  time.Duration // time counted for the step
+	reported bool          // the step was reported already
 }
 
 func newWatchdog(s *Scheduler, threshold time.Duration, hook func(SlowStep)) *watchdog {
-	return &watchdog{
+	wd := &watchdog{
 		s:         s,
 		threshold: threshold,
 		hook:      hook,
 		quit:      make(chan struct{}),
+		interval:  max(threshold/4, time.Millisecond),
 		samples:   make([]watchSample, len(s.workers)),
+		runnable:  []metrics.Sample{{Name: runnableMetric}},
 	}
+	metrics.Read(wd.runnable)
+	if wd.runnable[0].Value.Kind() != metrics.KindUint64 {
+		wd.runnable = nil // metrics.KindBad: this runtime does not have it
+	}
+	return wd
 }
 
 // run is the watchdog goroutine. It samples every quarter threshold
@@ -75,14 +157,14 @@ func newWatchdog(s *Scheduler, threshold time.Duration, hook func(SlowStep)) *wa
 func (wd *watchdog) run() {
 	defer wd.s.wg.Done()
 	_ = wd.s.addOwnGoroutine()
-	base := max(wd.threshold/4, time.Millisecond)
+	base := wd.interval
 	interval := base
 	t := time.NewTimer(interval)
 	defer t.Stop()
 	for {
 		select {
-		case now := <-t.C:
-			if wd.check(now) {
+		case <-t.C:
+			if wd.check() {
 				interval = base
 			} else {
 				interval = min(2*interval, maxIdleBackoff*base)
@@ -95,26 +177,30 @@ func (wd *watchdog) run() {
 }
 
 // unwatchAfter is how many samples in a row must see a worker's beat move
-// before it stops publishing each run's process.
+// before it stops publishing each run's process and marking its steps.
 const unwatchAfter = 16
 
 // maxIdleBackoff bounds the watchdog's interval while every worker is
 // idle, in multiples of its base interval.
 const maxIdleBackoff = 16
 
-// check samples every worker and reports whether any was busy.
-func (wd *watchdog) check(now time.Time) (busy bool) {
+// check samples every worker and reports whether any was busy. Watchdog
+// goroutine only.
+func (wd *watchdog) check() (busy bool) {
 	wd.s.tick()
+	now := time.Now()
+	var calm, calmRead bool
 	for i, w := range wd.s.workers {
 		smp := &wd.samples[i]
 		beat := w.beat.Load()
 		if w.idle.Load() || beat != smp.beat {
 			// Idle, or making progress: short runs, nothing to watch.
 			beats := smp.beats + 1
-			*smp = watchSample{beat: beat, beatSince: now, beats: beats}
+			*smp = watchSample{beat: beat, beatSince: now, beats: beats, markFrom: smp.markFrom}
 			busy = busy || !w.idle.Load()
 			if beats >= unwatchAfter && w.watched.Load() {
 				w.watched.Store(false)
+				w.stepFlags.And(^stepWatched)
 			}
 			continue
 		}
@@ -124,26 +210,70 @@ func (wd *watchdog) check(now time.Time) (busy bool) {
 			continue
 		}
 		if !w.watched.Load() {
+			// The mark is read first: any mark the worker stores once it
+			// sees stepWatched differs from it.
+			smp.markFrom = w.stepMark.Load()
 			w.watched.Store(true)
+			w.stepFlags.Or(stepWatched)
 		}
 		p, st := wd.current(i, w)
 		if p == nil {
 			smp.run = nil
 			continue
 		}
-		if p != smp.run || st != smp.state {
-			smp.run, smp.state, smp.since, smp.reported = p, st, now, false
-			continue
+		mark := w.stepMark.Load()
+		if !calmRead {
+			calm, calmRead = wd.calm(), true
 		}
-		d := now.Sub(smp.since)
-		if d < wd.threshold || smp.reported {
-			continue
+		switch {
+		case p != smp.run || st != smp.state:
+			smp.run, smp.state, smp.runSince, smp.rescued = p, st, now, false
+			smp.mark, smp.counted, smp.reported = mark, 0, false
+		case mark != smp.mark:
+			smp.mark, smp.counted, smp.reported = mark, 0, false
+		case calm && smp.calm && (mark&1 == 1 || mark == smp.markFrom):
+			// The worker stayed in this step, inside Step as far as the
+			// watchdog can tell, and other goroutines did not hold the
+			// processors at either end.
+			smp.counted += min(now.Sub(smp.at), wd.interval)
 		}
-		smp.reported = true
-		wd.report(i, w, p, st, d)
+		smp.at, smp.calm = now, calm
+		if !smp.rescued && now.Sub(smp.runSince) >= wd.threshold {
+			smp.rescued = true
+			wd.rescue(w, p, st)
+		}
+		if !smp.reported && smp.counted >= wd.threshold {
+			smp.reported = true
+			wd.report(i, p, smp.counted)
+		}
 	}
 	return busy
 }
+
+// calm reports whether at most one goroutine is waiting for a processor
+// (see watchdog); true if the runtime cannot say. Watchdog goroutine only.
+func (wd *watchdog) calm() bool {
+	n, ok := wd.waiting()
+	return !ok || n <= 1
+}
+
+// waiting returns the number of goroutines waiting for a processor, and
+// false if the runtime cannot say. Watchdog goroutine only.
+func (wd *watchdog) waiting() (n uint64, ok bool) {
+	if h := testHookRunnable.Load(); h != nil {
+		return (*h)()
+	}
+	if wd.runnable == nil {
+		return 0, false
+	}
+	metrics.Read(wd.runnable)
+	return wd.runnable[0].Value.Uint64(), true
+}
+
+// testHookRunnable, when set, stands in for the runtime's count of
+// goroutines waiting for a processor; ok false stands for a runtime
+// without it. Tests only; the watchdog loads it at most once per sample.
+var testHookRunnable atomic.Pointer[func() (n uint64, ok bool)]
 
 // current returns the process worker i is running and its state word
 // (without flagWake), or nil.
@@ -175,14 +305,21 @@ func runningOn(p *proc, i int) (uint64, bool) {
 	return st, st&stateMask == stRunning && (st>>workerShift)&workerMask == uint64(i)
 }
 
-// report handles a slow run.
-func (wd *watchdog) report(i int, w *worker, p *proc, st uint64, d time.Duration) {
-	wd.slow.Add(1)
+// rescue marks worker w stalled in the run st of p, so that idle workers
+// may take the process in its next slot, and wakes one if there is such a
+// process. Watchdog goroutine only.
+func (wd *watchdog) rescue(w *worker, p *proc, st uint64) {
 	w.stalledRun.Store(st)
 	w.stalledProc.Store(p)
 	if w.next.Load() != nil {
 		wd.s.wakeWorker()
 	}
+}
+
+// report handles a slow step of p on worker i, counted d. Watchdog
+// goroutine only.
+func (wd *watchdog) report(i int, p *proc, d time.Duration) {
+	wd.slow.Add(1)
 	if wd.hook != nil {
 		wd.hook(SlowStep{PID: p.pid(), Method: wd.s.methodOf(p), Worker: i, Duration: d})
 	}
@@ -194,7 +331,7 @@ func (wd *watchdog) report(i int, w *worker, p *proc, st uint64, d time.Duration
 func (wd *watchdog) stop() { close(wd.quit) }
 
 // stalledNow reports whether the worker's current run is one the watchdog
-// found running past its threshold. Any goroutine.
+// has seen holding it for the threshold of wall time. Any goroutine.
 func (w *worker) stalledNow() bool {
 	p := w.stalledProc.Load()
 	return p != nil && p.state.Load()&^flagWake == w.stalledRun.Load()

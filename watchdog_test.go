@@ -2,6 +2,7 @@ package scheduler_test
 
 import (
 	"context"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -131,7 +132,105 @@ func TestWatchdogReportsSlowStepAndWorkMovesOn(t *testing.T) {
 		t.Fatal("the watchdog did not report the slow step")
 	}
 	require.Equal(t, uint64(1), s.Stats().SlowSteps)
-	require.Empty(t, slow, "one slow run is reported once")
+	require.Empty(t, slow, "one slow step is reported once")
+}
+
+// slowStepper's one step holds its worker in the way its kind says until
+// the watchdog has reported it, or the guard expires.
+type slowStepper struct {
+	kind     string
+	reported chan struct{}
+	x        uint64 // what "computes" computed
+}
+
+func (p *slowStepper) Init(context.Context, string, payload.Payloads) error { return nil }
+func (p *slowStepper) Close()                                               {}
+func (p *slowStepper) Step(_ []sched.Event, out *sched.StepOutput) error {
+	guard := time.After(10 * time.Second)
+	done := func() bool {
+		select {
+		case <-p.reported:
+			return true
+		case <-guard:
+			return true
+		default:
+			return false
+		}
+	}
+	switch p.kind {
+	case "waits on a channel":
+		select {
+		case <-p.reported:
+		case <-guard:
+		}
+	case "sleeps":
+		for !done() {
+			time.Sleep(time.Millisecond)
+		}
+	case "computes":
+		x := uint64(1)
+		for !done() {
+			for range 1000 {
+				x ^= x << 13
+				x ^= x >> 7
+				x ^= x << 17
+			}
+		}
+		p.x = x
+	}
+	out.Done(payload.Payload{})
+	return nil
+}
+
+// TestWatchdogReportsSlowSteps: a step that blocks, sleeps or computes
+// for longer than the threshold is reported once, with its process, entry
+// point, worker, and a counted duration of at least the threshold; so is
+// one that computes on the only processor, which the watchdog has to take
+// from it to look.
+func TestWatchdogReportsSlowSteps(t *testing.T) {
+	const threshold = 20 * time.Millisecond
+	for _, tc := range []struct {
+		name, kind string
+		procs      int // GOMAXPROCS for the test; 0: unchanged
+	}{
+		{"waits on a channel", "waits on a channel", 0},
+		{"sleeps", "sleeps", 0},
+		{"computes", "computes", 0},
+		{"computes on one processor", "computes", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.procs > 0 {
+				defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(tc.procs))
+			}
+			slow := make(chan sched.SlowStep, 4)
+			s, err := sched.New(
+				sched.WithWorkers(2),
+				sched.WithWatchdog(threshold),
+				sched.WithHooks(sched.Hooks{SlowStep: func(st sched.SlowStep) { slow <- st }}),
+			)
+			require.NoError(t, err)
+			defer func() { require.NoError(t, s.Shutdown(context.Background())) }()
+
+			p := &slowStepper{kind: tc.kind, reported: make(chan struct{})}
+			h, err := s.Submit(context.Background(), p, "slow", nil)
+			require.NoError(t, err)
+			var st sched.SlowStep
+			select {
+			case st = <-slow:
+				close(p.reported)
+			case <-time.After(10 * time.Second):
+				t.Fatal("the watchdog did not report the slow step")
+			}
+			_, err = h.Wait(context.Background())
+			require.NoError(t, err)
+			require.Equal(t, h.PID(), st.PID)
+			require.Equal(t, "slow", st.Method)
+			require.Contains(t, []int{0, 1}, st.Worker)
+			require.GreaterOrEqual(t, st.Duration, threshold)
+			require.Equal(t, uint64(1), s.Stats().SlowSteps)
+			require.Empty(t, slow, "one slow step is reported once")
+		})
+	}
 }
 
 func TestWatchdogOff(t *testing.T) {

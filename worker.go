@@ -92,19 +92,55 @@ type worker struct {
 	// For the watchdog (see watchdog.go). beat is runCount as of the last
 	// flush (every 64 rounds and when the worker goes idle): it stalls
 	// only when runs are long. idle is set while the worker has no work.
-	// watched asks the worker to store each run's process in cur: the
-	// watchdog sets it for a worker whose beat has stalled, so a worker
-	// with short runs stores nothing per run. All three are stored by the
-	// worker only at those rare moments and loaded by the watchdog.
+	// watched asks the worker to store each run's process in cur (and
+	// stepWatched in stepFlags, set and cleared with it, to mark its
+	// steps in stepMark): the watchdog sets it for a worker whose beat has
+	// stalled, so a worker with short runs stores nothing per run or step.
+	// beat, idle and cur are stored by the worker only at those rare
+	// moments and loaded by the watchdog; watched is stored by the
+	// watchdog and loaded by the worker.
 	beat    atomic.Uint64
 	idle    atomic.Bool
 	watched atomic.Bool
 	cur     atomic.Pointer[proc]
-	// stalledProc and stalledRun name a run the watchdog found running
-	// past its threshold: while stalledProc's state word still shows that
-	// run, thieves may take the next slot. Stored by the watchdog.
+	// stalledProc and stalledRun name a run the watchdog has seen holding
+	// the worker for its threshold of wall time: while stalledProc's state
+	// word still shows that run, thieves may take the next slot. Stored by
+	// the watchdog.
 	stalledProc atomic.Pointer[proc]
 	stalledRun  atomic.Uint64
+	// stepFlags is the one word step loads per step: zero unless the
+	// watchdog watches the worker (stepWatched, stored by the watchdog
+	// with watched) or a test hook is set (stepHooked, stored with
+	// testHookStep).
+	stepFlags atomic.Uint32
+	// stepMark tells the watchdog whether the worker is inside Step: while
+	// watched, the worker adds one to it as it enters each Step and one as
+	// it leaves, so it is odd inside Step and even outside, and changes
+	// with every step. Stored by the worker only (see markStep), loaded by
+	// the watchdog.
+	stepMark atomic.Uint64
+	// testHookStep, when set (see setTestHookStep), is called by step
+	// before it enters Step, standing in for whatever may hold the worker
+	// up in the scheduler's own code. Tests only.
+	testHookStep atomic.Pointer[func()]
+}
+
+// Bits of worker.stepFlags.
+const (
+	stepWatched uint32 = 1 << iota // mark each step in stepMark
+	stepHooked                     // call testHookStep before each step
+)
+
+// setTestHookStep sets or, with nil, clears the worker's test hook. Tests
+// only; any goroutine.
+func (w *worker) setTestHookStep(h *func()) {
+	w.testHookStep.Store(h)
+	if h != nil {
+		w.stepFlags.Or(stepHooked)
+	} else {
+		w.stepFlags.And(^stepHooked)
+	}
 }
 
 func newWorker(s *Scheduler, id int) *worker {
@@ -310,9 +346,9 @@ func (w *worker) popGlobal() *proc {
 }
 
 // steal takes half of a victim's queue, trying every other worker once,
-// starting at a random one. From a worker whose current step has run past
-// the watchdog's threshold it also takes the process in the next slot,
-// which would otherwise wait for that step to end.
+// starting at a random one. From a worker whose current run has held it
+// for the watchdog's threshold it also takes the process in the next slot,
+// which would otherwise wait for that run to end.
 func (w *worker) steal() *proc {
 	ws := w.s.workers
 	n := len(ws)
@@ -652,17 +688,59 @@ func (w *worker) tracedStep(p *proc) error {
 	return w.step(p)
 }
 
-// step calls Step, turning a panic into an error.
+// step calls Step, turning a panic into an error. While the watchdog
+// watches the worker, it marks the step's start and end in stepMark (see
+// stepMarked); otherwise it costs one load of the worker's own memory more
+// than the call.
 func (w *worker) step(p *proc) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			perr := newPanicError("Step", v)
-			w.s.recovered(p, perr, w)
-			err = perr
-		}
-	}()
+	if f := w.stepFlags.Load(); f != 0 {
+		return w.stepMarked(p, f)
+	}
+	defer w.recoverStep(p, &err)
 	return p.impl.Step(w.events, &w.out)
 }
+
+// stepMarked is step while stepFlags f is not zero.
+func (w *worker) stepMarked(p *proc, f uint32) (err error) {
+	w.enterStep(f)
+	defer w.leaveStep(f)
+	defer w.recoverStep(p, &err)
+	return p.impl.Step(w.events, &w.out)
+}
+
+// recoverStep, deferred around Step, turns a panic in it into *err.
+func (w *worker) recoverStep(p *proc, err *error) {
+	if v := recover(); v != nil {
+		perr := newPanicError("Step", v)
+		w.s.recovered(p, perr, w)
+		*err = perr
+	}
+}
+
+// enterStep runs the test hook if one is set, then marks the start of a
+// step if the watchdog watches the worker. Owner only.
+func (w *worker) enterStep(f uint32) {
+	if f&stepHooked != 0 {
+		if h := w.testHookStep.Load(); h != nil {
+			(*h)()
+		}
+	}
+	if f&stepWatched != 0 {
+		w.markStep()
+	}
+}
+
+// leaveStep marks the end of a step that enterStep marked. Owner only.
+func (w *worker) leaveStep(f uint32) {
+	if f&stepWatched != 0 {
+		w.markStep()
+	}
+}
+
+// markStep moves stepMark on by one, at the start and at the end of a
+// step. Owner only. The store pairs with the watchdog's load: a mark
+// it sees tells it where the worker has been since storing it.
+func (w *worker) markStep() { w.stepMark.Store(w.stepMark.Load() + 1) }
 
 // end completes the Running process p.
 func (w *worker) end(p *proc, result payload.Payload, err error) {

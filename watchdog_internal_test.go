@@ -1,0 +1,445 @@
+package scheduler
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/procsched/scheduler/payload"
+	"github.com/stretchr/testify/require"
+)
+
+// The watchdog must report a step only for the time the step itself took:
+// not the time its worker goroutine waited for a processor (the Go runtime
+// preempts a goroutine after a 10 ms time slice and queues it behind the
+// others), nor the time the worker spent in the scheduler's own code. These
+// tests hold a worker up in both ways, deterministically, until the
+// watchdog has seen the run last for its threshold (it marks the worker
+// stalled for the next-slot rescue), and check that nothing is reported.
+
+// wdGuard bounds every wait of these tests: a worker that is not marked
+// stalled by then means the watchdog never saw the long run.
+const wdGuard = 20 * time.Second
+
+// hogProcessors keeps more goroutines computing than there are
+// processors, so that at every instant at least three of them wait for
+// one (the watchdog lets one pass as its own doing), as in a service whose
+// CPU is saturated: a goroutine that yields the processor queues behind
+// them. It returns once every hog has run; stop ends them.
+func hogProcessors(t *testing.T) (stop func()) {
+	t.Helper()
+	n := 2*runtime.GOMAXPROCS(0) + 2
+	var done atomic.Bool
+	var started, ended sync.WaitGroup
+	started.Add(n)
+	ended.Add(n)
+	for range n {
+		go func() {
+			defer ended.Done()
+			started.Done()
+			for !done.Load() {
+			}
+		}()
+	}
+	started.Wait()
+	return func() {
+		done.Store(true)
+		ended.Wait()
+	}
+}
+
+// waitForProcessorUntil yields the processor, with the processors hogged,
+// until cond holds or the guard expires; it reports whether cond held.
+// For the Go runtime, the goroutine is then waiting for a processor most
+// of the time, as a preempted one does.
+func waitForProcessorUntil(cond func() bool) bool {
+	deadline := time.Now().Add(wdGuard)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		runtime.Gosched()
+	}
+	return true
+}
+
+// counting counts the SlowStep reports of a scheduler.
+func counting(reports *atomic.Int64) Option {
+	return WithHooks(Hooks{SlowStep: func(SlowStep) { reports.Add(1) }})
+}
+
+// yielder's one step yields the processor until its worker is marked
+// stalled; stalled records whether it was.
+type yielder struct {
+	w       *worker
+	stalled bool
+}
+
+func (y *yielder) Init(context.Context, string, payload.Payloads) error { return nil }
+func (y *yielder) Close()                                               {}
+func (y *yielder) Step(_ []Event, out *StepOutput) error {
+	y.stalled = waitForProcessorUntil(y.w.stalledNow)
+	out.Done(payload.Payload{})
+	return nil
+}
+
+// TestWatchdogIgnoresStepWaitingForProcessor: a step whose worker waits for
+// a processor, inside Step, for longer than the threshold is not slow.
+func TestWatchdogIgnoresStepWaitingForProcessor(t *testing.T) {
+	stop := hogProcessors(t)
+	defer stop()
+	var reports atomic.Int64
+	s, err := New(WithWorkers(1), counting(&reports)) // the default threshold
+	require.NoError(t, err)
+	defer shutdownNow(t, s)
+
+	y := &yielder{w: s.workers[0]}
+	h, err := s.Submit(context.Background(), y, "yield", nil)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*wdGuard)
+	defer cancel()
+	_, err = h.Wait(ctx)
+	require.NoError(t, err)
+	require.True(t, y.stalled, "the watchdog never saw the run last for its threshold")
+	require.Zero(t, reports.Load(), "SlowStep reports for a step that waited for a processor")
+	require.Zero(t, s.Stats().SlowSteps)
+}
+
+// counter continues for steps steps, then ends. Each step computes spin
+// rounds of a random-number generator: well under a microsecond for spin
+// 0, about one for 1000, 10 to 20 for 10000.
+type counter struct {
+	steps, spin int
+	x           uint64
+}
+
+func (c *counter) Init(context.Context, string, payload.Payloads) error { return nil }
+func (c *counter) Close()                                               {}
+func (c *counter) Step(_ []Event, out *StepOutput) error {
+	x := c.x | 1
+	for range c.spin {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+	}
+	c.x = x
+	if c.steps--; c.steps <= 0 {
+		out.Done(payload.Payload{})
+		return nil
+	}
+	out.Continue()
+	return nil
+}
+
+// TestWatchdogIgnoresWorkerWaitingForProcessor: many processes make short
+// steps on CPUs saturated by other goroutines, and every so many steps a
+// worker waits for a processor between claiming a process and calling its
+// Step, as when the Go runtime deschedules it there, until the watchdog
+// has seen that run last for the (default) threshold. No step is slow, and
+// none is reported.
+func TestWatchdogIgnoresWorkerWaitingForProcessor(t *testing.T) {
+	const (
+		procs      = 40
+		stepsEach  = 250
+		stallEvery = 2500 // four stalls in all
+	)
+	stop := hogProcessors(t)
+	defer stop()
+	var reports atomic.Int64
+	s, err := New(WithWorkers(2), counting(&reports))
+	require.NoError(t, err)
+	defer shutdownNow(t, s)
+
+	var steps, stalls, missed atomic.Int64
+	for _, w := range s.workers {
+		hook := func() {
+			if steps.Add(1)%stallEvery != 0 {
+				return
+			}
+			if waitForProcessorUntil(w.stalledNow) {
+				stalls.Add(1)
+			} else {
+				missed.Add(1)
+			}
+		}
+		w.setTestHookStep(&hook)
+	}
+	hs := make([]Handle, procs)
+	for i := range hs {
+		hs[i], err = s.Submit(context.Background(), &counter{steps: stepsEach}, "count", nil)
+		require.NoError(t, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*wdGuard)
+	defer cancel()
+	for _, h := range hs {
+		_, err := h.Wait(ctx)
+		require.NoError(t, err)
+	}
+	require.Equal(t, int64(procs*stepsEach), steps.Load())
+	require.Zero(t, missed.Load(), "stalls the watchdog never saw")
+	require.Equal(t, int64(procs*stepsEach/stallEvery), stalls.Load())
+	require.Zero(t, reports.Load(), "SlowStep reports for short steps whose worker waited for a processor")
+	require.Zero(t, s.Stats().SlowSteps)
+}
+
+// waitsForWatch's first step returns as soon as its worker is watched and
+// asks to continue; its second step, marked as the worker is watched by
+// then, arms the hook of the test and ends the process.
+type waitsForWatch struct {
+	w     *worker
+	arm   *atomic.Bool
+	steps int
+}
+
+func (p *waitsForWatch) Init(context.Context, string, payload.Payloads) error { return nil }
+func (p *waitsForWatch) Close()                                               {}
+func (p *waitsForWatch) Step(_ []Event, out *StepOutput) error {
+	p.steps++
+	if p.steps == 1 {
+		waitForProcessorUntil(p.w.watched.Load)
+		out.Continue()
+		return nil
+	}
+	p.arm.Store(true)
+	out.Done(payload.Payload{})
+	return nil
+}
+
+// TestWatchdogIgnoresTimeOutsideStep: a worker that the watchdog watches,
+// held up in the scheduler's code before a Step for longer than the
+// threshold while no goroutine waits for a processor (the runtime's gauge
+// is replaced by one that says none does), is not in a slow step. The
+// threshold is long enough that no pause of the machine makes the first
+// process's steps, which end as soon as the watching begins, look slow.
+func TestWatchdogIgnoresTimeOutsideStep(t *testing.T) {
+	none := func() (uint64, bool) { return 0, true }
+	testHookRunnable.Store(&none)
+	defer testHookRunnable.Store(nil)
+	var reports atomic.Int64
+	s, err := New(WithWorkers(1), WithWatchdog(100*time.Millisecond), counting(&reports))
+	require.NoError(t, err)
+	defer shutdownNow(t, s)
+
+	w := s.workers[0]
+	var arm atomic.Bool
+	held, stalled := false, false
+	hook := func() {
+		if !arm.Swap(false) {
+			return
+		}
+		// Blocked, not waiting for a processor, until the watchdog has
+		// seen this run last for the threshold.
+		held = true
+		deadline := time.Now().Add(wdGuard)
+		for !w.stalledNow() && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		stalled = w.stalledNow()
+	}
+	w.setTestHookStep(&hook)
+	first := &waitsForWatch{w: w, arm: &arm}
+	h1, err := s.Submit(context.Background(), first, "watch", nil)
+	require.NoError(t, err)
+	h2, err := s.Submit(context.Background(), &counter{steps: 1}, "after", nil)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*wdGuard)
+	defer cancel()
+	for _, h := range []Handle{h1, h2} {
+		_, err := h.Wait(ctx)
+		require.NoError(t, err)
+	}
+	w.setTestHookStep(nil)
+	require.True(t, held, "the hook never held the worker up")
+	require.True(t, stalled, "the watchdog never saw the run last for its threshold")
+	require.Zero(t, reports.Load(), "SlowStep reports for time outside Step")
+}
+
+// TestWatchdogWithoutRunnableGauge: on a runtime that cannot say whether
+// goroutines wait for a processor, the watchdog counts wall time inside
+// Step, so a step whose worker waits for a processor is reported, as it
+// was before the gauge was used.
+func TestWatchdogWithoutRunnableGauge(t *testing.T) {
+	missing := func() (uint64, bool) { return 0, false }
+	testHookRunnable.Store(&missing)
+	defer testHookRunnable.Store(nil)
+	stop := hogProcessors(t)
+	defer stop()
+	reported := make(chan struct{})
+	var once sync.Once
+	s, err := New(WithWorkers(1), WithWatchdog(20*time.Millisecond),
+		WithHooks(Hooks{SlowStep: func(SlowStep) { once.Do(func() { close(reported) }) }}))
+	require.NoError(t, err)
+	defer shutdownNow(t, s)
+
+	cond := func() bool {
+		select {
+		case <-reported:
+			return true
+		default:
+			return false
+		}
+	}
+	h, err := s.Submit(context.Background(), &stepUntil{cond: cond}, "yield", nil)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*wdGuard)
+	defer cancel()
+	_, err = h.Wait(ctx)
+	require.NoError(t, err)
+	require.True(t, cond(), "the step was not reported")
+	require.Equal(t, uint64(1), s.Stats().SlowSteps)
+}
+
+// stepUntil's one step yields the processor until cond holds (or the
+// guard expires).
+type stepUntil struct{ cond func() bool }
+
+func (p *stepUntil) Init(context.Context, string, payload.Payloads) error { return nil }
+func (p *stepUntil) Close()                                               {}
+func (p *stepUntil) Step(_ []Event, out *StepOutput) error {
+	waitForProcessorUntil(p.cond)
+	out.Done(payload.Payload{})
+	return nil
+}
+
+// TestWatchdogQuietWhileProcessorsSaturated: processes make short steps
+// while more goroutines compute than there are processors; the Go runtime
+// preempts the workers and queues them behind the others, often for longer
+// than the threshold, in the middle of a run. No step is slow, and none is
+// reported, over a fixed amount of work.
+func TestWatchdogQuietWhileProcessorsSaturated(t *testing.T) {
+	const procs, stepsEach, spin = 100, 200, 10000
+	stop := hogProcessors(t)
+	defer stop()
+	var reports atomic.Int64
+	s, err := New(counting(&reports)) // the default threshold
+	require.NoError(t, err)
+	defer shutdownNow(t, s)
+
+	hs := make([]Handle, procs)
+	cs := make([]*counter, procs)
+	for i := range hs {
+		cs[i] = &counter{steps: stepsEach, spin: spin}
+		hs[i], err = s.Submit(context.Background(), cs[i], "count", nil)
+		require.NoError(t, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*wdGuard)
+	defer cancel()
+	for i, h := range hs {
+		_, err := h.Wait(ctx)
+		require.NoError(t, err)
+		require.Zero(t, cs[i].steps, "process %d ended before its last step", i)
+	}
+	require.Zero(t, reports.Load(), "SlowStep reports for short steps on saturated processors")
+}
+
+// BenchmarkWatchdogNoise counts what the watchdog reports for steps that
+// are never slow (about a microsecond each, 100 processes of 1,000 steps
+// per op) while something keeps the workers from the processors. Under
+// load "http-64K" and "http-1M", an HTTP server on the same processors has
+// handlers that compute (hashing 64 KiB or 1 MiB: about 40 µs or 0.6 ms) for
+// four clients per processor that keep it saturated, so the Go runtime
+// preempts the workers and queues them behind the handlers; under "none",
+// only whatever else runs on the machine does. With gauge "missing", the
+// watchdog runs as on a runtime without the gauge of goroutines waiting
+// for a processor. Every report is a false one: reports/op at a threshold
+// is the noise that threshold lets through, longest-ms the longest
+// Duration reported.
+//
+//	go test -run '^$' -bench WatchdogNoise -benchtime 40x .
+func BenchmarkWatchdogNoise(b *testing.B) {
+	missing := func() (uint64, bool) { return 0, false }
+	for _, gauge := range []string{"runtime", "missing"} {
+		for _, load := range []struct {
+			name string
+			body int // bytes each request hashes; 0: no server
+		}{{"none", 0}, {"http-64K", 64 << 10}, {"http-1M", 1 << 20}} {
+			for _, threshold := range []time.Duration{2 * time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond, 20 * time.Millisecond} {
+				b.Run(fmt.Sprintf("gauge=%s/load=%s/threshold=%v", gauge, load.name, threshold), func(b *testing.B) {
+					if gauge == "missing" {
+						testHookRunnable.Store(&missing)
+						defer testHookRunnable.Store(nil)
+					}
+					if load.body > 0 {
+						defer saturateHTTP(load.body)()
+					}
+					benchWatchdogNoise(b, threshold)
+				})
+			}
+		}
+	}
+}
+
+func benchWatchdogNoise(b *testing.B, threshold time.Duration) {
+	var reports, longest atomic.Int64
+	s, err := New(WithWatchdog(threshold), WithHooks(Hooks{SlowStep: func(st SlowStep) {
+		reports.Add(1)
+		if d := int64(st.Duration); d > longest.Load() {
+			longest.Store(d) // the watchdog goroutine is the only writer
+		}
+	}}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer shutdownNow(b, s)
+	const procs, stepsEach = 100, 1000
+	hs := make([]Handle, procs)
+	for b.Loop() {
+		for i := range hs {
+			hs[i], err = s.Submit(context.Background(), &counter{steps: stepsEach, spin: 1000}, "count", nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		for _, h := range hs {
+			if _, err := h.Wait(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportMetric(float64(reports.Load())/float64(b.N), "reports/op")
+	b.ReportMetric(float64(longest.Load())/1e6, "longest-ms")
+}
+
+// saturateHTTP starts an HTTP server whose handler hashes body bytes, and
+// four clients per processor that keep it busy; stop ends them all.
+func saturateHTTP(body int) (stop func()) {
+	data := make([]byte, body)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sum := sha256.Sum256(data)
+		_, _ = w.Write(sum[:])
+	}))
+	done := make(chan struct{})
+	var clients sync.WaitGroup
+	for range 4 * runtime.GOMAXPROCS(0) {
+		clients.Add(1)
+		go func() {
+			defer clients.Done()
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				resp, err := srv.Client().Get(srv.URL)
+				if err != nil {
+					continue
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				_ = resp.Body.Close()
+			}
+		}()
+	}
+	return func() {
+		close(done)
+		clients.Wait()
+		srv.Close()
+	}
+}
