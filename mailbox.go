@@ -227,3 +227,159 @@ func (s *Scheduler) deliverWait(ctx context.Context, from, to relay.PID, msg any
 		}
 	}
 }
+
+// push appends ev to the mailbox unless the process has ended, and makes
+// the process runnable (see markRunnable); it returns the state the
+// process was woken from, nonzero if the caller must queue it. Events
+// pushed here complete no yield and are outside any mailbox limit (see
+// pushMessage). Any goroutine.
+func (p *proc) push(ev Event) (woken uint64, err error) {
+	p.mu.Lock()
+	if p.flags&pfClosed != 0 {
+		p.mu.Unlock()
+		return 0, ErrProcessNotFound
+	}
+	p.inbox = append(p.inbox, ev)
+	woken = p.markRunnable()
+	p.mu.Unlock()
+	return woken, nil
+}
+
+// complete appends ev, the completion of a pending yield, as push does.
+// With seq nonzero it completes the yield that was given that sequence
+// number (ev.Tag is set to its tag); with seq zero, the pending yield with
+// tag ev.Tag. A yield that is not pending (completed already, or never
+// issued, or a newer yield that reuses the tag of the one a completion was
+// made for) gets ErrYieldNotPending and no event. When the yield was a
+// monitor of another process, complete returns that process's ID as held,
+// for the caller to remove the monitor from it (see demonitor). Any
+// goroutine.
+func (p *proc) complete(ev Event, seq uint64) (woken, held uint64, err error) {
+	p.mu.Lock()
+	if p.flags&pfClosed != 0 {
+		p.mu.Unlock()
+		return 0, 0, ErrProcessNotFound
+	}
+	x := p.extra.Load()
+	var ok bool
+	if seq != 0 {
+		ev.Tag, ok = p.pending.removeSeq(seq, x)
+	} else {
+		seq, ok = p.pending.removeTag(ev.Tag, x)
+	}
+	if !ok {
+		p.mu.Unlock()
+		return 0, 0, ErrYieldNotPending
+	}
+	p.npending.Store(int32(p.pending.len(x)))
+	if x != nil {
+		if x.calls != nil {
+			x.endCall(seq, context.Canceled)
+		}
+		held = x.unholdMonitor(seq)
+	}
+	p.inbox = append(p.inbox, ev)
+	woken = p.markRunnable()
+	p.mu.Unlock()
+	return woken, held, nil
+}
+
+// markRunnable is called with mu held right after an event was appended:
+// a Blocked or Idle process becomes Ready, and the caller must queue it
+// (markRunnable returns the state it left); a Running one gets flagWake,
+// so that its worker steps it again (markRunnable returns 0). Doing this
+// under mu, which the worker's drain also holds, means the state is never
+// changed on account of an event that a drain already took: no process is
+// made Ready with an empty mailbox.
+func (p *proc) markRunnable() uint64 {
+	for {
+		st := p.state.Load()
+		switch st & stateMask {
+		case stIdle, stBlocked:
+			if p.state.CompareAndSwap(st, stReady) {
+				return st
+			}
+		case stRunning:
+			if st&flagWake != 0 || p.state.CompareAndSwap(st, st|flagWake) {
+				return 0
+			}
+		default: // Ready: it will drain the event when it runs. Complete: gone.
+			return 0
+		}
+	}
+}
+
+// hasEvents reports whether events are queued. Worker only.
+func (p *proc) hasEvents() bool {
+	p.mu.Lock()
+	n := len(p.inbox)
+	p.mu.Unlock()
+	return n > 0
+}
+
+// drain moves every queued event to the end of dst and returns it.
+// Worker only.
+func (p *proc) drain(dst []Event) []Event {
+	p.mu.Lock()
+	p.msgs = 0
+	if p.flags&pfRoomWaiters != 0 {
+		p.flags &^= pfRoomWaiters
+		x := p.extra.Load()
+		close(x.room)
+		x.room = nil
+	}
+	if n := len(p.inbox); n > 0 {
+		dst = append(dst, p.inbox...)
+		if n == 1 {
+			p.inbox[0] = Event{} // the usual case, cheaper than clear
+		} else {
+			clear(p.inbox)
+		}
+		// Keep the buffer for the next batch while it is well used; a
+		// buffer left by a burst that has passed is let go.
+		if c := cap(p.inbox); c > keptInbox && n < c/4 {
+			p.inbox = nil
+		} else {
+			p.inbox = p.inbox[:0]
+		}
+		p.bigInbox = cap(p.inbox) > keptInbox
+	}
+	p.mu.Unlock()
+	return dst
+}
+
+// keptInbox is the largest mailbox buffer (in events) that a waiting
+// process keeps; larger ones serve a process under a steady flood only.
+const keptInbox = 64
+
+// shrinkInbox lets go of a large, empty mailbox buffer before the process
+// waits, unless completions of its outstanding yields will fill it.
+// Worker only.
+func (p *proc) shrinkInbox() {
+	p.mu.Lock()
+	if len(p.inbox) == 0 && p.pending.len(p.extra.Load()) == 0 {
+		p.inbox = nil
+		p.bigInbox = false
+	}
+	p.mu.Unlock()
+}
+
+// terminate queues the cancel event (once) and cancels the context, with
+// cause pfShutdownCancel or pfTerminateCancel; it returns the state the
+// process was woken from, as push does. Any goroutine.
+func (p *proc) terminate(cause uint8) (woken uint64, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.flags&pfClosed != 0 {
+		return 0, ErrProcessNotFound
+	}
+	if p.flags&pfCancelled != 0 {
+		return 0, nil
+	}
+	p.flags |= pfCancelled | cause
+	p.inbox = append(p.inbox, Event{Type: EventCancel, Error: p.cancelCause()})
+	if x := p.extra.Load(); x != nil && x.ctxDone != nil {
+		close(x.ctxDone)
+	}
+	return p.markRunnable(), nil
+}
