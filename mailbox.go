@@ -3,8 +3,6 @@ package scheduler
 import (
 	"context"
 	"fmt"
-
-	"github.com/procsched/scheduler/relay"
 )
 
 // MailboxPolicy says what happens to a message sent to a full mailbox.
@@ -187,46 +185,6 @@ func (p *proc) full(limit mailboxLimit, wait bool) (evicted *Event, room <-chan 
 
 // errMailboxWait tells deliver's waiting caller to wait for room.
 var errMailboxWait = fmt.Errorf("%w (waiting for room)", ErrMailboxFull)
-
-// SendContext is [Scheduler.Send] that, when the recipient's mailbox is
-// full, waits for room instead of applying the mailbox policy, until ctx
-// is done; then it returns ctx's error. A message for another node is
-// handed to the transport at once, as Send does: the transport never
-// makes a sender wait.
-func (s *Scheduler) SendContext(ctx context.Context, msg relay.Message) error {
-	if msg.Err != nil {
-		return s.returned(msg, via{})
-	}
-	return s.deliverWait(ctx, msg.From, msg.To, msg.Data)
-}
-
-// TellContext is [Scheduler.Tell] that waits for room in a full mailbox
-// until ctx is done, as [Scheduler.SendContext] does.
-func (s *Scheduler) TellContext(ctx context.Context, to relay.PID, msg any) error {
-	return s.deliverWait(ctx, relay.PID{}, to, msg)
-}
-
-// deliverWait delivers a message from outside the scheduler, waiting for
-// room in a full mailbox.
-func (s *Scheduler) deliverWait(ctx context.Context, from, to relay.PID, msg any) error {
-	if ctx == nil {
-		return fmt.Errorf("%w: SendContext or TellContext", ErrNilContext)
-	}
-	for {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		room, err := s.deliverOrWait(from, to, msg)
-		if room == nil {
-			return err
-		}
-		select {
-		case <-room:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-}
 
 // push appends ev to the mailbox unless the process has ended, and makes
 // the process runnable (see markRunnable); it returns the state the

@@ -1,0 +1,323 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/procsched/scheduler/relay"
+)
+
+// Delivery from every entry point. Messages (Send, Tell, SendContext,
+// TellContext, a process's Tell), messages returned undelivered,
+// completions (CompleteYield, and the completions made for one yield) and
+// Terminate's cancel all take the same path: look the process up in the
+// table, queue the event under the mailbox's rules (mailbox.go), and, if
+// that woke a waiting process, queue the process (enqueue): on the
+// worker's own queue for an operation made on a worker, on the global
+// queue otherwise. Messages for other nodes go to the transport instead.
+
+// enqueue queues a Ready process: on the worker's own queue for
+// operations on a worker (locality), otherwise on the global queue,
+// waking a parked worker.
+func (s *Scheduler) enqueue(p *proc, v via) {
+	switch {
+	case v.w == nil:
+	case !v.call:
+		v.w.readyNext(p)
+		return
+	case v.w.handoff.offer(p):
+		return
+	}
+	s.global.Push(p)
+	s.wakeWorker()
+}
+
+// The scheduler routes messages to its processes by PID.
+var _ relay.Receiver = (*Scheduler)(nil)
+
+// Send delivers msg.Data to the process msg.To as an [EventMessage] whose
+// From is msg.From; it implements [relay.Receiver]. The recipient sees the
+// same event whichever way a message was sent (Send, [Scheduler.Tell],
+// [StepOutput.Tell], or from another node): Data is the body, never the
+// envelope. Messages from one goroutine to one process arrive in the order
+// sent.
+//
+// A msg with Err set is a message returned undelivered (see
+// [relay.Message]): it reaches msg.To as an EventMessage with that Error,
+// outside any mailbox limit, and is counted in [MessageStats].Bounced (a
+// returned [Request] completes its asking yield with the error instead).
+// A msg whose Data is a [Reply] to msg.To answers that request, as
+// [Scheduler.Reply] does. Transports use both to hand in what comes from
+// other nodes.
+//
+// A PID of another node goes to the transport set with [WithTransport];
+// without one, or for an unknown or ended local process, Send returns an
+// error wrapping [ErrProcessNotFound]. It returns [ErrClosed] after
+// Shutdown, and the mailbox policy's error when the mailbox is full.
+func (s *Scheduler) Send(msg relay.Message) error {
+	if msg.Err != nil {
+		return s.returned(msg, via{})
+	}
+	if r, ok := msg.Data.(Reply); ok && r.To.PID == msg.To {
+		return s.reply(r.To, msg.From, r.Data, r.Err, via{})
+	}
+	return s.deliver(msg.From, msg.To, msg.Data, via{})
+}
+
+// Tell delivers msg to the process to as an [EventMessage] whose Data is
+// msg, with no sender: Send without an envelope. A pointer or small value
+// passes without allocation.
+func (s *Scheduler) Tell(to relay.PID, msg any) error {
+	return s.deliver(relay.PID{}, to, msg, via{})
+}
+
+// deliver queues a message for to under its mailbox limit and wakes it.
+func (s *Scheduler) deliver(from, to relay.PID, msg any, v via) error {
+	_, err := s.deliverMessage(from, to, msg, v, false)
+	return err
+}
+
+// deliverOrWait is deliver for SendContext: when the mailbox is full it
+// returns a channel to wait on for room instead of applying the policy.
+func (s *Scheduler) deliverOrWait(from, to relay.PID, msg any) (<-chan struct{}, error) {
+	return s.deliverMessage(from, to, msg, via{}, true)
+}
+
+func (s *Scheduler) deliverMessage(from, to relay.PID, msg any, v via, wait bool) (<-chan struct{}, error) {
+	if s.phase.Load() == phaseStopped {
+		return nil, ErrClosed
+	}
+	if to.Node != s.node && s.transport != nil {
+		return nil, s.forward(relay.Message{From: from, To: to, Data: msg}, v)
+	}
+	p, err := s.lookup(to)
+	if err != nil {
+		return nil, err
+	}
+	woken, evicted, room, err := p.pushMessage(Event{Type: EventMessage, Data: msg, From: from}, s.limitOf(p), wait)
+	if err != nil {
+		if room != nil {
+			return room, err
+		}
+		return nil, s.refused(err, to, v)
+	}
+	if evicted != nil {
+		s.countMessage(v, to, msgDropped)
+		why := fmt.Errorf("%w: mailbox of %v was full", ErrDropped, to)
+		if evicted.From.IsZero() {
+			s.deadLetter(relay.Message{To: to, Data: evicted.Data, Err: why}, DeadDropped, v)
+		} else {
+			s.bounce(evicted.From, Event{Type: EventMessage, Data: evicted.Data, Error: why, From: to}, v)
+		}
+	}
+	if w := v.w; w != nil && !v.call {
+		// The hot path, a message from a process: counted and queued
+		// right here, on the worker's own counters and next slot.
+		w.n.msgs[msgAccepted]++
+		if woken != 0 {
+			if woken == stBlocked {
+				w.n.blockedOut++
+			} else {
+				w.n.idleOut++
+			}
+			w.readyNext(p)
+		}
+		return nil, nil
+	}
+	s.countMessage(v, to, msgAccepted)
+	if woken != 0 {
+		s.woke(p, woken, v)
+	}
+	return nil, nil
+}
+
+// refused counts a message that was not queued and returns its error.
+func (s *Scheduler) refused(err error, to relay.PID, v via) error {
+	switch {
+	case errors.Is(err, ErrDropped):
+		s.countMessage(v, to, msgDropped)
+		return fmt.Errorf("%w: mailbox of %v is full", err, to)
+	case errors.Is(err, ErrMailboxFull):
+		s.countMessage(v, to, msgRejected)
+	}
+	return fmt.Errorf("%w: %v", err, to)
+}
+
+// bounce returns an undelivered message to its sender, if it still lives:
+// a local sender gets ev; a sender on another node gets it back through
+// the transport; a returned request completes its asking yield. A bounce
+// that reaches no process is a dead letter. Bounces are outside any
+// mailbox limit. Any goroutine.
+func (s *Scheduler) bounce(sender relay.PID, ev Event, v via) {
+	msg := relay.Message{From: ev.From, To: sender, Data: ev.Data, Err: ev.Error}
+	if sender.Node != s.node {
+		if s.transport != nil {
+			_ = s.forward(msg, v)
+		}
+		return
+	}
+	_ = s.returned(msg, v)
+}
+
+// returned delivers a message that comes back undelivered (msg.Err set)
+// to its sender msg.To: to a local process as a bounce, counted; to a
+// process of another node, back through the transport; to a request's
+// asking yield as its completion. A bounce that reaches no process is a
+// dead letter. Any goroutine.
+func (s *Scheduler) returned(msg relay.Message, v via) error {
+	if s.phase.Load() == phaseStopped {
+		return ErrClosed
+	}
+	if msg.To.Node != s.node && s.transport != nil {
+		return s.forward(msg, v)
+	}
+	if s.requestReturned(msg, v) {
+		return nil
+	}
+	p, err := s.lookup(msg.To)
+	if err == nil {
+		var woken uint64
+		if woken, err = p.push(Event{Type: EventMessage, Data: msg.Data, Error: msg.Err, From: msg.From}); err == nil {
+			if v.w != nil && !v.call {
+				v.w.n.bounced++
+			} else {
+				s.counters.bounced.Add(1)
+			}
+			if woken != 0 {
+				s.woke(p, woken, v)
+			}
+			return nil
+		}
+		err = fmt.Errorf("%w: %v", err, msg.To)
+	}
+	s.deadLetter(msg, DeadBounce, v)
+	return err
+}
+
+// forward hands a message for another node to the transport and counts
+// it. The transport's error is the sender's refusal.
+func (s *Scheduler) forward(msg relay.Message, v via) error {
+	if err := s.transport.Send(msg); err != nil {
+		return err
+	}
+	if v.w != nil && !v.call {
+		v.w.n.forwarded++
+	} else {
+		s.counters.forwarded.Add(1)
+	}
+	return nil
+}
+
+// woke counts a process leaving the waiting state woken and queues it.
+func (s *Scheduler) woke(p *proc, woken uint64, v via) {
+	if v.w != nil && !v.call {
+		if woken == stBlocked {
+			v.w.n.blockedOut++
+		} else {
+			v.w.n.idleOut++
+		}
+	} else if woken == stBlocked {
+		s.counters.blockedOut.Add(1)
+	} else {
+		s.counters.idleOut.Add(1)
+	}
+	s.enqueue(p, v)
+}
+
+// CompleteYield completes the yield with tag of process pid: the process
+// gets an [EventYieldComplete] with data and err. Any goroutine, any time
+// after the handler was called. It returns an error wrapping
+// [ErrProcessNotFound] if the process has ended, [ErrYieldNotPending] if
+// the yield was completed already (no second event is delivered), and
+// [ErrClosed] after Shutdown.
+func (s *Scheduler) CompleteYield(pid relay.PID, tag uint64, data any, err error) error {
+	return s.complete(pid, Event{Type: EventYieldComplete, Tag: tag, Data: data, Error: err}, 0, via{})
+}
+
+// complete delivers a completion event: of the yield seq if it is
+// nonzero, else of the pending yield with tag ev.Tag (see proc.complete).
+// Any goroutine.
+func (s *Scheduler) complete(pid relay.PID, ev Event, seq uint64, v via) error {
+	if s.phase.Load() == phaseStopped {
+		return ErrClosed
+	}
+	p, err := s.lookup(pid)
+	if err != nil {
+		return err
+	}
+	woken, held, err := p.complete(ev, seq)
+	if err != nil {
+		return fmt.Errorf("%w: %v tag %d", err, pid, ev.Tag)
+	}
+	if held != 0 {
+		s.demonitor(held, seq)
+	}
+	if woken != 0 {
+		s.woke(p, woken, v)
+	}
+	return nil
+}
+
+// Terminate asks process pid to finish: it gets an [EventCancel] and its
+// context is cancelled. The process may still yield cleanup commands,
+// which are served; it ends when it says so. Terminating twice is not an
+// error. It returns an error wrapping [ErrProcessNotFound] if the process
+// has ended and [ErrClosed] after Shutdown.
+func (s *Scheduler) Terminate(pid relay.PID) error {
+	if s.phase.Load() == phaseStopped {
+		return ErrClosed
+	}
+	p, err := s.lookup(pid)
+	if err != nil {
+		return err
+	}
+	woken, err := p.terminate(pfTerminateCancel)
+	if err != nil {
+		return fmt.Errorf("%w: %v", err, pid)
+	}
+	if woken != 0 {
+		s.woke(p, woken, via{})
+	}
+	return nil
+}
+
+// SendContext is [Scheduler.Send] that, when the recipient's mailbox is
+// full, waits for room instead of applying the mailbox policy, until ctx
+// is done; then it returns ctx's error. A message for another node is
+// handed to the transport at once, as Send does: the transport never
+// makes a sender wait.
+func (s *Scheduler) SendContext(ctx context.Context, msg relay.Message) error {
+	if msg.Err != nil {
+		return s.returned(msg, via{})
+	}
+	return s.deliverWait(ctx, msg.From, msg.To, msg.Data)
+}
+
+// TellContext is [Scheduler.Tell] that waits for room in a full mailbox
+// until ctx is done, as [Scheduler.SendContext] does.
+func (s *Scheduler) TellContext(ctx context.Context, to relay.PID, msg any) error {
+	return s.deliverWait(ctx, relay.PID{}, to, msg)
+}
+
+// deliverWait delivers a message from outside the scheduler, waiting for
+// room in a full mailbox.
+func (s *Scheduler) deliverWait(ctx context.Context, from, to relay.PID, msg any) error {
+	if ctx == nil {
+		return fmt.Errorf("%w: SendContext or TellContext", ErrNilContext)
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		room, err := s.deliverOrWait(from, to, msg)
+		if room == nil {
+			return err
+		}
+		select {
+		case <-room:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}

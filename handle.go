@@ -1,0 +1,69 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/procsched/scheduler/payload"
+	"github.com/procsched/scheduler/relay"
+)
+
+// The Handle: what Submit returns, the way to a submitted process's
+// result.
+
+// Handle names a submitted process and gives access to its result. It is
+// a small value; copy it freely. The zero Handle names no process.
+type Handle struct {
+	p *proc
+}
+
+// PID returns the process's PID.
+func (h Handle) PID() relay.PID {
+	if h.p == nil {
+		return relay.PID{}
+	}
+	return h.p.pid()
+}
+
+// Done returns a channel that is closed when the process has ended and its
+// result is available. Close has returned by then.
+func (h Handle) Done() <-chan struct{} {
+	if h.p == nil {
+		return closedChan
+	}
+	return h.p.ended()
+}
+
+// Wait blocks until the process ends or ctx is done. It returns the
+// process's result and error (a [PanicError] if it panicked, [ErrForced]
+// if a shutdown deadline closed it), or ctx's error; a nil ctx is refused
+// with [ErrNilContext].
+func (h Handle) Wait(ctx context.Context) (payload.Payload, error) {
+	if ctx == nil {
+		return payload.Payload{}, fmt.Errorf("%w: Handle.Wait", ErrNilContext)
+	}
+	if h.p == nil {
+		return payload.Payload{}, ErrProcessNotFound
+	}
+	select {
+	case <-h.p.ended():
+	case <-ctx.Done():
+		return payload.Payload{}, ctx.Err()
+	}
+	res, err, _ := h.p.ending()
+	return res, err
+}
+
+// Result returns the process's result and error without blocking. While
+// the process has not ended it returns [ErrNotEnded]; for the zero Handle,
+// [ErrProcessNotFound].
+func (h Handle) Result() (payload.Payload, error) {
+	if h.p == nil {
+		return payload.Payload{}, ErrProcessNotFound
+	}
+	res, err, ended := h.p.ending()
+	if !ended {
+		return payload.Payload{}, ErrNotEnded
+	}
+	return res, err
+}
