@@ -1,0 +1,159 @@
+package remote
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	scheduler "github.com/procsched/scheduler"
+)
+
+// Config says how a [Node] joins its cluster. The zero value of every
+// field but Cluster and Name is a usable default.
+type Config struct {
+	// Cluster names the group of nodes that talk to each other; it is a
+	// token of every subject the nodes use, so nodes of different
+	// clusters can share a NATS server. Letters, digits, '-' and '_'
+	// only. Required.
+	Cluster string
+	// Name names this node among the cluster's nodes, in logs and in
+	// [Spawn]; 1 to 128 bytes of UTF-8. Names must be unique in a
+	// cluster: a node that joins with the name of one already there is
+	// taken for that node restarted, and the older one is declared down.
+	Name string
+
+	// URL is the NATS server URL, or several separated by commas
+	// (default [nats.DefaultURL]).
+	URL string
+	// Options are passed to [nats.Connect] as they are: TLS,
+	// credentials, NKeys, user and password, reconnect settings. The
+	// node wraps, and still calls, the connection's disconnect,
+	// reconnect, closed and error handlers set here.
+	Options []nats.Option
+
+	// Heartbeat is how often the node tells the cluster it is alive
+	// (default [DefaultHeartbeat]). A peer silent for two heartbeats is
+	// probed.
+	Heartbeat time.Duration
+	// FailureTimeout is how long a peer may stay silent before it is
+	// declared down (default [DefaultFailureTimeout]); a probe that
+	// finds nobody subscribed for it declares it down sooner. It must be
+	// at least three heartbeats.
+	FailureTimeout time.Duration
+
+	// Window is the credit of each link: the most bytes of batches sent
+	// to one peer and not yet taken by it (default [DefaultWindow]). A
+	// NATS server buffers up to 64 MiB for a client by default, so
+	// Window times the number of peers should stay below it. The largest
+	// batch is half a window, or the server's maximum payload if that is
+	// smaller.
+	Window int
+	// MaxBuffered bounds the bytes of messages waiting to be sent to one
+	// peer (default [DefaultMaxBuffered]). A send beyond it fails with
+	// [ErrBackpressure]. Messages returned to senders on that peer may use
+	// as much again before they are dropped.
+	MaxBuffered int
+
+	// SpawnCommand and WatchCommand are the command IDs the node's
+	// handlers are registered with on the scheduler given to
+	// [Node.Start] (defaults [DefaultSpawnCommand] and
+	// [DefaultWatchCommand]).
+	SpawnCommand scheduler.CommandID
+	WatchCommand scheduler.CommandID
+
+	// Hooks are called when peers come and go.
+	Hooks Hooks
+	// Logger, if set, receives peers coming and going at Info, and
+	// frames dropped and conflicts at Warn.
+	Logger *slog.Logger
+}
+
+// Hooks are optional functions the node calls when its view of the
+// cluster changes, on the goroutine that noticed the change. Keep them
+// short and never block in them.
+type Hooks struct {
+	// PeerUp is called when the node can send to a new peer.
+	PeerUp func(Peer)
+	// PeerDown is called when a peer is declared down; Peer.Reason says
+	// why.
+	PeerDown func(Peer)
+}
+
+// Defaults of [Config].
+const (
+	DefaultHeartbeat      = time.Second
+	DefaultFailureTimeout = 5 * time.Second
+	DefaultWindow         = 1 << 20
+	DefaultMaxBuffered    = 4 << 20
+	// DefaultSpawnCommand is the command ID of [Spawn] yields.
+	DefaultSpawnCommand scheduler.CommandID = 512
+	// DefaultWatchCommand is the command ID of [Watch] yields.
+	DefaultWatchCommand scheduler.CommandID = 513
+)
+
+// minWindow keeps a batch large enough for any header and a few frames.
+const minWindow = 4 << 10
+
+// withDefaults returns cfg with defaults filled in, or an error wrapping
+// ErrInvalidConfig.
+func (cfg Config) withDefaults() (Config, error) {
+	if err := checkToken(cfg.Cluster); err != nil {
+		return cfg, fmt.Errorf("%w: Cluster %q: %v", ErrInvalidConfig, cfg.Cluster, err)
+	}
+	if err := checkName(cfg.Name); err != nil {
+		return cfg, fmt.Errorf("%w: Name %q: %v", ErrInvalidConfig, cfg.Name, err)
+	}
+	if cfg.URL == "" {
+		cfg.URL = nats.DefaultURL
+	}
+	if cfg.Heartbeat == 0 {
+		cfg.Heartbeat = DefaultHeartbeat
+	}
+	if cfg.FailureTimeout == 0 {
+		cfg.FailureTimeout = max(DefaultFailureTimeout, 3*cfg.Heartbeat)
+	}
+	if cfg.Window == 0 {
+		cfg.Window = DefaultWindow
+	}
+	if cfg.MaxBuffered == 0 {
+		cfg.MaxBuffered = DefaultMaxBuffered
+	}
+	if cfg.SpawnCommand == 0 {
+		cfg.SpawnCommand = DefaultSpawnCommand
+	}
+	if cfg.WatchCommand == 0 {
+		cfg.WatchCommand = DefaultWatchCommand
+	}
+	switch {
+	case cfg.Heartbeat < 0:
+		return cfg, fmt.Errorf("%w: Heartbeat %v is negative", ErrInvalidConfig, cfg.Heartbeat)
+	case cfg.FailureTimeout < 3*cfg.Heartbeat:
+		return cfg, fmt.Errorf("%w: FailureTimeout %v is less than three heartbeats of %v", ErrInvalidConfig, cfg.FailureTimeout, cfg.Heartbeat)
+	case cfg.Window < minWindow:
+		return cfg, fmt.Errorf("%w: Window %d is below %d", ErrInvalidConfig, cfg.Window, minWindow)
+	case cfg.MaxBuffered < 0:
+		return cfg, fmt.Errorf("%w: MaxBuffered %d is negative", ErrInvalidConfig, cfg.MaxBuffered)
+	case cfg.SpawnCommand < scheduler.FirstUserCommand || cfg.WatchCommand < scheduler.FirstUserCommand:
+		return cfg, fmt.Errorf("%w: SpawnCommand %d and WatchCommand %d must be at least %d", ErrInvalidConfig, cfg.SpawnCommand, cfg.WatchCommand, scheduler.FirstUserCommand)
+	case cfg.SpawnCommand == cfg.WatchCommand:
+		return cfg, fmt.Errorf("%w: SpawnCommand and WatchCommand are both %d", ErrInvalidConfig, cfg.SpawnCommand)
+	}
+	return cfg, nil
+}
+
+// checkToken returns an error if s cannot be a subject token of ours.
+func checkToken(s string) error {
+	if s == "" {
+		return fmt.Errorf("empty")
+	}
+	for _, c := range []byte(s) {
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '-', c == '_':
+		default:
+			return fmt.Errorf("byte %q is not a letter, digit, '-' or '_'", c)
+		}
+	}
+	return nil
+}

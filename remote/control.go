@@ -1,0 +1,124 @@
+package remote
+
+import (
+	"encoding/binary"
+	"unicode/utf8"
+)
+
+// A control message is one NATS message on the cluster's control subject
+// (hello, heartbeat, goodbye: to every node) or on one node's control
+// subject (the rest: to that node).
+//
+//	version (1 byte) | type (1) | sender node (uint32 LE) | fields
+//	hello      flags (1) | name (uvarint length, bytes)
+//	heartbeat  name
+//	ack        name
+//	bye, down, probe, pong: no fields
+//	grant      sequence (uvarint)
+const (
+	ctlHello     = 1 + iota // I am here; flagDirect: and I know you
+	ctlHeartbeat            // I am still here
+	ctlAck                  // I know you: you may send me data
+	ctlBye                  // I am leaving
+	ctlGrant                // I have taken your batches up to this sequence
+	ctlDown                 // I have declared you down
+	ctlProbe                // are you there? (a request, answered by pong)
+	ctlPong                 // I am here
+)
+
+// flagDirect marks a hello sent to one node that its sender has already
+// registered.
+const flagDirect = 1
+
+// ctlHeaderLen is the length of a control message's fixed part.
+const ctlHeaderLen = 1 + 1 + 4
+
+// maxNameLen bounds a node name, which travels in every heartbeat.
+const maxNameLen = 128
+
+// ctlMsg is a decoded control message.
+type ctlMsg struct {
+	typ    byte
+	sender uint32
+	flags  byte
+	name   string
+	seq    uint64
+}
+
+// appendCtl appends the encoding of m to b.
+func appendCtl(b []byte, m ctlMsg) []byte {
+	b = append(b, wireVersion, m.typ)
+	b = binary.LittleEndian.AppendUint32(b, m.sender)
+	switch m.typ {
+	case ctlHello:
+		b = append(b, m.flags)
+		fallthrough
+	case ctlHeartbeat, ctlAck:
+		b = binary.AppendUvarint(b, uint64(len(m.name)))
+		b = append(b, m.name...)
+	case ctlGrant:
+		b = binary.AppendUvarint(b, m.seq)
+	}
+	return b
+}
+
+// decodeCtl decodes a control message; the error wraps errMalformed.
+func decodeCtl(data []byte) (ctlMsg, error) {
+	r := reader{buf: data}
+	var m ctlMsg
+	if v := r.byte(); r.err == nil && v != wireVersion {
+		r.fail("wire version %d, want %d", v, wireVersion)
+	}
+	m.typ = r.byte()
+	m.sender = r.fixed32()
+	switch m.typ {
+	case ctlHello:
+		m.flags = r.byte()
+		m.name = r.name()
+	case ctlHeartbeat, ctlAck:
+		m.name = r.name()
+	case ctlGrant:
+		m.seq = r.uvarint()
+	case ctlBye, ctlDown, ctlProbe, ctlPong:
+	default:
+		if r.err == nil {
+			r.fail("unknown control type %d", m.typ)
+		}
+	}
+	if r.err == nil && r.off != len(data) {
+		r.fail("%d bytes after the message", len(data)-r.off)
+	}
+	if r.err == nil && m.sender == 0 {
+		r.fail("sender node 0")
+	}
+	if r.err != nil {
+		return ctlMsg{}, r.err
+	}
+	return m, nil
+}
+
+// name reads a node name: 1 to maxNameLen bytes of UTF-8.
+func (r *reader) name() string {
+	b := r.lenBytes()
+	if r.err != nil {
+		return ""
+	}
+	if err := checkName(string(b)); err != nil {
+		r.fail("%v", err)
+		return ""
+	}
+	return string(b)
+}
+
+// checkName returns an error if s cannot be a node name.
+func checkName(s string) error {
+	switch {
+	case s == "":
+		return errMalformedf("empty node name")
+	case len(s) > maxNameLen:
+		return errMalformedf("node name of %d bytes, the most is %d", len(s), maxNameLen)
+	case !utf8.ValidString(s):
+		return errMalformedf("node name is not UTF-8")
+	}
+	return nil
+}

@@ -1,0 +1,141 @@
+package remote
+
+import (
+	"errors"
+	"strconv"
+
+	scheduler "github.com/procsched/scheduler"
+	"github.com/procsched/scheduler/payload"
+	"github.com/procsched/scheduler/relay"
+)
+
+// sentinel is an error value that also matches a more general one, so
+// that code written for local failures handles remote ones too: a down
+// node's process is, for the sender, a process that is not found.
+type sentinel struct {
+	text string
+	base error // nil: matches only itself
+}
+
+func (e *sentinel) Error() string { return e.text }
+func (e *sentinel) Unwrap() error { return e.base }
+
+// Sentinel errors. Every error this package returns or delivers wraps one
+// of these or one of the scheduler's, so callers test them with
+// [errors.Is].
+var (
+	// ErrNodeDown: the recipient's node was declared down (it crashed, left,
+	// restarted under a new number, stopped answering, or declared this
+	// node down). It matches [scheduler.ErrProcessNotFound] too: for the
+	// sender, a process on a down node is a process that is gone.
+	ErrNodeDown error = &sentinel{"remote: node down", scheduler.ErrProcessNotFound}
+	// ErrUnknownNode: no node with that number or name has joined the
+	// cluster as far as this node knows. It matches
+	// [scheduler.ErrProcessNotFound] too.
+	ErrUnknownNode error = &sentinel{"remote: unknown node", scheduler.ErrProcessNotFound}
+	// ErrBackpressure: the buffer of messages waiting to go to that node
+	// is full, because the node is slow to take them. The send is refused
+	// at once, like a message to a full mailbox with the reject policy,
+	// and it matches [scheduler.ErrMailboxFull] too; nothing was sent, so
+	// trying again later is safe.
+	ErrBackpressure error = &sentinel{"remote: outbound buffer full", scheduler.ErrMailboxFull}
+	// ErrNotEncodable: the message cannot cross to another node: its body
+	// is of a type the wire does not carry, a Go value JSON cannot encode
+	// (the error then also wraps [payload.ErrEncode]), or too large for
+	// one batch; or its sender is not a process of this node.
+	ErrNotEncodable error = &sentinel{"remote: message cannot cross nodes", nil}
+	// ErrClosed: the node is not started yet, or is closing or closed. It
+	// matches [scheduler.ErrClosed] too.
+	ErrClosed error = &sentinel{"remote: node closed", scheduler.ErrClosed}
+	// ErrUnknownKind: a spawn named a process kind that the target node
+	// has not registered.
+	ErrUnknownKind error = &sentinel{"remote: unknown process kind", nil}
+	// ErrWatchUnsupported: the node cannot report the end of that process:
+	// it can watch only processes that it started for a spawn.
+	ErrWatchUnsupported error = &sentinel{"remote: cannot watch this process", nil}
+	// ErrInvalidConfig: a [Config] field is out of range.
+	ErrInvalidConfig error = &sentinel{"remote: invalid config", nil}
+	// ErrNameConflict: a node of the same cluster already uses this node's
+	// number or name.
+	ErrNameConflict error = &sentinel{"remote: node number or name in use", nil}
+)
+
+// wireErrors are the errors a failure can match that travel on the wire:
+// the node that fails sets bit i of a code when the failure matches
+// wireErrors[i], and the node that receives it rebuilds an [Error] that
+// matches the same ones. Append only: the position is the wire code.
+var wireErrors = [...]error{
+	scheduler.ErrProcessNotFound,
+	scheduler.ErrMailboxFull,
+	scheduler.ErrDropped,
+	scheduler.ErrClosed,
+	scheduler.ErrInit,
+	scheduler.ErrUnknownMethod,
+	scheduler.ErrPanic,
+	scheduler.ErrForced,
+	scheduler.ErrTooManyProcesses,
+	scheduler.ErrInvalidCommand,
+	scheduler.ErrEmptyMethod,
+	scheduler.ErrNilProcess,
+	payload.ErrEncode,
+	payload.ErrDecode,
+	ErrNodeDown,
+	ErrUnknownNode,
+	ErrBackpressure,
+	ErrNotEncodable,
+	ErrClosed,
+	ErrUnknownKind,
+	ErrWatchUnsupported,
+}
+
+// errorCode returns the wire code of err: one bit per error of
+// wireErrors that it matches.
+func errorCode(err error) uint64 {
+	var code uint64
+	for i, target := range wireErrors {
+		if errors.Is(err, target) {
+			code |= 1 << i
+		}
+	}
+	return code
+}
+
+// Error is a failure that happened on another node and was reported over
+// the wire: a message it could not deliver, a spawn it could not carry
+// out, or the error a remote process ended with. It matches, with
+// [errors.Is], every sentinel of this package and of the scheduler (and
+// [payload.ErrEncode], [payload.ErrDecode]) that the original error
+// matched there, so that the same checks work for local and remote
+// failures.
+type Error struct {
+	// Node is the name of the node where the failure happened.
+	Node string
+	// PID is the process concerned: the recipient that was not reached,
+	// or the process that failed or ended. Zero if none.
+	PID relay.PID
+	// Text is the original error's text.
+	Text string
+
+	code uint64
+}
+
+// newRemoteError rebuilds an error received with code and text.
+func newRemoteError(node string, pid relay.PID, code uint64, text string) *Error {
+	return &Error{Node: node, PID: pid, Text: text, code: code}
+}
+
+// Error returns `remote: node "b": ` followed by the original text.
+func (e *Error) Error() string {
+	return "remote: node " + strconv.Quote(e.Node) + ": " + e.Text
+}
+
+// Unwrap returns the sentinels the original error matched.
+func (e *Error) Unwrap() []error {
+	var errs []error
+	for i, target := range wireErrors {
+		if e.code&(1<<i) != 0 {
+			errs = append(errs, target)
+		}
+	}
+	return errs
+}

@@ -1,0 +1,217 @@
+package remote_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/require"
+
+	scheduler "github.com/procsched/scheduler"
+	"github.com/procsched/scheduler/payload"
+	"github.com/procsched/scheduler/relay"
+	"github.com/procsched/scheduler/remote"
+)
+
+// tWait bounds every wait of the tests: generous, because the machine
+// may be busy; reaching it is a failure, never a measurement.
+const tWait = 30 * time.Second
+
+// tServer starts an embedded NATS server on a random loopback port.
+func tServer(t testing.TB) *server.Server { return tServerOn(t, server.RANDOM_PORT) }
+
+// tServerOn starts an embedded NATS server on port and shuts it down at
+// the end of the test.
+func tServerOn(t testing.TB, port int) *server.Server {
+	t.Helper()
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, NoLog: true, NoSigs: true})
+	require.NoError(t, err)
+	s.Start()
+	require.True(t, s.ReadyForConnections(tWait), "the NATS server did not start")
+	t.Cleanup(func() { tStopServer(s) })
+	return s
+}
+
+// tStopServer shuts s down and waits until its goroutines are gone.
+func tStopServer(s *server.Server) {
+	s.Shutdown()
+	s.WaitForShutdown()
+}
+
+// tNode is a node with its scheduler, and the peers it saw come and go.
+type tNode struct {
+	*remote.Node
+	S    *scheduler.Scheduler
+	Up   chan remote.Peer
+	Down chan remote.Peer
+}
+
+// tFast is the configuration of the tests' nodes: heartbeats every 50ms,
+// so that joining after a lost message and crash detection are quick.
+func tFast(cfg *remote.Config) {
+	cfg.Heartbeat = 50 * time.Millisecond
+	cfg.FailureTimeout = 2 * time.Second
+}
+
+// tStart starts a node named name of cluster "test" and its scheduler,
+// and closes both at the end of the test. edit, if not nil, changes the
+// node's config.
+func tStart(t testing.TB, url, name string, edit func(*remote.Config), opts ...scheduler.Option) *tNode {
+	t.Helper()
+	tn := &tNode{Up: make(chan remote.Peer, 64), Down: make(chan remote.Peer, 64)}
+	cfg := remote.Config{
+		Cluster: "test", Name: name, URL: url,
+		Options: []nats.Option{nats.ReconnectWait(20 * time.Millisecond), nats.ReconnectJitter(0, 0), nats.MaxReconnects(-1)},
+		Hooks: remote.Hooks{
+			PeerUp:   func(p remote.Peer) { tn.Up <- p },
+			PeerDown: func(p remote.Peer) { tn.Down <- p },
+		},
+	}
+	tFast(&cfg)
+	if edit != nil {
+		edit(&cfg)
+	}
+	node, err := remote.New(cfg)
+	require.NoError(t, err)
+	s, err := scheduler.New(append([]scheduler.Option{scheduler.WithNode(node.Node()), scheduler.WithTransport(node)}, opts...)...)
+	require.NoError(t, err)
+	require.NoError(t, node.Start(t.Context(), s))
+	tn.Node, tn.S = node, s
+	t.Cleanup(func() { tn.stop(t) })
+	return tn
+}
+
+// stop closes the node, then its scheduler; safe to call twice.
+func (tn *tNode) stop(t testing.TB) {
+	ctx, cancel := context.WithTimeout(context.Background(), tWait)
+	defer cancel()
+	_ = tn.Close(ctx)
+	if err := tn.S.Shutdown(ctx); err != nil && err != scheduler.ErrClosed {
+		t.Errorf("shutting down the scheduler of %s: %v", tn.Name(), err)
+	}
+}
+
+// tJoin waits until every node sees every other up.
+func tJoin(t testing.TB, nodes ...*tNode) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), tWait)
+	defer cancel()
+	for _, a := range nodes {
+		for _, b := range nodes {
+			if a != b {
+				num, err := a.WaitPeer(ctx, b.Name())
+				require.NoError(t, err, "%s waiting for %s", a.Name(), b.Name())
+				require.Equal(t, b.Node.Node(), num)
+			}
+		}
+	}
+}
+
+// tRecv receives from ch or fails after tWait.
+func tRecv[T any](t testing.TB, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(tWait):
+		t.Fatalf("timed out waiting for %s", what)
+		panic("unreachable")
+	}
+}
+
+// tEventually waits until cond holds, checking whenever the node reports
+// a change and at least every 10ms, or fails after tWait.
+func tEventually(t testing.TB, cond func() bool, format string, args ...any) {
+	t.Helper()
+	deadline := time.Now().Add(tWait)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until "+format, args...)
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition with a deadline, not a synchronisation
+	}
+}
+
+// tProc is a process whose steps are a function of the step's number and
+// events.
+type tProc struct {
+	step func(p *tProc, n int, evs []scheduler.Event, out *scheduler.StepOutput) error
+	n    int
+}
+
+func (p *tProc) Init(context.Context, string, payload.Payloads) error { return nil }
+func (p *tProc) Step(evs []scheduler.Event, out *scheduler.StepOutput) error {
+	n := p.n
+	p.n++
+	return p.step(p, n, evs, out)
+}
+func (p *tProc) Close() {}
+
+// tSubmit submits a tProc stepping with step.
+func tSubmit(t testing.TB, s *scheduler.Scheduler, step func(p *tProc, n int, evs []scheduler.Event, out *scheduler.StepOutput) error, opts ...scheduler.SubmitOption) scheduler.Handle {
+	t.Helper()
+	h, err := s.Submit(t.Context(), &tProc{step: step}, "run", nil, opts...)
+	require.NoError(t, err)
+	return h
+}
+
+// tWaitResult waits for h's result.
+func tWaitResult(t testing.TB, h scheduler.Handle) (payload.Payload, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), tWait)
+	defer cancel()
+	res, err := h.Wait(ctx)
+	require.NotErrorIs(t, err, context.DeadlineExceeded, "waiting for %v", h.PID())
+	return res, err
+}
+
+// tCollector is a process that passes every event it gets to a channel
+// and ends on cancel.
+func tCollector(t testing.TB, s *scheduler.Scheduler, buf int, opts ...scheduler.SubmitOption) (scheduler.Handle, chan scheduler.Event) {
+	t.Helper()
+	ch := make(chan scheduler.Event, buf)
+	h := tSubmit(t, s, func(_ *tProc, _ int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+		for _, ev := range evs {
+			if ev.Type == scheduler.EventCancel {
+				out.Done(payload.Payload{})
+				return nil
+			}
+			ch <- ev
+		}
+		return nil
+	}, opts...)
+	return h, ch
+}
+
+// tTeller is a process that tells to the messages in msgs, one per step,
+// then ends with every event it got back.
+func tTeller(t testing.TB, s *scheduler.Scheduler, to relay.PID, msgs ...any) scheduler.Handle {
+	t.Helper()
+	var back []scheduler.Event
+	return tSubmit(t, s, func(_ *tProc, n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+		back = append(back, evs...)
+		if n < len(msgs) {
+			out.Tell(to, msgs[n])
+			out.Continue()
+			return nil
+		}
+		out.Done(payload.Of(back))
+		return nil
+	})
+}
+
+var tMu sync.Mutex
+
+// tName returns a fresh name for a node of a test.
+func tName(prefix string) string {
+	tMu.Lock()
+	defer tMu.Unlock()
+	tSeq++
+	return fmt.Sprintf("%s%d", prefix, tSeq)
+}
+
+var tSeq int

@@ -1,0 +1,89 @@
+package remote
+
+import (
+	"log/slog"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/procsched/scheduler/relay"
+)
+
+// onData takes a batch from another node; NATS calls it on the data
+// subscription's goroutine, one batch at a time, in the order each
+// sender published them. A batch is dropped, and counted, when it cannot
+// be decoded, when its sender has not joined or is down, or when its
+// sequence shows it was taken already; nothing in a dropped batch is
+// delivered.
+func (n *Node) onData(msg *nats.Msg) {
+	data := msg.Data
+	h, err := readHeader(data)
+	if err != nil {
+		n.counts.dropped[dropMalformed].Add(1)
+		return
+	}
+	p := n.peer(h.sender)
+	switch {
+	case p == nil:
+		n.counts.dropped[dropUnknownSender].Add(1)
+		return
+	case p.link.state.Load() == linkDown:
+		n.counts.dropped[dropDownSender].Add(1)
+		return
+	case h.seq <= p.lastSeq:
+		n.counts.dropped[dropDuplicate].Add(1)
+		return
+	}
+	if gap := h.seq - p.lastSeq - 1; gap > 0 { // sequences start at 1
+		n.counts.gaps.Add(gap)
+	}
+	p.lastSeq = h.seq
+	p.heard(n.clock.Load())
+	frames, err := n.dec.decode(data, h.sender, n.num)
+	if err != nil {
+		n.counts.dropped[dropMalformed].Add(1)
+		n.logf(slog.LevelWarn, "remote: dropped a malformed batch", "peer", p.name, "node", p.num, "error", err.Error())
+	} else {
+		n.counts.received.Add(uint64(len(frames)))
+		n.counts.batchesIn.Add(1)
+		n.counts.bytesIn.Add(uint64(len(data)))
+		for i := range frames {
+			n.deliver(p, &frames[i])
+		}
+	}
+	// Every batch from the peer used its credit, good or not.
+	p.ungranted += len(data)
+	if h.flags&flagSync != 0 || p.ungranted >= n.cfg.Window/4 {
+		p.ungranted = 0
+		n.publishCtl(ctlSubject(n.subj.prefix, p.num), ctlMsg{typ: ctlGrant, seq: h.seq})
+	}
+}
+
+// deliver hands one frame from peer p to the scheduler or to the request
+// it answers. Data subscription goroutine.
+func (n *Node) deliver(p *peer, f *frame) {
+	switch f.kind {
+	case kindMessage:
+		err := n.sched.Send(relay.Message{From: f.from, To: f.to, Data: f.body})
+		if err == nil {
+			return
+		}
+		n.counts.bouncedBack(err)
+		if f.from.IsZero() {
+			return // sent from outside any process: no one to tell
+		}
+		if p.link.sendBounce(f.to, f.from, err, f.body) != nil {
+			n.counts.dropped[dropBounceOverflow].Add(1)
+		}
+	case kindBounce:
+		cause := newRemoteError(p.name, f.from, f.code, f.text)
+		if n.sched.Send(relay.Message{From: f.from, To: f.to, Data: f.body, Err: cause}) == nil {
+			n.counts.returned(cause)
+		}
+	case kindSpawn:
+		n.serveSpawn(p, f)
+	case kindWatch:
+		n.serveWatch(p, f)
+	case kindSpawned, kindExited:
+		n.pending.answer(p, f)
+	}
+}

@@ -1,0 +1,508 @@
+package remote
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/procsched/scheduler/payload"
+	"github.com/procsched/scheduler/relay"
+)
+
+// link is the way out to one peer: the frames waiting to be published,
+// in the order their senders handed them in, and the credit the peer has
+// granted. Order is decided here, under one mutex per peer, and nowhere
+// else: the node's writer publishes a link's batches one after the other
+// on one connection and subject, which NATS delivers in order, and the
+// peer hands them to its scheduler in that order. So two sends by one
+// process reach the peer in the order made, even when the process moved
+// to another worker between them.
+type link struct {
+	n       *Node
+	peer    *peer
+	subject string // the peer's data subject
+
+	// state is linkJoining, linkOpen or linkDown. Written with mu held;
+	// loaded without it by the receive path, which only needs to see a
+	// down peer soon, not at an exact point.
+	state atomic.Int32
+
+	mu sync.Mutex
+	// Guarded by mu:
+	reason   error       // why the peer is down
+	open     *outBatch   // the batch being filled; nil if none
+	sealed   []*outBatch // full batches waiting, oldest first
+	spare    []*outBatch // reusable batches
+	buffered int         // bytes of frames in open and sealed
+	inflight []sentBatch // published, not yet granted, oldest first
+	inBytes  int         // bytes of inflight
+	seq      uint64      // sequence of the last batch published
+	queued   bool        // on the writer's queue, or being flushed
+	stalled  bool        // waiting for credit
+	wantSync bool        // publish a sync marker after the pending batches
+	grantAt  int64       // the node clock at the last grant, or when inflight became non-empty
+	marker   [headerLen]byte
+	counts   linkCounts
+}
+
+// Link states.
+const (
+	linkJoining = iota // the peer does not know this node yet: frames wait
+	linkOpen           // batches are published
+	linkDown           // the peer was declared down: sends fail
+)
+
+// linkCounts are a link's counters, guarded by its mu.
+type linkCounts struct {
+	frames, bytes, batches, stalls, markers uint64
+	publishFailed                           uint64
+}
+
+// add adds o's counts to c.
+func (c *linkCounts) add(o *linkCounts) {
+	c.frames += o.frames
+	c.bytes += o.bytes
+	c.batches += o.batches
+	c.stalls += o.stalls
+	c.markers += o.markers
+	c.publishFailed += o.publishFailed
+}
+
+// outBatch is a batch being built or waiting to be published, with the
+// messages in it as they were handed in, so that they can go back to
+// their senders undelivered if the batch is never published.
+type outBatch struct {
+	enc   batchEncoder
+	origs []relay.Message
+	bytes int // frame bytes (size minus the header)
+}
+
+// sentBatch is a published batch awaiting its grant.
+type sentBatch struct {
+	seq  uint64
+	size int
+}
+
+// maxSpare is how many emptied batches a link keeps for reuse.
+const maxSpare = 4
+
+// reserve returns the batch to append a frame of at most bound bytes to,
+// after checking the link's state and limits; priority frames (bounces
+// and replies, which answer something the peer sent) may fill the
+// buffer to twice its limit. Called with l.mu held.
+func (l *link) reserve(bound int, priority bool) (*outBatch, error) {
+	if l.state.Load() == linkDown {
+		return nil, fmt.Errorf("%w: node %q (%d): %v", ErrNodeDown, l.peer.name, l.peer.num, l.reason)
+	}
+	maxBatch := int(l.n.maxBatch.Load())
+	if bound > maxBatch-headerLen {
+		return nil, fmt.Errorf("%w: a frame of up to %d bytes exceeds the largest batch of %d", ErrNotEncodable, bound, maxBatch)
+	}
+	limit := l.n.cfg.MaxBuffered
+	if priority {
+		limit *= 2
+	}
+	if l.buffered+bound > limit {
+		return nil, fmt.Errorf("%w: %d bytes waiting for node %q", ErrBackpressure, l.buffered, l.peer.name)
+	}
+	b := l.open
+	if b != nil && b.enc.size()+bound > maxBatch {
+		l.sealed = append(l.sealed, b)
+		b = nil
+	}
+	if b == nil {
+		if k := len(l.spare); k > 0 {
+			b = l.spare[k-1]
+			l.spare = l.spare[:k-1]
+		} else {
+			b = &outBatch{}
+			b.enc.reset()
+		}
+		l.open = b
+	}
+	return b, nil
+}
+
+// commit accounts for the frame just appended to b, which was before
+// bytes long, and reports whether the caller must queue the link on the
+// writer. Called with l.mu held.
+func (l *link) commit(b *outBatch, before int) (queue bool) {
+	grown := b.enc.size() - before
+	b.bytes += grown
+	l.buffered += grown
+	if !l.queued && l.state.Load() == linkOpen {
+		l.queued = true
+		return true
+	}
+	return false
+}
+
+// sendMessage appends a message frame; body is what wireBody returned
+// for msg.Data. Any goroutine; it never blocks but on l.mu.
+func (l *link) sendMessage(msg relay.Message, body any) error {
+	bound := messageBound(bodySize(body), "")
+	l.mu.Lock()
+	b, err := l.reserve(bound, false)
+	if err != nil {
+		l.mu.Unlock()
+		return err
+	}
+	before := b.enc.size()
+	b.enc.message(msg.To, msg.From, body)
+	b.origs = append(b.origs, msg)
+	queue := l.commit(b, before)
+	l.mu.Unlock()
+	if queue {
+		l.n.writer.push(l)
+	}
+	return nil
+}
+
+// sendBounce appends a bounce frame: from is the recipient here that was
+// not reached, to its sender on the peer. Any goroutine.
+func (l *link) sendBounce(from, to relay.PID, cause error, body any) error {
+	text := cause.Error()
+	code := errorCode(cause)
+	bound := messageBound(bodySize(body), text)
+	l.mu.Lock()
+	b, err := l.reserve(bound, true)
+	if err != nil {
+		l.mu.Unlock()
+		return err
+	}
+	before := b.enc.size()
+	b.enc.bounce(from, to, code, text, body)
+	queue := l.commit(b, before)
+	l.mu.Unlock()
+	if queue {
+		l.n.writer.push(l)
+	}
+	return nil
+}
+
+// sendSpawn appends a spawn request; input is in wire form. Any
+// goroutine.
+func (l *link) sendSpawn(req uint64, kind, method string, await bool, input payload.Payloads) error {
+	bound := spawnBound(kind, method, input)
+	l.mu.Lock()
+	b, err := l.reserve(bound, false)
+	if err != nil {
+		l.mu.Unlock()
+		return err
+	}
+	before := b.enc.size()
+	b.enc.spawn(req, kind, method, await, input)
+	queue := l.commit(b, before)
+	l.mu.Unlock()
+	if queue {
+		l.n.writer.push(l)
+	}
+	return nil
+}
+
+// sendWatch appends a watch request. Any goroutine.
+func (l *link) sendWatch(req uint64, target relay.PID) error {
+	l.mu.Lock()
+	b, err := l.reserve(1+2*maxIDRef, false)
+	if err != nil {
+		l.mu.Unlock()
+		return err
+	}
+	before := b.enc.size()
+	b.enc.watch(req, target)
+	queue := l.commit(b, before)
+	l.mu.Unlock()
+	if queue {
+		l.n.writer.push(l)
+	}
+	return nil
+}
+
+// sendReply appends the reply to a spawn (exited false) or a watch
+// (exited true) request: child is the process started, cause the
+// failure if any, and body the result (in wire form) if any. Any
+// goroutine.
+func (l *link) sendReply(exited bool, req uint64, child relay.PID, cause error, body any) error {
+	var code uint64
+	var text string
+	if cause != nil {
+		code, text = errorCode(cause), cause.Error()
+	}
+	l.mu.Lock()
+	b, err := l.reserve(replyBound(text, bodySize(body)), true)
+	if err != nil {
+		l.mu.Unlock()
+		return err
+	}
+	before := b.enc.size()
+	if exited {
+		b.enc.exited(req, code, text, body)
+	} else {
+		b.enc.spawned(req, child, code, text, body)
+	}
+	queue := l.commit(b, before)
+	l.mu.Unlock()
+	if queue {
+		l.n.writer.push(l)
+	}
+	return nil
+}
+
+// next returns the oldest batch waiting, or nil. Called with l.mu held.
+func (l *link) next() *outBatch {
+	if len(l.sealed) > 0 {
+		return l.sealed[0]
+	}
+	if l.open != nil && l.open.enc.frames > 0 {
+		return l.open
+	}
+	return nil
+}
+
+// take removes b, which next returned. Called with l.mu held.
+func (l *link) take(b *outBatch) {
+	if len(l.sealed) > 0 && l.sealed[0] == b {
+		n := copy(l.sealed, l.sealed[1:])
+		l.sealed[n] = nil
+		l.sealed = l.sealed[:n]
+		return
+	}
+	l.open = nil
+}
+
+// recycle empties b for reuse. Called with l.mu held.
+func (l *link) recycle(b *outBatch) {
+	clear(b.origs) // drop the bodies
+	b.origs = b.origs[:0]
+	b.bytes = 0
+	b.enc.reset()
+	if len(l.spare) < maxSpare {
+		l.spare = append(l.spare, b)
+	}
+}
+
+// flush publishes the link's waiting batches in order while credit
+// allows, then a sync marker if one is wanted. Writer goroutine only.
+// Messages of a batch that could not be published go back to their
+// senders.
+func (l *link) flush() {
+	var failed []relay.Message
+	var failure error
+	published := false
+	window := l.n.cfg.Window
+	l.mu.Lock()
+	for l.state.Load() == linkOpen {
+		b := l.next()
+		if b == nil {
+			break
+		}
+		size := b.enc.size()
+		if l.inBytes > 0 && l.inBytes+size > window {
+			if !l.stalled {
+				l.stalled = true
+				l.counts.stalls++
+			}
+			break
+		}
+		l.take(b)
+		l.seq++
+		seq := l.seq
+		data := b.enc.finish(l.n.num, seq, 0)
+		if len(l.inflight) == 0 {
+			l.grantAt = l.n.clock.Load() // the wait for a grant starts
+		}
+		l.inflight = append(l.inflight, sentBatch{seq: seq, size: size})
+		l.inBytes += size
+		l.buffered -= b.bytes
+		l.mu.Unlock()
+		err := l.n.nc.Publish(l.subject, data)
+		l.mu.Lock()
+		if err != nil {
+			// Not sent: give back its sequence and credit (only this
+			// goroutine publishes, and no grant can name a batch that
+			// never left), and return its messages.
+			l.seq--
+			l.inflight = l.inflight[:len(l.inflight)-1]
+			l.inBytes -= size
+			l.counts.publishFailed++
+			failed = append(failed, b.origs...)
+			failure = err
+		} else {
+			published = true
+			l.counts.frames += uint64(b.enc.frames)
+			l.counts.bytes += uint64(size)
+			l.counts.batches++
+		}
+		l.recycle(b)
+	}
+	if l.state.Load() == linkOpen && (l.wantSync || (published && l.n.closing())) {
+		l.wantSync = false
+		l.seq++
+		writeHeader(l.marker[:], l.n.num, l.seq, flagSync)
+		if err := l.n.nc.Publish(l.subject, l.marker[:]); err != nil {
+			l.seq--
+		} else {
+			l.counts.markers++
+		}
+	}
+	// Nothing left that credit allows: a send or a grant queues the link
+	// again.
+	l.queued = false
+	l.mu.Unlock()
+	if len(failed) > 0 {
+		l.n.returnAll(l.peer, failed, fmt.Errorf("%w: publishing to node %q: %w", publishError(failure), l.peer.name, failure))
+	}
+	l.n.progressed()
+}
+
+// grant frees the credit of every batch up to seq, which the peer has
+// taken. Control goroutine.
+func (l *link) grant(seq uint64) {
+	l.mu.Lock()
+	i := 0
+	for i < len(l.inflight) && l.inflight[i].seq <= seq {
+		l.inBytes -= l.inflight[i].size
+		i++
+	}
+	l.inflight = l.inflight[:copy(l.inflight, l.inflight[i:])]
+	l.grantAt = l.n.clock.Load()
+	l.stalled = false
+	queue := !l.queued && l.state.Load() == linkOpen && (l.next() != nil || l.wantSync)
+	if queue {
+		l.queued = true
+	}
+	l.mu.Unlock()
+	if queue {
+		l.n.writer.push(l)
+	}
+	l.n.progressed()
+}
+
+// open lets the link publish: the peer knows this node. It reports
+// whether the link was joining. Control goroutine.
+func (l *link) markOpen() bool {
+	l.mu.Lock()
+	if l.state.Load() != linkJoining {
+		l.mu.Unlock()
+		return false
+	}
+	l.state.Store(linkOpen)
+	l.grantAt = l.n.clock.Load()
+	queue := !l.queued && l.next() != nil
+	if queue {
+		l.queued = true
+	}
+	l.mu.Unlock()
+	if queue {
+		l.n.writer.push(l)
+	}
+	return true
+}
+
+// fail marks the peer down for reason and returns the messages that were
+// waiting for it. It reports false if the link was down already. Any
+// goroutine.
+func (l *link) fail(reason error) ([]relay.Message, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.state.Load() == linkDown {
+		return nil, false
+	}
+	l.state.Store(linkDown)
+	l.reason = reason
+	var waiting []relay.Message
+	for _, b := range l.sealed {
+		waiting = append(waiting, b.origs...)
+	}
+	if l.open != nil {
+		waiting = append(waiting, l.open.origs...)
+	}
+	l.sealed, l.open, l.spare = nil, nil, nil
+	l.buffered = 0
+	l.inflight, l.inBytes = nil, 0
+	return waiting, true
+}
+
+// requestSync asks for a sync marker, so that the peer grants what it has
+// taken at once: after a reconnect, when no grant has come for a while
+// (a batch lost in flight holds its credit until a later sequence is
+// granted), and when closing. Any goroutine.
+func (l *link) requestSync() {
+	l.mu.Lock()
+	queue := false
+	if l.state.Load() == linkOpen && !l.wantSync {
+		l.wantSync = true
+		queue = !l.queued
+		l.queued = true
+	}
+	l.mu.Unlock()
+	if queue {
+		l.n.writer.push(l)
+	}
+}
+
+// syncIfOverdue asks for a sync marker when batches have waited for their
+// grant longer than wait. Monitor goroutine.
+func (l *link) syncIfOverdue(now, wait int64) {
+	l.mu.Lock()
+	overdue := len(l.inflight) > 0 && now-l.grantAt > wait
+	l.mu.Unlock()
+	if overdue {
+		l.requestSync()
+	}
+}
+
+// idle reports whether nothing waits or is in flight, or the peer is
+// down. Any goroutine.
+func (l *link) idle() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.state.Load() != linkOpen || (l.buffered == 0 && l.next() == nil && len(l.inflight) == 0)
+}
+
+// writer publishes the batches of every link, on one goroutine: a link
+// with frames waiting is queued once, and its batches are published as
+// soon as the previous publish is done, with no timer. While one is
+// being published, the frames that arrive collect in the next batch, so
+// a lone message goes out at once and a burst goes out in few batches.
+type writer struct {
+	mu    sync.Mutex
+	queue []*link // guarded by mu
+	wake  chan struct{}
+}
+
+// push queues l, whose queued flag the caller has just set. Any
+// goroutine; never blocks but on w.mu.
+func (w *writer) push(l *link) {
+	w.mu.Lock()
+	w.queue = append(w.queue, l)
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default: // a wake-up is pending already
+	}
+}
+
+// run is the writer goroutine.
+func (w *writer) run(stop <-chan struct{}) {
+	var batch []*link
+	for {
+		select {
+		case <-w.wake:
+		case <-stop:
+			return
+		}
+		for {
+			w.mu.Lock()
+			batch, w.queue = w.queue, batch[:0]
+			w.mu.Unlock()
+			if len(batch) == 0 {
+				break
+			}
+			for _, l := range batch {
+				l.flush()
+			}
+			clear(batch)
+		}
+	}
+}

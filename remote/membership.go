@@ -1,0 +1,351 @@
+package remote
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// peer is another node incarnation this node has heard of.
+type peer struct {
+	num  uint32
+	name string
+	link link
+
+	// lastHeard is the time (ns since the Unix epoch) of the last message
+	// from the peer. Stored by the control and data goroutines and the
+	// reconnect handler, loaded by the monitor; a plain time, ordering
+	// nothing else.
+	lastHeard atomic.Int64
+	// probing is set while a probe of the peer is under way, so that
+	// there is one at a time. Set by the monitor, cleared by the probe.
+	probing atomic.Bool
+
+	// The receiving side, touched only by the data subscription's
+	// goroutine.
+	lastSeq   uint64 // the sequence of the last batch taken
+	ungranted int    // bytes taken since the last grant
+}
+
+func newPeer(n *Node, num uint32, name string) *peer {
+	p := &peer{num: num, name: name}
+	p.link = link{n: n, peer: p, subject: dataSubject(n.subj.prefix, num)}
+	p.link.state.Store(linkJoining)
+	return p
+}
+
+// heard records a message from the peer at time now.
+func (p *peer) heard(now int64) { p.lastHeard.Store(now) }
+
+// Peer describes another node as this node sees it.
+type Peer struct {
+	Name string
+	Node uint32 // the incarnation's number, the Node of its PIDs
+	// Up is true while messages can be sent to it; false while it is
+	// joining and once it is down.
+	Up bool
+	// Reason says why a peer is down (it wraps [ErrNodeDown]); nil
+	// otherwise.
+	Reason error
+}
+
+// describe returns p as a Peer.
+func (p *peer) describe() Peer {
+	l := &p.link
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return Peer{Name: p.name, Node: p.num, Up: l.state.Load() == linkOpen, Reason: l.reason}
+}
+
+// Why peers are declared down.
+var (
+	errGoodbye      = errors.New("it left the cluster")
+	errDeclaredUs   = errors.New("it declared this node down")
+	errNoOneAnswers = errors.New("no one answers for its number")
+)
+
+// maxTombstones bounds how many down incarnations a node remembers, so
+// that a long-lived cluster whose nodes restart often does not grow the
+// directory without bound. A PID of a forgotten incarnation fails with
+// ErrUnknownNode instead of ErrNodeDown; both are ErrProcessNotFound.
+const maxTombstones = 1024
+
+// onControl handles a control message; NATS calls it on the goroutine of
+// the subscription it came on (the node's own control subject, or the
+// cluster's).
+func (n *Node) onControl(msg *nats.Msg) {
+	m, err := decodeCtl(msg.Data)
+	if err != nil {
+		n.counts.dropped[dropMalformed].Add(1)
+		return
+	}
+	if m.typ == ctlProbe {
+		if msg.Reply != "" {
+			var buf [ctlHeaderLen]byte
+			_ = msg.Respond(appendCtl(buf[:0], ctlMsg{typ: ctlPong, sender: n.num}))
+		}
+		return
+	}
+	if m.sender == n.num {
+		if m.name != "" && m.name != n.cfg.Name {
+			n.counts.conflicts.Add(1)
+			n.logf(slog.LevelError, "remote: another node uses this node's number", "node", n.num, "name", n.cfg.Name, "other", m.name)
+		}
+		return // our own broadcast
+	}
+	if n.state.Load() < stateRunning {
+		return
+	}
+	now := time.Now().UnixNano()
+	switch m.typ {
+	case ctlHello, ctlHeartbeat, ctlAck:
+		n.onHello(m, now)
+	case ctlBye:
+		n.declareDown(m.sender, errGoodbye, false)
+	case ctlDown:
+		n.declareDown(m.sender, errDeclaredUs, false)
+	case ctlGrant:
+		if p := n.peer(m.sender); p != nil {
+			p.heard(now)
+			p.link.grant(m.seq)
+		}
+	}
+}
+
+// onHello handles a hello, heartbeat or ack from another node. The
+// handshake makes sure that a node publishes data to a peer only once
+// the peer has registered it, since a peer drops batches from nodes it
+// does not know:
+//
+//   - a node registers a sender it does not know before it answers;
+//   - a hello is answered with an ack; a hello sent to one node (direct)
+//     is only sent to a node already registered;
+//   - an ack, or a direct hello, says "I know you": its receiver's link
+//     to the sender opens, and, if it was not open, it acks back (so
+//     both sides open after a hello, an ack and an ack);
+//   - a heartbeat from an unknown node is answered with a direct hello;
+//   - every heartbeat, a node sends a direct hello to each peer whose
+//     link is not open yet, so that a lost message only delays joining.
+func (n *Node) onHello(m ctlMsg, now int64) {
+	n.mu.Lock()
+	p := n.peer(m.sender)
+	var replaced *peer
+	isNew := false
+	if p == nil {
+		if n.closing() {
+			n.mu.Unlock()
+			return
+		}
+		replaced = n.byName[m.name]
+		p = newPeer(n, m.sender, m.name)
+		peers := maps.Clone(*n.peers.Load())
+		peers[p.num] = p
+		n.peers.Store(&peers)
+		n.byName[m.name] = p
+		isNew = true
+	}
+	n.mu.Unlock()
+	if p.name != m.name {
+		n.counts.conflicts.Add(1)
+		n.logf(slog.LevelError, "remote: two nodes use one number", "node", p.num, "name", p.name, "other", m.name)
+		return
+	}
+	if p.link.state.Load() == linkDown {
+		// A node declared down stays down: tell it, so that it declares
+		// this node down too, and both sides fail their sends instead of
+		// one of them sending into silence.
+		n.publishCtl(ctlSubject(n.subj.prefix, p.num), ctlMsg{typ: ctlDown})
+		return
+	}
+	p.heard(now)
+	if replaced != nil {
+		n.declareDown(replaced.num, fmt.Errorf("it restarted as node %d", p.num), true)
+	}
+	to := ctlSubject(n.subj.prefix, p.num)
+	switch m.typ {
+	case ctlHello:
+		if m.flags&flagDirect != 0 {
+			n.open(p)
+		}
+		n.publishCtl(to, ctlMsg{typ: ctlAck})
+	case ctlAck:
+		if n.open(p) {
+			n.publishCtl(to, ctlMsg{typ: ctlAck})
+		}
+	case ctlHeartbeat:
+		if isNew {
+			n.publishCtl(to, ctlMsg{typ: ctlHello, flags: flagDirect})
+		}
+	}
+}
+
+// open opens the link to p and reports whether it was not open yet.
+func (n *Node) open(p *peer) bool {
+	if !p.link.markOpen() {
+		return false
+	}
+	n.counts.joined.Add(1)
+	n.logf(slog.LevelInfo, "remote: peer up", "peer", p.name, "node", p.num)
+	if h := n.cfg.Hooks.PeerUp; h != nil {
+		h(p.describe())
+	}
+	n.notify()
+	return true
+}
+
+// declareDown declares peer num down for reason: sends to it fail from
+// now on, the messages waiting for it go back to their senders, and its
+// pending spawns and watches complete with ErrNodeDown. tell: let the
+// peer know, in case it is alive and only this node lost it. Any
+// goroutine; a peer is declared down once.
+func (n *Node) declareDown(num uint32, reason error, tell bool) {
+	p := n.peer(num)
+	if p == nil {
+		return
+	}
+	err := fmt.Errorf("%w: node %q (%d): %v", ErrNodeDown, p.name, p.num, reason)
+	waiting, ok := p.link.fail(err)
+	if !ok {
+		return
+	}
+	n.mu.Lock()
+	if n.byName[p.name] == p {
+		delete(n.byName, p.name)
+	}
+	n.downs = append(n.downs, num)
+	if len(n.downs) > maxTombstones {
+		peers := maps.Clone(*n.peers.Load())
+		old := peers[n.downs[0]]
+		delete(peers, n.downs[0])
+		n.peers.Store(&peers)
+		n.downs = n.downs[1:]
+		old.link.mu.Lock()
+		n.retired.add(&old.link.counts)
+		old.link.mu.Unlock()
+	}
+	n.mu.Unlock()
+	n.counts.lost.Add(1)
+	n.returnAll(p, waiting, err)
+	n.pending.failPeer(num, err)
+	if tell {
+		n.publishCtl(ctlSubject(n.subj.prefix, num), ctlMsg{typ: ctlDown})
+	}
+	n.logf(slog.LevelInfo, "remote: peer down", "peer", p.name, "node", p.num, "reason", reason.Error())
+	if h := n.cfg.Hooks.PeerDown; h != nil {
+		h(p.describe())
+	}
+	n.notify()
+}
+
+// monitor is the goroutine that sends heartbeats and detects failures,
+// once per heartbeat.
+func (n *Node) monitor() {
+	defer n.wg.Done()
+	t := time.NewTicker(n.cfg.Heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case now := <-t.C:
+			n.tick(now.UnixNano())
+		}
+	}
+}
+
+// tick is one round of the monitor. While this node's connection is down
+// it cannot hear anyone, so it judges no one.
+func (n *Node) tick(now int64) {
+	n.clock.Store(now)
+	n.exits.sweep()
+	if n.nc.Status() != nats.CONNECTED {
+		return
+	}
+	n.publishCtl(n.subj.all, ctlMsg{typ: ctlHeartbeat})
+	hb := int64(n.cfg.Heartbeat)
+	for _, p := range *n.peers.Load() {
+		switch p.link.state.Load() {
+		case linkDown:
+			continue
+		case linkJoining:
+			n.publishCtl(ctlSubject(n.subj.prefix, p.num), ctlMsg{typ: ctlHello, flags: flagDirect})
+		case linkOpen:
+			p.link.syncIfOverdue(now, hb)
+		}
+		silent := now - p.lastHeard.Load()
+		switch {
+		case silent > int64(n.cfg.FailureTimeout):
+			n.declareDown(p.num, fmt.Errorf("silent for %v", time.Duration(silent).Round(time.Millisecond)), true)
+		case silent > 2*hb:
+			n.probe(p, now)
+		}
+	}
+}
+
+// probe asks NATS whether anyone answers for peer p: a request to its
+// control subject. "No responders" means its subscription is gone, which
+// the server knows as soon as the peer's connection closes, so a crashed
+// peer is declared down within about two heartbeats instead of the
+// failure timeout. Right after this node reconnected, the answer is not
+// trusted: the peer may not have reconnected yet. Monitor goroutine.
+func (n *Node) probe(p *peer, now int64) {
+	if now < n.probesFrom.Load() || !p.probing.CompareAndSwap(false, true) {
+		return
+	}
+	n.counts.probes.Add(1)
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		defer p.probing.Store(false)
+		var buf [ctlHeaderLen]byte
+		_, err := n.nc.Request(ctlSubject(n.subj.prefix, p.num), appendCtl(buf[:0], ctlMsg{typ: ctlProbe, sender: n.num}), n.cfg.Heartbeat)
+		switch {
+		case err == nil:
+			p.heard(time.Now().UnixNano())
+		case errors.Is(err, nats.ErrNoResponders):
+			if time.Now().UnixNano() >= n.probesFrom.Load() && !n.closing() {
+				n.declareDown(p.num, errNoOneAnswers, true)
+			}
+		}
+	}()
+}
+
+// Peers returns the peers this node knows, up, joining and down (down
+// ones are forgotten after a while).
+func (n *Node) Peers() []Peer {
+	var ps []Peer
+	for _, p := range *n.peers.Load() {
+		ps = append(ps, p.describe())
+	}
+	return ps
+}
+
+// Lookup returns the number of the live node named name.
+func (n *Node) Lookup(name string) (uint32, bool) {
+	if name == n.cfg.Name {
+		return n.num, true
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if p := n.byName[name]; p != nil {
+		return p.num, true
+	}
+	return 0, false
+}
+
+// livePeer returns the live peer named name, or an error wrapping
+// ErrUnknownNode or ErrNodeDown.
+func (n *Node) livePeer(name string) (*peer, error) {
+	n.mu.Lock()
+	p := n.byName[name]
+	n.mu.Unlock()
+	if p == nil {
+		return nil, fmt.Errorf("%w: no node named %q", ErrUnknownNode, name)
+	}
+	return p, nil
+}

@@ -1,0 +1,557 @@
+package remote
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	scheduler "github.com/procsched/scheduler"
+	"github.com/procsched/scheduler/relay"
+)
+
+// Node is a scheduler's member of a cluster: it carries messages for
+// processes of other nodes over one NATS connection, delivers theirs, and
+// keeps the cluster's membership. It implements [relay.Receiver], to be
+// given to [scheduler.WithTransport].
+//
+// Create it with [New], create the scheduler with its number and the node
+// as transport, then [Node.Start] it with the scheduler:
+//
+//	node, err := remote.New(remote.Config{Cluster: "shop", Name: "a", URL: url})
+//	s, err := scheduler.New(scheduler.WithNode(node.Node()), scheduler.WithTransport(node))
+//	err = node.Start(ctx, s)
+//	...
+//	node.Close(ctx)  // flush, say goodbye, drain
+//	s.Shutdown(ctx)
+//
+// All methods are safe for concurrent use.
+type Node struct {
+	cfg  Config
+	num  uint32 // this incarnation's number: the Node of its PIDs
+	nc   *nats.Conn
+	subj subjects
+	log  *slog.Logger // nil: silent
+
+	// state is stateNew, stateStarting, stateRunning, stateClosing or
+	// stateClosed. sched is written before state becomes stateRunning
+	// and read only after state was seen at stateRunning or later (the
+	// atomic store and load order them).
+	state atomic.Int32
+	sched *scheduler.Scheduler
+
+	mu sync.Mutex
+	// peers maps node numbers to peers, down ones included (kept as
+	// tombstones so that their PIDs fail with ErrNodeDown). Replaced
+	// copy-on-write with mu held; loaded without a lock on every send.
+	peers  atomic.Pointer[map[uint32]*peer]
+	byName map[string]*peer // guarded by mu: the live incarnation of each name
+	downs  []uint32         // guarded by mu: down peers, oldest first
+	// retired holds the counters of the peers forgotten, so that totals
+	// do not shrink. Guarded by mu.
+	retired linkCounts
+
+	// maxBatch is the largest batch in bytes: half a window, or the
+	// server's maximum payload if smaller. Stored at New and on
+	// reconnect; loaded by senders.
+	maxBatch atomic.Int64
+	// clock is a coarse clock, nanoseconds since the Unix epoch, stored
+	// by the monitor at each heartbeat and read where a clock call per
+	// batch would be waste.
+	clock atomic.Int64
+	// probesFrom is the clock time from which a probe that finds no one
+	// declares a peer down: FailureTimeout after the last reconnect,
+	// giving the peers time to reconnect too. Stored by the reconnect
+	// handler, loaded by probes.
+	probesFrom atomic.Int64
+
+	writer  writer
+	dec     decoder // the data subscription's goroutine only
+	kinds   kindRegistry
+	pending pendingTable
+	exits   exitSource
+	counts  counters
+
+	notifyMu sync.Mutex
+	notifyCh chan struct{} // guarded by notifyMu: closed and replaced on every change
+
+	stop       chan struct{} // closed by Close to stop the writer and the monitor
+	wg         sync.WaitGroup
+	connClosed chan struct{} // closed when the NATS connection is closed for good
+	closedOnce sync.Once
+	subs       []*nats.Subscription // written by New and Start, read by Close
+}
+
+// Node states.
+const (
+	stateNew = iota
+	stateStarting
+	stateRunning
+	stateClosing
+	stateClosed
+)
+
+// subjects are the NATS subjects of a node. Node numbers, never names,
+// appear in subjects: names may hold any character.
+type subjects struct {
+	prefix string // "procsched.<cluster>"
+	all    string // control messages to every node
+	ctl    string // control messages to this node
+	data   string // batches to this node
+}
+
+func newSubjects(cluster string, num uint32) subjects {
+	prefix := "procsched." + cluster
+	return subjects{
+		prefix: prefix,
+		all:    prefix + ".ctl",
+		ctl:    ctlSubject(prefix, num),
+		data:   dataSubject(prefix, num),
+	}
+}
+
+func ctlSubject(prefix string, num uint32) string {
+	return prefix + ".ctl." + strconv.FormatUint(uint64(num), 10)
+}
+
+func dataSubject(prefix string, num uint32) string {
+	return prefix + ".data." + strconv.FormatUint(uint64(num), 10)
+}
+
+// randomNode picks an incarnation number; a variable so that tests can
+// make numbers collide.
+var randomNode = rand.Uint32
+
+// maxNumberTries bounds the attempts to find a free incarnation number.
+const maxNumberTries = 8
+
+// New connects to NATS and picks this node's incarnation number: a random
+// nonzero number that no node of the cluster answers for. It does not
+// join the cluster yet: create the scheduler with [scheduler.WithNode]
+// of [Node.Node] and [scheduler.WithTransport] of the node, then call
+// [Node.Start]. Config errors wrap [ErrInvalidConfig]; a failure to
+// connect is returned as NATS reports it.
+func New(cfg Config) (*Node, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{
+		cfg:        cfg,
+		log:        cfg.Logger,
+		byName:     map[string]*peer{},
+		notifyCh:   make(chan struct{}),
+		stop:       make(chan struct{}),
+		connClosed: make(chan struct{}),
+		writer:     writer{wake: make(chan struct{}, 1)},
+		exits:      newHandleExits(),
+	}
+	n.pending.m = map[uint64]*pendingReq{}
+	empty := map[uint32]*peer{}
+	n.peers.Store(&empty)
+	n.clock.Store(time.Now().UnixNano())
+	if n.nc, err = n.connect(); err != nil {
+		return nil, err
+	}
+	n.setMaxBatch()
+	if n.num, err = n.pickNumber(newSubjects(cfg.Cluster, 0).prefix); err != nil {
+		n.nc.Close()
+		return nil, err
+	}
+	n.subj = newSubjects(cfg.Cluster, n.num)
+	// Answer probes for the number from now on, so that a node starting
+	// later picks another.
+	sub, err := n.nc.Subscribe(n.subj.ctl, n.onControl)
+	if err == nil {
+		err = n.nc.Flush()
+	}
+	if err != nil {
+		n.nc.Close()
+		return nil, fmt.Errorf("remote: subscribing to %s: %w", n.subj.ctl, err)
+	}
+	n.subs = append(n.subs, sub)
+	return n, nil
+}
+
+// connect opens the NATS connection with the user's options, wrapping
+// the handlers the node needs around the user's own.
+func (n *Node) connect() (*nats.Conn, error) {
+	user := nats.GetDefaultOptions()
+	for _, o := range n.cfg.Options {
+		if o == nil {
+			continue
+		}
+		if err := o(&user); err != nil {
+			return nil, err
+		}
+	}
+	opts := append([]nats.Option{nats.Name("procsched " + n.cfg.Cluster + "/" + n.cfg.Name)}, n.cfg.Options...)
+	opts = append(slices.Clip(opts),
+		nats.ReconnectHandler(func(c *nats.Conn) {
+			n.onReconnect()
+			if user.ReconnectedCB != nil {
+				user.ReconnectedCB(c)
+			}
+		}),
+		nats.ClosedHandler(func(c *nats.Conn) {
+			n.closedOnce.Do(func() { close(n.connClosed) })
+			if user.ClosedCB != nil {
+				user.ClosedCB(c)
+			}
+		}),
+		nats.ErrorHandler(func(c *nats.Conn, sub *nats.Subscription, err error) {
+			if errors.Is(err, nats.ErrSlowConsumer) {
+				n.counts.slowConsumer.Add(1)
+			}
+			if user.AsyncErrorCB != nil {
+				user.AsyncErrorCB(c, sub, err)
+			}
+		}),
+	)
+	return nats.Connect(n.cfg.URL, opts...)
+}
+
+// setMaxBatch sets the largest batch from the window and the server's
+// limit.
+func (n *Node) setMaxBatch() {
+	m := int64(n.cfg.Window / 2)
+	if p := n.nc.MaxPayload(); p > 0 && p < m {
+		m = p
+	}
+	n.maxBatch.Store(m)
+}
+
+// pickNumber finds an incarnation number no node answers for.
+func (n *Node) pickNumber(prefix string) (uint32, error) {
+	for range maxNumberTries {
+		num := randomNode()
+		if num == 0 {
+			continue
+		}
+		probe := appendCtl(nil, ctlMsg{typ: ctlProbe, sender: num})
+		_, err := n.nc.Request(ctlSubject(prefix, num), probe, n.cfg.Heartbeat)
+		switch {
+		case errors.Is(err, nats.ErrNoResponders):
+			return num, nil
+		case err == nil:
+			continue // taken
+		case errors.Is(err, nats.ErrTimeout):
+			// A server that does not report "no responders"; the
+			// number is taken only if someone answered.
+			return num, nil
+		default:
+			return 0, fmt.Errorf("remote: checking node number %d: %w", num, err)
+		}
+	}
+	return 0, fmt.Errorf("%w: %d random node numbers were all taken", ErrNameConflict, maxNumberTries)
+}
+
+// Node returns this node's number, the Node of its scheduler's PIDs. It
+// is chosen anew at each start, so that PIDs of an earlier run never
+// reach a process of this one.
+func (n *Node) Node() uint32 { return n.num }
+
+// Name returns this node's name.
+func (n *Node) Name() string { return n.cfg.Name }
+
+// Start joins the cluster with scheduler s, which must have been created
+// with [scheduler.WithNode] of n.Node() and [scheduler.WithTransport] of
+// n. It registers the node's command handlers on s (see [Spawn] and
+// [Watch]), subscribes to the node's subjects, and says hello; ctx bounds
+// the wait for the server to confirm the subscriptions. Peers become
+// reachable as they answer (see [Node.WaitPeer] and [Hooks]).
+func (n *Node) Start(ctx context.Context, s *scheduler.Scheduler) error {
+	if s == nil {
+		return fmt.Errorf("%w: Start with a nil scheduler", ErrInvalidConfig)
+	}
+	if s.Node() != n.num {
+		return fmt.Errorf("%w: the scheduler's node is %d, this node's is %d: create it with scheduler.WithNode(node.Node())", ErrInvalidConfig, s.Node(), n.num)
+	}
+	if !n.state.CompareAndSwap(stateNew, stateStarting) {
+		return fmt.Errorf("%w: Start called twice or after Close", ErrClosed)
+	}
+	err := s.SetHandler(n.cfg.SpawnCommand, n.handleSpawn)
+	if err == nil {
+		err = s.SetHandler(n.cfg.WatchCommand, n.handleWatch)
+	}
+	if err != nil {
+		n.state.Store(stateNew)
+		return err
+	}
+	n.sched = s
+	var subs []*nats.Subscription
+	for _, sub := range []struct {
+		subject string
+		handler nats.MsgHandler
+	}{{n.subj.data, n.onData}, {n.subj.all, n.onControl}} {
+		var x *nats.Subscription
+		if x, err = n.nc.Subscribe(sub.subject, sub.handler); err != nil {
+			break
+		}
+		subs = append(subs, x)
+	}
+	if err == nil {
+		if _, ok := ctx.Deadline(); ok {
+			err = n.nc.FlushWithContext(ctx)
+		} else {
+			err = n.nc.Flush() // NATS's own timeout bounds it
+		}
+	}
+	if err != nil {
+		for _, x := range subs {
+			_ = x.Unsubscribe()
+		}
+		n.state.Store(stateNew)
+		return fmt.Errorf("remote: joining cluster %q: %w", n.cfg.Cluster, err)
+	}
+	n.subs = append(n.subs, subs...)
+	n.clock.Store(time.Now().UnixNano())
+	n.state.Store(stateRunning)
+	n.wg.Add(2)
+	go func() {
+		defer n.wg.Done()
+		n.writer.run(n.stop)
+	}()
+	go n.monitor()
+	n.publishCtl(n.subj.all, ctlMsg{typ: ctlHello})
+	return nil
+}
+
+// running reports whether the node is started and not closing.
+func (n *Node) running() bool { return n.state.Load() == stateRunning }
+
+// closing reports whether Close has begun.
+func (n *Node) closing() bool { return n.state.Load() >= stateClosing }
+
+// notClosed is the error for a send when the node is not running.
+func (n *Node) notRunning() error {
+	if n.state.Load() < stateRunning {
+		return fmt.Errorf("%w: node %q is not started", ErrClosed, n.cfg.Name)
+	}
+	return fmt.Errorf("%w: node %q is closing", ErrClosed, n.cfg.Name)
+}
+
+// The node carries messages for the scheduler's other nodes.
+var _ relay.Receiver = (*Node)(nil)
+
+// Send carries msg to the process msg.To on another node; it implements
+// [relay.Receiver] for [scheduler.WithTransport]. It never blocks: the
+// message is encoded into the batch waiting for that node and goes out
+// as soon as the connection is free. A nil error means the message was
+// accepted for sending, not that it arrived; a failure learned later
+// comes back to the sender as an undelivered message (see the package
+// documentation).
+//
+// It fails at once with an error wrapping [ErrUnknownNode] or
+// [ErrNodeDown] (both also [scheduler.ErrProcessNotFound]) when the
+// node is unknown or down, [ErrBackpressure] (also
+// [scheduler.ErrMailboxFull]) when too much waits for that node,
+// [ErrNotEncodable] for a message that cannot cross, and [ErrClosed]
+// before Start and from Close on. A msg with Err set is an undelivered
+// message going back to its sender on another node.
+func (n *Node) Send(msg relay.Message) error {
+	if !n.running() {
+		return n.notRunning()
+	}
+	p := n.peer(msg.To.Node)
+	if p == nil {
+		if msg.To.Node == n.num {
+			return n.sched.Send(msg)
+		}
+		return fmt.Errorf("%w: node %d of %v", ErrUnknownNode, msg.To.Node, msg.To)
+	}
+	if msg.To.ID == 0 {
+		return fmt.Errorf("%w: %v", scheduler.ErrProcessNotFound, msg.To)
+	}
+	if msg.From.Node != n.num && !msg.From.IsZero() {
+		return fmt.Errorf("%w: sender %v is not a process of this node (%d)", ErrNotEncodable, msg.From, n.num)
+	}
+	body, err := wireBody(msg.Data)
+	if err != nil {
+		n.counts.refused(err)
+		return err
+	}
+	if msg.Err != nil {
+		// An undelivered message going back: the bounce frame's From is
+		// the process here that was not reached.
+		if msg.From.IsZero() {
+			return nil
+		}
+		err = p.link.sendBounce(msg.From, msg.To, msg.Err, body)
+	} else {
+		err = p.link.sendMessage(msg, body)
+	}
+	if err != nil {
+		n.counts.refused(err)
+	}
+	return err
+}
+
+// peer returns the peer with number num, live or down, or nil. Any
+// goroutine; no lock.
+func (n *Node) peer(num uint32) *peer {
+	return (*n.peers.Load())[num]
+}
+
+// publishCtl sends a control message, best effort: a lost one is made up
+// for by the next heartbeat or retry.
+func (n *Node) publishCtl(subject string, m ctlMsg) {
+	m.sender, m.name = n.num, n.cfg.Name
+	var buf [64 + maxNameLen]byte
+	_ = n.nc.Publish(subject, appendCtl(buf[:0], m))
+}
+
+// returnAll hands messages that will not be sent back to their senders
+// with err: each becomes an undelivered message from its recipient.
+// Messages from outside any process have no one to go back to.
+func (n *Node) returnAll(p *peer, msgs []relay.Message, err error) {
+	for _, m := range msgs {
+		if m.From.IsZero() {
+			continue
+		}
+		if n.sched.Send(relay.Message{From: m.To, To: m.From, Data: m.Data, Err: err}) == nil {
+			n.counts.returned(err)
+		}
+	}
+}
+
+// publishError is the sentinel for a publish that failed with err.
+func publishError(err error) error {
+	switch {
+	case errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrConnectionDraining):
+		return ErrClosed
+	case errors.Is(err, nats.ErrMaxPayload):
+		return ErrNotEncodable
+	}
+	return ErrBackpressure // the reconnect buffer is full, or the like
+}
+
+// onReconnect runs on NATS's goroutine after the connection came back.
+// Batches may have been lost in flight: every link asks its peer to
+// grant what it has. Peers get FailureTimeout to reconnect before a
+// probe that finds no one declares them down, and the silence before the
+// reconnect does not count.
+func (n *Node) onReconnect() {
+	now := time.Now().UnixNano()
+	n.clock.Store(now)
+	n.probesFrom.Store(now + int64(n.cfg.FailureTimeout))
+	n.setMaxBatch()
+	n.counts.reconnects.Add(1)
+	for _, p := range *n.peers.Load() {
+		p.heard(now)
+		p.link.requestSync()
+	}
+}
+
+// notify wakes everyone waiting for a change (a peer up or down, or
+// progress while closing). Any goroutine.
+func (n *Node) notify() {
+	n.notifyMu.Lock()
+	close(n.notifyCh)
+	n.notifyCh = make(chan struct{})
+	n.notifyMu.Unlock()
+}
+
+// changes returns a channel closed at the next notify. Any goroutine.
+func (n *Node) changes() <-chan struct{} {
+	n.notifyMu.Lock()
+	defer n.notifyMu.Unlock()
+	return n.notifyCh
+}
+
+// progressed tells Close that a link made progress; nothing while not
+// closing.
+func (n *Node) progressed() {
+	if n.closing() {
+		n.notify()
+	}
+}
+
+// Close leaves the cluster: sends from now on fail with [ErrClosed]; the
+// messages waiting are published and the node waits until every peer
+// has granted them, or ctx is done (those still waiting then go back to
+// their senders with ErrClosed); it says goodbye, so that peers declare
+// it down at once; and it drains the NATS connection. Close the node
+// before shutting its scheduler down, so that the messages it delivers
+// meanwhile still find their processes.
+//
+// It returns ctx's error, wrapped, if ctx ended the wait, and an error
+// wrapping [ErrClosed] when called again.
+func (n *Node) Close(ctx context.Context) error {
+	if n.state.CompareAndSwap(stateNew, stateClosed) {
+		n.exits.close()
+		n.nc.Close()
+		return nil
+	}
+	if !n.state.CompareAndSwap(stateRunning, stateClosing) {
+		return fmt.Errorf("%w: Close called twice or during Start", ErrClosed)
+	}
+	var err error
+	for _, p := range *n.peers.Load() {
+		p.link.requestSync()
+	}
+	for {
+		ch := n.changes()
+		if n.drained() {
+			break
+		}
+		select {
+		case <-ch:
+			continue
+		case <-ctx.Done():
+			err = fmt.Errorf("remote: node %q closed before every peer took its messages: %w", n.cfg.Name, ctx.Err())
+		case <-n.connClosed:
+			err = fmt.Errorf("%w: the NATS connection closed", ErrClosed)
+		}
+		break
+	}
+	n.publishCtl(n.subj.all, ctlMsg{typ: ctlBye})
+	close(n.stop)
+	n.wg.Wait()
+	closed := fmt.Errorf("%w: node %q closed", ErrClosed, n.cfg.Name)
+	for _, p := range *n.peers.Load() {
+		if waiting, _ := p.link.fail(closed); len(waiting) > 0 {
+			n.returnAll(p, waiting, closed)
+		}
+	}
+	n.pending.failAll(closed)
+	n.exits.close()
+	if derr := n.nc.Drain(); derr == nil {
+		select {
+		case <-n.connClosed:
+		case <-ctx.Done():
+			n.nc.Close()
+			<-n.connClosed
+		}
+	} else {
+		n.nc.Close()
+	}
+	n.state.Store(stateClosed)
+	return err
+}
+
+// drained reports whether every live link has published everything and
+// had it granted.
+func (n *Node) drained() bool {
+	for _, p := range *n.peers.Load() {
+		if !p.link.idle() {
+			return false
+		}
+	}
+	return true
+}
+
+// logf logs at level if the node has a logger.
+func (n *Node) logf(level slog.Level, msg string, args ...any) {
+	if n.log != nil {
+		n.log.Log(context.Background(), level, msg, args...)
+	}
+}

@@ -1,0 +1,221 @@
+package remote
+
+import (
+	"errors"
+	"sync/atomic"
+
+	scheduler "github.com/procsched/scheduler"
+)
+
+// Stats is a snapshot of a node's counters, from [Node.Stats]. Totals
+// only grow; Buffered, InFlight and the peer counts are read at the
+// moment of the call. Figures are read one by one, not at one instant.
+type Stats struct {
+	Peers PeerStats `json:"peers"`
+
+	// Frames (messages, bounces, spawn and watch requests and their
+	// answers) and the batches and bytes that carried them.
+	Sent            uint64 `json:"sent"`
+	Received        uint64 `json:"received"`
+	BatchesSent     uint64 `json:"batchesSent"`
+	BatchesReceived uint64 `json:"batchesReceived"`
+	BytesSent       uint64 `json:"bytesSent"`
+	BytesReceived   uint64 `json:"bytesReceived"`
+	// SyncMarkers counts empty batches sent to ask a peer for its grant
+	// at once (after a reconnect, a long wait, and when closing).
+	SyncMarkers uint64 `json:"syncMarkers"`
+	// Gaps counts batches from peers that never arrived, as their
+	// sequence numbers show: lost in flight, for example while the
+	// connection to the server was down.
+	Gaps uint64 `json:"gaps"`
+	// CreditStalls counts the times a link had batches to send and no
+	// credit to send them with.
+	CreditStalls uint64 `json:"creditStalls"`
+	// PublishFailures counts batches NATS refused to take; their
+	// messages went back to their senders.
+	PublishFailures uint64 `json:"publishFailures"`
+
+	// Buffered is the bytes of frames waiting to be published, and
+	// InFlight the bytes published and not yet granted, over all peers.
+	Buffered int `json:"buffered"`
+	InFlight int `json:"inFlight"`
+
+	// Refused counts sends that failed at once (the sender got the
+	// error), by reason.
+	Refused Reasons `json:"refused"`
+	// Returned counts messages this node accepted that went back to
+	// their senders here later: bounced by the receiving node, or still
+	// waiting when their peer went down or the node closed.
+	Returned Reasons `json:"returned"`
+	// BouncedBack counts messages from other nodes that this node could
+	// not deliver, by reason; each went back to its sender, unless it
+	// came from outside any process.
+	BouncedBack Reasons `json:"bouncedBack"`
+	// Dropped counts what arrived and was not used, by reason.
+	Dropped Drops `json:"dropped"`
+
+	Probes        uint64 `json:"probes"`        // requests asking NATS whether a silent peer is still there
+	Reconnects    uint64 `json:"reconnects"`    // times the NATS connection came back
+	SlowConsumers uint64 `json:"slowConsumers"` // NATS dropped messages for this node because it read too slowly
+	Conflicts     uint64 `json:"conflicts"`     // messages from another node using this node's number, or one number with two names
+}
+
+// PeerStats counts peers.
+type PeerStats struct {
+	Up      int    `json:"up"`      // reachable now
+	Joining int    `json:"joining"` // heard of, handshake not finished
+	Down    int    `json:"down"`    // declared down and still remembered
+	Joined  uint64 `json:"joined"`  // peers that came up
+	Lost    uint64 `json:"lost"`    // peers declared down
+}
+
+// Reasons counts failures by what went wrong.
+type Reasons struct {
+	NotFound     uint64 `json:"notFound"`     // the process has ended or never existed
+	MailboxFull  uint64 `json:"mailboxFull"`  // its mailbox was full (reject policy)
+	Dropped      uint64 `json:"dropped"`      // its mailbox was full (a drop policy)
+	Closed       uint64 `json:"closed"`       // a scheduler or node was closed
+	NodeDown     uint64 `json:"nodeDown"`     // the node was down
+	UnknownNode  uint64 `json:"unknownNode"`  // the node was unknown
+	Backpressure uint64 `json:"backpressure"` // too much waited for the node
+	NotEncodable uint64 `json:"notEncodable"` // the message could not cross
+	Other        uint64 `json:"other"`
+}
+
+// Drops counts what arrived and was not used.
+type Drops struct {
+	// Malformed batches and control messages, which failed to decode.
+	Malformed uint64 `json:"malformed"`
+	// Batches from a node that has not joined, or is down.
+	UnknownSender uint64 `json:"unknownSender"`
+	DownSender    uint64 `json:"downSender"`
+	// Batches that arrived a second time.
+	Duplicate uint64 `json:"duplicate"`
+	// Bounces and answers that could not be queued because the way back
+	// was full or down.
+	Overflow uint64 `json:"overflow"`
+}
+
+// Reasons and drops as indexes of the counters' arrays.
+const (
+	reasonNotFound = iota
+	reasonMailboxFull
+	reasonDropped
+	reasonClosed
+	reasonNodeDown
+	reasonUnknownNode
+	reasonBackpressure
+	reasonNotEncodable
+	reasonOther
+	numReasons
+)
+
+const (
+	dropMalformed = iota
+	dropUnknownSender
+	dropDownSender
+	dropDuplicate
+	dropBounceOverflow
+	numDrops
+)
+
+// counters are the node's counters other than the links'. Each is an
+// independent atomic total: they order nothing, and Stats reads them one
+// by one.
+type counters struct {
+	received, batchesIn, bytesIn atomic.Uint64
+	gaps                         atomic.Uint64
+	joined, lost                 atomic.Uint64
+	probes, reconnects           atomic.Uint64
+	slowConsumer, conflicts      atomic.Uint64
+	refusedBy                    [numReasons]atomic.Uint64
+	returnedBy                   [numReasons]atomic.Uint64
+	bouncedBackBy                [numReasons]atomic.Uint64
+	dropped                      [numDrops]atomic.Uint64
+}
+
+func (c *counters) refused(err error)     { c.refusedBy[reasonOf(err)].Add(1) }
+func (c *counters) returned(err error)    { c.returnedBy[reasonOf(err)].Add(1) }
+func (c *counters) bouncedBack(err error) { c.bouncedBackBy[reasonOf(err)].Add(1) }
+
+// reasonOf classifies a failure, the most specific sentinel first.
+func reasonOf(err error) int {
+	for _, r := range [...]struct {
+		target error
+		reason int
+	}{
+		{ErrNodeDown, reasonNodeDown},
+		{ErrUnknownNode, reasonUnknownNode},
+		{ErrBackpressure, reasonBackpressure},
+		{ErrNotEncodable, reasonNotEncodable},
+		{scheduler.ErrClosed, reasonClosed},
+		{scheduler.ErrProcessNotFound, reasonNotFound},
+		{scheduler.ErrMailboxFull, reasonMailboxFull},
+		{scheduler.ErrDropped, reasonDropped},
+	} {
+		if errors.Is(err, r.target) {
+			return r.reason
+		}
+	}
+	return reasonOther
+}
+
+func (r *Reasons) load(c *[numReasons]atomic.Uint64) {
+	*r = Reasons{
+		NotFound: c[reasonNotFound].Load(), MailboxFull: c[reasonMailboxFull].Load(),
+		Dropped: c[reasonDropped].Load(), Closed: c[reasonClosed].Load(),
+		NodeDown: c[reasonNodeDown].Load(), UnknownNode: c[reasonUnknownNode].Load(),
+		Backpressure: c[reasonBackpressure].Load(), NotEncodable: c[reasonNotEncodable].Load(),
+		Other: c[reasonOther].Load(),
+	}
+}
+
+// Stats returns a snapshot of the node's counters. It takes each peer's
+// lock briefly. Any goroutine.
+func (n *Node) Stats() Stats {
+	c := &n.counts
+	st := Stats{
+		Received:        c.received.Load(),
+		BatchesReceived: c.batchesIn.Load(),
+		BytesReceived:   c.bytesIn.Load(),
+		Gaps:            c.gaps.Load(),
+		Probes:          c.probes.Load(),
+		Reconnects:      c.reconnects.Load(),
+		SlowConsumers:   c.slowConsumer.Load(),
+		Conflicts:       c.conflicts.Load(),
+		Dropped: Drops{
+			Malformed:     c.dropped[dropMalformed].Load(),
+			UnknownSender: c.dropped[dropUnknownSender].Load(),
+			DownSender:    c.dropped[dropDownSender].Load(),
+			Duplicate:     c.dropped[dropDuplicate].Load(),
+			Overflow:      c.dropped[dropBounceOverflow].Load(),
+		},
+	}
+	st.Peers.Joined, st.Peers.Lost = c.joined.Load(), c.lost.Load()
+	st.Refused.load(&c.refusedBy)
+	st.Returned.load(&c.returnedBy)
+	st.BouncedBack.load(&c.bouncedBackBy)
+	var lc linkCounts
+	n.mu.Lock()
+	lc.add(&n.retired)
+	n.mu.Unlock()
+	for _, p := range *n.peers.Load() {
+		l := &p.link
+		l.mu.Lock()
+		switch l.state.Load() {
+		case linkOpen:
+			st.Peers.Up++
+		case linkJoining:
+			st.Peers.Joining++
+		default:
+			st.Peers.Down++
+		}
+		lc.add(&l.counts)
+		st.Buffered += l.buffered
+		st.InFlight += l.inBytes
+		l.mu.Unlock()
+	}
+	st.Sent, st.BytesSent, st.BatchesSent = lc.frames, lc.bytes, lc.batches
+	st.SyncMarkers, st.CreditStalls, st.PublishFailures = lc.markers, lc.stalls, lc.publishFailed
+	return st
+}
