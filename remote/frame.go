@@ -65,7 +65,10 @@ const (
 
 // idSlots is the size of the encoder's direct-mapped cache of the IDs
 // already in the batch's table; an ID whose slot is taken is sent again.
-const idSlots = 256
+const (
+	idSlotBits = 8
+	idSlots    = 1 << idSlotBits
+)
 
 // errMalformed is wrapped by every decoding failure.
 var errMalformed = errors.New("remote: malformed frame")
@@ -140,7 +143,7 @@ func (e *batchEncoder) id(id uint64) {
 		e.buf = append(e.buf, refZero)
 		return
 	}
-	slot := &e.ids[(id^id>>8^id>>32)%idSlots]
+	slot := &e.ids[(id*0x9e3779b97f4a7c15)>>(64-idSlotBits)] // Fibonacci hashing: the top bits mix all of id
 	if slot.gen == e.gen && slot.id == id {
 		e.buf = binary.AppendUvarint(e.buf, uint64(slot.idx)+refFirstIdx)
 		return

@@ -1,0 +1,298 @@
+package remote
+
+import (
+	"encoding/binary"
+	"errors"
+	"math"
+	"reflect"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	scheduler "github.com/procsched/scheduler"
+	"github.com/procsched/scheduler/payload"
+	"github.com/procsched/scheduler/relay"
+)
+
+// The nodes of the codec tests: batches go from node 2 to node 1.
+const (
+	tSender = 2
+	tSelf   = 1
+)
+
+func tTo(id uint64) relay.PID   { return relay.PID{Node: tSelf, ID: id} }
+func tFrom(id uint64) relay.PID { return relay.PID{Node: tSender, ID: id} }
+
+// tFrames is one frame of every kind, with repeated PIDs and texts.
+func tFrames() []frame {
+	in := payload.Payloads{payload.Bytes([]byte{1, 2}), payload.RawJSON([]byte(`{"a":1}`)), {}}
+	return []frame{
+		{kind: kindMessage, to: tTo(5), from: tFrom(9), body: "hello"},
+		{kind: kindMessage, to: tTo(5), from: tFrom(9), body: []byte("bytes")},
+		{kind: kindMessage, to: tTo(5), from: relay.PID{}, body: nil},
+		{kind: kindMessage, to: tTo(6), from: tFrom(9), body: []byte(nil)},
+		{kind: kindMessage, to: tTo(6), from: tFrom(10), body: payload.RawJSON([]byte(`[1,2]`))},
+		{kind: kindMessage, to: tTo(6), from: tFrom(10), body: in},
+		{kind: kindMessage, to: tTo(6), from: tFrom(10), body: relay.PID{Node: 77, ID: math.MaxUint64}},
+		{kind: kindMessage, to: tTo(math.MaxUint64), from: tFrom(1), body: ""},
+		{kind: kindBounce, from: tFrom(3), to: tTo(5), code: 3, text: "mailbox full", body: "x"},
+		{kind: kindBounce, from: tFrom(3), to: tTo(5), code: 3, text: "mailbox full", body: payload.Payload{}},
+		{kind: kindSpawn, req: 1, name: "worker", method: "run", await: true, input: in},
+		{kind: kindSpawn, req: 2, name: "worker", method: "run"},
+		{kind: kindSpawned, req: 1, from: tFrom(40), body: payload.RawJSON([]byte(`"done"`))},
+		{kind: kindSpawned, req: 2, code: 1 << 4, text: "init failed"},
+		{kind: kindWatch, req: 3, to: tTo(5)},
+		{kind: kindExited, req: 3, code: 1, text: "mailbox full", body: payload.Bytes([]byte{})},
+	}
+}
+
+// tEncode encodes frames as one batch from tSender.
+func tEncode(frames []frame, seq uint64) []byte {
+	var e batchEncoder
+	e.reset()
+	for _, f := range frames {
+		switch f.kind {
+		case kindMessage:
+			e.message(f.to, f.from, f.body)
+		case kindBounce:
+			e.bounce(f.from, f.to, f.code, f.text, f.body)
+		case kindSpawn:
+			e.spawn(f.req, f.name, f.method, f.await, f.input)
+		case kindSpawned:
+			e.spawned(f.req, f.from, f.code, f.text, f.body)
+		case kindWatch:
+			e.watch(f.req, f.to)
+		case kindExited:
+			e.exited(f.req, f.code, f.text, f.body)
+		}
+	}
+	return append([]byte(nil), e.finish(tSender, seq, 0)...)
+}
+
+func TestBatchRoundTrip(t *testing.T) {
+	want := tFrames()
+	data := tEncode(want, 7)
+	h, err := readHeader(data)
+	require.NoError(t, err)
+	assert.Equal(t, batchHeader{sender: tSender, seq: 7}, h)
+	var d decoder
+	got, err := d.decode(data, h.sender, tSelf)
+	require.NoError(t, err)
+	require.Len(t, got, len(want))
+	for i := range want {
+		assert.Equal(t, want[i], got[i], "frame %d", i)
+	}
+	// The decoder is reused: a second batch decodes alone.
+	got, err = d.decode(tEncode(want[:1], 8), tSender, tSelf)
+	require.NoError(t, err)
+	assert.Equal(t, want[:1], got)
+}
+
+func TestBatchTablesSendRepeatsOnce(t *testing.T) {
+	one := tEncode([]frame{{kind: kindMessage, to: tTo(1 << 40), from: tFrom(1 << 41), body: nil}}, 1)
+	two := tEncode([]frame{
+		{kind: kindMessage, to: tTo(1 << 40), from: tFrom(1 << 41), body: nil},
+		{kind: kindMessage, to: tTo(1 << 40), from: tFrom(1 << 41), body: nil},
+	}, 1)
+	// The second frame names both PIDs by their one-byte table index.
+	assert.Equal(t, 1+1+1+1, len(two)-len(one), "a repeated frame costs kind, two refs and the body tag")
+	assert.Greater(t, len(one)-headerLen, 4+10, "the first carries both IDs")
+
+	text := "scheduler: mailbox full"
+	b1 := tEncode([]frame{{kind: kindBounce, from: tFrom(1), to: tTo(2), code: 2, text: text}}, 1)
+	b2 := tEncode([]frame{{kind: kindBounce, from: tFrom(1), to: tTo(2), code: 2, text: text}, {kind: kindBounce, from: tFrom(1), to: tTo(2), code: 2, text: text}}, 1)
+	assert.Equal(t, 1+1+1+1+1+1, len(b2)-len(b1), "a repeated text costs one byte")
+}
+
+func TestBatchTableOverflow(t *testing.T) {
+	// More distinct IDs than the encoder caches: collisions are sent
+	// again, and everything still decodes to the same PIDs.
+	var want []frame
+	for i := range 3 * idSlots {
+		want = append(want, frame{kind: kindMessage, to: tTo(uint64(i%idSlots*idSlots + 1)), from: tFrom(uint64(i + 1)), body: nil})
+	}
+	var d decoder
+	got, err := d.decode(tEncode(want, 1), tSender, tSelf)
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+}
+
+func TestDecodeRejects(t *testing.T) {
+	valid := tEncode(tFrames(), 1)
+	hdr := valid[:headerLen]
+	frameOf := func(b ...byte) []byte { return append(append([]byte(nil), hdr...), b...) }
+	uv := func(v uint64) []byte { return binary.AppendUvarint(nil, v) }
+	huge := uv(math.MaxUint64)
+	for _, tc := range []struct {
+		name string
+		data []byte
+	}{
+		{"unknown frame kind", frameOf(99)},
+		{"truncated", valid[:len(valid)-1]},
+		{"message to the zero PID", frameOf(kindMessage, refZero, refZero, bodyNil)},
+		{"ID ref beyond the table", frameOf(kindMessage, refFirstIdx, refZero, bodyNil)},
+		{"literal ID 0", frameOf(kindMessage, refNew, 0, refZero, bodyNil)},
+		{"bad varint", frameOf(kindMessage, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff)},
+		{"string longer than the batch", append(frameOf(kindMessage, refNew, 1, refZero, bodyString), huge...)},
+		{"payloads count beyond the batch", append(frameOf(kindMessage, refNew, 1, refZero, bodyPayloads), uv(1<<40)...)},
+		{"a Go-value payload on the wire", frameOf(kindMessage, refNew, 1, refZero, bodyPayload, byte(payload.FormatGo), 0)},
+		{"an unknown payload format", frameOf(kindMessage, refNew, 1, refZero, bodyPayload, 9, 0)},
+		{"PID body node out of range", append(append(frameOf(kindMessage, refNew, 1, refZero, bodyPID), uv(1<<32)...), 1)},
+		{"unknown body tag", frameOf(kindMessage, refNew, 1, refZero, 77)},
+		{"bad await flag", frameOf(kindSpawn, 1, refZero, refZero, 2, 0)},
+		{"bounce to the zero PID", frameOf(kindBounce, refNew, 1, refZero, 0, refZero, bodyNil)},
+		{"text ref beyond the table", frameOf(kindExited, 1, 0, refFirstIdx, bodyNil)},
+		{"watch of the zero PID", frameOf(kindWatch, 1, refZero)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var d decoder
+			frames, err := d.decode(tc.data, tSender, tSelf)
+			assert.ErrorIs(t, err, errMalformed)
+			assert.Nil(t, frames, "a bad batch delivers nothing")
+		})
+	}
+
+	t.Run("headers", func(t *testing.T) {
+		_, err := readHeader(valid[:headerLen-1])
+		assert.ErrorIs(t, err, errMalformed)
+		bad := append([]byte(nil), valid...)
+		bad[0] = wireVersion + 1
+		_, err = readHeader(bad)
+		assert.ErrorIs(t, err, errMalformed)
+	})
+}
+
+func TestDecodeEveryPrefix(t *testing.T) {
+	// A batch cut anywhere decodes to the frames before the cut or fails;
+	// it never panics and never invents a frame.
+	want := tFrames()
+	valid := tEncode(want, 1)
+	var d decoder
+	for n := headerLen; n < len(valid); n++ {
+		got, err := d.decode(valid[:n], tSender, tSelf)
+		if err != nil {
+			require.ErrorIs(t, err, errMalformed)
+			continue
+		}
+		require.LessOrEqual(t, len(got), len(want))
+		for i := range got {
+			require.Equal(t, want[i], got[i], "prefix %d, frame %d", n, i)
+		}
+	}
+}
+
+func TestDecodedBodiesAreCapped(t *testing.T) {
+	// A received []byte is a view of the batch: appending to it must not
+	// overwrite the frame after it.
+	data := tEncode([]frame{
+		{kind: kindMessage, to: tTo(1), from: tFrom(2), body: []byte("ab")},
+		{kind: kindMessage, to: tTo(1), from: tFrom(2), body: "after"},
+	}, 1)
+	var d decoder
+	got, err := d.decode(data, tSender, tSelf)
+	require.NoError(t, err)
+	b := got[0].body.([]byte)
+	_ = append(b, "XXXXXXXX"...)
+	assert.Equal(t, "after", got[1].body)
+}
+
+func TestControlRoundTrip(t *testing.T) {
+	for _, m := range []ctlMsg{
+		{typ: ctlHello, sender: 5, flags: flagDirect, name: "node é"},
+		{typ: ctlHeartbeat, sender: 5, name: "b"},
+		{typ: ctlAck, sender: math.MaxUint32, name: "b"},
+		{typ: ctlBye, sender: 5},
+		{typ: ctlGrant, sender: 5, seq: math.MaxUint64},
+		{typ: ctlDown, sender: 5},
+		{typ: ctlProbe, sender: 5},
+		{typ: ctlPong, sender: 5},
+	} {
+		got, err := decodeCtl(appendCtl(nil, m))
+		require.NoError(t, err, "%+v", m)
+		assert.Equal(t, m, got)
+	}
+	for name, data := range map[string][]byte{
+		"empty":          nil,
+		"sender 0":       appendCtl(nil, ctlMsg{typ: ctlBye}),
+		"unknown type":   appendCtl(nil, ctlMsg{typ: 99, sender: 1}),
+		"trailing bytes": append(appendCtl(nil, ctlMsg{typ: ctlBye, sender: 1}), 0),
+		"empty name":     appendCtl(nil, ctlMsg{typ: ctlAck, sender: 1}),
+		"bad UTF-8":      appendCtl(nil, ctlMsg{typ: ctlAck, sender: 1, name: "\xff"}),
+		"name too long":  appendCtl(nil, ctlMsg{typ: ctlAck, sender: 1, name: string(make([]byte, maxNameLen+1))}),
+		"wrong version":  append([]byte{wireVersion + 1}, appendCtl(nil, ctlMsg{typ: ctlBye, sender: 1})[1:]...),
+	} {
+		_, err := decodeCtl(data)
+		assert.ErrorIs(t, err, errMalformed, name)
+	}
+}
+
+func TestWireBody(t *testing.T) {
+	type point struct{ X, Y int }
+	t.Run("kinds that cross as they are", func(t *testing.T) {
+		for _, body := range []any{nil, "s", []byte("b"), []byte(nil), relay.PID{Node: 1, ID: 2},
+			payload.Payload{}, payload.Bytes([]byte("x")), payload.RawJSON([]byte("1")),
+			payload.Payloads{payload.Bytes(nil)}, payload.Payloads(nil)} {
+			got, err := wireBody(body)
+			require.NoError(t, err, "%T", body)
+			assert.Equal(t, body, got)
+		}
+	})
+	t.Run("a Go value becomes JSON that decodes the same", func(t *testing.T) {
+		got, err := wireBody(payload.Of(point{1, 2}))
+		require.NoError(t, err)
+		p := got.(payload.Payload)
+		assert.Equal(t, payload.FormatJSON, p.Format())
+		v, err := payload.As[point](p)
+		require.NoError(t, err)
+		assert.Equal(t, point{1, 2}, v)
+
+		ps, err := wireBody(payload.Payloads{payload.Bytes(nil), payload.Of("s")})
+		require.NoError(t, err)
+		var s string
+		require.NoError(t, ps.(payload.Payloads)[1].Decode(&s))
+		assert.Equal(t, "s", s)
+	})
+	t.Run("other kinds are refused at the sender", func(t *testing.T) {
+		for _, body := range []any{42, point{}, &point{}, map[string]int{}, scheduler.Event{}} {
+			_, err := wireBody(body)
+			assert.ErrorIs(t, err, ErrNotEncodable, "%T", body)
+		}
+	})
+	t.Run("a value JSON cannot encode is refused", func(t *testing.T) {
+		_, err := wireBody(payload.Of(make(chan int)))
+		assert.ErrorIs(t, err, ErrNotEncodable)
+		assert.ErrorIs(t, err, payload.ErrEncode)
+		_, err = wireBody(payload.Payloads{payload.Of(1), payload.Of(func() {})})
+		assert.ErrorIs(t, err, ErrNotEncodable)
+		assert.ErrorIs(t, err, payload.ErrEncode)
+	})
+	t.Run("sizes are exact", func(t *testing.T) {
+		for _, body := range []any{nil, "s", []byte("b"), []byte(nil), relay.PID{Node: 1 << 31, ID: 1 << 60},
+			payload.Payload{}, payload.RawJSON(make([]byte, 300)), payload.Payloads{payload.Bytes(nil), {}}} {
+			assert.Equal(t, len(appendBody(nil, body)), bodySize(body), "%T", body)
+		}
+	})
+}
+
+func TestErrorCodesRebuild(t *testing.T) {
+	for _, err := range []error{
+		scheduler.ErrProcessNotFound, scheduler.ErrMailboxFull, scheduler.ErrDropped,
+		ErrNodeDown, ErrBackpressure, ErrUnknownKind,
+		errors.Join(scheduler.ErrInit, scheduler.ErrUnknownMethod),
+	} {
+		got := newRemoteError("b", tFrom(1), errorCode(err), err.Error())
+		for _, target := range wireErrors {
+			assert.Equal(t, errors.Is(err, target), errors.Is(got, target), "%v matching %v", err, target)
+		}
+	}
+	got := newRemoteError("b", tFrom(1), errorCode(ErrNodeDown), "x")
+	assert.ErrorIs(t, got, scheduler.ErrProcessNotFound, "node down is also not found")
+	assert.Equal(t, `remote: node "b": x`, got.Error())
+	assert.Zero(t, errorCode(errors.New("other")))
+}
+
+// framesEqual compares two decoded frames.
+func framesEqual(a, b frame) bool {
+	return reflect.DeepEqual(a, b)
+}
