@@ -15,6 +15,9 @@ import (
 // sequence shows it was taken already; nothing in a dropped batch is
 // delivered.
 func (n *Node) onData(msg *nats.Msg) {
+	if hook := n.inboundHook.Load(); hook != nil {
+		(*hook)()
+	}
 	data := msg.Data
 	h, err := readHeader(data)
 	if err != nil {

@@ -83,6 +83,10 @@ type Node struct {
 	notifyMu sync.Mutex
 	notifyCh chan struct{} // guarded by notifyMu: closed and replaced on every change
 
+	// inboundHook, if set, is called before each batch is taken: tests
+	// stall the receiving side with it.
+	inboundHook atomic.Pointer[func()]
+
 	stop       chan struct{} // closed by Close to stop the writer and the monitor
 	wg         sync.WaitGroup
 	connClosed chan struct{} // closed when the NATS connection is closed for good
