@@ -40,7 +40,7 @@ func (n *Node) onData(msg *nats.Msg) {
 		n.counts.gaps.Add(gap)
 	}
 	p.lastSeq = h.seq
-	p.heard(n.clock.Load())
+	p.heardFrom(n.clock.Load())
 	frames, err := n.dec.decode(data, h.sender, n.num)
 	if err != nil {
 		n.counts.dropped[dropMalformed].Add(1)

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/procsched/scheduler/payload"
 	"github.com/procsched/scheduler/relay"
 )
@@ -26,6 +28,12 @@ type link struct {
 	// loaded without it by the receive path, which only needs to see a
 	// down peer soon, not at an exact point.
 	state atomic.Int32
+	// paused is set while the link may not publish although open: this
+	// node's connection went down, and the peer has not been heard from
+	// since. Batches published then would reach the server before the
+	// peer has subscribed again, and be lost. Written with mu held;
+	// loaded without it by the receive path to resume the link.
+	paused atomic.Bool
 
 	mu sync.Mutex
 	// Guarded by mu:
@@ -130,12 +138,16 @@ func (l *link) commit(b *outBatch, before int) (queue bool) {
 	grown := b.enc.size() - before
 	b.bytes += grown
 	l.buffered += grown
-	if !l.queued && l.state.Load() == linkOpen {
+	if !l.queued && l.canPublish() {
 		l.queued = true
 		return true
 	}
 	return false
 }
+
+// canPublish reports whether the writer may publish the link's batches.
+// Called with l.mu held.
+func (l *link) canPublish() bool { return l.state.Load() == linkOpen && !l.paused.Load() }
 
 // sendMessage appends a message frame; body is what wireBody returned
 // for msg.Data. Any goroutine; it never blocks but on l.mu.
@@ -291,9 +303,13 @@ func (l *link) flush() {
 	published := false
 	window := l.n.cfg.Window
 	l.mu.Lock()
-	for l.state.Load() == linkOpen {
+	for l.canPublish() {
 		b := l.next()
 		if b == nil {
+			break
+		}
+		if l.n.nc.Status() != nats.CONNECTED {
+			l.paused.Store(true) // until the peer is heard from again
 			break
 		}
 		size := b.enc.size()
@@ -335,7 +351,7 @@ func (l *link) flush() {
 		}
 		l.recycle(b)
 	}
-	if l.state.Load() == linkOpen && (l.wantSync || (published && l.n.closing())) {
+	if l.canPublish() && (l.wantSync || (published && l.n.closing())) {
 		l.wantSync = false
 		l.seq++
 		writeHeader(l.marker[:], l.n.num, l.seq, flagSync)
@@ -367,15 +383,43 @@ func (l *link) grant(seq uint64) {
 	l.inflight = l.inflight[:copy(l.inflight, l.inflight[i:])]
 	l.grantAt = l.n.clock.Load()
 	l.stalled = false
-	queue := !l.queued && l.state.Load() == linkOpen && (l.next() != nil || l.wantSync)
-	if queue {
-		l.queued = true
-	}
+	queue := l.queueIfPending()
 	l.mu.Unlock()
 	if queue {
 		l.n.writer.push(l)
 	}
 	l.n.progressed()
+}
+
+// queueIfPending marks the link queued if it may publish, has something
+// to publish and is not queued yet, and reports whether the caller must
+// push it to the writer. Called with l.mu held.
+func (l *link) queueIfPending() bool {
+	if l.queued || !l.canPublish() || (l.next() == nil && !l.wantSync) {
+		return false
+	}
+	l.queued = true
+	return true
+}
+
+// pause stops the link publishing until resume: this node's connection
+// went down and came back. Any goroutine.
+func (l *link) pause() {
+	l.mu.Lock()
+	l.paused.Store(true)
+	l.mu.Unlock()
+}
+
+// resume lets a paused link publish again: the peer was heard from, so
+// it is connected and subscribed. Any goroutine.
+func (l *link) resume() {
+	l.mu.Lock()
+	l.paused.Store(false)
+	queue := l.queueIfPending()
+	l.mu.Unlock()
+	if queue {
+		l.n.writer.push(l)
+	}
 }
 
 // open lets the link publish: the peer knows this node. It reports
@@ -388,10 +432,7 @@ func (l *link) markOpen() bool {
 	}
 	l.state.Store(linkOpen)
 	l.grantAt = l.n.clock.Load()
-	queue := !l.queued && l.next() != nil
-	if queue {
-		l.queued = true
-	}
+	queue := l.queueIfPending()
 	l.mu.Unlock()
 	if queue {
 		l.n.writer.push(l)
@@ -432,8 +473,7 @@ func (l *link) requestSync() {
 	queue := false
 	if l.state.Load() == linkOpen && !l.wantSync {
 		l.wantSync = true
-		queue = !l.queued
-		l.queued = true
+		queue = l.queueIfPending()
 	}
 	l.mu.Unlock()
 	if queue {

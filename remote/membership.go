@@ -42,6 +42,16 @@ func newPeer(n *Node, num uint32, name string) *peer {
 // heard records a message from the peer at time now.
 func (p *peer) heard(now int64) { p.lastHeard.Store(now) }
 
+// heardFrom records a message from the peer, which shows that the peer
+// is connected and subscribed: a link paused by a reconnect resumes.
+// Any goroutine.
+func (p *peer) heardFrom(now int64) {
+	p.heard(now)
+	if p.link.paused.Load() {
+		p.link.resume()
+	}
+}
+
 // Peer describes another node as this node sees it.
 type Peer struct {
 	Name string
@@ -111,7 +121,7 @@ func (n *Node) onControl(msg *nats.Msg) {
 		n.declareDown(m.sender, errDeclaredUs, false)
 	case ctlGrant:
 		if p := n.peer(m.sender); p != nil {
-			p.heard(now)
+			p.heardFrom(now)
 			p.link.grant(m.seq)
 		}
 	}
@@ -162,7 +172,7 @@ func (n *Node) onHello(m ctlMsg, now int64) {
 		n.publishCtl(ctlSubject(n.subj.prefix, p.num), ctlMsg{typ: ctlDown})
 		return
 	}
-	p.heard(now)
+	p.heardFrom(now)
 	if replaced != nil {
 		n.declareDown(replaced.num, fmt.Errorf("it restarted as node %d", p.num), true)
 	}
@@ -306,7 +316,7 @@ func (n *Node) probe(p *peer, now int64) {
 		_, err := n.nc.Request(ctlSubject(n.subj.prefix, p.num), appendCtl(buf[:0], ctlMsg{typ: ctlProbe, sender: n.num}), n.cfg.Heartbeat)
 		switch {
 		case err == nil:
-			p.heard(time.Now().UnixNano())
+			p.heardFrom(time.Now().UnixNano())
 		case errors.Is(err, nats.ErrNoResponders):
 			if time.Now().UnixNano() >= n.probesFrom.Load() && !n.closing() {
 				n.declareDown(p.num, errNoOneAnswers, true)

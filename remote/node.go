@@ -439,10 +439,11 @@ func publishError(err error) error {
 }
 
 // onReconnect runs on NATS's goroutine after the connection came back.
-// Batches may have been lost in flight: every link asks its peer to
-// grant what it has. Peers get FailureTimeout to reconnect before a
-// probe that finds no one declares them down, and the silence before the
-// reconnect does not count.
+// Each link waits until its peer is heard from (so has subscribed again)
+// before it publishes, and then asks the peer to grant what it has taken,
+// since batches may have been lost in flight. Peers get FailureTimeout to
+// reconnect before a probe that finds no one declares them down, and the
+// silence before the reconnect does not count.
 func (n *Node) onReconnect() {
 	now := time.Now().UnixNano()
 	n.clock.Store(now)
@@ -451,6 +452,7 @@ func (n *Node) onReconnect() {
 	n.counts.reconnects.Add(1)
 	for _, p := range *n.peers.Load() {
 		p.heard(now)
+		p.link.pause()
 		p.link.requestSync()
 	}
 }
@@ -493,6 +495,7 @@ func (n *Node) Close(ctx context.Context) error {
 	if n.state.CompareAndSwap(stateNew, stateClosed) {
 		n.exits.close()
 		n.nc.Close()
+		<-n.connClosed
 		return nil
 	}
 	if !n.state.CompareAndSwap(stateRunning, stateClosing) {
@@ -528,18 +531,42 @@ func (n *Node) Close(ctx context.Context) error {
 	}
 	n.pending.failAll(closed)
 	n.exits.close()
-	if derr := n.nc.Drain(); derr == nil {
-		select {
-		case <-n.connClosed:
-		case <-ctx.Done():
-			n.nc.Close()
-			<-n.connClosed
-		}
-	} else {
-		n.nc.Close()
-	}
+	n.drain(ctx)
 	n.state.Store(stateClosed)
 	return err
+}
+
+// drain stops the subscriptions, lets their handlers take what has
+// arrived, flushes what was published and closes the connection. NATS's
+// own Drain would do the same, but its goroutine outlives a connection
+// that closes under it by up to the drain timeout; here nothing outlives
+// Close.
+func (n *Node) drain(ctx context.Context) {
+	if n.nc.Status() != nats.CONNECTED {
+		// Nothing can be taken or flushed without the server.
+		n.nc.Close()
+		<-n.connClosed
+		return
+	}
+	var waits []<-chan nats.SubStatus
+	for _, sub := range n.subs {
+		waits = append(waits, sub.StatusChanged(nats.SubscriptionClosed))
+		_ = sub.Drain()
+	}
+	for _, ch := range waits {
+		select {
+		case <-ch:
+		case <-n.connClosed:
+		case <-ctx.Done():
+		}
+	}
+	if _, ok := ctx.Deadline(); ok {
+		_ = n.nc.FlushWithContext(ctx)
+	} else {
+		_ = n.nc.Flush()
+	}
+	n.nc.Close()
+	<-n.connClosed
 }
 
 // drained reports whether every live link has published everything and
