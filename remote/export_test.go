@@ -1,5 +1,7 @@
 package remote
 
+import "github.com/procsched/scheduler/relay"
+
 // SetInboundHook makes n call f before it takes each batch; nil removes
 // it.
 func SetInboundHook(n *Node, f func()) {
@@ -8,4 +10,61 @@ func SetInboundHook(n *Node, f func()) {
 		return
 	}
 	n.inboundHook.Store(&f)
+}
+
+// EncodeMessages encodes msgs as one batch from node sender with
+// sequence seq; each body must be one wireBody accepts.
+func EncodeMessages(sender uint32, seq uint64, msgs ...relay.Message) []byte {
+	var e batchEncoder
+	e.reset()
+	for _, m := range msgs {
+		body, err := wireBody(m.Data)
+		if err != nil {
+			panic(err)
+		}
+		e.message(m.To, m.From, body)
+	}
+	return append([]byte(nil), e.finish(sender, seq, 0)...)
+}
+
+// EncodeHello encodes a hello (direct or not) or, if ack, an ack.
+func EncodeHello(sender uint32, name string, ack, direct bool) []byte {
+	m := ctlMsg{typ: ctlHello, sender: sender, name: name}
+	if ack {
+		m.typ = ctlAck
+	}
+	if direct {
+		m.flags = flagDirect
+	}
+	return appendCtl(nil, m)
+}
+
+// EncodeBye encodes a goodbye.
+func EncodeBye(sender uint32) []byte { return appendCtl(nil, ctlMsg{typ: ctlBye, sender: sender}) }
+
+// IsAck reports whether data is an ack from sender.
+func IsAck(data []byte, sender uint32) bool {
+	m, err := decodeCtl(data)
+	return err == nil && m.typ == ctlAck && m.sender == sender
+}
+
+// Subjects returns the control subject of the cluster and the control
+// and data subjects of node num.
+func Subjects(cluster string, num uint32) (all, ctl, data string) {
+	s := newSubjects(cluster, num)
+	return s.all, s.ctl, s.data
+}
+
+// DecodeBounces returns the bounce frames of a batch from sender to
+// self as undelivered messages.
+func DecodeBounces(data []byte, sender, self uint32) ([]relay.Message, error) {
+	var d decoder
+	frames, err := d.decode(data, sender, self)
+	var msgs []relay.Message
+	for _, f := range frames {
+		if f.kind == kindBounce {
+			msgs = append(msgs, relay.Message{From: f.from, To: f.to, Data: f.body, Err: newRemoteError("", f.from, f.code, f.text)})
+		}
+	}
+	return msgs, err
 }

@@ -1,0 +1,112 @@
+package remote_test
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	scheduler "github.com/procsched/scheduler"
+	"github.com/procsched/scheduler/relay"
+	"github.com/procsched/scheduler/remote"
+)
+
+// TestHostileFrames plays a node by hand over a raw NATS connection and
+// sends a node what a broken or hostile peer might: batches before
+// joining, gaps, duplicates, corrupt batches and control messages, and
+// random bytes. Nothing it sends reaches a process it does not name, a
+// bad batch delivers nothing, and the node keeps working.
+func TestHostileFrames(t *testing.T) {
+	srv := tServer(t)
+	b := tStart(t, srv.ClientURL(), "b", func(cfg *remote.Config) { cfg.FailureTimeout = time.Minute })
+	recv, got := tCollector(t, b.S, 64)
+	fake := b.Node.Node() + 1
+	from := relay.PID{Node: fake, ID: 7}
+	msg := func(body any) relay.Message { return relay.Message{From: from, To: recv.PID(), Data: body} }
+
+	nc, err := nats.Connect(srv.ClientURL())
+	require.NoError(t, err)
+	defer nc.Close()
+	all, _, _ := remote.Subjects("test", fake)
+	_, bCtl, bData := remote.Subjects("test", b.Node.Node())
+	_, fakeCtl, fakeData := remote.Subjects("test", fake)
+	ctl := make(chan *nats.Msg, 64)
+	data := make(chan *nats.Msg, 64)
+	for subj, ch := range map[string]chan *nats.Msg{fakeCtl: ctl, fakeData: data} {
+		sub, err := nc.ChanSubscribe(subj, ch)
+		require.NoError(t, err)
+		defer func() { _ = sub.Unsubscribe() }()
+	}
+	require.NoError(t, nc.Flush())
+	publish := func(subj string, b []byte) { require.NoError(t, nc.Publish(subj, b)) }
+
+	// Before joining: dropped.
+	publish(bData, remote.EncodeMessages(fake, 1, msg("too early")))
+	tEventually(t, func() bool { return b.Stats().Dropped.UnknownSender == 1 }, "b drops the batch of a node that has not joined")
+
+	// Join by hand: hello, wait for b's ack, ack back.
+	publish(all, remote.EncodeHello(fake, "fake", false, false))
+	for m := range ctl {
+		if remote.IsAck(m.Data, b.Node.Node()) {
+			break
+		}
+	}
+	publish(bCtl, remote.EncodeHello(fake, "fake", true, false))
+
+	publish(bData, remote.EncodeMessages(fake, 1, msg("one")))
+	publish(bData, remote.EncodeMessages(fake, 2, msg("two")))
+	publish(bData, remote.EncodeMessages(fake, 5, msg("five")))      // 3 and 4 never come
+	publish(bData, remote.EncodeMessages(fake, 2, msg("two again"))) // a duplicate
+	bad := remote.EncodeMessages(fake, 6, msg("in a corrupt batch"))
+	publish(bData, append(bad, 0xff)) // a good frame, then garbage
+	publish(all, []byte("not a control message"))
+	nobody := relay.PID{Node: b.Node.Node(), ID: 1 << 40}
+	publish(bData, remote.EncodeMessages(fake, 7, relay.Message{From: from, To: nobody, Data: "to nobody"}))
+	rng := rand.New(rand.NewPCG(1, 2))
+	for seq := uint64(8); seq < 1008; seq++ {
+		junk := remote.EncodeMessages(fake, seq)
+		for range rng.IntN(64) {
+			junk = append(junk, byte(rng.Uint32()))
+		}
+		publish(bData, junk)
+	}
+	publish(bData, remote.EncodeMessages(fake, 1008, msg("last")))
+
+	for _, want := range []string{"one", "two", "five", "last"} {
+		ev := tRecv(t, got, want)
+		assert.Equal(t, scheduler.EventMessage, ev.Type)
+		assert.Equal(t, from, ev.From)
+		assert.Equal(t, want, ev.Data)
+	}
+	select {
+	case ev := <-got:
+		t.Fatalf("an unexpected event reached the process: %v", ev)
+	default:
+	}
+
+	// The message to nobody came back to its sender as a bounce.
+	var bounces []relay.Message
+	for len(bounces) == 0 {
+		m := tRecv(t, data, "the bounce")
+		bounces, err = remote.DecodeBounces(m.Data, b.Node.Node(), fake)
+		require.NoError(t, err)
+	}
+	assert.Equal(t, nobody, bounces[0].From)
+	assert.Equal(t, from, bounces[0].To)
+	assert.Equal(t, "to nobody", bounces[0].Data)
+	assert.ErrorIs(t, bounces[0].Err, scheduler.ErrProcessNotFound)
+
+	st := b.Stats()
+	assert.Equal(t, uint64(2), st.Gaps, "batches 3 and 4")
+	assert.Equal(t, uint64(1), st.Dropped.Duplicate)
+	assert.GreaterOrEqual(t, st.Dropped.Malformed, uint64(2), "the corrupt batch and control message, and random bytes")
+	assert.Equal(t, uint64(1), st.Dropped.UnknownSender)
+
+	// The fake node leaves, so that b need not wait for its grants when
+	// it closes.
+	publish(all, remote.EncodeBye(fake))
+	tRecv(t, b.Down, "b to see the fake node leave")
+}
