@@ -79,6 +79,7 @@ var wireErrors = [...]error{
 	scheduler.ErrNilProcess,
 	payload.ErrEncode,
 	payload.ErrDecode,
+	payload.ErrTypeMismatch,
 	ErrNodeDown,
 	ErrUnknownNode,
 	ErrBackpressure,
@@ -88,10 +89,17 @@ var wireErrors = [...]error{
 	ErrWatchUnsupported,
 }
 
-// errorCode returns the wire code of err: one bit per error of
-// wireErrors that it matches.
+// codeFailed is set in the wire code of every error, so that a failure
+// that matches none of wireErrors is still a failure.
+const codeFailed = 1 << 63
+
+// errorCode returns the wire code of err: codeFailed and one bit per
+// error of wireErrors that it matches; 0 for nil.
 func errorCode(err error) uint64 {
-	var code uint64
+	if err == nil {
+		return 0
+	}
+	code := uint64(codeFailed)
 	for i, target := range wireErrors {
 		if errors.Is(err, target) {
 			code |= 1 << i

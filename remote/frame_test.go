@@ -289,7 +289,8 @@ func TestErrorCodesRebuild(t *testing.T) {
 	got := newRemoteError("b", tFrom(1), errorCode(ErrNodeDown), "x")
 	assert.ErrorIs(t, got, scheduler.ErrProcessNotFound, "node down is also not found")
 	assert.Equal(t, `remote: node "b": x`, got.Error())
-	assert.Zero(t, errorCode(errors.New("other")))
+	assert.Equal(t, uint64(codeFailed), errorCode(errors.New("other")), "a failure that matches nothing is still one")
+	assert.Zero(t, errorCode(nil))
 }
 
 // framesEqual compares two decoded frames.

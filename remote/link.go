@@ -235,10 +235,9 @@ func (l *link) sendWatch(req uint64, target relay.PID) error {
 // failure if any, and body the result (in wire form) if any. Any
 // goroutine.
 func (l *link) sendReply(exited bool, req uint64, child relay.PID, cause error, body any) error {
-	var code uint64
-	var text string
+	code, text := errorCode(cause), ""
 	if cause != nil {
-		code, text = errorCode(cause), cause.Error()
+		text = cause.Error()
 	}
 	l.mu.Lock()
 	b, err := l.reserve(replyBound(text, bodySize(body)), true)

@@ -100,7 +100,8 @@ func (r *kindRegistry) factory(kind string) func() scheduler.Process {
 // submitFunc is Scheduler.Submit or Call.Submit.
 type submitFunc func(context.Context, scheduler.Process, string, payload.Payloads, ...scheduler.SubmitOption) (scheduler.Handle, error)
 
-// startLocal starts a process of a registered kind with submit.
+// startLocal starts a process of a registered kind with submit, and
+// tells the exit source about it so that it can be watched.
 func (n *Node) startLocal(kind, method string, input payload.Payloads, submit submitFunc) (h scheduler.Handle, err error) {
 	f := n.kinds.factory(kind)
 	if f == nil {
@@ -110,7 +111,10 @@ func (n *Node) startLocal(kind, method string, input payload.Payloads, submit su
 	if err != nil {
 		return h, err
 	}
-	return submit(context.Background(), p, method, input)
+	if h, err = submit(context.Background(), p, method, input); err == nil {
+		n.exits.started(h)
+	}
+	return h, err
 }
 
 // newProcess calls a factory, turning a panic or a nil process into an
@@ -208,7 +212,6 @@ func (n *Node) spawn(sp Spawn, submit submitFunc, done func(any, error)) {
 		case !sp.Await:
 			done(h.PID(), nil)
 		default:
-			n.exits.started(h)
 			if err := n.exits.notify(h.PID(), func(res payload.Payload, err error) { done(res, err) }); err != nil {
 				done(nil, err)
 			}
@@ -265,7 +268,6 @@ func (n *Node) serveSpawn(p *peer, f *frame) {
 		n.reply(p, false, req, h.PID(), payload.Payload{}, nil)
 	default:
 		child := h.PID()
-		n.exits.started(h)
 		err := n.exits.notify(child, func(res payload.Payload, err error) {
 			n.reply(p, false, req, child, res, err)
 		})
@@ -353,7 +355,7 @@ func (t *pendingTable) answer(p *peer, f *frame) {
 	delete(t.m, f.req)
 	t.mu.Unlock()
 	var err error
-	if f.code != 0 {
+	if f.code&codeFailed != 0 {
 		pid := r.target
 		if f.kind == kindSpawned {
 			pid = f.from

@@ -1,0 +1,264 @@
+package remote_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	scheduler "github.com/procsched/scheduler"
+	"github.com/procsched/scheduler/payload"
+	"github.com/procsched/scheduler/relay"
+	"github.com/procsched/scheduler/remote"
+)
+
+// echo answers every message to its sender, and ends with "stop", with
+// the number of messages it answered.
+type echo struct{ answered int }
+
+func (e *echo) Init(_ context.Context, method string, _ payload.Payloads) error {
+	if method != "run" {
+		return fmt.Errorf("%w: %q", scheduler.ErrUnknownMethod, method)
+	}
+	return nil
+}
+
+func (e *echo) Step(evs []scheduler.Event, out *scheduler.StepOutput) error {
+	for _, ev := range evs {
+		switch {
+		case ev.Type == scheduler.EventCancel:
+			out.Done(payload.Of(e.answered))
+		case ev.Type == scheduler.EventMessage && ev.Data == "stop":
+			out.Done(payload.Of(e.answered))
+		case ev.Type == scheduler.EventMessage && ev.Error == nil:
+			out.Tell(ev.From, ev.Data)
+			e.answered++
+		}
+	}
+	return nil
+}
+
+func (e *echo) Close() {}
+
+// adder ends at once with the sum of its input.
+type adder struct{ sum int }
+
+func (a *adder) Init(_ context.Context, _ string, in payload.Payloads) error {
+	for _, p := range in {
+		n, err := payload.As[int](p)
+		if err != nil {
+			return err
+		}
+		a.sum += n
+	}
+	return nil
+}
+
+func (a *adder) Step(_ []scheduler.Event, out *scheduler.StepOutput) error {
+	if a.sum < 0 {
+		return errors.New("negative sum")
+	}
+	out.Done(payload.Of(a.sum))
+	return nil
+}
+
+func (a *adder) Close() {}
+
+// tRegister registers the test kinds on the nodes.
+func tRegister(t testing.TB, nodes ...*tNode) {
+	for _, n := range nodes {
+		require.NoError(t, n.Register("echo", func() scheduler.Process { return &echo{} }))
+		require.NoError(t, n.Register("adder", func() scheduler.Process { return &adder{} }))
+		require.NoError(t, n.Register("nil", func() scheduler.Process { return nil }))
+	}
+}
+
+// tYield submits a process that yields cmd with arg and ends with the
+// completion.
+func tYield(t testing.TB, s *scheduler.Scheduler, cmd scheduler.CommandID, arg any) scheduler.Event {
+	t.Helper()
+	h := tSubmit(t, s, func(_ *tProc, n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+		if n == 0 {
+			out.Yield(1, cmd, arg)
+			return nil
+		}
+		for _, ev := range evs {
+			if ev.Type == scheduler.EventYieldComplete {
+				out.Done(payload.Of(ev))
+			}
+		}
+		return nil
+	})
+	res, err := tWaitResult(t, h)
+	require.NoError(t, err)
+	return res.Value().(scheduler.Event)
+}
+
+func TestRemoteSpawn(t *testing.T) {
+	srv := tServer(t)
+	a := tStart(t, srv.ClientURL(), "a", nil)
+	b := tStart(t, srv.ClientURL(), "b", nil)
+	tJoin(t, a, b)
+	tRegister(t, a, b)
+	require.ErrorIs(t, b.Register("echo", func() scheduler.Process { return &echo{} }), remote.ErrInvalidConfig, "a kind is registered once")
+
+	t.Run("a spawn completes with the child's PID, and the child works", func(t *testing.T) {
+		h := tSubmit(t, a.S, func(_ *tProc, n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+			if n == 0 {
+				out.Yield(1, a.SpawnCommand(), remote.Spawn{Node: "b", Kind: "echo", Method: "run"})
+				return nil
+			}
+			for _, ev := range evs {
+				switch {
+				case ev.Type == scheduler.EventYieldComplete && ev.Error != nil:
+					return ev.Error
+				case ev.Type == scheduler.EventYieldComplete:
+					child := ev.Data.(relay.PID)
+					out.Tell(child, "ping")
+					out.Tell(child, "stop")
+				case ev.Type == scheduler.EventMessage:
+					out.Done(payload.Of(ev))
+				}
+			}
+			return nil
+		})
+		res, err := tWaitResult(t, h)
+		require.NoError(t, err)
+		ev := res.Value().(scheduler.Event)
+		assert.Equal(t, "ping", ev.Data)
+		assert.Equal(t, b.Node.Node(), ev.From.Node, "the echo ran on b")
+		assert.Equal(t, "b", a.Named(ev.From).Node)
+	})
+
+	t.Run("an awaited spawn completes with the child's result", func(t *testing.T) {
+		ev := tYield(t, a.S, a.SpawnCommand(), remote.Spawn{Node: "b", Kind: "adder", Method: "run", Input: payload.Values(2, 3), Await: true})
+		require.NoError(t, ev.Error)
+		sum, err := payload.As[int](ev.Data.(payload.Payload))
+		require.NoError(t, err)
+		assert.Equal(t, 5, sum)
+	})
+
+	t.Run("here", func(t *testing.T) {
+		for _, node := range []string{"", "a"} {
+			ev := tYield(t, a.S, a.SpawnCommand(), remote.Spawn{Node: node, Kind: "adder", Method: "run", Input: payload.Values(4), Await: true})
+			require.NoError(t, ev.Error)
+			assert.Equal(t, payload.Of(4), ev.Data, "a spawn here passes the result as it is")
+			ev = tYield(t, a.S, a.SpawnCommand(), remote.Spawn{Node: node, Kind: "echo", Method: "run"})
+			require.NoError(t, ev.Error)
+			assert.Equal(t, a.Node.Node(), ev.Data.(relay.PID).Node)
+			require.NoError(t, a.S.Tell(ev.Data.(relay.PID), "stop"))
+		}
+	})
+
+	t.Run("failures", func(t *testing.T) {
+		for _, tc := range []struct {
+			name  string
+			spawn remote.Spawn
+			want  []error
+		}{
+			{"an unknown kind", remote.Spawn{Node: "b", Kind: "nope", Method: "run"}, []error{remote.ErrUnknownKind}},
+			{"an unknown node", remote.Spawn{Node: "z", Kind: "echo", Method: "run"}, []error{remote.ErrUnknownNode, scheduler.ErrProcessNotFound}},
+			{"an unknown method", remote.Spawn{Node: "b", Kind: "echo", Method: "walk"}, []error{scheduler.ErrInit, scheduler.ErrUnknownMethod}},
+			{"an Init that fails, awaited", remote.Spawn{Node: "b", Kind: "adder", Method: "run", Input: payload.Values("x"), Await: true}, []error{scheduler.ErrInit, payload.ErrDecode}},
+			{"a factory that returns nil", remote.Spawn{Node: "b", Kind: "nil", Method: "run"}, []error{scheduler.ErrNilProcess}},
+			{"a child that fails", remote.Spawn{Node: "b", Kind: "adder", Method: "run", Input: payload.Values(-1), Await: true}, nil},
+			{"an input that cannot cross", remote.Spawn{Node: "b", Kind: "adder", Method: "run", Input: payload.Values(make(chan int))}, []error{remote.ErrNotEncodable}},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				ev := tYield(t, a.S, a.SpawnCommand(), tc.spawn)
+				require.Error(t, ev.Error)
+				for _, want := range tc.want {
+					assert.ErrorIs(t, ev.Error, want)
+				}
+				t.Log(ev.Error)
+			})
+		}
+		ev := tYield(t, a.S, a.SpawnCommand(), "not a spawn")
+		assert.ErrorIs(t, ev.Error, scheduler.ErrInvalidCommand)
+		ev = tYield(t, a.S, a.WatchCommand(), "not a watch")
+		assert.ErrorIs(t, ev.Error, scheduler.ErrInvalidCommand)
+	})
+
+	t.Run("from outside any process", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), tWait)
+		defer cancel()
+		child, err := a.Spawn(ctx, "b", "echo", "run", nil)
+		require.NoError(t, err)
+		done := make(chan error, 1)
+		var res payload.Payload
+		go func() {
+			var err error
+			res, err = a.Watch(ctx, child)
+			done <- err
+		}()
+		// Once b knows of the watch, the echo may stop.
+		tEventually(t, func() bool { return b.Stats().Received >= 2 }, "b has the watch request")
+		require.NoError(t, a.S.Tell(child, []byte("ping")))
+		require.NoError(t, a.S.Tell(child, "stop"))
+		require.NoError(t, tRecv(t, done, "the watch"))
+		n, err := payload.As[int](res)
+		require.NoError(t, err)
+		assert.Equal(t, 1, n, "the echo answered one message")
+
+		_, err = a.Spawn(ctx, "b", "nope", "run", nil)
+		assert.ErrorIs(t, err, remote.ErrUnknownKind)
+	})
+
+	t.Run("a process not started by a spawn cannot be watched yet", func(t *testing.T) {
+		other, _ := tCollector(t, b.S, 1)
+		ev := tYield(t, a.S, a.WatchCommand(), remote.Watch{PID: other.PID()})
+		assert.ErrorIs(t, ev.Error, remote.ErrWatchUnsupported)
+		require.NoError(t, b.S.Terminate(other.PID()))
+	})
+}
+
+func TestWatchersToldWhenNodeLeaves(t *testing.T) {
+	srv := tServer(t)
+	a := tStart(t, srv.ClientURL(), "a", nil)
+	b := tStart(t, srv.ClientURL(), "b", nil)
+	tJoin(t, a, b)
+	tRegister(t, a, b)
+
+	ctx, cancel := context.WithTimeout(context.Background(), tWait)
+	defer cancel()
+	child, err := a.Spawn(ctx, "b", "echo", "run", nil)
+	require.NoError(t, err)
+	// A process watches the child, another awaits a spawn on b.
+	watched := make(chan scheduler.Event, 2)
+	for _, arg := range []struct {
+		cmd scheduler.CommandID
+		arg any
+	}{
+		{a.WatchCommand(), remote.Watch{PID: child}},
+		{a.SpawnCommand(), remote.Spawn{Node: "b", Kind: "echo", Method: "run", Await: true}},
+	} {
+		tSubmit(t, a.S, func(_ *tProc, n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+			if n == 0 {
+				out.Yield(1, arg.cmd, arg.arg)
+				return nil
+			}
+			for _, ev := range evs {
+				if ev.Type == scheduler.EventYieldComplete {
+					watched <- ev
+					out.Done(payload.Payload{})
+				}
+			}
+			return nil
+		})
+	}
+	tEventually(t, func() bool { return b.Stats().Received >= 3 }, "b has the requests")
+	b.stop(t)
+	down := tRecv(t, a.Down, "a to see b leave")
+	assert.Equal(t, "b", down.Name)
+	assert.ErrorIs(t, down.Reason, remote.ErrNodeDown)
+	for range 2 {
+		ev := tRecv(t, watched, "a watcher to be told")
+		assert.ErrorIs(t, ev.Error, remote.ErrNodeDown)
+		assert.ErrorIs(t, ev.Error, scheduler.ErrProcessNotFound)
+	}
+	err = a.S.Tell(child, "late")
+	assert.ErrorIs(t, err, remote.ErrNodeDown, "a PID of a node that left")
+}
