@@ -1,5 +1,112 @@
 package remote_test
 
-// helperMain runs the helper named name in a re-executed test binary and
-// returns its exit code.
-func helperMain(name string) int { return 2 }
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	scheduler "github.com/procsched/scheduler"
+	"github.com/procsched/scheduler/remote"
+)
+
+// A node in a second OS process: the test binary, run again with
+// helperEnv set, runs helperMain instead of the tests.
+const (
+	helperURL  = "PROCSCHED_REMOTE_URL"
+	helperName = "PROCSCHED_REMOTE_NAME"
+)
+
+// helperMain runs the helper named name and returns the exit code. The
+// "node" helper joins cluster "test" as a node with the "echo" kind,
+// prints "ready" and its number, and closes when its standard input
+// closes.
+func helperMain(name string) int {
+	if name != "node" {
+		fmt.Fprintf(os.Stderr, "unknown helper %q\n", name)
+		return 2
+	}
+	node, err := remote.New(remote.Config{
+		Cluster: "test", Name: os.Getenv(helperName), URL: os.Getenv(helperURL),
+		Heartbeat: 50 * time.Millisecond, FailureTimeout: 5 * time.Second,
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	s, err := scheduler.New(scheduler.WithNode(node.Node()), scheduler.WithTransport(node))
+	if err == nil {
+		err = node.Register("echo", func() scheduler.Process { return &echo{} })
+	}
+	if err == nil {
+		err = node.Start(context.Background(), s)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Printf("ready %d\n", node.Node())
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	ctx, cancel := context.WithTimeout(context.Background(), tWait)
+	defer cancel()
+	_ = node.Close(ctx)
+	_ = s.Shutdown(ctx)
+	return 0
+}
+
+// tHelper is a node running in another process.
+type tHelper struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	num   uint32
+}
+
+// tStartHelper starts a node named name in another process and waits
+// until it is ready; the end of the test closes it if it still runs.
+func tStartHelper(t testing.TB, url, name string) *tHelper {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), helperEnv+"=node", helperURL+"="+url, helperName+"="+name)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	h := &tHelper{cmd: cmd, stdin: stdin}
+	t.Cleanup(h.stop)
+	ready := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		if sc.Scan() {
+			ready <- sc.Text()
+		}
+		close(ready)
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	line := tRecv(t, ready, "the helper node to be ready")
+	num, err := strconv.ParseUint(strings.TrimPrefix(line, "ready "), 10, 32)
+	require.NoError(t, err, "the helper said %q", line)
+	h.num = uint32(num)
+	return h
+}
+
+// kill kills the helper with SIGKILL: no goodbye, no flush.
+func (h *tHelper) kill() {
+	_ = h.cmd.Process.Kill()
+	_ = h.cmd.Wait()
+}
+
+// stop closes the helper's node gracefully and waits for it to exit.
+func (h *tHelper) stop() {
+	_ = h.stdin.Close()
+	_ = h.cmd.Wait()
+}
