@@ -68,3 +68,11 @@ func DecodeBounces(data []byte, sender, self uint32) ([]relay.Message, error) {
 	}
 	return msgs, err
 }
+
+// SetRandomNode replaces the source of incarnation numbers until the
+// returned function restores it.
+func SetRandomNode(f func() uint32) (restore func()) {
+	old := randomNode
+	randomNode = f
+	return func() { randomNode = old }
+}

@@ -170,7 +170,8 @@ func tWaitResult(t testing.TB, h scheduler.Handle) (payload.Payload, error) {
 }
 
 // tCollector is a process that passes every event it gets to a channel
-// and ends on cancel.
+// with room for buf, and ends on cancel. An event beyond buf is a test
+// failure: a step never blocks on the channel.
 func tCollector(t testing.TB, s *scheduler.Scheduler, buf int, opts ...scheduler.SubmitOption) (scheduler.Handle, chan scheduler.Event) {
 	t.Helper()
 	ch := make(chan scheduler.Event, buf)
@@ -180,7 +181,11 @@ func tCollector(t testing.TB, s *scheduler.Scheduler, buf int, opts ...scheduler
 				out.Done(payload.Payload{})
 				return nil
 			}
-			ch <- ev
+			select {
+			case ch <- ev:
+			default:
+				t.Errorf("a collector got more than %d events: %v", buf, ev)
+			}
 		}
 		return nil
 	}, opts...)

@@ -1,0 +1,165 @@
+package remote_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	scheduler "github.com/procsched/scheduler"
+	"github.com/procsched/scheduler/payload"
+	"github.com/procsched/scheduler/relay"
+	"github.com/procsched/scheduler/remote"
+)
+
+func TestCloseFlushesAndSaysGoodbye(t *testing.T) {
+	srv := tServer(t)
+	a := tStart(t, srv.ClientURL(), "a", func(cfg *remote.Config) { cfg.FailureTimeout = time.Minute })
+	b := tStart(t, srv.ClientURL(), "b", func(cfg *remote.Config) { cfg.FailureTimeout = time.Minute })
+	tJoin(t, a, b)
+	const n = 5000
+	recv := tStreamReceiver(t, b.S, n)
+	// Everything told just before Close arrives: Close waits until b
+	// has granted it.
+	body := make([]byte, 8)
+	for range n {
+		require.NoError(t, a.S.Tell(recv.PID(), body))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), tWait)
+	defer cancel()
+	require.NoError(t, a.Close(ctx))
+	res, err := tWaitResult(t, recv)
+	require.NoError(t, err)
+	assert.Equal(t, n, res.Value().(streamResult).got)
+
+	// b hears the goodbye: a is down at once, not after a timeout.
+	down := tRecv(t, b.Down, "b to see a leave")
+	assert.Equal(t, "a", down.Name)
+	assert.ErrorIs(t, down.Reason, remote.ErrNodeDown)
+	assert.Contains(t, down.Reason.Error(), "left the cluster")
+
+	// Sends after Close fail with a clear error.
+	err = a.S.Tell(relay.PID{Node: b.Node.Node(), ID: 1}, "late")
+	assert.ErrorIs(t, err, remote.ErrClosed)
+	assert.ErrorIs(t, err, scheduler.ErrClosed)
+	assert.ErrorIs(t, a.Close(ctx), remote.ErrClosed, "a second Close")
+	assert.ErrorIs(t, a.Start(ctx, a.S), remote.ErrClosed, "Start after Close")
+	ev := tYield(t, a.S, a.SpawnCommand(), remote.Spawn{Node: "b", Kind: "echo", Method: "run"})
+	assert.ErrorIs(t, ev.Error, remote.ErrClosed)
+}
+
+func TestCloseDeadlineReturnsWaitingMessages(t *testing.T) {
+	srv := tServer(t)
+	small := func(cfg *remote.Config) {
+		cfg.Window, cfg.MaxBuffered = 8<<10, 1<<20
+		cfg.FailureTimeout = time.Minute
+	}
+	a := tStart(t, srv.ClientURL(), "a", small)
+	b := tStart(t, srv.ClientURL(), "b", small)
+	tJoin(t, a, b)
+	gate := make(chan struct{})
+	remote.SetInboundHook(b.Node, func() { <-gate })
+	defer close(gate)
+	recv, _ := tCollector(t, b.S, 64)
+
+	// A process sends more than the window: the rest waits in the buffer.
+	const n = 64
+	back := make(chan scheduler.Event, n)
+	tSubmit(t, a.S, func(_ *tProc, step int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+		if step == 0 {
+			for range n {
+				out.Tell(recv.PID(), make([]byte, 1<<10))
+			}
+			return nil
+		}
+		for _, ev := range evs {
+			if ev.Type == scheduler.EventMessage {
+				back <- ev // room for all
+			}
+			if ev.Type == scheduler.EventCancel {
+				out.Done(payload.Payload{})
+			}
+		}
+		return nil
+	})
+	tEventually(t, func() bool { st := a.Stats(); return st.CreditStalls > 0 && st.Buffered > 0 }, "a's link waits for credit")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	err := a.Close(ctx)
+	assert.ErrorIs(t, err, context.DeadlineExceeded, "Close says it gave up waiting")
+	// What never left goes back to its sender with ErrClosed; what was in
+	// flight is not returned (it may still arrive).
+	returned := a.Stats().Returned.Closed
+	assert.Positive(t, returned)
+	assert.Less(t, returned, uint64(n), "the messages in flight are not returned")
+	for range returned {
+		ev := tRecv(t, back, "the waiting messages to come back")
+		assert.ErrorIs(t, ev.Error, remote.ErrClosed)
+		assert.Equal(t, recv.PID(), ev.From)
+		assert.Len(t, ev.Data, 1<<10, "the body comes back")
+	}
+}
+
+func TestStartAndConfigErrors(t *testing.T) {
+	srv := tServer(t)
+	for _, tc := range []struct {
+		name string
+		cfg  remote.Config
+	}{
+		{"no cluster", remote.Config{Name: "a"}},
+		{"a cluster with a dot", remote.Config{Cluster: "a.b", Name: "a"}},
+		{"a cluster with a wildcard", remote.Config{Cluster: "a*", Name: "a"}},
+		{"no name", remote.Config{Cluster: "c"}},
+		{"a name that is not UTF-8", remote.Config{Cluster: "c", Name: "\xff"}},
+		{"a failure timeout under three heartbeats", remote.Config{Cluster: "c", Name: "a", Heartbeat: time.Second, FailureTimeout: 2 * time.Second}},
+		{"a tiny window", remote.Config{Cluster: "c", Name: "a", Window: 100}},
+		{"a reserved command", remote.Config{Cluster: "c", Name: "a", SpawnCommand: 3}},
+		{"one command for both", remote.Config{Cluster: "c", Name: "a", SpawnCommand: 100, WatchCommand: 100}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.cfg.URL = srv.ClientURL()
+			_, err := remote.New(tc.cfg)
+			assert.ErrorIs(t, err, remote.ErrInvalidConfig)
+		})
+	}
+
+	node, err := remote.New(remote.Config{Cluster: "c", Name: "a", URL: srv.ClientURL()})
+	require.NoError(t, err)
+	wrong, err := scheduler.New(scheduler.WithNode(node.Node() + 1))
+	require.NoError(t, err)
+	defer func() { _ = wrong.Shutdown(context.Background()) }()
+	assert.ErrorIs(t, node.Start(t.Context(), wrong), remote.ErrInvalidConfig, "a scheduler of another node number")
+	assert.ErrorIs(t, node.Start(t.Context(), nil), remote.ErrInvalidConfig)
+	err = node.Send(relay.Message{To: relay.PID{Node: 5, ID: 1}})
+	assert.ErrorIs(t, err, remote.ErrClosed, "a send before Start")
+	require.NoError(t, node.Close(t.Context()), "Close before Start")
+
+	_, err = remote.New(remote.Config{Cluster: "c", Name: "a", URL: "nats://127.0.0.1:1", Options: nil})
+	assert.Error(t, err, "no server")
+	assert.False(t, errors.Is(err, remote.ErrInvalidConfig))
+}
+
+func TestNodeNumbersDoNotCollide(t *testing.T) {
+	srv := tServer(t)
+	a := tStart(t, srv.ClientURL(), "a", nil)
+	// The first number drawn is a's: the probe finds a answering for it,
+	// and b draws again.
+	draws := []uint32{a.Node.Node(), 0, a.Node.Node() + 1}
+	restore := remote.SetRandomNode(func() uint32 {
+		v := draws[0]
+		draws = draws[1:]
+		return v
+	})
+	b := tStart(t, srv.ClientURL(), "b", nil)
+	restore()
+	assert.Equal(t, a.Node.Node()+1, b.Node.Node())
+	tJoin(t, a, b)
+	assert.Equal(t, "b", a.Named(relay.PID{Node: b.Node.Node(), ID: 1}).Node)
+	num, ok := a.Lookup("b")
+	assert.True(t, ok)
+	assert.Equal(t, b.Node.Node(), num)
+}
