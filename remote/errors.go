@@ -44,6 +44,10 @@ var (
 	// (the error then also wraps [payload.ErrEncode]), or too large for
 	// one batch; or its sender is not a process of this node.
 	ErrNotEncodable error = &sentinel{"remote: message cannot cross nodes", nil}
+	// ErrDisconnected: the connection to the NATS server failed while
+	// the message was being published, so it was not sent. The node
+	// reconnects by itself; sending again later is safe.
+	ErrDisconnected error = &sentinel{"remote: connection to the server failed", nil}
 	// ErrClosed: the node is not started yet, or is closing or closed. It
 	// matches [scheduler.ErrClosed] too.
 	ErrClosed error = &sentinel{"remote: node closed", scheduler.ErrClosed}
@@ -87,6 +91,7 @@ var wireErrors = [...]error{
 	ErrClosed,
 	ErrUnknownKind,
 	ErrWatchUnsupported,
+	ErrDisconnected,
 }
 
 // codeFailed is set in the wire code of every error, so that a failure

@@ -434,8 +434,10 @@ func publishError(err error) error {
 		return ErrClosed
 	case errors.Is(err, nats.ErrMaxPayload):
 		return ErrNotEncodable
+	case errors.Is(err, nats.ErrReconnectBufExceeded):
+		return ErrBackpressure
 	}
-	return ErrBackpressure // the reconnect buffer is full, or the like
+	return ErrDisconnected
 }
 
 // onReconnect runs on NATS's goroutine after the connection came back.

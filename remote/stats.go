@@ -79,6 +79,7 @@ type Reasons struct {
 	UnknownNode  uint64 `json:"unknownNode"`  // the node was unknown
 	Backpressure uint64 `json:"backpressure"` // too much waited for the node
 	NotEncodable uint64 `json:"notEncodable"` // the message could not cross
+	Disconnected uint64 `json:"disconnected"` // the connection failed while it was being published
 	Other        uint64 `json:"other"`
 }
 
@@ -106,6 +107,7 @@ const (
 	reasonUnknownNode
 	reasonBackpressure
 	reasonNotEncodable
+	reasonDisconnected
 	reasonOther
 	numReasons
 )
@@ -148,6 +150,7 @@ func reasonOf(err error) int {
 		{ErrUnknownNode, reasonUnknownNode},
 		{ErrBackpressure, reasonBackpressure},
 		{ErrNotEncodable, reasonNotEncodable},
+		{ErrDisconnected, reasonDisconnected},
 		{scheduler.ErrClosed, reasonClosed},
 		{scheduler.ErrProcessNotFound, reasonNotFound},
 		{scheduler.ErrMailboxFull, reasonMailboxFull},
@@ -166,7 +169,7 @@ func (r *Reasons) load(c *[numReasons]atomic.Uint64) {
 		Dropped: c[reasonDropped].Load(), Closed: c[reasonClosed].Load(),
 		NodeDown: c[reasonNodeDown].Load(), UnknownNode: c[reasonUnknownNode].Load(),
 		Backpressure: c[reasonBackpressure].Load(), NotEncodable: c[reasonNotEncodable].Load(),
-		Other: c[reasonOther].Load(),
+		Disconnected: c[reasonDisconnected].Load(), Other: c[reasonOther].Load(),
 	}
 }
 
