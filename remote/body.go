@@ -239,21 +239,13 @@ func (r *reader) bytes(n uint64) []byte {
 // lenBytes reads a uvarint length and that many bytes.
 func (r *reader) lenBytes() []byte { return r.bytes(r.uvarint()) }
 
-// fixed32 and fixed64 read little-endian fixed-width integers.
+// fixed32 reads a little-endian uint32.
 func (r *reader) fixed32() uint32 {
 	b := r.bytes(4)
 	if b == nil {
 		return 0
 	}
 	return binary.LittleEndian.Uint32(b)
-}
-
-func (r *reader) fixed64() uint64 {
-	b := r.bytes(8)
-	if b == nil {
-		return 0
-	}
-	return binary.LittleEndian.Uint64(b)
 }
 
 // body reads a body. Bytes, strings and payload contents are views of the

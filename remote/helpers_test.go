@@ -2,8 +2,6 @@ package remote_test
 
 import (
 	"context"
-	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -208,15 +206,3 @@ func tTeller(t testing.TB, s *scheduler.Scheduler, to relay.PID, msgs ...any) sc
 		return nil
 	})
 }
-
-var tMu sync.Mutex
-
-// tName returns a fresh name for a node of a test.
-func tName(prefix string) string {
-	tMu.Lock()
-	defer tMu.Unlock()
-	tSeq++
-	return fmt.Sprintf("%s%d", prefix, tSeq)
-}
-
-var tSeq int
