@@ -11,7 +11,7 @@ STRESS_TIMEOUT   ?= 60m
 # Nested modules (each has its own go.mod) are tested like the root module.
 NESTED_MODULES := $(patsubst %/go.mod,%,$(wildcard */go.mod))
 
-.PHONY: all test browser stress bench microbench fuzz lint example
+.PHONY: all test browser stress bench microbench fuzz lint example example-remote
 
 all: lint test
 
@@ -50,9 +50,16 @@ browser:
 		command -v chromium; \
 	fi
 
-## stress: the long soak and stress runs (build tag "stress" scales them up).
+## stress: the long soak and stress runs (build tag "stress" scales them up),
+## in the root module and in every nested module that has stress tests.
 stress:
 	$(GO) test -race -shuffle=on -tags stress -timeout $(STRESS_TIMEOUT) ./...
+	@set -e; for m in $(NESTED_MODULES); do \
+		if grep -rqsl --include='*_test.go' '^//go:build stress' $$m; then \
+			echo "== module $$m"; \
+			(cd $$m && $(GO) test -race -shuffle=on -tags stress -timeout $(STRESS_TIMEOUT) ./...); \
+		fi; \
+	done
 
 ## bench: the comparison against goroutines and peer libraries (bench/):
 ## every implementation interleaved over several rounds; writes
@@ -67,7 +74,7 @@ microbench:
 	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCHCOUNT) ./... | tee bench/results/micro.txt
 	$(GO) run $(BENCHSTAT) bench/results/micro.txt
 
-## fuzz: every fuzz target of the root module for FUZZTIME each.
+## fuzz: every fuzz target of every module for FUZZTIME each.
 fuzz:
 	./scripts/fuzz.sh $(FUZZTIME)
 
@@ -82,3 +89,8 @@ lint:
 ## example: the example run from the README.
 example:
 	$(GO) run ./examples/skynet
+
+## example-remote: two nodes exchanging messages over an embedded NATS
+## server (remote/ is its own module, so `go run` runs from there).
+example-remote:
+	cd remote && $(GO) run ./examples/twonode
