@@ -1,3 +1,194 @@
-// Package remote lets processes of schedulers on different machines send
-// each other messages, over NATS.
+// Package remote lets the processes of schedulers on different machines
+// send each other messages by PID, spawn and watch processes on each
+// other's nodes, over core NATS.
+//
+// A [Node] is one scheduler's member of a cluster. It implements
+// [relay.Receiver]: given to [scheduler.WithTransport], it receives every
+// message for a PID of another node, from [scheduler.Scheduler.Send] and
+// Tell, from processes' [scheduler.StepOutput.Tell], and messages
+// returned to senders on other nodes. Code that tells a PID needs no
+// change when the PID lives elsewhere: the recipient gets the same event,
+// and a failure comes back the same way, matching the same sentinel
+// errors.
+//
+// # Joining
+//
+// The scheduler takes its node number and its transport as options, and
+// the node needs the scheduler to deliver to: [New] connects and picks
+// the number, the scheduler is created with it, and [Node.Start] ties
+// them together and joins.
+//
+//	node, err := remote.New(remote.Config{Cluster: "shop", Name: "a", URL: url})
+//	s, err := scheduler.New(scheduler.WithNode(node.Node()), scheduler.WithTransport(node))
+//	err = node.Start(ctx, s)
+//	defer s.Shutdown(ctx)
+//	defer node.Close(ctx) // first: flush, say goodbye, drain
+//
+// A node uses one NATS connection, made from [Config].URL and
+// [Config].Options, which pass to nats.Connect as they are: TLS,
+// credentials, NKeys, user and password. The node authenticates nobody
+// itself: whoever may publish on the cluster's subjects can send to its
+// processes and start its registered kinds, so the bus's accounts and
+// subject permissions are the trust boundary.
+//
+// # Nodes, incarnations and names
+//
+// A node's number is its incarnation: a random nonzero 32-bit number
+// drawn at each start, after asking the bus whether anyone answers for
+// it. It is the Node of every PID of its scheduler, so a PID from before
+// a restart names a number no node has any more, and a message to it
+// bounces with [ErrNodeDown] (a [scheduler.ErrProcessNotFound]) instead
+// of reaching a new process that happens to have the same ID. Names are
+// for people and for [Spawn]: each node learns the others' names from
+// their hellos and heartbeats; [Node.Named] prints a PID with its node's
+// name, and [Node.Lookup] finds the number of a name.
+//
+// # Subjects
+//
+// Every subject starts with "procsched.<cluster>". Numbers, never names,
+// appear in subjects, so any name is allowed; there is one subject per
+// node, never one per process, so spawning costs no subscription.
+//
+//	procsched.<cluster>.ctl          hello, heartbeat, goodbye: to every node
+//	procsched.<cluster>.ctl.<node>   ack, credit grant, "you are down", probe: to one node
+//	procsched.<cluster>.data.<node>  batches of frames to one node
+//
+// Control traffic has its own subjects, and each subscription is served
+// by its own goroutine, so a heartbeat or a grant is never queued behind
+// data the receiver has not taken yet. On the sending side all traffic
+// shares the connection, but the credit window bounds the data in front
+// of a control message to one window.
+//
+// # Batches and frames
+//
+// Each peer has one ordered outbound buffer, filled under one mutex by
+// whichever goroutine sends (a worker, a handler, the node itself), and
+// one writer goroutine publishes the buffers of all peers. A peer's
+// batch is published as soon as the previous publish is done, with no
+// timer: a lone message goes out at once, and the messages of a burst
+// that arrive meanwhile go out together, as one NATS message of up to
+// half a credit window (and never more than the server's maximum
+// payload). Order is decided at that one point per peer, not per worker,
+// so a process that moves between workers keeps its order.
+//
+// A batch is a 14-byte header (version, flags, sender number, sequence
+// number) and frames: a kind byte and varint fields. A frame names its
+// recipient and sender by process ID alone, since the recipient is on
+// the receiving node and the sender on the sending one; the first use of
+// an ID or a text (a kind name, an error text) in a batch carries it, and
+// later ones name its index in the batch's table (an encoder keeps the
+// IDs of a batch in a 256-entry cache, so an ID may be sent again when
+// many are in use). Bodies use the payload
+// package's wire formats. Decoding checks every length against the bytes
+// left, so hostile input can only fail, never panic or allocate more
+// than its own size; a batch that fails to decode delivers nothing, and
+// is counted, as is one from a node that has not joined or is down, or
+// one whose sequence number was seen already.
+//
+// # Credit
+//
+// Each link has a window of credit in bytes ([Config].Window). The
+// sender publishes a batch only while the bytes it has published and not
+// yet had granted stay within the window; the receiver grants, naming
+// the last sequence number it has taken, each time it has taken a
+// quarter of a window, and at once for an empty "sync" batch, which the
+// sender publishes when a grant is overdue (a batch lost in flight holds
+// credit until a later one is granted), after a reconnect, and when
+// closing. So a slow receiver never has more than a window per peer
+// waiting at the server or in its client, and the server never cuts it
+// off as a slow consumer. Behind the window, the bytes waiting to be
+// published to a peer are bounded by [Config].MaxBuffered: a send beyond
+// it fails at once with [ErrBackpressure], which matches
+// [scheduler.ErrMailboxFull], so a sender handles a congested node as it
+// handles a full mailbox with the reject policy. Messages going back to
+// their senders may use the same amount again before they are dropped.
+//
+// # Membership and failure detection
+//
+// A node says hello when it starts and sends a heartbeat every
+// [Config].Heartbeat. A node publishes data to a peer only after the peer
+// has shown that it has registered the node (an ack, or a hello sent to
+// it alone), since a node drops batches from nodes it does not know;
+// until then messages wait in the link. A peer silent for two heartbeats
+// is probed with a NATS request to its control subject: "no responders"
+// means its subscription is gone, which the server knows as soon as its
+// connection closes, so a crashed peer is declared down within about
+// three heartbeats. A peer silent for [Config].FailureTimeout is
+// declared down whatever the probe says; a peer that says goodbye is
+// declared down at once. A down peer stays down: its later messages are
+// dropped, it is told so that it declares this node down too, and only a
+// restart (a new incarnation) brings it back. While this node's own
+// connection is down it judges no one; after a reconnect, peers get
+// FailureTimeout to reconnect before a probe counts, and each link
+// publishes again only once its peer is heard from, so that nothing is
+// published to a peer that has not subscribed again yet.
+//
+// When a peer is declared down, the messages still waiting for it go
+// back to their senders with [ErrNodeDown], its pending spawns and
+// watches complete with it, and sends to its PIDs fail with it.
+//
+// # Delivery guarantee
+//
+// At most once, and in order per sender and recipient: the messages one
+// process sends to one process arrive in the order sent, each at most
+// once (a batch seen twice is dropped by its sequence number).
+//
+// A message comes back to its sender, as an undelivered message whose
+// error says why, whenever its failure is known: the recipient had ended
+// or its mailbox was full (reported by the receiving node), the node was
+// unknown, down, or congested (refused at once), the message could not
+// be encoded (refused at once), the connection failed while its batch
+// was being published ([ErrDisconnected]), or the node closed before
+// the message left ([ErrClosed]). A message sent from outside any
+// process has no one to come back to: its failures are only counted.
+//
+// What it does not promise: a message published and then lost — in
+// flight when the receiving node crashed, or dropped by the bus around a
+// server restart — does not come back, since the sender cannot know
+// whether it arrived; the receiver counts the gap in sequence numbers.
+// No delivery is retried, and nothing is ordered across different
+// senders or recipients. A spawn or watch whose answer is lost in flight
+// stays pending until its node goes down or this node closes: bound the
+// wait with a timer yield where that matters.
+//
+// # Message bodies
+//
+// A body crosses if it is nil, a string, a []byte, a [relay.PID], a
+// [payload.Payload] or [payload.Payloads]; the receiver gets the same
+// type and value, except that a payload holding a Go value
+// ([payload.Of]) is encoded as JSON at the sender and arrives as a JSON
+// payload, which [payload.Payload.Decode] and [payload.As] read into the
+// same Go types. Anything else, or a Go value JSON cannot encode, is
+// refused at the sender with [ErrNotEncodable] (wrapping
+// [payload.ErrEncode] for the latter). A received []byte, string or
+// payload content shares the memory of the batch it came in, so a
+// receiver that keeps a small part of a large body for long keeps the
+// batch (at most half a window) alive.
+//
+// # Errors
+//
+// A failure reported by another node arrives as an [*Error] carrying the
+// node's name, the process concerned and the original text, and matching
+// with [errors.Is] every sentinel of this package and of the scheduler
+// that the original matched there, so the same check works for local
+// and remote failures: errors.Is(err, scheduler.ErrProcessNotFound)
+// holds for an ended process on this node, an ended one on another, and
+// every process of a down or unknown node.
+//
+// # Remote spawn and watch
+//
+// [Node.Start] registers two command handlers on the scheduler: a
+// process yields [Spawn] with [Node.SpawnCommand] to start a process of
+// a kind registered with [Node.Register] on a named node, and [Watch]
+// with [Node.WatchCommand] to be told when a process ends or its node
+// goes down. [Node.Spawn] and [Node.Watch] do the same for code outside
+// any process. A node can report the end of the processes it started for
+// spawns; watching another fails with [ErrWatchUnsupported].
+//
+// # Concurrency
+//
+// All methods of [Node] are safe for concurrent use. [Node.Send] never
+// blocks: it only encodes the message into the peer's buffer under that
+// peer's mutex. Hooks are called on the node's goroutines and must not
+// block. See docs/remote.md for tuning and the counters of [Node.Stats].
 package remote

@@ -91,8 +91,9 @@ type sentBatch struct {
 	size int
 }
 
-// maxSpare is how many emptied batches a link keeps for reuse.
-const maxSpare = 4
+// maxSpare is how many emptied batches a link keeps for reuse: one being
+// filled while one is published is the steady state.
+const maxSpare = 2
 
 // reserve returns the batch to append a frame of at most bound bytes to,
 // after checking the link's state and limits; priority frames (bounces
