@@ -56,11 +56,12 @@ type Config struct {
 	// as much again before they are dropped.
 	MaxBuffered int
 
-	// SpawnCommand and WatchCommand are the command IDs the node's
-	// handlers are registered with on the scheduler given to
-	// [Node.Start] (defaults [DefaultSpawnCommand] and
-	// [DefaultWatchCommand]).
+	// SpawnCommand is the command ID the node's [Spawn] handler is
+	// registered with on the scheduler given to [Node.Start] (default
+	// [DefaultSpawnCommand]).
 	SpawnCommand scheduler.CommandID
+	// WatchCommand is the command ID of the [Watch] handler (default
+	// [DefaultWatchCommand]).
 	WatchCommand scheduler.CommandID
 
 	// Hooks are called when peers come and go.

@@ -17,7 +17,10 @@ type sentinel struct {
 	base error // nil: matches only itself
 }
 
+// Error returns the sentinel's text.
 func (e *sentinel) Error() string { return e.text }
+
+// Unwrap returns the more general error the sentinel matches, if any.
 func (e *sentinel) Unwrap() error { return e.base }
 
 // Sentinel errors. Every error this package returns or delivers wraps one

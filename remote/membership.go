@@ -54,7 +54,7 @@ func (p *peer) heardFrom(now int64) {
 
 // Peer describes another node as this node sees it.
 type Peer struct {
-	Name string
+	Name string // the node's name
 	Node uint32 // the incarnation's number, the Node of its PIDs
 	// Up is true while messages can be sent to it; false while it is
 	// joining and once it is down.
@@ -141,6 +141,9 @@ func (n *Node) onControl(msg *nats.Msg) {
 //   - a heartbeat from an unknown node is answered with a direct hello;
 //   - every heartbeat, a node sends a direct hello to each peer whose
 //     link is not open yet, so that a lost message only delays joining.
+//
+// Control goroutines (the two control subscriptions may run it at once;
+// registration is under n.mu).
 func (n *Node) onHello(m ctlMsg, now int64) {
 	n.mu.Lock()
 	p := n.peer(m.sender)
@@ -195,6 +198,7 @@ func (n *Node) onHello(m ctlMsg, now int64) {
 }
 
 // open opens the link to p and reports whether it was not open yet.
+// Control goroutines.
 func (n *Node) open(p *peer) bool {
 	if !p.link.markOpen() {
 		return false
@@ -269,7 +273,7 @@ func (n *Node) monitor() {
 }
 
 // tick is one round of the monitor. While this node's connection is down
-// it cannot hear anyone, so it judges no one.
+// it cannot hear anyone, so it judges no one. Monitor goroutine.
 func (n *Node) tick(now int64) {
 	n.clock.Store(now)
 	n.exits.sweep()
@@ -349,7 +353,7 @@ func (n *Node) Lookup(name string) (uint32, bool) {
 }
 
 // livePeer returns the live peer named name, or an error wrapping
-// ErrUnknownNode or ErrNodeDown.
+// ErrUnknownNode. Any goroutine.
 func (n *Node) livePeer(name string) (*peer, error) {
 	n.mu.Lock()
 	p := n.byName[name]

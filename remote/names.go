@@ -12,8 +12,8 @@ import (
 // is a random incarnation number that means little to a reader, the
 // name says which machine or service it is.
 type NamedPID struct {
-	PID  relay.PID
-	Node string // empty if the node is unknown or forgotten
+	PID  relay.PID // the process
+	Node string    // its node's name; empty if the node is unknown or forgotten
 }
 
 // String returns the name followed by the PID, as in `b<3735928559.42>`,

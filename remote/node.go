@@ -61,16 +61,16 @@ type Node struct {
 
 	// maxBatch is the largest batch in bytes: half a window, or the
 	// server's maximum payload if smaller. Stored at New and on
-	// reconnect; loaded by senders.
+	// reconnect, loaded by senders; it orders nothing else.
 	maxBatch atomic.Int64
 	// clock is a coarse clock, nanoseconds since the Unix epoch, stored
-	// by the monitor at each heartbeat and read where a clock call per
-	// batch would be waste.
+	// by the monitor at each heartbeat and loaded where a clock call per
+	// batch would be waste; it orders nothing else.
 	clock atomic.Int64
-	// probesFrom is the clock time from which a probe that finds no one
+	// probesFrom is the time from which a probe that finds no one
 	// declares a peer down: FailureTimeout after the last reconnect,
 	// giving the peers time to reconnect too. Stored by the reconnect
-	// handler, loaded by probes.
+	// handler, loaded by the monitor and probes; it orders nothing else.
 	probesFrom atomic.Int64
 
 	writer  writer
@@ -84,7 +84,8 @@ type Node struct {
 	notifyCh chan struct{} // guarded by notifyMu: closed and replaced on every change
 
 	// inboundHook, if set, is called before each batch is taken: tests
-	// stall the receiving side with it.
+	// stall the receiving side with it. Stored by tests, loaded by the
+	// data goroutine; it orders nothing else.
 	inboundHook atomic.Pointer[func()]
 
 	stop       chan struct{} // closed by Close to stop the writer and the monitor
@@ -406,7 +407,7 @@ func (n *Node) peer(num uint32) *peer {
 }
 
 // publishCtl sends a control message, best effort: a lost one is made up
-// for by the next heartbeat or retry.
+// for by the next heartbeat or retry. Any goroutine.
 func (n *Node) publishCtl(subject string, m ctlMsg) {
 	m.sender, m.name = n.num, n.cfg.Name
 	var buf [64 + maxNameLen]byte
@@ -415,7 +416,8 @@ func (n *Node) publishCtl(subject string, m ctlMsg) {
 
 // returnAll hands messages that will not be sent back to their senders
 // with err: each becomes an undelivered message from its recipient.
-// Messages from outside any process have no one to go back to.
+// Messages from outside any process have no one to go back to. Any
+// goroutine, holding no link's mu.
 func (n *Node) returnAll(p *peer, msgs []relay.Message, err error) {
 	for _, m := range msgs {
 		if m.From.IsZero() {
@@ -476,7 +478,7 @@ func (n *Node) changes() <-chan struct{} {
 }
 
 // progressed tells Close that a link made progress; nothing while not
-// closing.
+// closing. Any goroutine.
 func (n *Node) progressed() {
 	if n.closing() {
 		n.notify()
@@ -542,7 +544,7 @@ func (n *Node) Close(ctx context.Context) error {
 // arrived, flushes what was published and closes the connection. NATS's
 // own Drain would do the same, but its goroutine outlives a connection
 // that closes under it by up to the drain timeout; here nothing outlives
-// Close.
+// Close. Close only.
 func (n *Node) drain(ctx context.Context) {
 	if n.nc.Status() != nats.CONNECTED {
 		// Nothing can be taken or flushed without the server.
@@ -572,7 +574,7 @@ func (n *Node) drain(ctx context.Context) {
 }
 
 // drained reports whether every live link has published everything and
-// had it granted.
+// had it granted. Any goroutine.
 func (n *Node) drained() bool {
 	for _, p := range *n.peers.Load() {
 		if !p.link.idle() {
@@ -582,7 +584,7 @@ func (n *Node) drained() bool {
 	return true
 }
 
-// logf logs at level if the node has a logger.
+// logf logs at level if the node has a logger. Any goroutine.
 func (n *Node) logf(level slog.Level, msg string, args ...any) {
 	if n.log != nil {
 		n.log.Log(context.Background(), level, msg, args...)

@@ -31,11 +31,14 @@ type Spawn struct {
 	Node string
 	// Kind names the process type, as registered on that node with
 	// [Node.Register].
-	Kind   string
+	Kind string
+	// Method is the entry point the process's Init is called with.
 	Method string
 	// Input crosses to the node by the rule for message bodies (see the
 	// package documentation).
 	Input payload.Payloads
+	// Await: complete when the process ends, with its result, instead of
+	// when it has started, with its PID.
 	Await bool
 }
 
@@ -48,7 +51,7 @@ type Spawn struct {
 // (remote or not); for others the yield fails with
 // [ErrWatchUnsupported].
 type Watch struct {
-	PID relay.PID
+	PID relay.PID // the process to watch, on any node
 }
 
 // SpawnCommand returns the command ID of [Spawn] yields.
@@ -101,7 +104,8 @@ func (r *kindRegistry) factory(kind string) func() scheduler.Process {
 type submitFunc func(context.Context, scheduler.Process, string, payload.Payloads, ...scheduler.SubmitOption) (scheduler.Handle, error)
 
 // startLocal starts a process of a registered kind with submit, and
-// tells the exit source about it so that it can be watched.
+// tells the exit source about it so that it can be watched. Any
+// goroutine.
 func (n *Node) startLocal(kind, method string, input payload.Payloads, submit submitFunc) (h scheduler.Handle, err error) {
 	f := n.kinds.factory(kind)
 	if f == nil {
@@ -198,7 +202,8 @@ func (n *Node) await(ctx context.Context, start func(done func(any, error))) (an
 	}
 }
 
-// spawn carries out sp and calls done exactly once with its outcome.
+// spawn carries out sp and calls done exactly once with its outcome, at
+// once or later from another goroutine. Any goroutine; it never blocks.
 func (n *Node) spawn(sp Spawn, submit submitFunc, done func(any, error)) {
 	if !n.running() {
 		done(nil, n.notRunning())
@@ -234,7 +239,8 @@ func (n *Node) spawn(sp Spawn, submit submitFunc, done func(any, error)) {
 	}
 }
 
-// watch watches pid and calls done exactly once when it ends.
+// watch watches pid and calls done exactly once when it ends (or cannot
+// be watched). Any goroutine; it never blocks.
 func (n *Node) watch(pid relay.PID, done func(any, error)) {
 	if !n.running() {
 		done(nil, n.notRunning())
@@ -308,7 +314,8 @@ func (n *Node) reply(p *peer, exited bool, req uint64, child relay.PID, res payl
 }
 
 // pendingTable holds the spawn and watch requests sent to other nodes
-// and not answered yet.
+// and not answered yet. Its methods may be called from any goroutine;
+// they call done functions outside mu.
 type pendingTable struct {
 	mu   sync.Mutex
 	next uint64                 // guarded by mu: the last request number
@@ -425,7 +432,8 @@ type exitSource interface {
 
 // handleExits is the exitSource that knows the processes this node
 // started for spawns, by their Handles, and watches each with a
-// goroutine waiting on its Done channel.
+// goroutine waiting on its Done channel. Its methods may be called from
+// any goroutine.
 type handleExits struct {
 	mu      sync.Mutex
 	handles map[relay.PID]scheduler.Handle // guarded by mu

@@ -11,16 +11,16 @@ import (
 // only grow; Buffered, InFlight and the peer counts are read at the
 // moment of the call. Figures are read one by one, not at one instant.
 type Stats struct {
-	Peers PeerStats `json:"peers"`
+	Peers PeerStats `json:"peers"` // the peers by state
 
 	// Frames (messages, bounces, spawn and watch requests and their
 	// answers) and the batches and bytes that carried them.
-	Sent            uint64 `json:"sent"`
-	Received        uint64 `json:"received"`
-	BatchesSent     uint64 `json:"batchesSent"`
-	BatchesReceived uint64 `json:"batchesReceived"`
-	BytesSent       uint64 `json:"bytesSent"`
-	BytesReceived   uint64 `json:"bytesReceived"`
+	Sent            uint64 `json:"sent"`            // frames published
+	Received        uint64 `json:"received"`        // frames taken
+	BatchesSent     uint64 `json:"batchesSent"`     // batches published, sync markers apart
+	BatchesReceived uint64 `json:"batchesReceived"` // batches taken, sync markers included
+	BytesSent       uint64 `json:"bytesSent"`       // bytes of the batches published
+	BytesReceived   uint64 `json:"bytesReceived"`   // bytes of the batches taken
 	// SyncMarkers counts empty batches sent to ask a peer for its grant
 	// at once (after a reconnect, a long wait, and when closing).
 	SyncMarkers uint64 `json:"syncMarkers"`
@@ -35,9 +35,11 @@ type Stats struct {
 	// messages went back to their senders.
 	PublishFailures uint64 `json:"publishFailures"`
 
-	// Buffered is the bytes of frames waiting to be published, and
-	// InFlight the bytes published and not yet granted, over all peers.
+	// Buffered is the bytes of frames waiting to be published, over all
+	// peers.
 	Buffered int `json:"buffered"`
+	// InFlight is the bytes published and not yet granted, over all
+	// peers.
 	InFlight int `json:"inFlight"`
 
 	// Refused counts sends that failed at once (the sender got the
@@ -80,16 +82,17 @@ type Reasons struct {
 	Backpressure uint64 `json:"backpressure"` // too much waited for the node
 	NotEncodable uint64 `json:"notEncodable"` // the message could not cross
 	Disconnected uint64 `json:"disconnected"` // the connection failed while it was being published
-	Other        uint64 `json:"other"`
+	Other        uint64 `json:"other"`        // anything else
 }
 
 // Drops counts what arrived and was not used.
 type Drops struct {
 	// Malformed batches and control messages, which failed to decode.
 	Malformed uint64 `json:"malformed"`
-	// Batches from a node that has not joined, or is down.
+	// UnknownSender and DownSender count batches from a node that has
+	// not joined, or is down.
 	UnknownSender uint64 `json:"unknownSender"`
-	DownSender    uint64 `json:"downSender"`
+	DownSender    uint64 `json:"downSender"` // see UnknownSender
 	// Batches that arrived a second time.
 	Duplicate uint64 `json:"duplicate"`
 	// Bounces and answers that could not be queued because the way back
@@ -136,6 +139,8 @@ type counters struct {
 	dropped                      [numDrops]atomic.Uint64
 }
 
+// refused, returned and bouncedBack count a failure by its reason. Any
+// goroutine.
 func (c *counters) refused(err error)     { c.refusedBy[reasonOf(err)].Add(1) }
 func (c *counters) returned(err error)    { c.returnedBy[reasonOf(err)].Add(1) }
 func (c *counters) bouncedBack(err error) { c.bouncedBackBy[reasonOf(err)].Add(1) }
