@@ -55,14 +55,17 @@ func Subjects(cluster string, num uint32) (all, ctl, data string) {
 	return s.all, s.ctl, s.data
 }
 
-// DecodeBounces returns the bounce frames of a batch from sender to
-// self as undelivered messages.
-func DecodeBounces(data []byte, sender, self uint32) ([]relay.Message, error) {
+// DecodeBatch returns the message and bounce frames of a batch from
+// sender to self as messages (a bounce has Err set).
+func DecodeBatch(data []byte, sender, self uint32) ([]relay.Message, error) {
 	var d decoder
 	frames, err := d.decode(data, sender, self)
 	var msgs []relay.Message
 	for _, f := range frames {
-		if f.kind == kindBounce {
+		switch f.kind {
+		case kindMessage:
+			msgs = append(msgs, relay.Message{From: f.from, To: f.to, Data: f.body})
+		case kindBounce:
 			msgs = append(msgs, relay.Message{From: f.from, To: f.to, Data: f.body, Err: newRemoteError("", f.from, f.code, f.text)})
 		}
 	}

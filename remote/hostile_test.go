@@ -91,7 +91,7 @@ func TestHostileFrames(t *testing.T) {
 	var bounces []relay.Message
 	for len(bounces) == 0 {
 		m := tRecv(t, data, "the bounce")
-		bounces, err = remote.DecodeBounces(m.Data, b.Node.Node(), fake)
+		bounces, err = remote.DecodeBatch(m.Data, b.Node.Node(), fake)
 		require.NoError(t, err)
 	}
 	assert.Equal(t, nobody, bounces[0].From)

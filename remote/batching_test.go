@@ -1,0 +1,91 @@
+package remote_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	scheduler "github.com/procsched/scheduler"
+	"github.com/procsched/scheduler/payload"
+	"github.com/procsched/scheduler/relay"
+	"github.com/procsched/scheduler/remote"
+)
+
+// TestBurstGoesAsOneBatch watches the batches a node publishes to a
+// peer played by hand: messages told while the peer has not acked the
+// node wait, and go out together as one NATS message when it does; a
+// message told later, alone, goes out at once as its own batch.
+func TestBurstGoesAsOneBatch(t *testing.T) {
+	srv := tServer(t)
+	a := tStart(t, srv.ClientURL(), "a", func(cfg *remote.Config) { cfg.FailureTimeout = time.Minute })
+	fake := a.Node.Node() + 1
+	nc, err := nats.Connect(srv.ClientURL())
+	require.NoError(t, err)
+	defer nc.Close()
+	all, _, _ := remote.Subjects("test", fake)
+	_, aCtl, _ := remote.Subjects("test", a.Node.Node())
+	_, fakeCtl, fakeData := remote.Subjects("test", fake)
+	ctl := make(chan *nats.Msg, 64)
+	data := make(chan *nats.Msg, 64)
+	for subj, ch := range map[string]chan *nats.Msg{fakeCtl: ctl, fakeData: data} {
+		sub, err := nc.ChanSubscribe(subj, ch)
+		require.NoError(t, err)
+		defer func() { _ = sub.Unsubscribe() }()
+	}
+	require.NoError(t, nc.Flush())
+
+	// The fake says hello; a registers it and acks, but its link stays
+	// closed until the fake acks back.
+	require.NoError(t, nc.Publish(all, remote.EncodeHello(fake, "fake", false, false)))
+	for m := range ctl {
+		if remote.IsAck(m.Data, a.Node.Node()) {
+			break
+		}
+	}
+	const burst = 100
+	to := relay.PID{Node: fake, ID: 9}
+	h := tSubmit(t, a.S, func(_ *tProc, n int, _ []scheduler.Event, out *scheduler.StepOutput) error {
+		for i := range burst {
+			out.Tell(to, fmt.Sprint(i))
+		}
+		out.Done(payload.Payload{})
+		return nil
+	})
+	_, err = tWaitResult(t, h)
+	require.NoError(t, err)
+	select {
+	case m := <-data:
+		t.Fatalf("a published %d bytes before the peer acked", len(m.Data))
+	default:
+	}
+	st := a.Stats()
+	assert.Equal(t, 1, st.Peers.Joining)
+	assert.Zero(t, st.Sent, "nothing published")
+	assert.Positive(t, st.Buffered, "the burst waits")
+
+	require.NoError(t, nc.Publish(aCtl, remote.EncodeHello(fake, "fake", true, false)))
+	m := tRecv(t, data, "the burst")
+	msgs, err := remote.DecodeBatch(m.Data, a.Node.Node(), fake)
+	require.NoError(t, err)
+	require.Len(t, msgs, burst, "the burst went out as one batch")
+	for i, msg := range msgs {
+		assert.Equal(t, fmt.Sprint(i), msg.Data, "in order")
+		assert.Equal(t, h.PID(), msg.From)
+		assert.Equal(t, to, msg.To)
+	}
+
+	require.NoError(t, a.S.Tell(to, "alone"))
+	m = tRecv(t, data, "the lone message")
+	msgs, err = remote.DecodeBatch(m.Data, a.Node.Node(), fake)
+	require.NoError(t, err)
+	require.Len(t, msgs, 1)
+	assert.Equal(t, "alone", msgs[0].Data)
+	assert.Equal(t, uint64(2), a.Stats().BatchesSent)
+
+	require.NoError(t, nc.Publish(all, remote.EncodeBye(fake)))
+	tRecv(t, a.Down, "a to see the fake node leave")
+}
