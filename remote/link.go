@@ -37,7 +37,7 @@ type link struct {
 
 	mu sync.Mutex
 	// Guarded by mu:
-	reason   error       // why the peer is down
+	reason   error       // why the peer is down: the error sends to it fail with
 	open     *outBatch   // the batch being filled; nil if none
 	sealed   []*outBatch // full batches waiting, oldest first
 	spare    []*outBatch // reusable batches
@@ -101,7 +101,7 @@ const maxSpare = 2
 // buffer to twice its limit. Called with l.mu held.
 func (l *link) reserve(bound int, priority bool) (*outBatch, error) {
 	if l.state.Load() == linkDown {
-		return nil, fmt.Errorf("%w: node %q (%d): %v", ErrNodeDown, l.peer.name, l.peer.num, l.reason)
+		return nil, l.reason
 	}
 	maxBatch := int(l.n.maxBatch.Load())
 	if bound > maxBatch-headerLen {
@@ -294,81 +294,109 @@ func (l *link) recycle(b *outBatch) {
 }
 
 // flush publishes the link's waiting batches in order while credit
-// allows, then a sync marker if one is wanted. Writer goroutine only.
+// allows, then a sync marker if one is wanted. Writer goroutine only;
+// being the one goroutine that publishes, it assigns the sequence
+// numbers. It never holds l.mu while it calls NATS, whose calls may wait
+// for the network, so that senders never wait for the network either.
 // Messages of a batch that could not be published go back to their
 // senders.
 func (l *link) flush() {
 	var failed []relay.Message
 	var failure error
 	published := false
-	window := l.n.cfg.Window
-	l.mu.Lock()
-	for l.canPublish() {
-		b := l.next()
+	for {
+		connected := l.n.nc.Status() == nats.CONNECTED
+		l.mu.Lock()
+		b, seq, size := l.nextToPublish(connected)
 		if b == nil {
 			break
 		}
-		if l.n.nc.Status() != nats.CONNECTED {
-			l.paused.Store(true) // until the peer is heard from again
-			break
-		}
-		size := b.enc.size()
-		if l.inBytes > 0 && l.inBytes+size > window {
-			if !l.stalled {
-				l.stalled = true
-				l.counts.stalls++
-			}
-			break
-		}
-		l.take(b)
-		l.seq++
-		seq := l.seq
-		data := b.enc.finish(l.n.num, seq, 0)
-		if len(l.inflight) == 0 {
-			l.grantAt = l.n.clock.Load() // the wait for a grant starts
-		}
-		l.inflight = append(l.inflight, sentBatch{seq: seq, size: size})
-		l.inBytes += size
-		l.buffered -= b.bytes
 		l.mu.Unlock()
-		err := l.n.nc.Publish(l.subject, data)
+		err := l.n.nc.Publish(l.subject, b.enc.finish(l.n.num, seq, 0))
 		l.mu.Lock()
-		if err != nil {
-			// Not sent: give back its sequence and credit (only this
-			// goroutine publishes, and no grant can name a batch that
-			// never left), and return its messages.
+		switch {
+		case l.state.Load() != linkOpen:
+			// Declared down meanwhile, which reset the accounting: only
+			// the messages of a batch that did not leave go back.
+		case err != nil:
+			// Not sent: give back its sequence and credit (no grant can
+			// name a batch that never left).
 			l.seq--
 			l.inflight = l.inflight[:len(l.inflight)-1]
 			l.inBytes -= size
 			l.counts.publishFailed++
-			failed = append(failed, b.origs...)
-			failure = err
-		} else {
+		default:
 			published = true
 			l.counts.frames += uint64(b.enc.frames)
 			l.counts.bytes += uint64(size)
 			l.counts.batches++
 		}
-		l.recycle(b)
-	}
-	if l.canPublish() && (l.wantSync || (published && l.n.closing())) {
-		l.wantSync = false
-		l.seq++
-		writeHeader(l.marker[:], l.n.num, l.seq, flagSync)
-		if err := l.n.nc.Publish(l.subject, l.marker[:]); err != nil {
-			l.seq--
-		} else {
-			l.counts.markers++
+		if err != nil {
+			failed = append(failed, b.origs...)
+			failure = err
 		}
+		l.recycle(b)
+		l.mu.Unlock()
 	}
 	// Nothing left that credit allows: a send or a grant queues the link
 	// again.
 	l.queued = false
+	var marker [headerLen]byte
+	sync := l.canPublish() && (l.wantSync || (published && l.n.closing()))
+	if sync {
+		l.wantSync = false
+		l.seq++
+		writeHeader(marker[:], l.n.num, l.seq, flagSync)
+	}
 	l.mu.Unlock()
+	if sync {
+		err := l.n.nc.Publish(l.subject, marker[:])
+		l.mu.Lock()
+		if err != nil {
+			l.seq-- // never left; the next overdue check asks again
+		} else {
+			l.counts.markers++
+		}
+		l.mu.Unlock()
+	}
 	if len(failed) > 0 {
 		l.n.returnAll(l.peer, failed, fmt.Errorf("%w: publishing to node %q: %w", publishError(failure), l.peer.name, failure))
 	}
 	l.n.progressed()
+}
+
+// nextToPublish takes the oldest waiting batch if the link may publish
+// it now, gives it the next sequence number and counts it in flight; nil
+// if there is none, the link is paused (connected false pauses it) or
+// down, or credit is short. Called with l.mu held, by the writer.
+func (l *link) nextToPublish(connected bool) (b *outBatch, seq uint64, size int) {
+	if !l.canPublish() {
+		return nil, 0, 0
+	}
+	if b = l.next(); b == nil {
+		return nil, 0, 0
+	}
+	if !connected {
+		l.paused.Store(true) // until the peer is heard from again
+		return nil, 0, 0
+	}
+	size = b.enc.size()
+	if l.inBytes > 0 && l.inBytes+size > l.n.cfg.Window {
+		if !l.stalled {
+			l.stalled = true
+			l.counts.stalls++
+		}
+		return nil, 0, 0
+	}
+	l.take(b)
+	l.seq++
+	if len(l.inflight) == 0 {
+		l.grantAt = l.n.clock.Load() // the wait for a grant starts
+	}
+	l.inflight = append(l.inflight, sentBatch{seq: l.seq, size: size})
+	l.inBytes += size
+	l.buffered -= b.bytes
+	return b, l.seq, size
 }
 
 // grant frees the credit of every batch up to seq, which the peer has
@@ -440,8 +468,9 @@ func (l *link) markOpen() bool {
 	return true
 }
 
-// fail marks the peer down for reason and returns the messages that were
-// waiting for it. It reports false if the link was down already. Any
+// fail marks the peer down, so that sends to it fail with reason (an
+// error wrapping ErrNodeDown, or ErrClosed when this node closes), and
+// returns the messages that were waiting for it. It reports false if the link was down already. Any
 // goroutine.
 func (l *link) fail(reason error) ([]relay.Message, bool) {
 	l.mu.Lock()
@@ -471,7 +500,7 @@ func (l *link) fail(reason error) ([]relay.Message, bool) {
 func (l *link) requestSync() {
 	l.mu.Lock()
 	queue := false
-	if l.state.Load() == linkOpen && !l.wantSync {
+	if l.state.Load() == linkOpen {
 		l.wantSync = true
 		queue = l.queueIfPending()
 	}
