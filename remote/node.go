@@ -336,7 +336,7 @@ func (n *Node) running() bool { return n.state.Load() == stateRunning }
 // closing reports whether Close has begun.
 func (n *Node) closing() bool { return n.state.Load() >= stateClosing }
 
-// notClosed is the error for a send when the node is not running.
+// notRunning is the error for a send when the node is not running.
 func (n *Node) notRunning() error {
 	if n.state.Load() < stateRunning {
 		return fmt.Errorf("%w: node %q is not started", ErrClosed, n.cfg.Name)
@@ -363,41 +363,42 @@ var _ relay.Receiver = (*Node)(nil)
 // before Start and from Close on. A msg with Err set is an undelivered
 // message going back to its sender on another node.
 func (n *Node) Send(msg relay.Message) error {
-	if !n.running() {
-		return n.notRunning()
+	if msg.To.Node == n.num && n.running() {
+		return n.sched.Send(msg)
 	}
-	p := n.peer(msg.To.Node)
-	if p == nil {
-		if msg.To.Node == n.num {
-			return n.sched.Send(msg)
-		}
-		return fmt.Errorf("%w: node %d of %v", ErrUnknownNode, msg.To.Node, msg.To)
-	}
-	if msg.To.ID == 0 {
-		return fmt.Errorf("%w: %v", scheduler.ErrProcessNotFound, msg.To)
-	}
-	if msg.From.Node != n.num && !msg.From.IsZero() {
-		return fmt.Errorf("%w: sender %v is not a process of this node (%d)", ErrNotEncodable, msg.From, n.num)
-	}
-	body, err := wireBody(msg.Data)
-	if err != nil {
-		n.counts.refused(err)
-		return err
-	}
-	if msg.Err != nil {
-		// An undelivered message going back: the bounce frame's From is
-		// the process here that was not reached.
-		if msg.From.IsZero() {
-			return nil
-		}
-		err = p.link.sendBounce(msg.From, msg.To, msg.Err, body)
-	} else {
-		err = p.link.sendMessage(msg, body)
-	}
+	err := n.send(msg)
 	if err != nil {
 		n.counts.refused(err)
 	}
 	return err
+}
+
+// send is Send for a PID of another node.
+func (n *Node) send(msg relay.Message) error {
+	if !n.running() {
+		return n.notRunning()
+	}
+	p := n.peer(msg.To.Node)
+	switch {
+	case p == nil:
+		return fmt.Errorf("%w: node %d of %v", ErrUnknownNode, msg.To.Node, msg.To)
+	case msg.To.ID == 0:
+		return fmt.Errorf("%w: %v", scheduler.ErrProcessNotFound, msg.To)
+	case msg.From.Node != n.num && !msg.From.IsZero():
+		return fmt.Errorf("%w: sender %v is not a process of this node (%d)", ErrNotEncodable, msg.From, n.num)
+	}
+	body, err := wireBody(msg.Data)
+	switch {
+	case err != nil:
+		return err
+	case msg.Err == nil:
+		return p.link.sendMessage(msg, body)
+	case msg.From.IsZero():
+		return nil // an undelivered message with no recipient to name
+	}
+	// An undelivered message going back to its sender there: the bounce
+	// frame's From is the process here that was not reached.
+	return p.link.sendBounce(msg.From, msg.To, msg.Err, body)
 }
 
 // peer returns the peer with number num, live or down, or nil. Any
