@@ -58,7 +58,7 @@ func benchNode(b *testing.B) (*Node, *peer) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	n := &Node{cfg: cfg, num: 1, subj: newSubjects(cfg.Cluster, 1), writer: writer{wake: make(chan struct{}, 1)}, exits: newHandleExits()}
+	n := &Node{cfg: cfg, num: 1, subj: newSubjects(cfg.Cluster, 1), writer: writer{wake: make(chan struct{}, 1)}}
 	n.maxBatch.Store(512 << 10)
 	p := newPeer(n, 2, "b")
 	p.link.state.Store(linkOpen)

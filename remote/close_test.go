@@ -118,7 +118,6 @@ func TestStartAndConfigErrors(t *testing.T) {
 		{"a failure timeout under three heartbeats", remote.Config{Cluster: "c", Name: "a", Heartbeat: time.Second, FailureTimeout: 2 * time.Second}},
 		{"a tiny window", remote.Config{Cluster: "c", Name: "a", Window: 100}},
 		{"a reserved command", remote.Config{Cluster: "c", Name: "a", SpawnCommand: 3}},
-		{"one command for both", remote.Config{Cluster: "c", Name: "a", SpawnCommand: 100, WatchCommand: 100}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.cfg.URL = srv.ClientURL()

@@ -60,9 +60,6 @@ type Config struct {
 	// registered with on the scheduler given to [Node.Start] (default
 	// [DefaultSpawnCommand]).
 	SpawnCommand scheduler.CommandID
-	// WatchCommand is the command ID of the [Watch] handler (default
-	// [DefaultWatchCommand]).
-	WatchCommand scheduler.CommandID
 
 	// Hooks are called when peers come and go.
 	Hooks Hooks
@@ -90,8 +87,6 @@ const (
 	DefaultMaxBuffered    = 4 << 20
 	// DefaultSpawnCommand is the command ID of [Spawn] yields.
 	DefaultSpawnCommand scheduler.CommandID = 512
-	// DefaultWatchCommand is the command ID of [Watch] yields.
-	DefaultWatchCommand scheduler.CommandID = 513
 )
 
 // minWindow keeps a batch large enough for any header and a few frames.
@@ -124,9 +119,6 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.SpawnCommand == 0 {
 		cfg.SpawnCommand = DefaultSpawnCommand
 	}
-	if cfg.WatchCommand == 0 {
-		cfg.WatchCommand = DefaultWatchCommand
-	}
 	switch {
 	case cfg.Heartbeat < 0:
 		return cfg, fmt.Errorf("%w: Heartbeat %v is negative", ErrInvalidConfig, cfg.Heartbeat)
@@ -136,10 +128,8 @@ func (cfg Config) withDefaults() (Config, error) {
 		return cfg, fmt.Errorf("%w: Window %d is below %d", ErrInvalidConfig, cfg.Window, minWindow)
 	case cfg.MaxBuffered < 0:
 		return cfg, fmt.Errorf("%w: MaxBuffered %d is negative", ErrInvalidConfig, cfg.MaxBuffered)
-	case cfg.SpawnCommand < scheduler.FirstUserCommand || cfg.WatchCommand < scheduler.FirstUserCommand:
-		return cfg, fmt.Errorf("%w: SpawnCommand %d and WatchCommand %d must be at least %d", ErrInvalidConfig, cfg.SpawnCommand, cfg.WatchCommand, scheduler.FirstUserCommand)
-	case cfg.SpawnCommand == cfg.WatchCommand:
-		return cfg, fmt.Errorf("%w: SpawnCommand and WatchCommand are both %d", ErrInvalidConfig, cfg.SpawnCommand)
+	case cfg.SpawnCommand < scheduler.FirstUserCommand:
+		return cfg, fmt.Errorf("%w: SpawnCommand %d must be at least %d", ErrInvalidConfig, cfg.SpawnCommand, scheduler.FirstUserCommand)
 	}
 	return cfg, nil
 }

@@ -31,12 +31,12 @@ func TestCrashedNodeDeclaredDown(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, c.num, child.Node)
 
-	// A process watches the child; once the echo has answered a ping
-	// sent after the watch, c holds the watch.
+	// A process monitors the child; once the echo has answered a ping
+	// sent after the monitor, c holds the monitor.
 	events := make(chan scheduler.Event, 4)
 	watcher := tSubmit(t, a.S, func(_ *tProc, n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
 		if n == 0 {
-			out.Yield(1, a.WatchCommand(), remote.Watch{PID: child})
+			out.Monitor(1, child)
 			out.Tell(child, "ping")
 			return nil
 		}
@@ -60,7 +60,9 @@ func TestCrashedNodeDeclaredDown(t *testing.T) {
 	t.Log(down.Reason)
 	ev := tRecv(t, events, "the watcher to be told")
 	assert.Equal(t, scheduler.EventYieldComplete, ev.Type)
-	assert.ErrorIs(t, ev.Error, remote.ErrNodeDown)
+	exit := ev.Data.(scheduler.Exit)
+	assert.Equal(t, scheduler.ExitGone, exit.Reason)
+	assert.ErrorIs(t, exit.Err, remote.ErrNodeDown)
 	_, err = tWaitResult(t, watcher)
 	require.NoError(t, err)
 

@@ -51,7 +51,8 @@
 //
 //	procsched.<cluster>.ctl          hello, heartbeat, goodbye: to every node
 //	procsched.<cluster>.ctl.<node>   ack, credit grant, "you are down", probe: to one node
-//	procsched.<cluster>.data.<node>  batches of frames to one node
+//	procsched.<cluster>.data.<node>  batches of frames to one node: messages,
+//	                                 bounces, spawns and monitors
 //
 // Control traffic has its own subjects, and each subscription is served
 // by its own goroutine, so a heartbeat or a grant is never queued behind
@@ -147,9 +148,9 @@
 // server restart — does not come back, since the sender cannot know
 // whether it arrived; the receiver counts the gap in sequence numbers.
 // No delivery is retried, and nothing is ordered across different
-// senders or recipients. A spawn or watch whose answer is lost in flight
-// stays pending until its node goes down or this node closes: bound the
-// wait with a timer yield where that matters.
+// senders or recipients. A spawn or monitor whose answer is lost in
+// flight stays pending until its node goes down or this node closes:
+// bound the wait with a timeout where that matters.
 //
 // # Message bodies
 //
@@ -175,15 +176,21 @@
 // holds for an ended process on this node, an ended one on another, and
 // every process of a down or unknown node.
 //
-// # Remote spawn and watch
+// # Remote spawn and monitors
 //
-// [Node.Start] registers two command handlers on the scheduler: a
-// process yields [Spawn] with [Node.SpawnCommand] to start a process of
-// a kind registered with [Node.Register] on a named node, and [Watch]
-// with [Node.WatchCommand] to be told when a process ends or its node
-// goes down. [Node.Spawn] and [Node.Watch] do the same for code outside
-// any process. A node can report the end of the processes it started for
-// spawns; watching another fails with [ErrWatchUnsupported].
+// [Node.Start] registers a command handler on the scheduler: a process
+// yields [Spawn] with [Node.SpawnCommand] to start a process of a kind
+// registered with [Node.Register] on a named node, optionally awaiting
+// its end. A monitor ([scheduler.StepOutput.Monitor]) of a process of
+// another node works as one of a local process: the node implements
+// [scheduler.RemoteMonitor], asks the process's node to watch it with its
+// scheduler's own monitor, and completes the yield with the
+// [scheduler.Exit] that node reports, or with [scheduler.ExitGone] and
+// [ErrNodeDown] when the node goes down first. A monitor the process
+// cancels, or whose process ends, is forgotten on the other node within a
+// heartbeat; monitors held for a node that goes down are dropped.
+// [Node.Spawn] and [Node.Monitor] do the same for code outside any
+// process.
 //
 // # Concurrency
 //

@@ -57,9 +57,6 @@ var (
 	// ErrUnknownKind: a spawn named a process kind that the target node
 	// has not registered.
 	ErrUnknownKind error = &sentinel{"remote: unknown process kind", nil}
-	// ErrWatchUnsupported: the node cannot report the end of that process:
-	// it can watch only processes that it started for a spawn.
-	ErrWatchUnsupported error = &sentinel{"remote: cannot watch this process", nil}
 	// ErrInvalidConfig: a [Config] field is out of range.
 	ErrInvalidConfig error = &sentinel{"remote: invalid config", nil}
 	// ErrNameConflict: a node of the same cluster already uses this node's
@@ -93,8 +90,10 @@ var wireErrors = [...]error{
 	ErrNotEncodable,
 	ErrClosed,
 	ErrUnknownKind,
-	ErrWatchUnsupported,
 	ErrDisconnected,
+	scheduler.ErrTerminated,
+	scheduler.ErrShuttingDown,
+	scheduler.ErrNoReply,
 }
 
 // codeFailed is set in the wire code of every error, so that a failure

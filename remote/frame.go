@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	scheduler "github.com/procsched/scheduler"
 	"github.com/procsched/scheduler/payload"
 	"github.com/procsched/scheduler/relay"
 )
@@ -15,10 +16,11 @@ import (
 //	header   version (1 byte) | flags (1) | sender node (uint32 LE) | sequence (uint64 LE)
 //	message  kindMessage  | to-ref | from-ref | body
 //	bounce   kindBounce   | from-ref (the recipient not reached) | to-ref (its sender) | code | text-ref | body
-//	spawn    kindSpawn    | request | kind-ref | method-ref | await (1 byte) | payloads
-//	spawned  kindSpawned  | request | child-ref | code | text-ref | body
-//	watch    kindWatch    | request | to-ref (the process to watch)
-//	exited   kindExited   | request | code | text-ref | body
+//	spawn      kindSpawn     | request | kind-ref | method-ref | await (1 byte) | payloads
+//	spawned    kindSpawned   | request | child-ref | code | text-ref
+//	monitor    kindMonitor   | request | to-ref (the process to watch)
+//	demonitor  kindDemonitor | request
+//	exited     kindExited    | request | reason (1 byte) | code | text-ref | body (the result)
 //
 // Every PID in a frame is written as its ID alone. Which node it belongs to
 // follows from its side: a "to" PID is a process of the receiving node,
@@ -40,12 +42,13 @@ const (
 
 // Frame kinds.
 const (
-	kindMessage = 1 + iota
-	kindBounce
-	kindSpawn
-	kindSpawned
-	kindWatch
-	kindExited
+	kindMessage   = 1 + iota
+	kindBounce    // a message returned undelivered
+	kindSpawn     // start a process of a registered kind
+	kindSpawned   // the answer to a spawn: started, or why not
+	kindMonitor   // tell me when this process ends
+	kindDemonitor // forget my monitor
+	kindExited    // a monitored or awaited process ended
 )
 
 // The references of the per-batch tables.
@@ -68,6 +71,12 @@ const (
 const (
 	idSlotBits = 8
 	idSlots    = 1 << idSlotBits
+)
+
+// The exit reasons the wire carries.
+const (
+	minExitReason = byte(scheduler.ExitDone)
+	maxExitReason = byte(scheduler.ExitGone)
 )
 
 // errMalformed is wrapped by every decoding failure.
@@ -230,38 +239,45 @@ func (e *batchEncoder) spawn(req uint64, kind, method string, await bool, input 
 	e.frames++
 }
 
-// replyBound bounds the encoded length of a spawned or exited frame.
+// replyBound bounds the encoded length of a spawned, monitor, demonitor
+// or exited frame.
 func replyBound(text string, bodyLen int) int {
-	return 1 + binary.MaxVarintLen64 + maxIDRef + maxCodeLen + textBound(text) + bodyLen
+	return 1 + binary.MaxVarintLen64 + maxIDRef + 1 + maxCodeLen + textBound(text) + bodyLen
 }
 
-// spawned appends the reply to a spawn request: the child (a process of
-// the sending node, zero if it did not start), the failure if any, and
-// for an awaited spawn the child's result.
-func (e *batchEncoder) spawned(req uint64, child relay.PID, code uint64, text string, body any) {
+// spawned appends the answer to a spawn request: the child (a process of
+// the sending node, zero if it did not start) and the failure if any.
+func (e *batchEncoder) spawned(req uint64, child relay.PID, code uint64, text string) {
 	e.buf = append(e.buf, kindSpawned)
 	e.buf = binary.AppendUvarint(e.buf, req)
 	e.id(child.ID)
 	e.buf = binary.AppendUvarint(e.buf, code)
 	e.text(text)
-	e.buf = appendBody(e.buf, body)
 	e.frames++
 }
 
-// watch appends a request to be told when process target of the
+// monitor appends a request to be told when process target of the
 // receiving node ends.
-func (e *batchEncoder) watch(req uint64, target relay.PID) {
-	e.buf = append(e.buf, kindWatch)
+func (e *batchEncoder) monitor(req uint64, target relay.PID) {
+	e.buf = append(e.buf, kindMonitor)
 	e.buf = binary.AppendUvarint(e.buf, req)
 	e.id(target.ID)
 	e.frames++
 }
 
-// exited appends the reply to a watch: the process ended with result and
-// error (code, text), or could not be watched.
-func (e *batchEncoder) exited(req uint64, code uint64, text string, body any) {
+// demonitor appends a request to forget the monitor of request req.
+func (e *batchEncoder) demonitor(req uint64) {
+	e.buf = append(e.buf, kindDemonitor)
+	e.buf = binary.AppendUvarint(e.buf, req)
+	e.frames++
+}
+
+// exited appends the end of the process that request req monitors or
+// awaits: how it ended, its error (code, text) and its result.
+func (e *batchEncoder) exited(req uint64, reason byte, code uint64, text string, body any) {
 	e.buf = append(e.buf, kindExited)
 	e.buf = binary.AppendUvarint(e.buf, req)
+	e.buf = append(e.buf, reason)
 	e.buf = binary.AppendUvarint(e.buf, code)
 	e.text(text)
 	e.buf = appendBody(e.buf, body)
@@ -278,12 +294,13 @@ type batchHeader struct {
 // frame is one decoded frame; which fields are set depends on kind.
 type frame struct {
 	kind   byte
-	to     relay.PID // message, bounce: the recipient here; watch: the process to watch
+	to     relay.PID // message, bounce: the recipient here; monitor: the process to watch
 	from   relay.PID // message: the sender; bounce: the recipient not reached; spawned: the child
 	body   any       // message, bounce; spawned, exited: the result
 	code   uint64    // bounce, spawned, exited: the failure's wire code
 	text   string    // bounce, spawned, exited: the failure's text
-	req    uint64    // spawn, spawned, watch, exited: the request
+	req    uint64    // spawn, spawned, monitor, demonitor, exited: the request
+	reason byte      // exited: how the process ended (a scheduler.ExitReason)
 	name   string    // spawn: the kind
 	method string    // spawn: the entry point
 	input  payload.Payloads
@@ -361,18 +378,23 @@ func (d *decoder) decode(data []byte, sender, self uint32) ([]frame, error) {
 			f.from = d.pid(&r, sender)
 			f.code = r.uvarint()
 			f.text = d.text(&r)
-			f.body = r.body()
-		case kindWatch:
+		case kindMonitor:
 			f.req = r.uvarint()
 			f.to = d.pid(&r, self)
 			if f.to.ID == 0 {
-				r.fail("watch of the zero PID")
+				r.fail("monitor of the zero PID")
 			}
+		case kindDemonitor:
+			f.req = r.uvarint()
 		case kindExited:
 			f.req = r.uvarint()
+			f.reason = r.byte()
 			f.code = r.uvarint()
 			f.text = d.text(&r)
 			f.body = r.body()
+			if f.reason < minExitReason || f.reason > maxExitReason {
+				r.fail("exit reason %d", f.reason)
+			}
 		default:
 			r.fail("unknown frame kind %d", f.kind)
 		}

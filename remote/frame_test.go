@@ -40,10 +40,12 @@ func tFrames() []frame {
 		{kind: kindBounce, from: tFrom(3), to: tTo(5), code: 3, text: "mailbox full", body: payload.Payload{}},
 		{kind: kindSpawn, req: 1, name: "worker", method: "run", await: true, input: in},
 		{kind: kindSpawn, req: 2, name: "worker", method: "run"},
-		{kind: kindSpawned, req: 1, from: tFrom(40), body: payload.RawJSON([]byte(`"done"`))},
+		{kind: kindSpawned, req: 1, from: tFrom(40)},
 		{kind: kindSpawned, req: 2, code: 1 << 4, text: "init failed"},
-		{kind: kindWatch, req: 3, to: tTo(5)},
-		{kind: kindExited, req: 3, code: 1, text: "mailbox full", body: payload.Bytes([]byte{})},
+		{kind: kindMonitor, req: 3, to: tTo(5)},
+		{kind: kindDemonitor, req: 3},
+		{kind: kindExited, req: 3, reason: byte(scheduler.ExitFailed), code: 1, text: "mailbox full", body: payload.Bytes([]byte{})},
+		{kind: kindExited, req: 1, reason: byte(scheduler.ExitDone), body: payload.RawJSON([]byte(`"done"`))},
 	}
 }
 
@@ -60,11 +62,13 @@ func tEncode(frames []frame, seq uint64) []byte {
 		case kindSpawn:
 			e.spawn(f.req, f.name, f.method, f.await, f.input)
 		case kindSpawned:
-			e.spawned(f.req, f.from, f.code, f.text, f.body)
-		case kindWatch:
-			e.watch(f.req, f.to)
+			e.spawned(f.req, f.from, f.code, f.text)
+		case kindMonitor:
+			e.monitor(f.req, f.to)
+		case kindDemonitor:
+			e.demonitor(f.req)
 		case kindExited:
-			e.exited(f.req, f.code, f.text, f.body)
+			e.exited(f.req, f.reason, f.code, f.text, f.body)
 		}
 	}
 	return append([]byte(nil), e.finish(tSender, seq, 0)...)
@@ -142,8 +146,9 @@ func TestDecodeRejects(t *testing.T) {
 		{"unknown body tag", frameOf(kindMessage, refNew, 1, refZero, 77)},
 		{"bad await flag", frameOf(kindSpawn, 1, refZero, refZero, 2, 0)},
 		{"bounce to the zero PID", frameOf(kindBounce, refNew, 1, refZero, 0, refZero, bodyNil)},
-		{"text ref beyond the table", frameOf(kindExited, 1, 0, refFirstIdx, bodyNil)},
-		{"watch of the zero PID", frameOf(kindWatch, 1, refZero)},
+		{"text ref beyond the table", frameOf(kindExited, 1, byte(scheduler.ExitDone), 0, refFirstIdx, bodyNil)},
+		{"an unknown exit reason", frameOf(kindExited, 1, 0, 0, refZero, bodyNil)},
+		{"monitor of the zero PID", frameOf(kindMonitor, 1, refZero)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var d decoder

@@ -75,7 +75,7 @@ func (n *Node) deliver(p *peer, f *frame) {
 			return // sent from outside any process: no one to tell
 		}
 		if p.link.sendBounce(f.to, f.from, err, f.body) != nil {
-			n.counts.dropped[dropBounceOverflow].Add(1)
+			n.counts.dropped[dropOverflow].Add(1)
 		}
 	case kindBounce:
 		cause := newRemoteError(p.name, f.from, f.code, f.text)
@@ -84,8 +84,10 @@ func (n *Node) deliver(p *peer, f *frame) {
 		}
 	case kindSpawn:
 		n.serveSpawn(p, f)
-	case kindWatch:
-		n.serveWatch(p, f)
+	case kindMonitor:
+		n.serveMonitor(p, f)
+	case kindDemonitor:
+		n.serveDemonitor(p, f)
 	case kindSpawned, kindExited:
 		n.pending.answer(p, f)
 	}

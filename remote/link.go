@@ -7,6 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	scheduler "github.com/procsched/scheduler"
 	"github.com/procsched/scheduler/payload"
 	"github.com/procsched/scheduler/relay"
 )
@@ -49,7 +50,6 @@ type link struct {
 	stalled  bool        // waiting for credit
 	wantSync bool        // publish a sync marker after the pending batches
 	grantAt  int64       // the node clock at the last grant, or when inflight became non-empty
-	marker   [headerLen]byte
 	counts   linkCounts
 }
 
@@ -174,90 +174,76 @@ func (l *link) sendMessage(msg relay.Message, body any) error {
 // sendBounce appends a bounce frame: from is the recipient here that was
 // not reached, to its sender on the peer. Any goroutine.
 func (l *link) sendBounce(from, to relay.PID, cause error, body any) error {
-	text := cause.Error()
-	code := errorCode(cause)
-	bound := messageBound(bodySize(body), text)
-	l.mu.Lock()
-	b, err := l.reserve(bound, true)
-	if err != nil {
-		l.mu.Unlock()
-		return err
-	}
-	before := b.enc.size()
-	b.enc.bounce(from, to, code, text, body)
-	queue := l.commit(b, before)
-	l.mu.Unlock()
-	if queue {
-		l.n.writer.push(l)
-	}
-	return nil
+	text, code := cause.Error(), errorCode(cause)
+	return l.add(messageBound(bodySize(body), text), true, func(e *batchEncoder) {
+		e.bounce(from, to, code, text, body)
+	})
 }
 
 // sendSpawn appends a spawn request; input is in wire form. Any
 // goroutine.
 func (l *link) sendSpawn(req uint64, kind, method string, await bool, input payload.Payloads) error {
-	bound := spawnBound(kind, method, input)
-	l.mu.Lock()
-	b, err := l.reserve(bound, false)
-	if err != nil {
-		l.mu.Unlock()
-		return err
-	}
-	before := b.enc.size()
-	b.enc.spawn(req, kind, method, await, input)
-	queue := l.commit(b, before)
-	l.mu.Unlock()
-	if queue {
-		l.n.writer.push(l)
-	}
-	return nil
+	return l.add(spawnBound(kind, method, input), false, func(e *batchEncoder) {
+		e.spawn(req, kind, method, await, input)
+	})
 }
 
-// sendWatch appends a watch request. Any goroutine.
-func (l *link) sendWatch(req uint64, target relay.PID) error {
-	l.mu.Lock()
-	b, err := l.reserve(1+2*maxIDRef, false)
-	if err != nil {
-		l.mu.Unlock()
-		return err
-	}
-	before := b.enc.size()
-	b.enc.watch(req, target)
-	queue := l.commit(b, before)
-	l.mu.Unlock()
-	if queue {
-		l.n.writer.push(l)
-	}
-	return nil
+// sendSpawned appends the answer to a spawn request: child started, or
+// cause says why not. Any goroutine.
+func (l *link) sendSpawned(req uint64, child relay.PID, cause error) error {
+	code, text := errorCode(cause), errorText(cause)
+	return l.add(replyBound(text, 0), true, func(e *batchEncoder) {
+		e.spawned(req, child, code, text)
+	})
 }
 
-// sendReply appends the reply to a spawn (exited false) or a watch
-// (exited true) request: child is the process started, cause the
-// failure if any, and body the result (in wire form) if any. Any
+// sendMonitor appends a request to be told when target ends. Any
 // goroutine.
-func (l *link) sendReply(exited bool, req uint64, child relay.PID, cause error, body any) error {
-	code, text := errorCode(cause), ""
-	if cause != nil {
-		text = cause.Error()
-	}
+func (l *link) sendMonitor(req uint64, target relay.PID) error {
+	return l.add(replyBound("", 0), false, func(e *batchEncoder) { e.monitor(req, target) })
+}
+
+// sendDemonitor appends a request to forget the monitor of req. Any
+// goroutine.
+func (l *link) sendDemonitor(req uint64) error {
+	return l.add(replyBound("", 0), true, func(e *batchEncoder) { e.demonitor(req) })
+}
+
+// sendExit appends the end of the process that request req of the peer
+// monitors or awaits; result is in wire form. Any goroutine.
+func (l *link) sendExit(req uint64, reason scheduler.ExitReason, cause error, result any) error {
+	code, text := errorCode(cause), errorText(cause)
+	return l.add(replyBound(text, bodySize(result)), true, func(e *batchEncoder) {
+		e.exited(req, byte(reason), code, text, result)
+	})
+}
+
+// add appends one frame, of at most bound bytes, written by encode; a
+// priority frame answers something the peer sent (see reserve). Any
+// goroutine; it never blocks but on l.mu.
+func (l *link) add(bound int, priority bool, encode func(*batchEncoder)) error {
 	l.mu.Lock()
-	b, err := l.reserve(replyBound(text, bodySize(body)), true)
+	b, err := l.reserve(bound, priority)
 	if err != nil {
 		l.mu.Unlock()
 		return err
 	}
 	before := b.enc.size()
-	if exited {
-		b.enc.exited(req, code, text, body)
-	} else {
-		b.enc.spawned(req, child, code, text, body)
-	}
+	encode(&b.enc)
 	queue := l.commit(b, before)
 	l.mu.Unlock()
 	if queue {
 		l.n.writer.push(l)
 	}
 	return nil
+}
+
+// errorText is err's text, or "" for nil.
+func errorText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
 
 // next returns the oldest batch waiting, or nil. Called with l.mu held.
@@ -511,7 +497,7 @@ func (l *link) requestSync() {
 }
 
 // syncIfOverdue asks for a sync marker when batches have waited for their
-// grant longer than wait. Monitor goroutine.
+// grant longer than wait. Heartbeat goroutine.
 func (l *link) syncIfOverdue(now, wait int64) {
 	l.mu.Lock()
 	overdue := len(l.inflight) > 0 && now-l.grantAt > wait

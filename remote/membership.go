@@ -19,11 +19,11 @@ type peer struct {
 
 	// lastHeard is the time (ns since the Unix epoch) of the last message
 	// from the peer. Stored by the control and data goroutines and the
-	// reconnect handler, loaded by the monitor; a plain time, ordering
+	// reconnect handler, loaded by the heartbeat goroutine; a plain time, ordering
 	// nothing else.
 	lastHeard atomic.Int64
 	// probing is set while a probe of the peer is under way, so that
-	// there is one at a time. Set by the monitor, cleared by the probe.
+	// there is one at a time. Set by the heartbeat goroutine, cleared by the probe.
 	probing atomic.Bool
 
 	// The receiving side, touched only by the data subscription's
@@ -246,6 +246,7 @@ func (n *Node) declareDown(num uint32, reason error, tell bool) {
 	n.counts.lost.Add(1)
 	n.returnAll(p, waiting, err)
 	n.pending.failPeer(num, err)
+	n.held.stopPeer(num)
 	if tell {
 		n.publishCtl(ctlSubject(n.subj.prefix, num), ctlMsg{typ: ctlDown})
 	}
@@ -256,9 +257,9 @@ func (n *Node) declareDown(num uint32, reason error, tell bool) {
 	n.notify()
 }
 
-// monitor is the goroutine that sends heartbeats and detects failures,
-// once per heartbeat.
-func (n *Node) monitor() {
+// heartbeats is the goroutine that sends heartbeats and detects
+// failures, once per heartbeat.
+func (n *Node) heartbeats() {
 	defer n.wg.Done()
 	t := time.NewTicker(n.cfg.Heartbeat)
 	defer t.Stop()
@@ -272,11 +273,11 @@ func (n *Node) monitor() {
 	}
 }
 
-// tick is one round of the monitor. While this node's connection is down
-// it cannot hear anyone, so it judges no one. Monitor goroutine.
+// tick is one round of the heartbeat goroutine. While this node's connection is down
+// it cannot hear anyone, so it judges no one. Heartbeat goroutine.
 func (n *Node) tick(now int64) {
 	n.clock.Store(now)
-	n.exits.sweep()
+	n.forgetCancelled()
 	if n.nc.Status() != nats.CONNECTED {
 		return
 	}
@@ -306,7 +307,7 @@ func (n *Node) tick(now int64) {
 // the server knows as soon as the peer's connection closes, so a crashed
 // peer is declared down within about two heartbeats instead of the
 // failure timeout. Right after this node reconnected, the answer is not
-// trusted: the peer may not have reconnected yet. Monitor goroutine.
+// trusted: the peer may not have reconnected yet. Heartbeat goroutine.
 func (n *Node) probe(p *peer, now int64) {
 	if now < n.probesFrom.Load() || !p.probing.CompareAndSwap(false, true) {
 		return

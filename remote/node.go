@@ -64,20 +64,20 @@ type Node struct {
 	// reconnect, loaded by senders; it orders nothing else.
 	maxBatch atomic.Int64
 	// clock is a coarse clock, nanoseconds since the Unix epoch, stored
-	// by the monitor at each heartbeat and loaded where a clock call per
+	// by the heartbeat goroutine and loaded where a clock call per
 	// batch would be waste; it orders nothing else.
 	clock atomic.Int64
 	// probesFrom is the time from which a probe that finds no one
 	// declares a peer down: FailureTimeout after the last reconnect,
 	// giving the peers time to reconnect too. Stored by the reconnect
-	// handler, loaded by the monitor and probes; it orders nothing else.
+	// handler, loaded by the heartbeat goroutine and probes; it orders nothing else.
 	probesFrom atomic.Int64
 
 	writer  writer
 	dec     decoder // the data subscription's goroutine only
 	kinds   kindRegistry
-	pending pendingTable
-	exits   exitSource
+	pending pendingTable // requests sent to other nodes
+	held    heldTable    // monitors kept for other nodes
 	counts  counters
 
 	notifyMu sync.Mutex
@@ -88,7 +88,7 @@ type Node struct {
 	// data goroutine; it orders nothing else.
 	inboundHook atomic.Pointer[func()]
 
-	stop       chan struct{} // closed by Close to stop the writer and the monitor
+	stop       chan struct{} // closed by Close to stop the writer and the heartbeats
 	wg         sync.WaitGroup
 	connClosed chan struct{} // closed when the NATS connection is closed for good
 	closedOnce sync.Once
@@ -157,9 +157,7 @@ func New(cfg Config) (*Node, error) {
 		stop:       make(chan struct{}),
 		connClosed: make(chan struct{}),
 		writer:     writer{wake: make(chan struct{}, 1)},
-		exits:      newHandleExits(),
 	}
-	n.pending.m = map[uint64]*pendingReq{}
 	empty := map[uint32]*peer{}
 	n.peers.Store(&empty)
 	n.clock.Store(time.Now().UnixNano())
@@ -283,15 +281,12 @@ func (n *Node) Start(ctx context.Context, s *scheduler.Scheduler) error {
 	if !n.state.CompareAndSwap(stateNew, stateStarting) {
 		return fmt.Errorf("%w: Start called twice or after Close", ErrClosed)
 	}
-	err := s.SetHandler(n.cfg.SpawnCommand, n.handleSpawn)
-	if err == nil {
-		err = s.SetHandler(n.cfg.WatchCommand, n.handleWatch)
-	}
-	if err != nil {
+	if err := s.SetHandler(n.cfg.SpawnCommand, n.handleSpawn); err != nil {
 		n.state.Store(stateNew)
 		return err
 	}
 	n.sched = s
+	var err error
 	var subs []*nats.Subscription
 	for _, sub := range []struct {
 		subject string
@@ -325,7 +320,7 @@ func (n *Node) Start(ctx context.Context, s *scheduler.Scheduler) error {
 		defer n.wg.Done()
 		n.writer.run(n.stop)
 	}()
-	go n.monitor()
+	go n.heartbeats()
 	n.publishCtl(n.subj.all, ctlMsg{typ: ctlHello})
 	return nil
 }
@@ -498,7 +493,6 @@ func (n *Node) progressed() {
 // wrapping [ErrClosed] when called again.
 func (n *Node) Close(ctx context.Context) error {
 	if n.state.CompareAndSwap(stateNew, stateClosed) {
-		n.exits.close()
 		n.nc.Close()
 		<-n.connClosed
 		return nil
@@ -535,7 +529,7 @@ func (n *Node) Close(ctx context.Context) error {
 		}
 	}
 	n.pending.failAll(closed)
-	n.exits.close()
+	n.held.close()
 	n.drain(ctx)
 	n.state.Store(stateClosed)
 	return err

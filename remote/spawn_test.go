@@ -178,8 +178,6 @@ func TestRemoteSpawn(t *testing.T) {
 		}
 		ev := tYield(t, a.S, a.SpawnCommand(), "not a spawn")
 		assert.ErrorIs(t, ev.Error, scheduler.ErrInvalidCommand)
-		ev = tYield(t, a.S, a.WatchCommand(), "not a watch")
-		assert.ErrorIs(t, ev.Error, scheduler.ErrInvalidCommand)
 	})
 
 	t.Run("from outside any process", func(t *testing.T) {
@@ -187,31 +185,116 @@ func TestRemoteSpawn(t *testing.T) {
 		defer cancel()
 		child, err := a.Spawn(ctx, "b", "echo", "run", nil)
 		require.NoError(t, err)
-		done := make(chan error, 1)
-		var res payload.Payload
-		go func() {
-			var err error
-			res, err = a.Watch(ctx, child)
-			done <- err
-		}()
-		// Once b knows of the watch, the echo may stop.
-		tEventually(t, func() bool { return b.Stats().Received >= 2 }, "b has the watch request")
+		exits := make(chan scheduler.Exit, 1)
+		a.Monitor(child, func(e scheduler.Exit) { exits <- e })
+		// Once b holds the monitor, the echo may stop.
+		tEventually(t, func() bool { return b.Stats().MonitorsHeld == 1 }, "b holds the monitor")
 		require.NoError(t, a.S.Tell(child, []byte("ping")))
 		require.NoError(t, a.S.Tell(child, "stop"))
-		require.NoError(t, tRecv(t, done, "the watch"))
-		n, err := payload.As[int](res)
+		e := tRecv(t, exits, "the echo's end")
+		assert.Equal(t, child, e.PID)
+		assert.Equal(t, scheduler.ExitDone, e.Reason)
+		n, err := payload.As[int](e.Result)
 		require.NoError(t, err)
 		assert.Equal(t, 1, n, "the echo answered one message")
+		assert.Zero(t, b.Stats().MonitorsHeld)
+		assert.Zero(t, a.Stats().Pending)
 
 		_, err = a.Spawn(ctx, "b", "nope", "run", nil)
 		assert.ErrorIs(t, err, remote.ErrUnknownKind)
 	})
+}
 
-	t.Run("a process not started by a spawn cannot be watched yet", func(t *testing.T) {
-		other, _ := tCollector(t, b.S, 1)
-		ev := tYield(t, a.S, a.WatchCommand(), remote.Watch{PID: other.PID()})
-		assert.ErrorIs(t, ev.Error, remote.ErrWatchUnsupported)
-		require.NoError(t, b.S.Terminate(other.PID()))
+// tMonitorOf submits a process that monitors pid, cancels the monitor
+// when it is told "cancel", and ends with the completion or the cancel.
+func tMonitorOf(t testing.TB, s *scheduler.Scheduler, pid relay.PID) scheduler.Handle {
+	return tSubmit(t, s, func(_ *tProc, n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+		if n == 0 {
+			out.Monitor(1, pid)
+		}
+		for _, ev := range evs {
+			switch {
+			case ev.Type == scheduler.EventYieldComplete:
+				out.Done(payload.Of(ev))
+			case ev.Type == scheduler.EventMessage && ev.Data == "cancel":
+				out.Cancel(1)
+				out.Done(payload.Payload{})
+			}
+		}
+		return nil
+	})
+}
+
+func TestRemoteMonitor(t *testing.T) {
+	srv := tServer(t)
+	a := tStart(t, srv.ClientURL(), "a", nil)
+	b := tStart(t, srv.ClientURL(), "b", nil)
+	tJoin(t, a, b)
+
+	t.Run("any process, with how it ended", func(t *testing.T) {
+		target, _ := tCollector(t, b.S, 1)
+		h := tMonitorOf(t, a.S, target.PID())
+		tEventually(t, func() bool { return b.Stats().MonitorsHeld == 1 }, "b holds the monitor")
+		require.NoError(t, b.S.Terminate(target.PID()))
+		res, err := tWaitResult(t, h)
+		require.NoError(t, err)
+		ev := res.Value().(scheduler.Event)
+		require.NoError(t, ev.Error)
+		e := ev.Data.(scheduler.Exit)
+		assert.Equal(t, target.PID(), e.PID)
+		assert.Equal(t, scheduler.ExitTerminated, e.Reason)
+		assert.ErrorIs(t, e.Err, scheduler.ErrTerminated, "the cause crosses")
+		assert.Zero(t, b.Stats().MonitorsHeld)
+	})
+
+	t.Run("a process that is not alive", func(t *testing.T) {
+		gone := relay.PID{Node: b.Node.Node(), ID: 1 << 40}
+		res, err := tWaitResult(t, tMonitorOf(t, a.S, gone))
+		require.NoError(t, err)
+		e := res.Value().(scheduler.Event).Data.(scheduler.Exit)
+		assert.Equal(t, scheduler.ExitGone, e.Reason)
+		assert.ErrorIs(t, e.Err, scheduler.ErrProcessNotFound)
+	})
+
+	t.Run("an unknown node", func(t *testing.T) {
+		nowhere := relay.PID{Node: a.Node.Node() ^ b.Node.Node() ^ 1, ID: 1}
+		res, err := tWaitResult(t, tMonitorOf(t, a.S, nowhere))
+		require.NoError(t, err)
+		e := res.Value().(scheduler.Event).Data.(scheduler.Exit)
+		assert.Equal(t, scheduler.ExitGone, e.Reason)
+		assert.ErrorIs(t, e.Err, remote.ErrUnknownNode)
+	})
+
+	t.Run("a cancelled monitor is forgotten on the other node", func(t *testing.T) {
+		target, _ := tCollector(t, b.S, 1)
+		h := tMonitorOf(t, a.S, target.PID())
+		tEventually(t, func() bool { return b.Stats().MonitorsHeld == 1 }, "b holds the monitor")
+		require.NoError(t, a.S.Tell(h.PID(), "cancel"))
+		_, err := tWaitResult(t, h)
+		require.NoError(t, err)
+		tEventually(t, func() bool { return b.Stats().MonitorsHeld == 0 && a.Stats().Pending == 0 }, "both sides forget the monitor (b holds %d, a has %d)", b.Stats().MonitorsHeld, a.Stats().Pending)
+		require.NoError(t, b.S.Terminate(target.PID()))
+	})
+
+	t.Run("from outside, stopped", func(t *testing.T) {
+		target, _ := tCollector(t, b.S, 1)
+		stop := a.Monitor(target.PID(), func(scheduler.Exit) { t.Error("a stopped monitor fired") })
+		tEventually(t, func() bool { return b.Stats().MonitorsHeld == 1 }, "b holds the monitor")
+		assert.True(t, stop(), "stopped before it fired")
+		assert.False(t, stop(), "stopped once")
+		tEventually(t, func() bool { return b.Stats().MonitorsHeld == 0 }, "b forgets the monitor")
+		require.NoError(t, b.S.Terminate(target.PID()))
+	})
+
+	t.Run("a node that goes down drops the monitors held for it", func(t *testing.T) {
+		c := tStart(t, srv.ClientURL(), "c", nil)
+		tJoin(t, b, c)
+		target, _ := tCollector(t, b.S, 1)
+		tMonitorOf(t, c.S, target.PID())
+		tEventually(t, func() bool { return b.Stats().MonitorsHeld == 1 }, "b holds the monitor")
+		c.stop(t)
+		tEventually(t, func() bool { return b.Stats().MonitorsHeld == 0 }, "b drops the monitor of the node that left")
+		require.NoError(t, b.S.Terminate(target.PID()))
 	})
 }
 
@@ -226,39 +309,36 @@ func TestWatchersToldWhenNodeLeaves(t *testing.T) {
 	defer cancel()
 	child, err := a.Spawn(ctx, "b", "echo", "run", nil)
 	require.NoError(t, err)
-	// A process watches the child, another awaits a spawn on b.
-	watched := make(chan scheduler.Event, 2)
-	for _, arg := range []struct {
-		cmd scheduler.CommandID
-		arg any
-	}{
-		{a.WatchCommand(), remote.Watch{PID: child}},
-		{a.SpawnCommand(), remote.Spawn{Node: "b", Kind: "echo", Method: "run", Await: true}},
-	} {
-		tSubmit(t, a.S, func(_ *tProc, n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
-			if n == 0 {
-				out.Yield(1, arg.cmd, arg.arg)
-				return nil
-			}
-			for _, ev := range evs {
-				if ev.Type == scheduler.EventYieldComplete {
-					watched <- ev
-					out.Done(payload.Payload{})
-				}
-			}
+	// A process monitors the child, another awaits a spawn on b.
+	watcher := tMonitorOf(t, a.S, child)
+	awaiting := tSubmit(t, a.S, func(_ *tProc, n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+		if n == 0 {
+			out.Yield(1, a.SpawnCommand(), remote.Spawn{Node: "b", Kind: "echo", Method: "run", Await: true})
 			return nil
-		})
-	}
-	tEventually(t, func() bool { return b.Stats().Received >= 3 }, "b has the requests")
+		}
+		for _, ev := range evs {
+			if ev.Type == scheduler.EventYieldComplete {
+				out.Done(payload.Of(ev))
+			}
+		}
+		return nil
+	})
+	tEventually(t, func() bool { return b.Stats().MonitorsHeld == 2 }, "b has the requests")
 	b.stop(t)
 	down := tRecv(t, a.Down, "a to see b leave")
 	assert.Equal(t, "b", down.Name)
 	assert.ErrorIs(t, down.Reason, remote.ErrNodeDown)
-	for range 2 {
-		ev := tRecv(t, watched, "a watcher to be told")
-		assert.ErrorIs(t, ev.Error, remote.ErrNodeDown)
-		assert.ErrorIs(t, ev.Error, scheduler.ErrProcessNotFound)
-	}
+
+	res, err := tWaitResult(t, watcher)
+	require.NoError(t, err)
+	e := res.Value().(scheduler.Event).Data.(scheduler.Exit)
+	assert.Equal(t, scheduler.ExitGone, e.Reason)
+	assert.ErrorIs(t, e.Err, remote.ErrNodeDown)
+	assert.ErrorIs(t, e.Err, scheduler.ErrProcessNotFound)
+	res, err = tWaitResult(t, awaiting)
+	require.NoError(t, err)
+	ev := res.Value().(scheduler.Event)
+	assert.ErrorIs(t, ev.Error, remote.ErrNodeDown)
 	err = a.S.Tell(child, "late")
 	assert.ErrorIs(t, err, remote.ErrNodeDown, "a PID of a node that left")
 }

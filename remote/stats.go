@@ -41,6 +41,12 @@ type Stats struct {
 	// InFlight is the bytes published and not yet granted, over all
 	// peers.
 	InFlight int `json:"inFlight"`
+	// Pending is the spawn and monitor requests sent to other nodes and
+	// not answered yet, now.
+	Pending int `json:"pending"`
+	// MonitorsHeld is the monitors this node keeps on its processes for
+	// other nodes, now.
+	MonitorsHeld int `json:"monitorsHeld"`
 
 	// Refused counts sends that failed at once (the sender got the
 	// error), by reason.
@@ -120,7 +126,7 @@ const (
 	dropUnknownSender
 	dropDownSender
 	dropDuplicate
-	dropBounceOverflow
+	dropOverflow
 	numDrops
 )
 
@@ -196,10 +202,11 @@ func (n *Node) Stats() Stats {
 			UnknownSender: c.dropped[dropUnknownSender].Load(),
 			DownSender:    c.dropped[dropDownSender].Load(),
 			Duplicate:     c.dropped[dropDuplicate].Load(),
-			Overflow:      c.dropped[dropBounceOverflow].Load(),
+			Overflow:      c.dropped[dropOverflow].Load(),
 		},
 	}
 	st.Peers.Joined, st.Peers.Lost = c.joined.Load(), c.lost.Load()
+	st.Pending, st.MonitorsHeld = n.pending.len(), n.held.len()
 	st.Refused.load(&c.refusedBy)
 	st.Returned.load(&c.returnedBy)
 	st.BouncedBack.load(&c.bouncedBackBy)

@@ -1,7 +1,7 @@
 // Command twonode runs two nodes of one cluster in one program, with an
 // embedded NATS server, so that it needs no setup: a process on node "a"
 // starts processes on node "b", sends them messages, awaits a result,
-// watches one end, and gets back a message sent too late.
+// monitors one until it ends, and gets back a message sent too late.
 //
 //	cd remote && go run ./examples/twonode
 package main
@@ -199,10 +199,11 @@ func (d *driver) Step(evs []scheduler.Event, out *scheduler.StepOutput) error {
 				return err
 			}
 			fmt.Printf("a: a square awaited on b says 7*7 = %d\n", sq)
-			out.Yield(tagWatch, d.node.WatchCommand(), remote.Watch{PID: d.counter})
+			out.Monitor(tagWatch, d.counter)
 			out.Tell(d.counter, "stop")
 		case ev.Type == scheduler.EventYieldComplete && ev.Tag == tagWatch:
-			fmt.Printf("a: the counter ended with %v\n", ev.Data)
+			exit := ev.Data.(scheduler.Exit)
+			fmt.Printf("a: the counter ended (%v) with %v\n", exit.Reason, exit.Result)
 			out.Tell(d.counter, "too late")
 		case ev.Type == scheduler.EventMessage:
 			fmt.Printf("a: %q came back: process not found: %v\n", ev.Data, errors.Is(ev.Error, scheduler.ErrProcessNotFound))

@@ -1,0 +1,422 @@
+package remote
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	scheduler "github.com/procsched/scheduler"
+	"github.com/procsched/scheduler/payload"
+	"github.com/procsched/scheduler/relay"
+)
+
+// Monitors across nodes. The watching node keeps a pending request per
+// monitor; the watched node watches the process with its scheduler's own
+// monitor and keeps, per peer and request, how to stop it. Each side
+// forgets its half when the process ends, when the other node goes down,
+// and when the watcher stops watching (a demonitor frame), so a
+// long-lived process watched by many short-lived remote watchers keeps
+// nothing of them.
+
+// The node watches processes of other nodes for its scheduler's monitors.
+var _ scheduler.RemoteMonitor = (*Node)(nil)
+
+// MonitorRemote watches a process of another node for a monitor yield
+// ([scheduler.StepOutput.Monitor]); it implements
+// [scheduler.RemoteMonitor], and the scheduler calls it on a worker. The
+// monitor completes with the process's [scheduler.Exit] when it ends, or
+// with [scheduler.ExitGone] when it is not alive, when its node is
+// unknown or goes down ([ErrNodeDown]), or when this node closes. A
+// monitor the process cancels, or one whose process ends, is forgotten
+// on the other node within a heartbeat.
+func (n *Node) MonitorRemote(c scheduler.Call) error {
+	pid, ok := c.Arg.(relay.PID)
+	if !ok {
+		return fmt.Errorf("%w: a remote monitor needs a relay.PID, got %T", scheduler.ErrInvalidCommand, c.Arg)
+	}
+	done := c.Completion()
+	n.monitor(pid, c.Context(), func(e scheduler.Exit) { _ = done.Complete(e, nil) })
+	return nil
+}
+
+// Monitor calls f once, in its own goroutine, when process pid ends, with
+// how it ended: a process of this node's scheduler (as
+// [scheduler.Scheduler.Monitor]) or of another node. f gets
+// [scheduler.ExitGone] if the process is not alive, its node is unknown
+// or goes down first (Err wraps [ErrNodeDown]), or this node closes. It
+// returns stop, which forgets the monitor, here and on the other node,
+// and reports whether it did so before f was called. Any goroutine.
+func (n *Node) Monitor(pid relay.PID, f func(scheduler.Exit)) (stop func() bool) {
+	if pid.Node == n.num && n.running() {
+		return n.sched.Monitor(pid, f)
+	}
+	var once sync.Once
+	req := n.monitor(pid, nil, func(e scheduler.Exit) { once.Do(func() { go f(e) }) })
+	return func() bool {
+		stopped := false
+		once.Do(func() { stopped = true })
+		if stopped && req != 0 {
+			n.forget(req)
+		}
+		return stopped
+	}
+}
+
+// monitor asks pid's node to report its end and calls f once with it; ctx,
+// if not nil, is the watcher's: once it is done the monitor is forgotten.
+// It returns the request's number, or 0 if f was called at once. Any
+// goroutine; it never blocks.
+func (n *Node) monitor(pid relay.PID, ctx context.Context, f func(scheduler.Exit)) uint64 {
+	gone := func(err error) { f(scheduler.Exit{PID: pid, Reason: scheduler.ExitGone, Err: err}) }
+	if !n.running() {
+		gone(n.notRunning())
+		return 0
+	}
+	p := n.peer(pid.Node)
+	if p == nil {
+		gone(fmt.Errorf("%w: node %d of %v", ErrUnknownNode, pid.Node, pid))
+		return 0
+	}
+	req := n.pending.add(&pendingReq{peer: p.num, kind: kindMonitor, target: pid, ctx: ctx, done: func(data any, err error) {
+		if err != nil {
+			gone(err)
+			return
+		}
+		f(data.(scheduler.Exit))
+	}})
+	if err := p.link.sendMonitor(req, pid); err != nil {
+		if n.pending.remove(req) != nil {
+			gone(err)
+		}
+		return 0
+	}
+	return req
+}
+
+// forget drops the monitor of request req, here and on its node. Any
+// goroutine.
+func (n *Node) forget(req uint64) {
+	r := n.pending.remove(req)
+	if r == nil {
+		return
+	}
+	if p := n.peer(r.peer); p != nil {
+		_ = p.link.sendDemonitor(req) // a peer that is down holds nothing
+	}
+}
+
+// forgetCancelled forgets the monitors whose watchers no longer wait: the
+// yield was cancelled or the process ended. Heartbeat goroutine, once per
+// heartbeat.
+func (n *Node) forgetCancelled() {
+	for _, req := range n.pending.cancelled() {
+		n.forget(req)
+	}
+}
+
+// serveMonitor sets up the monitor a peer asked for. Data goroutine.
+func (n *Node) serveMonitor(p *peer, f *frame) {
+	n.hold(p, f.req, f.to, scheduler.Handle{})
+}
+
+// serveDemonitor drops the monitor a peer no longer wants. Data
+// goroutine.
+func (n *Node) serveDemonitor(p *peer, f *frame) {
+	n.held.stop(heldKey{p.num, f.req})
+}
+
+// hold watches local process pid for request req of peer p, and sends
+// the peer its exit when it ends. h, if not zero, is pid's Handle: a
+// process started for an awaited spawn may end before the watch is set
+// up, and its Handle still has its result. Any goroutine.
+func (n *Node) hold(p *peer, req uint64, pid relay.PID, h scheduler.Handle) {
+	key := heldKey{p.num, req}
+	if !n.held.reserve(key) {
+		n.sendExit(p, req, scheduler.Exit{PID: pid, Reason: scheduler.ExitGone, Err: n.notRunning()})
+		return
+	}
+	stop := n.sched.Monitor(pid, func(e scheduler.Exit) {
+		if e.Reason == scheduler.ExitGone && h.PID() == pid {
+			e = handleExit(h, e)
+		}
+		if n.held.take(key) {
+			n.sendExit(p, req, e)
+		}
+	})
+	n.held.set(key, stop)
+}
+
+// handleExit is how the process of h ended, from its Handle, or e if the
+// Handle does not know yet.
+func handleExit(h scheduler.Handle, e scheduler.Exit) scheduler.Exit {
+	res, err := h.Result()
+	switch {
+	case errors.Is(err, scheduler.ErrNotEnded):
+		return e
+	case err == nil:
+		return scheduler.Exit{PID: e.PID, Reason: scheduler.ExitDone, Result: res}
+	case errors.Is(err, scheduler.ErrForced):
+		return scheduler.Exit{PID: e.PID, Reason: scheduler.ExitForced, Err: err}
+	}
+	return scheduler.Exit{PID: e.PID, Reason: scheduler.ExitFailed, Result: res, Err: err}
+}
+
+// sendExit sends peer p the exit e of the process its request req
+// watches. A result that cannot cross is replaced by the error saying
+// so. Any goroutine.
+func (n *Node) sendExit(p *peer, req uint64, e scheduler.Exit) {
+	var body any
+	cause := e.Err
+	if !e.Result.IsZero() {
+		b, err := wireBody(e.Result)
+		switch {
+		case err == nil:
+			body = b
+		case cause == nil:
+			cause = fmt.Errorf("the result cannot cross: %w", err)
+		}
+	}
+	if p.link.sendExit(req, e.Reason, cause, body) != nil {
+		n.counts.dropped[dropOverflow].Add(1)
+	}
+}
+
+// heldKey names a monitor this node holds for a peer.
+type heldKey struct {
+	peer uint32
+	req  uint64
+}
+
+// heldTable holds the monitors this node keeps for its peers, so that a
+// demonitor, the peer going down or this node closing can stop them.
+// Its methods may be called from any goroutine.
+type heldTable struct {
+	mu     sync.Mutex
+	m      map[heldKey]func() bool // guarded by mu; nil while being set up
+	closed bool                    // guarded by mu
+}
+
+// reserve records key while its monitor is set up; false once closed.
+func (t *heldTable) reserve(key heldKey) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return false
+	}
+	if t.m == nil {
+		t.m = map[heldKey]func() bool{}
+	}
+	t.m[key] = nil
+	return true
+}
+
+// set records how to stop the monitor of key, unless it has fired or
+// been stopped meanwhile.
+func (t *heldTable) set(key heldKey, stop func() bool) {
+	t.mu.Lock()
+	_, ok := t.m[key]
+	if ok {
+		t.m[key] = stop
+	}
+	t.mu.Unlock()
+	if !ok {
+		stop() // stopped during the set-up; harmless if it fired
+	}
+}
+
+// take forgets key as its monitor fires, reporting whether it was still
+// held (not stopped).
+func (t *heldTable) take(key heldKey) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, ok := t.m[key]
+	delete(t.m, key)
+	return ok
+}
+
+// stop stops the monitor of key.
+func (t *heldTable) stop(key heldKey) {
+	t.mu.Lock()
+	stop := t.m[key]
+	delete(t.m, key)
+	t.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+}
+
+// stopWhere stops every monitor whose key matches.
+func (t *heldTable) stopWhere(match func(heldKey) bool) {
+	var stops []func() bool
+	t.mu.Lock()
+	for k, stop := range t.m {
+		if match(k) {
+			delete(t.m, k)
+			if stop != nil {
+				stops = append(stops, stop)
+			}
+		}
+	}
+	t.mu.Unlock()
+	for _, stop := range stops {
+		stop()
+	}
+}
+
+// stopPeer stops the monitors held for peer num.
+func (t *heldTable) stopPeer(num uint32) {
+	t.stopWhere(func(k heldKey) bool { return k.peer == num })
+}
+
+// close stops every monitor and refuses new ones.
+func (t *heldTable) close() {
+	t.mu.Lock()
+	t.closed = true
+	t.mu.Unlock()
+	t.stopWhere(func(heldKey) bool { return true })
+}
+
+// len is the number of monitors held.
+func (t *heldTable) len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.m)
+}
+
+// The pending table: spawn and monitor requests sent to other nodes and
+// not answered yet.
+
+// pendingTable holds the requests this node sent to other nodes and not
+// answered yet. Its methods may be called from any goroutine; they call
+// done functions outside mu.
+type pendingTable struct {
+	mu   sync.Mutex
+	next uint64                 // guarded by mu: the last request number
+	m    map[uint64]*pendingReq // guarded by mu
+}
+
+// pendingReq is a request waiting for its answer.
+type pendingReq struct {
+	peer  uint32 // the node asked
+	kind  byte   // kindSpawn or kindMonitor
+	await bool   // a spawn that waits for the child's end
+	// target is the process watched, or the child of an awaited spawn
+	// once it has started. Guarded by the table's mu.
+	target relay.PID
+	// ctx, for a monitor yield, is done once the yield no longer waits.
+	ctx  context.Context
+	done func(any, error)
+}
+
+// add records r and returns its number.
+func (t *pendingTable) add(r *pendingReq) uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.m == nil {
+		t.m = map[uint64]*pendingReq{}
+	}
+	t.next++
+	t.m[t.next] = r
+	return t.next
+}
+
+// remove forgets request req and returns it, or nil if it was not
+// pending.
+func (t *pendingTable) remove(req uint64) *pendingReq {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r := t.m[req]
+	delete(t.m, req)
+	return r
+}
+
+// cancelled returns the monitors whose watcher no longer waits.
+func (t *pendingTable) cancelled() []uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var reqs []uint64
+	for req, r := range t.m {
+		if r.ctx != nil && r.ctx.Err() != nil {
+			reqs = append(reqs, req)
+		}
+	}
+	return reqs
+}
+
+// len is the number of requests pending.
+func (t *pendingTable) len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.m)
+}
+
+// answer completes the request a spawned or exited frame from peer p
+// answers. A frame that answers nothing this node asked p is ignored, so
+// a peer can complete only its own requests. Data goroutine.
+func (t *pendingTable) answer(p *peer, f *frame) {
+	t.mu.Lock()
+	r := t.m[f.req]
+	if r == nil || r.peer != p.num {
+		t.mu.Unlock()
+		return
+	}
+	var err error
+	switch {
+	case f.kind == kindSpawned && r.kind == kindSpawn:
+		if f.code != 0 {
+			err = newRemoteError(p.name, f.from, f.code, f.text)
+		} else if r.await {
+			r.target = f.from // the exit follows
+			t.mu.Unlock()
+			return
+		}
+		delete(t.m, f.req)
+		t.mu.Unlock()
+		if err != nil {
+			r.done(nil, err)
+		} else {
+			r.done(f.from, nil)
+		}
+	case f.kind == kindExited && (r.kind == kindMonitor || r.await):
+		delete(t.m, f.req)
+		t.mu.Unlock()
+		if f.code != 0 {
+			err = newRemoteError(p.name, r.target, f.code, f.text)
+		}
+		res, _ := f.body.(payload.Payload)
+		e := scheduler.Exit{PID: r.target, Reason: scheduler.ExitReason(f.reason), Result: res, Err: err}
+		if r.kind == kindMonitor {
+			r.done(e, nil)
+		} else {
+			r.done(awaited(e))
+		}
+	default:
+		t.mu.Unlock()
+	}
+}
+
+// failPeer completes every request to peer num with err.
+func (t *pendingTable) failPeer(num uint32, err error) {
+	t.failWhere(func(r *pendingReq) bool { return r.peer == num }, err)
+}
+
+// failAll completes every request with err.
+func (t *pendingTable) failAll(err error) {
+	t.failWhere(func(*pendingReq) bool { return true }, err)
+}
+
+func (t *pendingTable) failWhere(match func(*pendingReq) bool, err error) {
+	var failed []*pendingReq
+	t.mu.Lock()
+	for req, r := range t.m {
+		if match(r) {
+			failed = append(failed, r)
+			delete(t.m, req)
+		}
+	}
+	t.mu.Unlock()
+	for _, r := range failed {
+		r.done(nil, err)
+	}
+}
