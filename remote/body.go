@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"unsafe"
 
+	scheduler "github.com/procsched/scheduler"
 	"github.com/procsched/scheduler/payload"
 	"github.com/procsched/scheduler/relay"
 )
@@ -20,6 +21,9 @@ import (
 //     arrives as a JSON payload, whose Decode and payload.As read it into
 //     the same Go types the local one would.
 //   - payload.Payloads: each element by the rule above.
+//   - A scheduler.Request (what a request delivers) and a scheduler.Reply
+//     (an answer going back to the asker's node), whose body or data
+//     cross by the rules above; the Reply's error arrives as an *Error.
 //
 // Anything else is refused at the sender with ErrNotEncodable, and so is
 // a Go value that JSON cannot encode (the error wraps payload.ErrEncode).
@@ -31,6 +35,8 @@ const (
 	bodyPayloads = 4
 	bodyPID      = 5
 	bodyNilBytes = 6 // a nil []byte, kept apart from an empty one
+	bodyRequest  = 7 // reply-to node, ID, sequence; the body
+	bodyReply    = 8 // to node, ID, sequence; error code and text; the data
 )
 
 // wireBody checks that body can cross to another node and returns it in
@@ -38,6 +44,28 @@ const (
 // its JSON form. It is the only step of a send that may allocate, and the
 // only one that may fail because of the body. Any goroutine.
 func wireBody(body any) (any, error) {
+	switch b := body.(type) {
+	case scheduler.Request:
+		inner, err := wireInner(b.Body)
+		if err != nil {
+			return nil, fmt.Errorf("the body of a request: %w", err)
+		}
+		b.Body = inner
+		return b, nil
+	case scheduler.Reply:
+		inner, err := wireInner(b.Data)
+		if err != nil {
+			return nil, fmt.Errorf("the data of a reply: %w", err)
+		}
+		b.Data = inner
+		return b, nil
+	}
+	return wireInner(body)
+}
+
+// wireInner is wireBody for what a request or a reply may carry: the
+// same, but not another request or reply.
+func wireInner(body any) (any, error) {
 	switch b := body.(type) {
 	case nil, string, []byte, relay.PID:
 		return body, nil
@@ -122,8 +150,25 @@ func bodySize(body any) int {
 			n += payloadSize(p)
 		}
 		return n
+	case scheduler.Request:
+		return 1 + replyToSize(b.ReplyTo) + bodySize(b.Body)
+	case scheduler.Reply:
+		text := errorText(b.Err)
+		return 1 + replyToSize(b.To) + uvarintLen(errorCode(b.Err)) + uvarintLen(uint64(len(text))) + len(text) + bodySize(b.Data)
 	}
 	return 1
+}
+
+// replyToSize is the encoded length of a ReplyTo.
+func replyToSize(r scheduler.ReplyTo) int {
+	return uvarintLen(uint64(r.PID.Node)) + uvarintLen(r.PID.ID) + uvarintLen(r.Seq)
+}
+
+// appendReplyTo appends a ReplyTo: node, ID, sequence.
+func appendReplyTo(b []byte, r scheduler.ReplyTo) []byte {
+	b = binary.AppendUvarint(b, uint64(r.PID.Node))
+	b = binary.AppendUvarint(b, r.PID.ID)
+	return binary.AppendUvarint(b, r.Seq)
 }
 
 // payloadSize is the encoded length of one payload in wire form.
@@ -162,6 +207,16 @@ func appendBody(b []byte, body any) []byte {
 			b = appendPayload(b, p)
 		}
 		return b
+	case scheduler.Request:
+		b = appendReplyTo(append(b, bodyRequest), v.ReplyTo)
+		return appendBody(b, v.Body)
+	case scheduler.Reply:
+		b = appendReplyTo(append(b, bodyReply), v.To)
+		text := errorText(v.Err)
+		b = binary.AppendUvarint(b, errorCode(v.Err))
+		b = binary.AppendUvarint(b, uint64(len(text)))
+		b = append(b, text...)
+		return appendBody(b, v.Data)
 	}
 	return append(b, bodyNil)
 }
@@ -252,7 +307,29 @@ func (r *reader) fixed32() uint32 {
 // input, not copies: the batch a node receives is a buffer of its own,
 // never written again, and each view is handed to one recipient.
 func (r *reader) body() any {
+	return r.bodyIn(false)
+}
+
+// bodyIn reads a body; inner: it is the body of a request or the data of
+// a reply, which may not be another.
+func (r *reader) bodyIn(inner bool) any {
 	switch tag := r.byte(); tag {
+	case bodyRequest, bodyReply:
+		if inner {
+			r.fail("a request or reply inside another")
+			return nil
+		}
+		to := r.replyTo()
+		if tag == bodyRequest {
+			return scheduler.Request{ReplyTo: to, Body: r.bodyIn(true)}
+		}
+		var rerr error
+		code := r.uvarint()
+		text := string(r.lenBytes()) // kept with the error: a copy
+		if code != 0 {
+			rerr = newRemoteError("", relay.PID{}, code, text)
+		}
+		return scheduler.Reply{To: to, Err: rerr, Data: r.bodyIn(true)}
 	case bodyNil:
 		return nil
 	case bodyString:
@@ -286,6 +363,17 @@ func (r *reader) body() any {
 		r.fail("unknown body tag %d", tag)
 	}
 	return nil
+}
+
+// replyTo reads a ReplyTo.
+func (r *reader) replyTo() scheduler.ReplyTo {
+	node := r.uvarint()
+	id := r.uvarint()
+	seq := r.uvarint()
+	if node == 0 || node > 1<<32-1 || id == 0 || seq == 0 {
+		r.fail("bad reply-to <%d.%d> #%d", node, id, seq)
+	}
+	return scheduler.ReplyTo{PID: relay.PID{Node: uint32(node), ID: id}, Seq: seq}
 }
 
 // payload reads one payload in wire form.

@@ -159,7 +159,11 @@
 // type and value, except that a payload holding a Go value
 // ([payload.Of]) is encoded as JSON at the sender and arrives as a JSON
 // payload, which [payload.Payload.Decode] and [payload.As] read into the
-// same Go types. Anything else, or a Go value JSON cannot encode, is
+// same Go types. A request ([scheduler.StepOutput.Request]) to a process
+// of another node arrives as the same [scheduler.Request], its body by
+// the same rule, and the answer ([scheduler.StepOutput.Reply]) goes back
+// as a [scheduler.Reply], its error as an [*Error]; so request and reply
+// work across nodes as within one. Anything else, or a Go value JSON cannot encode, is
 // refused at the sender with [ErrNotEncodable] (wrapping
 // [payload.ErrEncode] for the latter). A received []byte, string or
 // payload content shares the memory of the batch it came in, so a

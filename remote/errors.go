@@ -106,6 +106,9 @@ func errorCode(err error) uint64 {
 	if err == nil {
 		return 0
 	}
+	if e, ok := err.(*Error); ok {
+		return e.code // passed on as it came
+	}
 	code := uint64(codeFailed)
 	for i, target := range wireErrors {
 		if errors.Is(err, target) {
@@ -134,9 +137,10 @@ type Error struct {
 	code uint64
 }
 
-// newRemoteError rebuilds an error received with code and text.
+// newRemoteError rebuilds an error received with code and text; it is a
+// failure whatever the code says.
 func newRemoteError(node string, pid relay.PID, code uint64, text string) *Error {
-	return &Error{Node: node, PID: pid, Text: text, code: code}
+	return &Error{Node: node, PID: pid, Text: text, code: code | codeFailed}
 }
 
 // Error returns `remote: node "b": ` followed by the original text.

@@ -352,6 +352,18 @@ func (d *decoder) decode(data []byte, sender, self uint32) ([]frame, error) {
 			if f.to.ID == 0 {
 				r.fail("message to the zero PID")
 			}
+			// A request asks for the answer on the sending node, a
+			// reply answers a request of this one.
+			switch b := f.body.(type) {
+			case scheduler.Request:
+				if b.ReplyTo.PID.Node != sender {
+					r.fail("a request whose answer goes to node %d", b.ReplyTo.PID.Node)
+				}
+			case scheduler.Reply:
+				if b.To.PID != f.to {
+					r.fail("a reply to %v in a message to %v", b.To.PID, f.to)
+				}
+			}
 		case kindBounce:
 			f.from = d.pid(&r, sender)
 			f.to = d.pid(&r, self)
@@ -360,6 +372,14 @@ func (d *decoder) decode(data []byte, sender, self uint32) ([]frame, error) {
 			f.body = r.body()
 			if f.to.ID == 0 || f.from.ID == 0 {
 				r.fail("bounce with a zero PID")
+			}
+			switch b := f.body.(type) {
+			case scheduler.Request:
+				if b.ReplyTo.PID != f.to {
+					r.fail("a returned request of %v to %v", b.ReplyTo.PID, f.to)
+				}
+			case scheduler.Reply:
+				r.fail("a returned reply")
 			}
 		case kindSpawn:
 			f.req = r.uvarint()

@@ -36,6 +36,10 @@ func tFrames() []frame {
 		{kind: kindMessage, to: tTo(6), from: tFrom(10), body: in},
 		{kind: kindMessage, to: tTo(6), from: tFrom(10), body: relay.PID{Node: 77, ID: math.MaxUint64}},
 		{kind: kindMessage, to: tTo(math.MaxUint64), from: tFrom(1), body: ""},
+		{kind: kindMessage, to: tTo(5), from: tFrom(9), body: scheduler.Request{ReplyTo: scheduler.ReplyTo{PID: tFrom(9), Seq: 3}, Body: "q"}},
+		{kind: kindMessage, to: tTo(5), from: tFrom(9), body: scheduler.Reply{To: scheduler.ReplyTo{PID: tTo(5), Seq: 4}, Data: payload.RawJSON([]byte("42"))}},
+		{kind: kindMessage, to: tTo(5), from: tFrom(9), body: scheduler.Reply{To: scheduler.ReplyTo{PID: tTo(5), Seq: 5}, Err: newRemoteError("", relay.PID{}, codeFailed, "odd")}},
+		{kind: kindBounce, from: tFrom(3), to: tTo(5), code: 1, text: "not found", body: scheduler.Request{ReplyTo: scheduler.ReplyTo{PID: tTo(5), Seq: 6}}},
 		{kind: kindBounce, from: tFrom(3), to: tTo(5), code: 3, text: "mailbox full", body: "x"},
 		{kind: kindBounce, from: tFrom(3), to: tTo(5), code: 3, text: "mailbox full", body: payload.Payload{}},
 		{kind: kindSpawn, req: 1, name: "worker", method: "run", await: true, input: in},
@@ -149,6 +153,11 @@ func TestDecodeRejects(t *testing.T) {
 		{"text ref beyond the table", frameOf(kindExited, 1, byte(scheduler.ExitDone), 0, refFirstIdx, bodyNil)},
 		{"an unknown exit reason", frameOf(kindExited, 1, 0, 0, refZero, bodyNil)},
 		{"monitor of the zero PID", frameOf(kindMonitor, 1, refZero)},
+		{"a request answered on a third node", frameOf(kindMessage, refNew, 1, refZero, bodyRequest, 77, 1, 1, bodyNil)},
+		{"a reply to another process", frameOf(kindMessage, refNew, 1, refZero, bodyReply, tSelf, 2, 1, 0, 0, bodyNil)},
+		{"a request inside a request", frameOf(kindMessage, refNew, 1, refNew, 1, bodyRequest, tSender, 1, 1, bodyRequest, tSender, 1, 1, bodyNil)},
+		{"a returned reply", frameOf(kindBounce, refNew, 1, refNew, 1, 1, refZero, bodyReply, tSelf, 1, 1, 0, 0, bodyNil)},
+		{"a reply-to with sequence 0", frameOf(kindMessage, refNew, 1, refZero, bodyRequest, tSender, 1, 0, bodyNil)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var d decoder
@@ -258,6 +267,16 @@ func TestWireBody(t *testing.T) {
 		require.NoError(t, ps.(payload.Payloads)[1].Decode(&s))
 		assert.Equal(t, "s", s)
 	})
+	t.Run("requests and replies cross with what they carry", func(t *testing.T) {
+		req := scheduler.Request{ReplyTo: scheduler.ReplyTo{PID: tFrom(1), Seq: 2}, Body: payload.Of(point{1, 2})}
+		got, err := wireBody(req)
+		require.NoError(t, err)
+		assert.Equal(t, payload.FormatJSON, got.(scheduler.Request).Body.(payload.Payload).Format())
+		_, err = wireBody(scheduler.Reply{Data: 42})
+		assert.ErrorIs(t, err, ErrNotEncodable)
+		_, err = wireBody(scheduler.Request{Body: scheduler.Request{}})
+		assert.ErrorIs(t, err, ErrNotEncodable, "a request inside a request")
+	})
 	t.Run("other kinds are refused at the sender", func(t *testing.T) {
 		for _, body := range []any{42, point{}, &point{}, map[string]int{}, scheduler.Event{}} {
 			_, err := wireBody(body)
@@ -274,7 +293,9 @@ func TestWireBody(t *testing.T) {
 	})
 	t.Run("sizes are exact", func(t *testing.T) {
 		for _, body := range []any{nil, "s", []byte("b"), []byte(nil), relay.PID{Node: 1 << 31, ID: 1 << 60},
-			payload.Payload{}, payload.RawJSON(make([]byte, 300)), payload.Payloads{payload.Bytes(nil), {}}} {
+			payload.Payload{}, payload.RawJSON(make([]byte, 300)), payload.Payloads{payload.Bytes(nil), {}},
+			scheduler.Request{ReplyTo: scheduler.ReplyTo{PID: tFrom(1 << 40), Seq: 300}, Body: "b"},
+			scheduler.Reply{To: scheduler.ReplyTo{PID: tTo(1), Seq: 1}, Data: []byte("d"), Err: errors.New("e")}} {
 			assert.Equal(t, len(appendBody(nil, body)), bodySize(body), "%T", body)
 		}
 	})

@@ -5,6 +5,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	scheduler "github.com/procsched/scheduler"
 	"github.com/procsched/scheduler/relay"
 )
 
@@ -66,13 +67,22 @@ func (n *Node) onData(msg *nats.Msg) {
 func (n *Node) deliver(p *peer, f *frame) {
 	switch f.kind {
 	case kindMessage:
+		reply, isReply := f.body.(scheduler.Reply)
+		if isReply {
+			if e, ok := reply.Err.(*Error); ok {
+				e.Node, e.PID = p.name, f.from
+			}
+		}
 		err := n.sched.Send(relay.Message{From: f.from, To: f.to, Data: f.body})
 		if err == nil {
 			return
 		}
 		n.counts.bouncedBack(err)
-		if f.from.IsZero() {
-			return // sent from outside any process: no one to tell
+		if f.from.IsZero() || isReply {
+			// No one to tell: a message from outside any process, or
+			// an answer nobody waits for (the scheduler counts it as a
+			// dead letter, as it does a late local one).
+			return
 		}
 		if p.link.sendBounce(f.to, f.from, err, f.body) != nil {
 			n.counts.dropped[dropOverflow].Add(1)

@@ -174,7 +174,7 @@ func (l *link) sendMessage(msg relay.Message, body any) error {
 // sendBounce appends a bounce frame: from is the recipient here that was
 // not reached, to its sender on the peer. Any goroutine.
 func (l *link) sendBounce(from, to relay.PID, cause error, body any) error {
-	text, code := cause.Error(), errorCode(cause)
+	text, code := errorText(cause), errorCode(cause)
 	return l.add(messageBound(bodySize(body), text), true, func(e *batchEncoder) {
 		e.bounce(from, to, code, text, body)
 	})
@@ -238,10 +238,15 @@ func (l *link) add(bound int, priority bool, encode func(*batchEncoder)) error {
 	return nil
 }
 
-// errorText is err's text, or "" for nil.
+// errorText is err's text for the wire: "" for nil, and the original
+// text of an error that came from another node, so that passing one on
+// does not stack node names.
 func errorText(err error) string {
 	if err == nil {
 		return ""
+	}
+	if e, ok := err.(*Error); ok {
+		return e.Text
 	}
 	return err.Error()
 }

@@ -1,0 +1,95 @@
+package remote_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	scheduler "github.com/procsched/scheduler"
+	"github.com/procsched/scheduler/payload"
+	"github.com/procsched/scheduler/relay"
+	"github.com/procsched/scheduler/remote"
+)
+
+// doubler answers each request for a number with twice the number, and
+// an odd number with an error.
+func tDoubler(t testing.TB, s *scheduler.Scheduler) scheduler.Handle {
+	return tSubmit(t, s, func(_ *tProc, _ int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+		for _, ev := range evs {
+			req, ok := ev.Data.(scheduler.Request)
+			switch {
+			case ev.Type == scheduler.EventCancel:
+				out.Done(payload.Payload{})
+			case ok:
+				n, err := payload.As[int](req.Body.(payload.Payload))
+				switch {
+				case err != nil:
+					out.Reply(req.ReplyTo, nil, err)
+				case n%2 != 0:
+					out.Reply(req.ReplyTo, nil, errors.New("odd"))
+				default:
+					out.Reply(req.ReplyTo, payload.Of(2*n), nil)
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// tAsk submits a process that requests body of to and ends with the
+// completion.
+func tAsk(t testing.TB, s *scheduler.Scheduler, to relay.PID, body any) scheduler.Event {
+	t.Helper()
+	h := tSubmit(t, s, func(_ *tProc, n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+		if n == 0 {
+			out.Request(1, to, body)
+			return nil
+		}
+		for _, ev := range evs {
+			if ev.Type == scheduler.EventYieldComplete {
+				out.Done(payload.Of(ev))
+			}
+		}
+		return nil
+	})
+	res, err := tWaitResult(t, h)
+	require.NoError(t, err)
+	return res.Value().(scheduler.Event)
+}
+
+func TestRequestReplyAcrossNodes(t *testing.T) {
+	srv := tServer(t)
+	a := tStart(t, srv.ClientURL(), "a", nil)
+	b := tStart(t, srv.ClientURL(), "b", nil)
+	tJoin(t, a, b)
+	doubler := tDoubler(t, b.S)
+
+	ev := tAsk(t, a.S, doubler.PID(), payload.Of(20))
+	require.NoError(t, ev.Error)
+	n, err := payload.As[int](ev.Data.(payload.Payload))
+	require.NoError(t, err)
+	assert.Equal(t, 40, n)
+	assert.Equal(t, doubler.PID(), ev.From, "the answer comes from the replier")
+
+	ev = tAsk(t, a.S, doubler.PID(), payload.Of(7))
+	var rerr *remote.Error
+	require.True(t, errors.As(ev.Error, &rerr), "an error from the replier: %v", ev.Error)
+	assert.Equal(t, "odd", rerr.Text)
+	assert.Equal(t, "b", rerr.Node)
+	assert.Equal(t, doubler.PID(), rerr.PID)
+
+	// A request to a process that has ended completes the asking yield
+	// with the failure, as locally.
+	require.NoError(t, b.S.Terminate(doubler.PID()))
+	_, err = tWaitResult(t, doubler)
+	require.NoError(t, err)
+	ev = tAsk(t, a.S, doubler.PID(), payload.Of(2))
+	assert.ErrorIs(t, ev.Error, scheduler.ErrProcessNotFound)
+	assert.Nil(t, ev.Data)
+
+	// A body that cannot cross is refused at once.
+	ev = tAsk(t, a.S, doubler.PID(), 42)
+	assert.ErrorIs(t, ev.Error, remote.ErrNotEncodable)
+}
