@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -23,29 +22,10 @@ func TestBurstGoesAsOneBatch(t *testing.T) {
 	srv := tServer(t)
 	a := tStart(t, srv.ClientURL(), "a", func(cfg *remote.Config) { cfg.FailureTimeout = time.Minute })
 	fake := a.Node.Node() + 1
-	nc, err := nats.Connect(srv.ClientURL())
-	require.NoError(t, err)
-	defer nc.Close()
-	all, _, _ := remote.Subjects("test", fake)
-	_, aCtl, _ := remote.Subjects("test", a.Node.Node())
-	_, fakeCtl, fakeData := remote.Subjects("test", fake)
-	ctl := make(chan *nats.Msg, 64)
-	data := make(chan *nats.Msg, 64)
-	for subj, ch := range map[string]chan *nats.Msg{fakeCtl: ctl, fakeData: data} {
-		sub, err := nc.ChanSubscribe(subj, ch)
-		require.NoError(t, err)
-		defer func() { _ = sub.Unsubscribe() }()
-	}
-	require.NoError(t, nc.Flush())
-
+	f := tFakePeer(t, srv.ClientURL(), fake)
 	// The fake says hello; a registers it and acks, but its link stays
 	// closed until the fake acks back.
-	require.NoError(t, nc.Publish(all, remote.EncodeHello(fake, "fake", false, false)))
-	for m := range ctl {
-		if remote.IsAck(m.Data, a.Node.Node()) {
-			break
-		}
-	}
+	f.hello(a, false)
 	const burst = 100
 	to := relay.PID{Node: fake, ID: 9}
 	h := tSubmit(t, a.S, func(_ *tProc, n int, _ []scheduler.Event, out *scheduler.StepOutput) error {
@@ -55,10 +35,10 @@ func TestBurstGoesAsOneBatch(t *testing.T) {
 		out.Done(payload.Payload{})
 		return nil
 	})
-	_, err = tWaitResult(t, h)
+	_, err := tWaitResult(t, h)
 	require.NoError(t, err)
 	select {
-	case m := <-data:
+	case m := <-f.data:
 		t.Fatalf("a published %d bytes before the peer acked", len(m.Data))
 	default:
 	}
@@ -67,8 +47,8 @@ func TestBurstGoesAsOneBatch(t *testing.T) {
 	assert.Zero(t, st.Sent, "nothing published")
 	assert.Positive(t, st.Buffered, "the burst waits")
 
-	require.NoError(t, nc.Publish(aCtl, remote.EncodeHello(fake, "fake", true, false)))
-	m := tRecv(t, data, "the burst")
+	f.ack(a)
+	m := tRecv(t, f.data, "the burst")
 	msgs, err := remote.DecodeBatch(m.Data, a.Node.Node(), fake)
 	require.NoError(t, err)
 	require.Len(t, msgs, burst, "the burst went out as one batch")
@@ -79,13 +59,12 @@ func TestBurstGoesAsOneBatch(t *testing.T) {
 	}
 
 	require.NoError(t, a.S.Tell(to, "alone"))
-	m = tRecv(t, data, "the lone message")
+	m = tRecv(t, f.data, "the lone message")
 	msgs, err = remote.DecodeBatch(m.Data, a.Node.Node(), fake)
 	require.NoError(t, err)
 	require.Len(t, msgs, 1)
 	assert.Equal(t, "alone", msgs[0].Data)
 	assert.Equal(t, uint64(2), a.Stats().BatchesSent)
 
-	require.NoError(t, nc.Publish(all, remote.EncodeBye(fake)))
-	tRecv(t, a.Down, "a to see the fake node leave")
+	f.bye(a)
 }

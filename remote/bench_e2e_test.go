@@ -8,20 +8,11 @@ import (
 	"github.com/procsched/scheduler/relay"
 )
 
-// tBenchNodes starts two joined nodes on an embedded server.
-func tBenchNodes(b *testing.B) (*tNode, *tNode) {
-	srv := tServer(b)
-	a := tStart(b, srv.ClientURL(), "a", nil)
-	c := tStart(b, srv.ClientURL(), "b", nil)
-	tJoin(b, a, c)
-	return a, c
-}
-
 // BenchmarkPingPong is one process on each of two nodes sending a
 // message back and forth through an embedded NATS server on loopback;
 // b.N counts round trips.
 func BenchmarkPingPong(b *testing.B) {
-	a, c := tBenchNodes(b)
+	_, a, c := tTwoNodes(b, nil)
 	tRegister(b, c)
 	echo, err := c.S.Submit(b.Context(), &echo{}, "run", nil)
 	if err != nil {
@@ -49,7 +40,7 @@ func BenchmarkPingPong(b *testing.B) {
 // keeps at most 8192 unacknowledged; b.N counts messages.
 func BenchmarkStream(b *testing.B) {
 	const ackEvery, ahead = 1024, 8192
-	a, c := tBenchNodes(b)
+	_, a, c := tTwoNodes(b, nil)
 	total := b.N
 	got := 0
 	recv := tSubmit(b, c.S, func(_ *tProc, _ int, evs []scheduler.Event, out *scheduler.StepOutput) error {

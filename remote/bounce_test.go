@@ -17,21 +17,7 @@ import (
 // first message that comes back to it.
 func tBounceOf(t testing.TB, s *scheduler.Scheduler, to relay.PID, body any) scheduler.Event {
 	t.Helper()
-	h := tSubmit(t, s, func(_ *tProc, n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
-		if n == 0 {
-			out.Tell(to, body)
-			return nil
-		}
-		for _, ev := range evs {
-			if ev.Type == scheduler.EventMessage {
-				out.Done(payload.Of(ev))
-			}
-		}
-		return nil
-	})
-	res, err := tWaitResult(t, h)
-	require.NoError(t, err)
-	ev := res.Value().(scheduler.Event)
+	ev := tFirst(t, s, scheduler.EventMessage, func(out *scheduler.StepOutput) { out.Tell(to, body) })
 	require.Error(t, ev.Error, "a bounce has an error")
 	assert.Equal(t, to, ev.From, "a bounce comes from the recipient not reached")
 	return ev
@@ -61,10 +47,7 @@ func tGated(t testing.TB, s *scheduler.Scheduler, gate chan struct{}, opts ...sc
 }
 
 func TestBounces(t *testing.T) {
-	srv := tServer(t)
-	a := tStart(t, srv.ClientURL(), "a", nil)
-	b := tStart(t, srv.ClientURL(), "b", nil)
-	tJoin(t, a, b)
+	_, a, b := tTwoNodes(t, nil)
 
 	t.Run("an ended target", func(t *testing.T) {
 		h := tSubmit(t, b.S, func(_ *tProc, _ int, _ []scheduler.Event, out *scheduler.StepOutput) error {

@@ -2,6 +2,7 @@ package remote_test
 
 import (
 	"context"
+	"encoding/binary"
 	"testing"
 	"time"
 
@@ -109,6 +110,17 @@ func tJoin(t testing.TB, nodes ...*tNode) {
 	}
 }
 
+// tTwoNodes starts a server and nodes "a" and "b" on it (edit, if not
+// nil, changes both configs), and waits until they see each other.
+func tTwoNodes(t testing.TB, edit func(*remote.Config)) (*server.Server, *tNode, *tNode) {
+	t.Helper()
+	srv := tServer(t)
+	a := tStart(t, srv.ClientURL(), "a", edit)
+	b := tStart(t, srv.ClientURL(), "b", edit)
+	tJoin(t, a, b)
+	return srv, a, b
+}
+
 // tRecv receives from ch or fails after tWait.
 func tRecv[T any](t testing.TB, ch <-chan T, what string) T {
 	t.Helper()
@@ -188,6 +200,46 @@ func tCollector(t testing.TB, s *scheduler.Scheduler, buf int, opts ...scheduler
 		return nil
 	}, opts...)
 	return h, ch
+}
+
+// tFirst submits a process that calls start at its first step and ends
+// with the first event of type want that it gets; it returns that event.
+func tFirst(t testing.TB, s *scheduler.Scheduler, want scheduler.EventType, start func(out *scheduler.StepOutput)) scheduler.Event {
+	t.Helper()
+	h := tSubmit(t, s, func(_ *tProc, n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+		if n == 0 {
+			start(out)
+			return nil
+		}
+		for _, ev := range evs {
+			if ev.Type == want {
+				out.Done(payload.Of(ev))
+				return nil
+			}
+		}
+		return nil
+	})
+	res, err := tWaitResult(t, h)
+	require.NoError(t, err)
+	return res.Value().(scheduler.Event)
+}
+
+// tSeqCollector submits a process that keeps the big-endian number of
+// every []byte message it gets, in order, and ends with them ([]uint64)
+// on cancel.
+func tSeqCollector(t testing.TB, s *scheduler.Scheduler) scheduler.Handle {
+	var seqs []uint64
+	return tSubmit(t, s, func(_ *tProc, _ int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+		for _, ev := range evs {
+			switch ev.Type {
+			case scheduler.EventMessage:
+				seqs = append(seqs, binary.BigEndian.Uint64(ev.Data.([]byte)))
+			case scheduler.EventCancel:
+				out.Done(payload.Of(seqs))
+			}
+		}
+		return nil
+	})
 }
 
 // tTeller is a process that tells to the messages in msgs, one per step,

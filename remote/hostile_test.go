@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -27,34 +26,15 @@ func TestHostileFrames(t *testing.T) {
 	from := relay.PID{Node: fake, ID: 7}
 	msg := func(body any) relay.Message { return relay.Message{From: from, To: recv.PID(), Data: body} }
 
-	nc, err := nats.Connect(srv.ClientURL())
-	require.NoError(t, err)
-	defer nc.Close()
-	all, _, _ := remote.Subjects("test", fake)
-	_, bCtl, bData := remote.Subjects("test", b.Node.Node())
-	_, fakeCtl, fakeData := remote.Subjects("test", fake)
-	ctl := make(chan *nats.Msg, 64)
-	data := make(chan *nats.Msg, 64)
-	for subj, ch := range map[string]chan *nats.Msg{fakeCtl: ctl, fakeData: data} {
-		sub, err := nc.ChanSubscribe(subj, ch)
-		require.NoError(t, err)
-		defer func() { _ = sub.Unsubscribe() }()
-	}
-	require.NoError(t, nc.Flush())
-	publish := func(subj string, b []byte) { require.NoError(t, nc.Publish(subj, b)) }
+	f := tFakePeer(t, srv.ClientURL(), fake)
+	_, _, bData := remote.Subjects("test", b.Node.Node())
+	publish := f.publish
 
 	// Before joining: dropped.
 	publish(bData, remote.EncodeMessages(fake, 1, msg("too early")))
 	tEventually(t, func() bool { return b.Stats().Dropped.UnknownSender == 1 }, "b drops the batch of a node that has not joined")
 
-	// Join by hand: hello, wait for b's ack, ack back.
-	publish(all, remote.EncodeHello(fake, "fake", false, false))
-	for m := range ctl {
-		if remote.IsAck(m.Data, b.Node.Node()) {
-			break
-		}
-	}
-	publish(bCtl, remote.EncodeHello(fake, "fake", true, false))
+	f.hello(b, true)
 
 	publish(bData, remote.EncodeMessages(fake, 1, msg("one")))
 	publish(bData, remote.EncodeMessages(fake, 2, msg("two")))
@@ -62,7 +42,7 @@ func TestHostileFrames(t *testing.T) {
 	publish(bData, remote.EncodeMessages(fake, 2, msg("two again"))) // a duplicate
 	bad := remote.EncodeMessages(fake, 6, msg("in a corrupt batch"))
 	publish(bData, append(bad, 0xff)) // a good frame, then garbage
-	publish(all, []byte("not a control message"))
+	publish(f.all, []byte("not a control message"))
 	nobody := relay.PID{Node: b.Node.Node(), ID: 1 << 40}
 	publish(bData, remote.EncodeMessages(fake, 7, relay.Message{From: from, To: nobody, Data: "to nobody"}))
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -90,7 +70,8 @@ func TestHostileFrames(t *testing.T) {
 	// The message to nobody came back to its sender as a bounce.
 	var bounces []relay.Message
 	for len(bounces) == 0 {
-		m := tRecv(t, data, "the bounce")
+		m := tRecv(t, f.data, "the bounce")
+		var err error
 		bounces, err = remote.DecodeBatch(m.Data, b.Node.Node(), fake)
 		require.NoError(t, err)
 	}
@@ -105,8 +86,5 @@ func TestHostileFrames(t *testing.T) {
 	assert.GreaterOrEqual(t, st.Dropped.Malformed, uint64(2), "the corrupt batch and control message, and random bytes")
 	assert.Equal(t, uint64(1), st.Dropped.UnknownSender)
 
-	// The fake node leaves, so that b need not wait for its grants when
-	// it closes.
-	publish(all, remote.EncodeBye(fake))
-	tRecv(t, b.Down, "b to see the fake node leave")
+	f.bye(b)
 }

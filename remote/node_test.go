@@ -15,10 +15,7 @@ import (
 const helperEnv = "PROCSCHED_REMOTE_HELPER"
 
 func TestTellAcrossNodes(t *testing.T) {
-	srv := tServer(t)
-	a := tStart(t, srv.ClientURL(), "a", nil)
-	b := tStart(t, srv.ClientURL(), "b", nil)
-	tJoin(t, a, b)
+	_, a, b := tTwoNodes(t, nil)
 
 	recv, got := tCollector(t, b.S, 16)
 	target := recv.PID()

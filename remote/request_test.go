@@ -42,28 +42,11 @@ func tDoubler(t testing.TB, s *scheduler.Scheduler) scheduler.Handle {
 // completion.
 func tAsk(t testing.TB, s *scheduler.Scheduler, to relay.PID, body any) scheduler.Event {
 	t.Helper()
-	h := tSubmit(t, s, func(_ *tProc, n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
-		if n == 0 {
-			out.Request(1, to, body)
-			return nil
-		}
-		for _, ev := range evs {
-			if ev.Type == scheduler.EventYieldComplete {
-				out.Done(payload.Of(ev))
-			}
-		}
-		return nil
-	})
-	res, err := tWaitResult(t, h)
-	require.NoError(t, err)
-	return res.Value().(scheduler.Event)
+	return tFirst(t, s, scheduler.EventYieldComplete, func(out *scheduler.StepOutput) { out.Request(1, to, body) })
 }
 
 func TestRequestReplyAcrossNodes(t *testing.T) {
-	srv := tServer(t)
-	a := tStart(t, srv.ClientURL(), "a", nil)
-	b := tStart(t, srv.ClientURL(), "b", nil)
-	tJoin(t, a, b)
+	_, a, b := tTwoNodes(t, nil)
 	doubler := tDoubler(t, b.S)
 
 	ev := tAsk(t, a.S, doubler.PID(), payload.Of(20))

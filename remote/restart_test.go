@@ -25,18 +25,7 @@ func TestServerRestart(t *testing.T) {
 	tJoin(t, a, b)
 
 	// The receiver keeps every number it gets, in order.
-	var seqs []uint64
-	recv := tSubmit(t, b.S, func(_ *tProc, _ int, evs []scheduler.Event, out *scheduler.StepOutput) error {
-		for _, ev := range evs {
-			switch ev.Type {
-			case scheduler.EventMessage:
-				seqs = append(seqs, binary.BigEndian.Uint64(ev.Data.([]byte)))
-			case scheduler.EventCancel:
-				out.Done(payload.Of(seqs))
-			}
-		}
-		return nil
-	})
+	recv := tSeqCollector(t, b.S)
 	// The sender sends a phase of numbered messages each time it is told
 	// to, 64 per step, and keeps what comes back.
 	var back []scheduler.Event

@@ -80,28 +80,11 @@ func tRegister(t testing.TB, nodes ...*tNode) {
 // completion.
 func tYield(t testing.TB, s *scheduler.Scheduler, cmd scheduler.CommandID, arg any) scheduler.Event {
 	t.Helper()
-	h := tSubmit(t, s, func(_ *tProc, n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
-		if n == 0 {
-			out.Yield(1, cmd, arg)
-			return nil
-		}
-		for _, ev := range evs {
-			if ev.Type == scheduler.EventYieldComplete {
-				out.Done(payload.Of(ev))
-			}
-		}
-		return nil
-	})
-	res, err := tWaitResult(t, h)
-	require.NoError(t, err)
-	return res.Value().(scheduler.Event)
+	return tFirst(t, s, scheduler.EventYieldComplete, func(out *scheduler.StepOutput) { out.Yield(1, cmd, arg) })
 }
 
 func TestRemoteSpawn(t *testing.T) {
-	srv := tServer(t)
-	a := tStart(t, srv.ClientURL(), "a", nil)
-	b := tStart(t, srv.ClientURL(), "b", nil)
-	tJoin(t, a, b)
+	_, a, b := tTwoNodes(t, nil)
 	tRegister(t, a, b)
 	require.ErrorIs(t, b.Register("echo", func() scheduler.Process { return &echo{} }), remote.ErrInvalidConfig, "a kind is registered once")
 
@@ -226,10 +209,7 @@ func tMonitorOf(t testing.TB, s *scheduler.Scheduler, pid relay.PID) scheduler.H
 }
 
 func TestRemoteMonitor(t *testing.T) {
-	srv := tServer(t)
-	a := tStart(t, srv.ClientURL(), "a", nil)
-	b := tStart(t, srv.ClientURL(), "b", nil)
-	tJoin(t, a, b)
+	srv, a, b := tTwoNodes(t, nil)
 
 	t.Run("any process, with how it ended", func(t *testing.T) {
 		target, _ := tCollector(t, b.S, 1)
@@ -247,23 +227,22 @@ func TestRemoteMonitor(t *testing.T) {
 		assert.Zero(t, b.Stats().MonitorsHeld)
 	})
 
-	t.Run("a process that is not alive", func(t *testing.T) {
-		gone := relay.PID{Node: b.Node.Node(), ID: 1 << 40}
-		res, err := tWaitResult(t, tMonitorOf(t, a.S, gone))
-		require.NoError(t, err)
-		e := res.Value().(scheduler.Event).Data.(scheduler.Exit)
-		assert.Equal(t, scheduler.ExitGone, e.Reason)
-		assert.ErrorIs(t, e.Err, scheduler.ErrProcessNotFound)
-	})
-
-	t.Run("an unknown node", func(t *testing.T) {
-		nowhere := relay.PID{Node: a.Node.Node() ^ b.Node.Node() ^ 1, ID: 1}
-		res, err := tWaitResult(t, tMonitorOf(t, a.S, nowhere))
-		require.NoError(t, err)
-		e := res.Value().(scheduler.Event).Data.(scheduler.Exit)
-		assert.Equal(t, scheduler.ExitGone, e.Reason)
-		assert.ErrorIs(t, e.Err, remote.ErrUnknownNode)
-	})
+	for _, tc := range []struct {
+		name string
+		pid  relay.PID
+		want error
+	}{
+		{"a process that is not alive", relay.PID{Node: b.Node.Node(), ID: 1 << 40}, scheduler.ErrProcessNotFound},
+		{"an unknown node", relay.PID{Node: a.Node.Node() ^ b.Node.Node() ^ 1, ID: 1}, remote.ErrUnknownNode},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := tWaitResult(t, tMonitorOf(t, a.S, tc.pid))
+			require.NoError(t, err)
+			e := res.Value().(scheduler.Event).Data.(scheduler.Exit)
+			assert.Equal(t, scheduler.ExitGone, e.Reason)
+			assert.ErrorIs(t, e.Err, tc.want)
+		})
+	}
 
 	t.Run("a cancelled monitor is forgotten on the other node", func(t *testing.T) {
 		target, _ := tCollector(t, b.S, 1)
@@ -299,10 +278,7 @@ func TestRemoteMonitor(t *testing.T) {
 }
 
 func TestWatchersToldWhenNodeLeaves(t *testing.T) {
-	srv := tServer(t)
-	a := tStart(t, srv.ClientURL(), "a", nil)
-	b := tStart(t, srv.ClientURL(), "b", nil)
-	tJoin(t, a, b)
+	_, a, b := tTwoNodes(t, nil)
 	tRegister(t, a, b)
 
 	ctx, cancel := context.WithTimeout(context.Background(), tWait)

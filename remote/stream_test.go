@@ -70,10 +70,7 @@ func TestStreamExactlyOnceInOrder(t *testing.T) {
 	if testing.Short() {
 		perSender = 256
 	}
-	srv := tServer(t)
-	a := tStart(t, srv.ClientURL(), "a", nil)
-	b := tStart(t, srv.ClientURL(), "b", nil)
-	tJoin(t, a, b)
+	_, a, b := tTwoNodes(t, nil)
 
 	var to []relay.PID
 	var recv []scheduler.Handle

@@ -83,18 +83,8 @@ func TestStressServerRestarts(t *testing.T) {
 	a := tStart(t, srv.ClientURL(), "a", patient)
 	b := tStart(t, srv.ClientURL(), "b", patient)
 	tJoin(t, a, b)
-	var seqs []uint64
-	recv := tSubmit(t, b.S, func(_ *tProc, _ int, evs []scheduler.Event, out *scheduler.StepOutput) error {
-		for _, ev := range evs {
-			switch ev.Type {
-			case scheduler.EventMessage:
-				seqs = append(seqs, binary.BigEndian.Uint64(ev.Data.([]byte)))
-			case scheduler.EventCancel:
-				out.Done(payload.Of(seqs))
-			}
-		}
-		return nil
-	})
+	// The receiver keeps every number it gets, in order.
+	recv := tSeqCollector(t, b.S)
 	stop := make(chan struct{})
 	next := uint64(0)
 	sender := tSubmit(t, a.S, func(_ *tProc, _ int, evs []scheduler.Event, out *scheduler.StepOutput) error {
