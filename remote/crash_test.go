@@ -20,7 +20,7 @@ import (
 func TestCrashedNodeDeclaredDown(t *testing.T) {
 	srv := tServer(t)
 	a := tStart(t, srv.ClientURL(), "a", nil)
-	c := tStartHelper(t, srv.ClientURL(), "c")
+	c := tStartSubprocess(t, srv.ClientURL(), "c")
 	ctx, cancel := context.WithTimeout(context.Background(), tWait)
 	defer cancel()
 	num, err := a.WaitPeer(ctx, "c")
@@ -67,7 +67,7 @@ func TestCrashedNodeDeclaredDown(t *testing.T) {
 	require.NoError(t, err)
 
 	// The same name again: a new number, and the old PIDs bounce.
-	c2 := tStartHelper(t, srv.ClientURL(), "c")
+	c2 := tStartSubprocess(t, srv.ClientURL(), "c")
 	assert.NotEqual(t, c.num, c2.num, "a restart is a new incarnation")
 	num, err = a.WaitPeer(ctx, "c")
 	require.NoError(t, err)

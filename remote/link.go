@@ -461,8 +461,8 @@ func (l *link) markOpen() bool {
 
 // fail marks the peer down, so that sends to it fail with reason (an
 // error wrapping ErrNodeDown, or ErrClosed when this node closes), and
-// returns the messages that were waiting for it. It reports false if the link was down already. Any
-// goroutine.
+// returns the messages that were waiting for it. It reports false if the
+// link was down already. Any goroutine.
 func (l *link) fail(reason error) ([]relay.Message, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -8,8 +8,8 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if helper := os.Getenv(helperEnv); helper != "" {
-		os.Exit(helperMain(helper))
+	if role := os.Getenv(subprocessEnv); role != "" {
+		os.Exit(subprocessMain(role))
 	}
 	goleak.VerifyTestMain(m)
 }

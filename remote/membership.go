@@ -19,11 +19,12 @@ type peer struct {
 
 	// lastHeard is the time (ns since the Unix epoch) of the last message
 	// from the peer. Stored by the control and data goroutines and the
-	// reconnect handler, loaded by the heartbeat goroutine; a plain time, ordering
-	// nothing else.
+	// reconnect handler, loaded by the heartbeat goroutine; a plain
+	// time, ordering nothing else.
 	lastHeard atomic.Int64
 	// probing is set while a probe of the peer is under way, so that
-	// there is one at a time. Set by the heartbeat goroutine, cleared by the probe.
+	// there is one at a time. Set by the heartbeat goroutine, cleared by
+	// the probe.
 	probing atomic.Bool
 
 	// The receiving side, touched only by the data subscription's
@@ -32,6 +33,7 @@ type peer struct {
 	ungranted int    // bytes taken since the last grant
 }
 
+// newPeer returns a peer of n whose link is joining.
 func newPeer(n *Node, num uint32, name string) *peer {
 	p := &peer{num: num, name: name}
 	p.link = link{n: n, peer: p, subject: dataSubject(n.subj.prefix, num)}
@@ -273,8 +275,8 @@ func (n *Node) heartbeats() {
 	}
 }
 
-// tick is one round of the heartbeat goroutine. While this node's connection is down
-// it cannot hear anyone, so it judges no one. Heartbeat goroutine.
+// tick is one round of the heartbeat goroutine. While this node's
+// connection is down it cannot hear anyone, so it judges no one.
 func (n *Node) tick(now int64) {
 	n.clock.Store(now)
 	n.forgetCancelled()

@@ -268,7 +268,7 @@ func (n *Node) Name() string { return n.cfg.Name }
 // Start joins the cluster with scheduler s, which must have been created
 // with [scheduler.WithNode] of n.Node() and [scheduler.WithTransport] of
 // n. It registers the node's command handlers on s (see [Spawn] and
-// [Watch]), subscribes to the node's subjects, and says hello; ctx bounds
+// [Spawn]), subscribes to the node's subjects, and says hello; ctx bounds
 // the wait for the server to confirm the subscriptions. Peers become
 // reachable as they answer (see [Node.WaitPeer] and [Hooks]).
 func (n *Node) Start(ctx context.Context, s *scheduler.Scheduler) error {

@@ -11,8 +11,9 @@ import (
 	"github.com/procsched/scheduler/relay"
 )
 
-// helperEnv selects a helper main in a re-executed test binary.
-const helperEnv = "PROCSCHED_REMOTE_HELPER"
+// subprocessEnv selects what a re-executed test binary runs instead of
+// the tests.
+const subprocessEnv = "PROCSCHED_REMOTE_SUBPROCESS"
 
 func TestTellAcrossNodes(t *testing.T) {
 	_, a, b := tTwoNodes(t, nil)

@@ -140,7 +140,7 @@ func TestStressCrashLoop(t *testing.T) {
 	defer cancel()
 	seen := map[uint32]bool{}
 	for i := range 5 {
-		c := tStartHelper(t, srv.ClientURL(), "c")
+		c := tStartSubprocess(t, srv.ClientURL(), "c")
 		require.False(t, seen[c.num], "incarnation %d used twice", c.num)
 		seen[c.num] = true
 		num, err := a.WaitPeer(ctx, "c")

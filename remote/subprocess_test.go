@@ -19,23 +19,23 @@ import (
 )
 
 // A node in a second OS process: the test binary, run again with
-// helperEnv set, runs helperMain instead of the tests.
+// subprocessEnv set, runs subprocessMain instead of the tests.
 const (
-	helperURL  = "PROCSCHED_REMOTE_URL"
-	helperName = "PROCSCHED_REMOTE_NAME"
+	subprocessURL  = "PROCSCHED_REMOTE_URL"
+	subprocessName = "PROCSCHED_REMOTE_NAME"
 )
 
-// helperMain runs the helper named name and returns the exit code. The
-// "node" helper joins cluster "test" as a node with the "echo" kind,
+// subprocessMain runs the role named name and returns the exit code. The
+// "node" role joins cluster "test" as a node with the "echo" kind,
 // prints "ready" and its number, and closes when its standard input
 // closes.
-func helperMain(name string) int {
+func subprocessMain(name string) int {
 	if name != "node" {
-		fmt.Fprintf(os.Stderr, "unknown helper %q\n", name)
+		fmt.Fprintf(os.Stderr, "unknown role %q\n", name)
 		return 2
 	}
 	node, err := remote.New(remote.Config{
-		Cluster: "test", Name: os.Getenv(helperName), URL: os.Getenv(helperURL),
+		Cluster: "test", Name: os.Getenv(subprocessName), URL: os.Getenv(subprocessURL),
 		Heartbeat: 50 * time.Millisecond, FailureTimeout: 5 * time.Second,
 	})
 	if err != nil {
@@ -62,26 +62,26 @@ func helperMain(name string) int {
 	return 0
 }
 
-// tHelper is a node running in another process.
-type tHelper struct {
+// tSubprocess is a node running in another process.
+type tSubprocess struct {
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
 	num   uint32
 }
 
-// tStartHelper starts a node named name in another process and waits
+// tStartSubprocess starts a node named name in another process and waits
 // until it is ready; the end of the test closes it if it still runs.
-func tStartHelper(t testing.TB, url, name string) *tHelper {
+func tStartSubprocess(t testing.TB, url, name string) *tSubprocess {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), helperEnv+"=node", helperURL+"="+url, helperName+"="+name)
+	cmd.Env = append(os.Environ(), subprocessEnv+"=node", subprocessURL+"="+url, subprocessName+"="+name)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	require.NoError(t, err)
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
-	h := &tHelper{cmd: cmd, stdin: stdin}
+	h := &tSubprocess{cmd: cmd, stdin: stdin}
 	t.Cleanup(h.stop)
 	ready := make(chan string, 1)
 	go func() {
@@ -92,21 +92,21 @@ func tStartHelper(t testing.TB, url, name string) *tHelper {
 		close(ready)
 		_, _ = io.Copy(io.Discard, stdout)
 	}()
-	line := tRecv(t, ready, "the helper node to be ready")
+	line := tRecv(t, ready, "the node in the other process to be ready")
 	num, err := strconv.ParseUint(strings.TrimPrefix(line, "ready "), 10, 32)
-	require.NoError(t, err, "the helper said %q", line)
+	require.NoError(t, err, "the other process said %q", line)
 	h.num = uint32(num)
 	return h
 }
 
-// kill kills the helper with SIGKILL: no goodbye, no flush.
-func (h *tHelper) kill() {
+// kill kills the process with SIGKILL: no goodbye, no flush.
+func (h *tSubprocess) kill() {
 	_ = h.cmd.Process.Kill()
 	_ = h.cmd.Wait()
 }
 
-// stop closes the helper's node gracefully and waits for it to exit.
-func (h *tHelper) stop() {
+// stop closes the process's node gracefully and waits for it to exit.
+func (h *tSubprocess) stop() {
 	_ = h.stdin.Close()
 	_ = h.cmd.Wait()
 }
