@@ -267,8 +267,8 @@ func (n *Node) Name() string { return n.cfg.Name }
 
 // Start joins the cluster with scheduler s, which must have been created
 // with [scheduler.WithNode] of n.Node() and [scheduler.WithTransport] of
-// n. It registers the node's command handlers on s (see [Spawn] and
-// [Spawn]), subscribes to the node's subjects, and says hello; ctx bounds
+// n. It registers the node's spawn handler on s (see [Spawn]),
+// subscribes to the node's subjects, and says hello; ctx bounds
 // the wait for the server to confirm the subscriptions. Peers become
 // reachable as they answer (see [Node.WaitPeer] and [Hooks]).
 func (n *Node) Start(ctx context.Context, s *scheduler.Scheduler) error {
