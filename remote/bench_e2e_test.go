@@ -3,6 +3,8 @@ package remote_test
 import (
 	"testing"
 
+	"github.com/nats-io/nats.go"
+
 	scheduler "github.com/procsched/scheduler"
 	"github.com/procsched/scheduler/payload"
 	"github.com/procsched/scheduler/relay"
@@ -92,5 +94,44 @@ func BenchmarkStream(b *testing.B) {
 	}
 	if _, err := tWaitResult(b, recv); err != nil {
 		b.Fatal(err)
+	}
+}
+
+// BenchmarkNATSPingPong is the floor under BenchmarkPingPong: two plain
+// NATS connections on the same embedded server echoing a 4-byte message
+// back and forth with core publish and subscribe; b.N counts round
+// trips.
+func BenchmarkNATSPingPong(b *testing.B) {
+	srv := tServer(b)
+	pinger, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pinger.Close()
+	ponger, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ponger.Close()
+	if _, err := ponger.Subscribe("ping", func(m *nats.Msg) { _ = ponger.Publish("pong", m.Data) }); err != nil {
+		b.Fatal(err)
+	}
+	pongs := make(chan struct{}, 1)
+	if _, err := pinger.Subscribe("pong", func(*nats.Msg) { pongs <- struct{}{} }); err != nil {
+		b.Fatal(err)
+	}
+	if err := ponger.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	if err := pinger.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	ping := []byte("ping")
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := pinger.Publish("ping", ping); err != nil {
+			b.Fatal(err)
+		}
+		<-pongs
 	}
 }
