@@ -162,3 +162,12 @@ func TestNodeNumbersDoNotCollide(t *testing.T) {
 	assert.True(t, ok)
 	assert.Equal(t, b.Node.Node(), num)
 }
+
+func TestNameClashIsCounted(t *testing.T) {
+	srv := tServer(t)
+	first := tStart(t, srv.ClientURL(), "a", nil)
+	second := tStart(t, srv.ClientURL(), "a", nil)
+	tEventually(t, func() bool { return first.Stats().Conflicts > 0 && second.Stats().Conflicts > 0 }, "both nodes see the clash")
+	assert.Empty(t, first.Peers(), "a node does not take one with its own name for a peer")
+	assert.Empty(t, second.Peers())
+}

@@ -103,12 +103,14 @@ func (n *Node) onControl(msg *nats.Msg) {
 		}
 		return
 	}
-	if m.sender == n.num {
-		if m.name != "" && m.name != n.cfg.Name {
+	if m.sender == n.num || m.name == n.cfg.Name {
+		if m.sender != n.num || (m.name != "" && m.name != n.cfg.Name) {
+			// Names and numbers are unique in a cluster: this is a
+			// misconfiguration, or an old incarnation still running.
 			n.counts.conflicts.Add(1)
-			n.logf(slog.LevelError, "remote: another node uses this node's number", "node", n.num, "name", n.cfg.Name, "other", m.name)
+			n.logf(slog.LevelError, "remote: another node uses this node's number or name", "node", n.num, "name", n.cfg.Name, "other", m.name, "otherNode", m.sender)
 		}
-		return // our own broadcast
+		return // our own broadcast, or a clash
 	}
 	if n.state.Load() < stateRunning {
 		return
