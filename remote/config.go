@@ -21,7 +21,8 @@ type Config struct {
 	// Name names this node among the cluster's nodes, in logs and in
 	// [Spawn]; 1 to 128 bytes of UTF-8. Names must be unique in a
 	// cluster: a node that joins with the name of one already there is
-	// taken for that node restarted, and the older one is declared down.
+	// taken for that node restarted, and the older one is declared down;
+	// the two nodes log the clash and count it in [Stats].Conflicts.
 	Name string
 
 	// URL is the NATS server URL, or several separated by commas
