@@ -1,5 +1,5 @@
 // Package remote lets the processes of schedulers on different machines
-// send each other messages by PID, spawn and watch processes on each
+// send each other messages by PID, spawn and monitor processes on each
 // other's nodes, over core NATS.
 //
 // A [Node] is one scheduler's member of a cluster. It implements
@@ -126,7 +126,7 @@
 //
 // When a peer is declared down, the messages still waiting for it go
 // back to their senders with [ErrNodeDown], its pending spawns and
-// watches complete with it, and sends to its PIDs fail with it.
+// monitors complete with it, and sends to its PIDs fail with it.
 //
 // # Delivery guarantee
 //

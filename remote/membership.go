@@ -218,7 +218,7 @@ func (n *Node) open(p *peer) bool {
 
 // declareDown declares peer num down for reason: sends to it fail from
 // now on, the messages waiting for it go back to their senders, and its
-// pending spawns and watches complete with ErrNodeDown. tell: let the
+// pending spawns and monitors complete with ErrNodeDown. tell: let the
 // peer know, in case it is alive and only this node lost it. Any
 // goroutine; a peer is declared down once.
 func (n *Node) declareDown(num uint32, reason error, tell bool) {

@@ -13,7 +13,7 @@ import (
 type Stats struct {
 	Peers PeerStats `json:"peers"` // the peers by state
 
-	// Frames (messages, bounces, spawn and watch requests and their
+	// Frames (messages, bounces, spawn and monitor requests and their
 	// answers) and the batches and bytes that carried them.
 	Sent            uint64 `json:"sent"`            // frames published
 	Received        uint64 `json:"received"`        // frames taken
