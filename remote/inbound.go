@@ -89,9 +89,11 @@ func (n *Node) deliver(p *peer, f *frame) {
 		}
 	case kindBounce:
 		cause := newRemoteError(p.name, f.from, f.code, f.text)
-		if n.sched.Send(relay.Message{From: f.from, To: f.to, Data: f.body, Err: cause}) == nil {
-			n.counts.returned(cause)
-		}
+		// Counted before the hand-off, so that a sender that sees its
+		// bounce sees it counted too. A sender that has ended meanwhile
+		// makes it a dead letter, which the scheduler counts.
+		n.counts.returned(cause)
+		_ = n.sched.Send(relay.Message{From: f.from, To: f.to, Data: f.body, Err: cause})
 	case kindSpawn:
 		n.serveSpawn(p, f)
 	case kindMonitor:

@@ -419,9 +419,8 @@ func (n *Node) returnAll(p *peer, msgs []relay.Message, err error) {
 		if m.From.IsZero() {
 			continue
 		}
-		if n.sched.Send(relay.Message{From: m.To, To: m.From, Data: m.Data, Err: err}) == nil {
-			n.counts.returned(err)
-		}
+		n.counts.returned(err) // before the hand-off; see deliver
+		_ = n.sched.Send(relay.Message{From: m.To, To: m.From, Data: m.Data, Err: err})
 	}
 }
 
