@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/procsched/scheduler/relay"
@@ -56,6 +57,20 @@ func (p *proc) Err() error {
 		return context.Canceled
 	}
 	return nil
+}
+
+// AfterFunc arranges for f to run, in its own goroutine, once the process
+// context is done. context.AfterFunc and the contexts derived from a
+// process context use it, so that they need no goroutine to wait. stop
+// reports whether it stopped f from being run.
+func (p *proc) AfterFunc(f func()) (stop func() bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.flags&(pfCancelled|pfClosed) != 0 {
+		go f()
+		return func() bool { return false }
+	}
+	return p.getExtra().ctxAfter.add(f, &p.mu)
 }
 
 // Value implements context.Context.
@@ -146,6 +161,7 @@ type callContext struct {
 	// Guarded by p.mu:
 	done  chan struct{} // made on demand by Done
 	cause error         // why the context is done; nil while it is not
+	after afterFuncs    // functions to run when it is done (AfterFunc)
 }
 
 // newCallContext returns the context of p's yield seq: the one already
@@ -203,6 +219,18 @@ func (c *callContext) Err() error {
 	return nil
 }
 
+// AfterFunc arranges for f to run, in its own goroutine, once the call
+// context is done, as proc.AfterFunc does for the process context.
+func (c *callContext) AfterFunc(f func()) (stop func() bool) {
+	c.p.mu.Lock()
+	defer c.p.mu.Unlock()
+	if c.cause != nil {
+		go f()
+		return func() bool { return false }
+	}
+	return c.after.add(f, &c.p.mu)
+}
+
 // Value implements context.Context: the process context's values.
 func (c *callContext) Value(key any) any {
 	if key == cancelCtxKey && cancelCtxKey != nil {
@@ -225,6 +253,50 @@ func (c *callContext) end(cause error) {
 	if c.done != nil {
 		close(c.done)
 	}
+	c.after.run()
+}
+
+// afterFuncs are the functions registered with a context's AfterFunc that
+// have not run yet. Guarded by the lock of the process the context
+// belongs to.
+type afterFuncs []*afterFunc
+
+// afterFunc is one registered function; f is nil once it ran or was
+// stopped.
+type afterFunc struct{ f func() }
+
+// add registers f and returns its stop function, which takes mu. Called
+// with mu held.
+func (a *afterFuncs) add(f func(), mu *sync.Mutex) (stop func() bool) {
+	af := &afterFunc{f: f}
+	*a = append(*a, af)
+	return func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if af.f == nil {
+			return false
+		}
+		af.f = nil
+		for i, x := range *a {
+			if x == af {
+				*a = append((*a)[:i], (*a)[i+1:]...)
+				break
+			}
+		}
+		return true
+	}
+}
+
+// run starts every registered function, each in its own goroutine, and
+// forgets them. Called with the lock held.
+func (a *afterFuncs) run() {
+	for _, af := range *a {
+		if af.f != nil {
+			go af.f()
+			af.f = nil
+		}
+	}
+	*a = nil
 }
 
 // endCall ends the call context of yield seq, if one was made, with

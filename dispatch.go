@@ -112,10 +112,18 @@ func (c Completion) Tag() uint64 { return c.tag }
 // second event is delivered), even when a newer yield of the process has
 // the same tag; see [Scheduler.CompleteYield] for the other errors.
 func (c Completion) Complete(data any, err error) error {
+	return c.CompleteFrom(relay.PID{}, data, err)
+}
+
+// CompleteFrom is Complete with the event's From set to from: the process
+// the completion is about, as a spawn-await names its child and a monitor
+// the watched process. Transports use it to complete such yields for
+// processes on other nodes.
+func (c Completion) CompleteFrom(from relay.PID, data any, err error) error {
 	if c.s == nil {
 		return ErrProcessNotFound
 	}
-	return c.s.complete(c.pid, Event{Type: EventYieldComplete, Tag: c.tag, Data: data, Error: err}, c.seq, via{})
+	return c.s.complete(c.pid, Event{Type: EventYieldComplete, Tag: c.tag, Data: data, Error: err, From: from}, c.seq, via{})
 }
 
 // SetHandler registers h for command cmd, replacing any previous handler.

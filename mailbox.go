@@ -336,8 +336,11 @@ func (p *proc) terminate(cause uint8) (woken uint64, err error) {
 	}
 	p.flags |= pfCancelled | cause
 	p.inbox = append(p.inbox, Event{Type: EventCancel, Error: p.cancelCause()})
-	if x := p.extra.Load(); x != nil && x.ctxDone != nil {
-		close(x.ctxDone)
+	if x := p.extra.Load(); x != nil {
+		if x.ctxDone != nil {
+			close(x.ctxDone)
+		}
+		x.ctxAfter.run()
 	}
 	return p.markRunnable(), nil
 }

@@ -155,7 +155,8 @@ type procExtra struct {
 	endDone chan struct{}  // made on demand by Handle.Done, closed at the end
 	large   *largePending  // pending yields of a process with many outstanding
 	room    chan struct{}  // closed at the next drain, for senders waiting for room
-	calls   []*callContext // contexts of calls whose yields are pending (see Call.Context)
+	calls    []*callContext // contexts of calls whose yields are pending (see Call.Context)
+	ctxAfter afterFuncs     // functions to run when the process context is done (AfterFunc)
 
 	// Names, monitors (see names.go and monitor.go). Guarded by proc.mu
 	// while the process lives; frozen once it is closed, when whoever
@@ -219,8 +220,11 @@ func (p *proc) close(result payload.Payload, err error, forced bool) closed {
 	}
 	if x := p.extra.Load(); x != nil {
 		x.large = nil
-		if x.ctxDone != nil && p.flags&pfCancelled == 0 {
-			close(x.ctxDone)
+		if p.flags&pfCancelled == 0 {
+			if x.ctxDone != nil {
+				close(x.ctxDone)
+			}
+			x.ctxAfter.run()
 		}
 		if forced {
 			x.endCalls(ErrForced)

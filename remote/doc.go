@@ -191,8 +191,9 @@
 // scheduler's own monitor, and completes the yield with the
 // [scheduler.Exit] that node reports, or with [scheduler.ExitGone] and
 // [ErrNodeDown] when the node goes down first. A monitor the process
-// cancels, or whose process ends, is forgotten on the other node within a
-// heartbeat; monitors held for a node that goes down are dropped.
+// cancels, or whose process ends, is forgotten on the other node at once
+// (the node waits on the monitor's call context with context.AfterFunc);
+// monitors held for a node that goes down are dropped.
 // [Node.Spawn] and [Node.Monitor] do the same for code outside any
 // process.
 //

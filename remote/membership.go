@@ -281,7 +281,6 @@ func (n *Node) heartbeats() {
 // connection is down it cannot hear anyone, so it judges no one.
 func (n *Node) tick(now int64) {
 	n.clock.Store(now)
-	n.forgetCancelled()
 	if n.nc.Status() != nats.CONNECTED {
 		return
 	}

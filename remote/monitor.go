@@ -29,14 +29,14 @@ var _ scheduler.RemoteMonitor = (*Node)(nil)
 // with [scheduler.ExitGone] when it is not alive, when its node is
 // unknown or goes down ([ErrNodeDown]), or when this node closes. A
 // monitor the process cancels, or one whose process ends, is forgotten
-// on the other node within a heartbeat.
+// on the other node at once.
 func (n *Node) MonitorRemote(c scheduler.Call) error {
 	pid, ok := c.Arg.(relay.PID)
 	if !ok {
 		return fmt.Errorf("%w: a remote monitor needs a relay.PID, got %T", scheduler.ErrInvalidCommand, c.Arg)
 	}
 	done := c.Completion()
-	n.monitor(pid, c.Context(), func(e scheduler.Exit) { _ = done.Complete(e, nil) })
+	n.monitor(pid, c.Context(), func(e scheduler.Exit) { _ = done.CompleteFrom(pid, e, nil) })
 	return nil
 }
 
@@ -78,7 +78,7 @@ func (n *Node) monitor(pid relay.PID, ctx context.Context, f func(scheduler.Exit
 		gone(fmt.Errorf("%w: node %d of %v", ErrUnknownNode, pid.Node, pid))
 		return 0
 	}
-	req := n.pending.add(&pendingReq{peer: p.num, kind: kindMonitor, target: pid, ctx: ctx, done: func(data any, err error) {
+	req := n.pending.add(&pendingReq{peer: p.num, kind: kindMonitor, target: pid, done: func(_ relay.PID, data any, err error) {
 		if err != nil {
 			gone(err)
 			return
@@ -90,6 +90,11 @@ func (n *Node) monitor(pid relay.PID, ctx context.Context, f func(scheduler.Exit
 			gone(err)
 		}
 		return 0
+	}
+	if ctx != nil {
+		// The watcher's context ends when it stops waiting (a cancel, a
+		// deadline, its end): forget the monitor then, here and there.
+		context.AfterFunc(ctx, func() { n.forget(req) })
 	}
 	return req
 }
@@ -103,15 +108,6 @@ func (n *Node) forget(req uint64) {
 	}
 	if p := n.peer(r.peer); p != nil {
 		_ = p.link.sendDemonitor(req) // a peer that is down holds nothing
-	}
-}
-
-// forgetCancelled forgets the monitors whose watchers no longer wait: the
-// yield was cancelled or the process ended. Heartbeat goroutine, once per
-// heartbeat.
-func (n *Node) forgetCancelled() {
-	for _, req := range n.pending.cancelled() {
-		n.forget(req)
 	}
 }
 
@@ -304,9 +300,9 @@ type pendingReq struct {
 	// target is the process watched, or the child of an awaited spawn
 	// once it has started. Guarded by the table's mu.
 	target relay.PID
-	// ctx, for a monitor yield, is done once the yield no longer waits.
-	ctx  context.Context
-	done func(any, error)
+	// done completes the request: from is the process it is about (the
+	// watched process, an awaited child), or zero.
+	done func(from relay.PID, data any, err error)
 }
 
 // add records r and returns its number.
@@ -329,19 +325,6 @@ func (t *pendingTable) remove(req uint64) *pendingReq {
 	r := t.m[req]
 	delete(t.m, req)
 	return r
-}
-
-// cancelled returns the monitors whose watcher no longer waits.
-func (t *pendingTable) cancelled() []uint64 {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	var reqs []uint64
-	for req, r := range t.m {
-		if r.ctx != nil && r.ctx.Err() != nil {
-			reqs = append(reqs, req)
-		}
-	}
-	return reqs
 }
 
 // len is the number of requests pending.
@@ -374,9 +357,9 @@ func (t *pendingTable) answer(p *peer, f *frame) {
 		delete(t.m, f.req)
 		t.mu.Unlock()
 		if err != nil {
-			r.done(nil, err)
+			r.done(relay.PID{}, nil, err)
 		} else {
-			r.done(f.from, nil)
+			r.done(relay.PID{}, f.from, nil)
 		}
 	case f.kind == kindExited && (r.kind == kindMonitor || r.await):
 		delete(t.m, f.req)
@@ -387,9 +370,10 @@ func (t *pendingTable) answer(p *peer, f *frame) {
 		res, _ := f.body.(payload.Payload)
 		e := scheduler.Exit{PID: r.target, Reason: scheduler.ExitReason(f.reason), Result: res, Err: err}
 		if r.kind == kindMonitor {
-			r.done(e, nil)
+			r.done(r.target, e, nil)
 		} else {
-			r.done(awaited(e))
+			data, err := awaited(e)
+			r.done(r.target, data, err)
 		}
 	default:
 		t.mu.Unlock()
@@ -417,6 +401,6 @@ func (t *pendingTable) failWhere(match func(*pendingReq) bool, err error) {
 	}
 	t.mu.Unlock()
 	for _, r := range failed {
-		r.done(nil, err)
+		r.done(r.target, nil, err)
 	}
 }

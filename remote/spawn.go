@@ -124,7 +124,7 @@ func (n *Node) handleSpawn(c scheduler.Call) error {
 		return fmt.Errorf("%w: the spawn command needs a remote.Spawn argument, got %T", scheduler.ErrInvalidCommand, c.Arg)
 	}
 	done := c.Completion()
-	n.spawn(sp, c.Submit, func(data any, err error) { _ = done.Complete(data, err) })
+	n.spawn(sp, c.Submit, func(from relay.PID, data any, err error) { _ = done.CompleteFrom(from, data, err) })
 	return nil
 }
 
@@ -134,7 +134,7 @@ func (n *Node) handleSpawn(c scheduler.Call) error {
 // target node's answer or ctx.
 func (n *Node) Spawn(ctx context.Context, node, kind, method string, input payload.Payloads) (relay.PID, error) {
 	ch := make(chan outcome, 1)
-	n.spawn(Spawn{Node: node, Kind: kind, Method: method, Input: input}, n.submit, func(data any, err error) { ch <- outcome{data, err} })
+	n.spawn(Spawn{Node: node, Kind: kind, Method: method, Input: input}, n.submit, func(_ relay.PID, data any, err error) { ch <- outcome{data, err} })
 	select {
 	case o := <-ch:
 		pid, _ := o.data.(relay.PID)
@@ -158,41 +158,42 @@ func (n *Node) submit(ctx context.Context, p scheduler.Process, method string, i
 
 // spawn carries out sp and calls done exactly once with its outcome, at
 // once or later from another goroutine. Any goroutine; it never blocks.
-func (n *Node) spawn(sp Spawn, submit submitFunc, done func(any, error)) {
+func (n *Node) spawn(sp Spawn, submit submitFunc, done func(from relay.PID, data any, err error)) {
 	if !n.running() {
-		done(nil, n.notRunning())
+		done(relay.PID{}, nil, n.notRunning())
 		return
 	}
 	if sp.Node == "" || sp.Node == n.cfg.Name {
 		h, err := n.startLocal(sp.Kind, sp.Method, sp.Input, submit)
 		switch {
 		case err != nil:
-			done(nil, err)
+			done(relay.PID{}, nil, err)
 		case !sp.Await:
-			done(h.PID(), nil)
+			done(relay.PID{}, h.PID(), nil)
 		default:
 			n.sched.Monitor(h.PID(), func(e scheduler.Exit) {
 				if e.Reason == scheduler.ExitGone { // ended before the watch
 					e = handleExit(h, e)
 				}
-				done(awaited(e))
+				data, err := awaited(e)
+				done(h.PID(), data, err)
 			})
 		}
 		return
 	}
 	p, err := n.livePeer(sp.Node)
 	if err != nil {
-		done(nil, err)
+		done(relay.PID{}, nil, err)
 		return
 	}
 	input, err := wirePayloads(sp.Input)
 	if err != nil {
-		done(nil, err)
+		done(relay.PID{}, nil, err)
 		return
 	}
 	req := n.pending.add(&pendingReq{peer: p.num, kind: kindSpawn, await: sp.Await, done: done})
 	if err := p.link.sendSpawn(req, sp.Kind, sp.Method, sp.Await, input); err != nil && n.pending.remove(req) != nil {
-		done(nil, err)
+		done(relay.PID{}, nil, err)
 	}
 }
 

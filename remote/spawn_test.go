@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -122,6 +123,8 @@ func TestRemoteSpawn(t *testing.T) {
 		sum, err := payload.As[int](ev.Data.(payload.Payload))
 		require.NoError(t, err)
 		assert.Equal(t, 5, sum)
+		assert.Equal(t, b.Node.Node(), ev.From.Node, "From of an awaited spawn is the child, as locally")
+		assert.NotZero(t, ev.From.ID)
 	})
 
 	t.Run("here", func(t *testing.T) {
@@ -220,6 +223,7 @@ func TestRemoteMonitor(t *testing.T) {
 		require.NoError(t, err)
 		ev := res.Value().(scheduler.Event)
 		require.NoError(t, ev.Error)
+		assert.Equal(t, target.PID(), ev.From, "From of a monitor's completion is the watched process, as locally")
 		e := ev.Data.(scheduler.Exit)
 		assert.Equal(t, target.PID(), e.PID)
 		assert.Equal(t, scheduler.ExitTerminated, e.Reason)
@@ -275,6 +279,24 @@ func TestRemoteMonitor(t *testing.T) {
 		tEventually(t, func() bool { return b.Stats().MonitorsHeld == 0 }, "b drops the monitor of the node that left")
 		require.NoError(t, b.S.Terminate(target.PID()))
 	})
+}
+
+// TestCancelledMonitorForgottenAtOnce: the other node forgets a cancelled
+// monitor as soon as the watcher stops waiting, not at the next
+// heartbeat (here an hour away).
+func TestCancelledMonitorForgottenAtOnce(t *testing.T) {
+	_, a, b := tTwoNodes(t, func(cfg *remote.Config) {
+		cfg.Heartbeat = time.Hour
+		cfg.FailureTimeout = 3 * time.Hour
+	})
+	target, _ := tCollector(t, b.S, 1)
+	h := tMonitorOf(t, a.S, target.PID())
+	tEventually(t, func() bool { return b.Stats().MonitorsHeld == 1 }, "b holds the monitor")
+	require.NoError(t, a.S.Tell(h.PID(), "cancel"))
+	_, err := tWaitResult(t, h)
+	require.NoError(t, err)
+	tEventually(t, func() bool { return b.Stats().MonitorsHeld == 0 && a.Stats().Pending == 0 }, "both sides forget the monitor (b holds %d, a has %d)", b.Stats().MonitorsHeld, a.Stats().Pending)
+	require.NoError(t, b.S.Terminate(target.PID()))
 }
 
 func TestWatchersToldWhenNodeLeaves(t *testing.T) {
