@@ -151,10 +151,10 @@ type procExtra struct {
 	method string          // the entry point, if not interned; immutable
 
 	// Guarded by proc.mu:
-	ctxDone chan struct{}  // made on demand by Done, closed on cancel or end
-	endDone chan struct{}  // made on demand by Handle.Done, closed at the end
-	large   *largePending  // pending yields of a process with many outstanding
-	room    chan struct{}  // closed at the next drain, for senders waiting for room
+	ctxDone  chan struct{}  // made on demand by Done, closed on cancel or end
+	endDone  chan struct{}  // made on demand by Handle.Done, closed at the end
+	large    *largePending  // pending yields of a process with many outstanding
+	room     chan struct{}  // closed at the next drain, for senders waiting for room
 	calls    []*callContext // contexts of calls whose yields are pending (see Call.Context)
 	ctxAfter afterFuncs     // functions to run when the process context is done (AfterFunc)
 
