@@ -3,7 +3,6 @@ package scheduler
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/procsched/scheduler/payload"
 	"github.com/procsched/scheduler/relay"
@@ -184,28 +183,28 @@ func (w *worker) dispatch(p *proc) {
 		y := &ys[i]
 		switch y.kind {
 		case yieldTell:
-			w.tell(p, y.to, y.Arg)
+			w.tell(p, y.to, y.arg)
 		case yieldSpawn, yieldSpawnAwait:
-			child, _ := y.Arg.(Process)
-			w.spawn(p, y.Tag, child, y.method, y.input, y.kind == yieldSpawnAwait)
+			child, _ := y.arg.(Process)
+			w.spawn(p, y.tag, child, y.method, y.input, y.kind == yieldSpawnAwait)
 		case yieldTimer:
-			if seq := w.register(p, y.Tag); seq != 0 {
+			if seq := w.register(p, y.tag); seq != 0 {
 				w.s.timers.add(p.id, seq, y.when)
 			}
 		case yieldTellName:
 			if to, err := w.s.Lookup(y.method); err != nil {
 				w.n.sent++
 				w.n.bounced++
-				_, _ = p.push(Event{Type: EventMessage, Data: y.Arg, Error: err})
+				_, _ = p.push(Event{Type: EventMessage, Data: y.arg, Error: err})
 			} else {
-				w.tell(p, to, y.Arg)
+				w.tell(p, to, y.arg)
 			}
 		case yieldMonitor:
-			if seq := w.register(p, y.Tag); seq != 0 {
-				w.monitor(p, y.Tag, seq, y.to)
+			if seq := w.register(p, y.tag); seq != 0 {
+				w.monitor(p, y.tag, seq, y.to)
 			}
 		case yieldRequest:
-			if seq := w.register(p, y.Tag); seq != 0 {
+			if seq := w.register(p, y.tag); seq != 0 {
 				to := y.to
 				if y.method != "" {
 					var err error
@@ -214,61 +213,30 @@ func (w *worker) dispatch(p *proc) {
 						continue
 					}
 				}
-				w.request(p, seq, to, y.Arg)
+				w.request(p, seq, to, y.arg)
 			}
 		case yieldCancel:
-			w.cancelYield(p, y.Tag)
+			w.cancelYield(p, y.tag)
 		case yieldReply:
-			_ = w.s.reply(ReplyTo{PID: y.to, Seq: uint64(y.when)}, p.pid(), y.Arg, y.err, via{w: w})
+			_ = w.s.reply(ReplyTo{PID: y.to, Seq: uint64(y.when)}, p.pid(), y.arg, y.err, via{w: w})
 		default:
 			w.dispatchGeneric(p, y)
 		}
 	}
 }
 
-// dispatchGeneric carries out a yield written with StepOutput.Yield.
-func (w *worker) dispatchGeneric(p *proc, y *Yield) {
-	seq := w.register(p, y.Tag)
+// dispatchGeneric carries out a yield written with StepOutput.Yield: a
+// user command, run by its handler. Worker only, with p Running.
+func (w *worker) dispatchGeneric(p *proc, y *yield) {
+	seq := w.register(p, y.tag)
 	if seq == 0 {
 		return
 	}
-	switch y.Cmd {
-	case CmdSend:
-		msg, ok := y.Arg.(relay.Message)
-		if !ok {
-			w.completeNow(p, seq, nil, fmt.Errorf("%w: CmdSend needs a relay.Message argument, got %T", ErrInvalidCommand, y.Arg))
-			return
-		}
-		if msg.From.IsZero() {
-			msg.From = p.pid()
-		}
-		if msg.Err != nil {
-			w.completeNow(p, seq, nil, w.s.returned(msg, via{w: w}))
-			return
-		}
-		w.completeNow(p, seq, nil, w.s.deliver(msg.From, msg.To, msg.Data, via{w: w}))
-	case CmdSpawn:
-		req, ok := y.Arg.(SpawnRequest)
-		if !ok {
-			w.completeNow(p, seq, nil, fmt.Errorf("%w: CmdSpawn needs a SpawnRequest argument, got %T", ErrInvalidCommand, y.Arg))
-			return
-		}
-		w.startChild(p, seq, req.Process, req.Method, req.Input, req.Await)
-	case CmdTimer:
-		var when int64
-		switch a := y.Arg.(type) {
-		case time.Time:
-			when = w.s.timers.at(a)
-		case time.Duration:
-			when = w.s.timers.at(time.Now().Add(a))
-		default:
-			w.completeNow(p, seq, nil, fmt.Errorf("%w: CmdTimer needs a time.Time or time.Duration argument, got %T", ErrInvalidCommand, y.Arg))
-			return
-		}
-		w.s.timers.add(p.id, seq, when)
-	default:
-		w.callHandler(p, y, seq)
+	if y.cmd < FirstUserCommand {
+		w.completeNow(p, seq, nil, fmt.Errorf("%w: command %d is reserved (user commands start at %d)", ErrInvalidCommand, y.cmd, FirstUserCommand))
+		return
 	}
+	w.callHandler(p, y, seq)
 }
 
 // register records a yield of p with tag as outstanding and returns the
@@ -391,18 +359,18 @@ func (w *worker) startChild(p *proc, seq uint64, child Process, method string, i
 }
 
 // callHandler runs the handler of a user command for the yield seq.
-func (w *worker) callHandler(p *proc, y *Yield, seq uint64) {
+func (w *worker) callHandler(p *proc, y *yield, seq uint64) {
 	hs := *w.s.handlers.Load()
 	var h Handler
-	if int(y.Cmd) < len(hs) {
-		h = hs[y.Cmd]
+	if int(y.cmd) < len(hs) {
+		h = hs[y.cmd]
 	}
 	if h == nil {
-		w.completeNow(p, seq, nil, fmt.Errorf("%w: %d", ErrUnknownCommand, y.Cmd))
+		w.completeNow(p, seq, nil, fmt.Errorf("%w: %d", ErrUnknownCommand, y.cmd))
 		return
 	}
 	w.handoff.begin()
-	err := w.runHandler(p, h, Call{PID: p.pid(), Tag: y.Tag, Cmd: y.Cmd, Arg: y.Arg, s: w.s, ctx: p, w: w, seq: seq})
+	err := w.runHandler(p, h, Call{PID: p.pid(), Tag: y.tag, Cmd: y.cmd, Arg: y.arg, s: w.s, ctx: p, w: w, seq: seq})
 	w.handoff.end(w)
 	if err != nil {
 		// Ignored if the handler completed the yield before failing.

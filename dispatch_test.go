@@ -92,7 +92,7 @@ func TestYieldFailures(t *testing.T) {
 		wantPErr string        // PanicError.Where, if the error is a panic
 	}{
 		{name: "no handler", cmd: tCmd2, want: sched.ErrUnknownCommand},
-		{name: "reserved ID without built-in", cmd: sched.FirstUserCommand - 1, want: sched.ErrUnknownCommand},
+		{name: "a reserved ID", cmd: sched.FirstUserCommand - 1, want: sched.ErrInvalidCommand},
 		{name: "handler returns an error", cmd: tCmd, h: func(sched.Call) error { return handlerErr }, want: handlerErr},
 		{name: "handler panics", cmd: tCmd, h: func(sched.Call) error { panic("handler exploded") }, want: sched.ErrPanic, wantPErr: "handler"},
 		{name: "handler completes with an error", cmd: tCmd, h: func(c sched.Call) error { return c.Complete(nil, handlerErr) }, want: handlerErr},
@@ -503,86 +503,8 @@ func TestBuiltins(t *testing.T) {
 			check: tWantErr(sched.ErrEmptyMethod),
 		},
 		{
-			name:  "Yield CmdSpawn",
-			child: &tProc{step: tUntilMessage},
-			yield: func(e *tEnv, out *sched.StepOutput) {
-				out.Yield(1, sched.CmdSpawn, sched.SpawnRequest{Process: e.child, Method: "kid", Input: payload.Values("in")})
-			},
-			check: func(t *testing.T, s *sched.Scheduler, e *tEnv, ev sched.Event) {
-				require.NoError(t, ev.Error)
-				pid, ok := ev.Data.(relay.PID)
-				require.True(t, ok, "Data is a relay.PID, got %T", ev.Data)
-				assert.Equal(t, payload.Values("in"), e.child.input)
-				require.NoError(t, s.Terminate(pid))
-				tEventually(t, "the child's end", func() bool { return e.child.Closes() == 1 })
-			},
-		},
-		{
-			name:  "Yield CmdSpawn awaited",
-			child: &tProc{step: tDone("child result")},
-			yield: func(e *tEnv, out *sched.StepOutput) {
-				out.Yield(1, sched.CmdSpawn, sched.SpawnRequest{Process: e.child, Method: "kid", Await: true})
-			},
-			check: func(t *testing.T, _ *sched.Scheduler, e *tEnv, ev sched.Event) {
-				require.NoError(t, ev.Error)
-				res, ok := ev.Data.(payload.Payload)
-				require.True(t, ok, "Data is a payload.Payload, got %T", ev.Data)
-				assert.Equal(t, "child result", res.Value())
-				assert.Equal(t, e.child.self, ev.From)
-			},
-		},
-		{
-			name:  "Yield CmdSpawn nil process",
-			yield: func(_ *tEnv, out *sched.StepOutput) { out.Yield(1, sched.CmdSpawn, sched.SpawnRequest{Method: "kid"}) },
-			check: tWantErr(sched.ErrNilProcess),
-		},
-		{
-			name:  "Yield CmdSpawn empty method",
-			child: &tProc{},
-			yield: func(e *tEnv, out *sched.StepOutput) {
-				out.Yield(1, sched.CmdSpawn, sched.SpawnRequest{Process: e.child})
-			},
-			check: tWantErr(sched.ErrEmptyMethod),
-		},
-		{
-			name: "Yield CmdSend",
-			yield: func(e *tEnv, out *sched.StepOutput) {
-				out.Yield(1, sched.CmdSend, relay.Message{To: e.target, Data: payload.Of(5)})
-			},
-			check: func(t *testing.T, _ *sched.Scheduler, e *tEnv, ev sched.Event) {
-				require.NoError(t, ev.Error)
-				assert.Nil(t, ev.Data)
-			},
-		},
-		{
-			name: "Yield CmdSend to an unknown PID",
-			yield: func(_ *tEnv, out *sched.StepOutput) {
-				out.Yield(1, sched.CmdSend, relay.Message{To: relay.PID{ID: 1 << 44}})
-			},
-			check: tWantErr(sched.ErrProcessNotFound),
-		},
-		{
-			name:  "CmdSend with a wrong argument",
-			yield: func(e *tEnv, out *sched.StepOutput) { out.Yield(1, sched.CmdSend, e.target) },
-			check: tWantErr(sched.ErrInvalidCommand),
-		},
-		{
-			name:  "CmdSpawn with a wrong argument",
-			child: &tProc{},
-			yield: func(e *tEnv, out *sched.StepOutput) { out.Yield(1, sched.CmdSpawn, e.child) },
-			check: func(t *testing.T, _ *sched.Scheduler, e *tEnv, ev sched.Event) {
-				require.ErrorIs(t, ev.Error, sched.ErrInvalidCommand)
-				assert.Zero(t, e.child.Inits(), "a rejected spawn called Init")
-			},
-		},
-		{
-			name:  "CmdTimer with a wrong argument",
-			yield: func(_ *tEnv, out *sched.StepOutput) { out.Yield(1, sched.CmdTimer, 5) },
-			check: tWantErr(sched.ErrInvalidCommand),
-		},
-		{
-			name:  "CmdTimer with no argument",
-			yield: func(_ *tEnv, out *sched.StepOutput) { out.Yield(1, sched.CmdTimer, nil) },
+			name:  "a reserved command ID",
+			yield: func(_ *tEnv, out *sched.StepOutput) { out.Yield(1, sched.CommandID(2), nil) },
 			check: tWantErr(sched.ErrInvalidCommand),
 		},
 	}
@@ -612,15 +534,6 @@ func TestBuiltins(t *testing.T) {
 			tt.check(t, s, e, ev)
 			tRequireLife(t, parent)
 
-			if tt.name == "Yield CmdSend" {
-				res, err := tWait(t, s, ht)
-				require.NoError(t, err)
-				// The target finished with payload.Of(its message's Data):
-				// the body itself, not an envelope around it.
-				assert.Equal(t, 5, res.Value(), "Data of a CmdSend message is its body")
-				assert.Equal(t, h.PID(), target.EventsOf(sched.EventMessage)[0].From, "an empty From is set to the sender")
-				return
-			}
 			require.NoError(t, s.Terminate(ht.PID()))
 			_, err = tWait(t, s, ht)
 			require.NoError(t, err)
@@ -654,8 +567,6 @@ func TestTimers(t *testing.T) {
 	}{
 		{"Sleep", d, func(_ time.Time, out *sched.StepOutput) { out.Sleep(1, d) }},
 		{"SleepUntil", d, func(start time.Time, out *sched.StepOutput) { out.SleepUntil(1, start.Add(d)) }},
-		{"Yield CmdTimer Duration", d, func(_ time.Time, out *sched.StepOutput) { out.Yield(1, sched.CmdTimer, d) }},
-		{"Yield CmdTimer Time", d, func(start time.Time, out *sched.StepOutput) { out.Yield(1, sched.CmdTimer, start.Add(d)) }},
 		{"Sleep 0", 0, func(_ time.Time, out *sched.StepOutput) { out.Sleep(1, 0) }},
 		{"Sleep negative", 0, func(_ time.Time, out *sched.StepOutput) { out.Sleep(1, -time.Hour) }},
 		{"SleepUntil the past", 0, func(start time.Time, out *sched.StepOutput) { out.SleepUntil(1, start.Add(-time.Hour)) }},
@@ -745,7 +656,7 @@ func TestManySleepers(t *testing.T) {
 	}
 	// The workers, the timer goroutine and perhaps a watchdog, plus a
 	// little slack for the runtime's own: nothing per sleeper.
-	assert.LessOrEqual(t, maxGoroutines-base, s.Workers()+2+3, "goroutines while %d processes sleep", n)
+	assert.LessOrEqual(t, maxGoroutines-base, s.Stats().Workers+2+3, "goroutines while %d processes sleep", n)
 	tEventually(t, "Live == 0", func() bool { return s.Stats().Processes.Live == 0 })
 	assert.Zero(t, s.Stats().Timers)
 }

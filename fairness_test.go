@@ -329,7 +329,7 @@ func BenchmarkLatencyUnderSaturation(b *testing.B) {
 			// One hot process per worker: with the seed's scheduling a
 			// hot process never lets go of its worker, so more would never
 			// start.
-			hots := make([]atomic.Int64, s.Workers())
+			hots := make([]atomic.Int64, s.Stats().Workers)
 			saturate(b, s, hots, 2000)
 
 			const starveAfter = 50 * time.Millisecond

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"runtime"
 	"slices"
 	"strings"
@@ -92,8 +93,19 @@ func tDump(s *sched.Scheduler) string {
 	}
 	var b strings.Builder
 	b.WriteString("\nprocesses:\n")
-	s.DumpProcesses(&b)
+	tWriteProcesses(&b, s)
 	return b.String()
+}
+
+// tWriteProcesses writes one line per live process of s, then its
+// statistics: the dump every test failure that concerns stuck processes
+// shows.
+func tWriteProcesses(w io.Writer, s *sched.Scheduler) {
+	for _, pi := range s.Processes() {
+		fmt.Fprintf(w, "%s method=%q state=%v woken=%v queued=%d pending=%d\n",
+			pi.PID, pi.Method, pi.State, pi.Woken, pi.Queued, pi.Pending)
+	}
+	fmt.Fprintf(w, "stats: %+v\n", s.Stats())
 }
 
 // tRecv receives from ch or fails the test after tTimeout.
@@ -168,8 +180,8 @@ func tFindProcess(s *sched.Scheduler, pid relay.PID) (sched.ProcessInfo, bool) {
 }
 
 // tProc is a scriptable process that records what the scheduler does to
-// it: the Init arguments, a copy of every batch of events, the statuses it
-// wrote, and its Close calls. It also notices if two of its methods ever
+// it: the Init arguments, a copy of every batch of events, and its Close
+// calls. It also notices if two of its methods ever
 // run at once, or if Step runs after Close.
 //
 // Its behaviour comes from the function fields, which are set before
@@ -187,7 +199,6 @@ type tProc struct {
 	input    payload.Payloads
 	self     relay.PID // out.Self() at the first step
 	batches  [][]sched.Event
-	statuses []sched.Status // what each step wrote, if it returned
 	closes   int
 	busy     bool     // a method is running
 	problems []string // contract violations seen
@@ -231,9 +242,6 @@ func (p *tProc) Step(evs []sched.Event, out *sched.StepOutput) error {
 	if p.step != nil {
 		err = p.step(p, n, evs, out)
 	}
-	p.mu.Lock()
-	p.statuses = append(p.statuses, out.Status())
-	p.mu.Unlock()
 	return err
 }
 
@@ -284,13 +292,6 @@ func (p *tProc) Batches() [][]sched.Event {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return slices.Clone(p.batches)
-}
-
-// Statuses returns the status each completed step wrote.
-func (p *tProc) Statuses() []sched.Status {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return slices.Clone(p.statuses)
 }
 
 // Events returns every event received so far, in order.

@@ -17,7 +17,7 @@ const (
 	stRunning  = uint64(StateRunning)
 	stBlocked  = uint64(StateBlocked)
 	stIdle     = uint64(StateIdle)
-	stComplete = uint64(StateComplete)
+	stEnded = uint64(StateEnded)
 	stateMask  = uint64(7)
 
 	// flagWake is set on a Running process by whoever queued an event for

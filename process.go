@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/procsched/scheduler/payload"
@@ -43,104 +42,30 @@ type Process interface {
 	Close()
 }
 
-// State is where a process is in its life. Transitions:
-//
-//	Ready -> Running            a worker claims it (CAS)
-//	Running -> Ready            it asked to continue, or events arrived while it ran
-//	Running -> Blocked          it waits for yields (messages and cancel still wake it)
-//	Running -> Idle             it waits for messages
-//	Blocked, Idle -> Ready      an event arrived
-//	Running -> Complete         it finished (done, error, panic)
-//	Ready, Blocked, Idle -> Complete   forced at a shutdown deadline
-type State uint8
+// status is what a step asked for: wait for events (the default),
+// continue, or done.
+type status uint8
 
 const (
-	StateReady    State = iota + 1 // queued to run
-	StateRunning                   // a worker is running its Step
-	StateBlocked                   // waiting for yield completions
-	StateIdle                      // waiting for messages
-	StateComplete                  // finished; Close has been or is being called
+	statusWait     status = iota // wait: Blocked with yields outstanding, Idle otherwise
+	statusContinue               // step again soon, even with no events
+	statusDone                   // the process has finished
 )
 
-// String returns the state's name.
-func (s State) String() string {
-	switch s {
-	case StateReady:
-		return "Ready"
-	case StateRunning:
-		return "Running"
-	case StateBlocked:
-		return "Blocked"
-	case StateIdle:
-		return "Idle"
-	case StateComplete:
-		return "Complete"
-	}
-	return fmt.Sprintf("State(%d)", uint8(s))
-}
-
-// Status is what a step asked for; see [StepOutput].
-type Status uint8
-
-const (
-	// StatusWait, the default: wait for events. The process is Blocked if
-	// it has yields outstanding and Idle otherwise.
-	StatusWait Status = iota
-	// StatusContinue: step again soon, even with no events.
-	StatusContinue
-	// StatusDone: the process has finished with a result.
-	StatusDone
-)
-
-// String returns the status's name.
-func (s Status) String() string {
-	switch s {
-	case StatusWait:
-		return "Wait"
-	case StatusContinue:
-		return "Continue"
-	case StatusDone:
-		return "Done"
-	}
-	return fmt.Sprintf("Status(%d)", uint8(s))
-}
-
-// CommandID names a command a process can yield. IDs below
-// [FirstUserCommand] are reserved for the built-in commands; handlers for
-// user commands are registered with [WithHandler] or [Scheduler.SetHandler].
+// CommandID names a user command a process can yield (see
+// [StepOutput.Yield]); handlers are registered for it with [WithHandler]
+// or [Scheduler.SetHandler]. IDs below [FirstUserCommand] are reserved.
 type CommandID uint32
 
-const (
-	// CmdSend sends a message. Yield it with a [relay.Message] argument
-	// to learn the outcome as a completion, or use [StepOutput.Tell].
-	CmdSend CommandID = 1
-	// CmdSpawn starts a child process. Yield it with a [SpawnRequest]
-	// argument, or use [StepOutput.Spawn] and [StepOutput.SpawnAwait].
-	CmdSpawn CommandID = 2
-	// CmdTimer completes at a point in time. Yield it with a time.Time or
-	// time.Duration argument, or use [StepOutput.Sleep] and
-	// [StepOutput.SleepUntil].
-	CmdTimer CommandID = 3
-	// FirstUserCommand is the smallest ID available for user commands.
-	FirstUserCommand CommandID = 16
-)
+// FirstUserCommand is the smallest ID available for user commands.
+const FirstUserCommand CommandID = 16
 
-// SpawnRequest is the argument of a [CmdSpawn] yield.
-type SpawnRequest struct {
-	Process Process
-	Method  string
-	Input   payload.Payloads
-	// Await: complete the yield when the child finishes, with its result
-	// as Data, its error as Error and its PID as From. Otherwise the yield
-	// completes as soon as the child is started, with its PID as Data.
-	Await bool
-}
-
-// Yield is one command a step asked for.
-type Yield struct {
-	Tag uint64    // chosen by the process; comes back in the completion event
-	Cmd CommandID // which command
-	Arg any       // the command's argument
+// yield is one thing a step asked for: a command, a message, a timer, a
+// child, a monitor, a request, an answer or a cancel.
+type yield struct {
+	tag uint64    // chosen by the process; comes back in the completion event
+	cmd CommandID // the user command (yieldGeneric)
+	arg any       // the command's argument, the message, the body, the child
 
 	// Typed arguments of the built-in helpers, kept out of Arg so that
 	// the common yields do not allocate.
@@ -156,9 +81,9 @@ type Yield struct {
 type yieldKind uint8
 
 const (
-	yieldGeneric    yieldKind = iota // Cmd and Arg say everything
-	yieldTell                        // Tell: Arg is the message, to the recipient; no completion
-	yieldSpawn                       // Spawn: Arg is the Process, method and input typed
+	yieldGeneric    yieldKind = iota // a user command: cmd and arg say everything
+	yieldTell                        // Tell: arg is the message, to the recipient; no completion
+	yieldSpawn                       // Spawn: arg is the Process, method and input typed
 	yieldSpawnAwait                  // SpawnAwait: as yieldSpawn, completion at the child's end
 	yieldTimer                       // Sleep/SleepUntil: when is the deadline
 	yieldTellName                    // TellName: Arg is the message, method the name; no completion
@@ -180,10 +105,10 @@ const (
 // valid only during Step.
 type StepOutput struct {
 	self   relay.PID
-	status Status
+	status status
 	result payload.Payload
-	read   int // with StatusDone: events of the batch read, -1 for all
-	yields []Yield
+	read   int // with statusDone: events of the batch read, -1 for all
+	yields []yield
 	clock  time.Time // the timer clock's origin, for Sleep deadlines
 }
 
@@ -195,8 +120,8 @@ func (o *StepOutput) Self() relay.PID { return o.self }
 // budget of consecutive steps (see [WithStepBudget]). After Done or
 // DoneAfter in the same step it does nothing: the end is final.
 func (o *StepOutput) Continue() {
-	if o.status != StatusDone {
-		o.status = StatusContinue
+	if o.status != statusDone {
+		o.status = statusContinue
 	}
 }
 
@@ -208,7 +133,7 @@ func (o *StepOutput) Continue() {
 // that arrives from now on, reach no one: they are counted in
 // [MessageStats].Unread.
 func (o *StepOutput) Done(result payload.Payload) {
-	o.status = StatusDone
+	o.status = statusDone
 	o.result = result
 	o.read = -1
 }
@@ -222,13 +147,6 @@ func (o *StepOutput) DoneAfter(n int, result payload.Payload) {
 	o.read = max(n, 0)
 }
 
-// Status returns the status written so far in this step.
-func (o *StepOutput) Status() Status { return o.status }
-
-// Yields returns the yields written so far in this step. The slice is
-// reused by the next step.
-func (o *StepOutput) Yields() []Yield { return o.yields }
-
 // Yield asks the scheduler to carry out command cmd with argument arg. The
 // handler registered for cmd runs on the worker right after Step; it
 // completes the yield at once or later from any goroutine, and the process
@@ -236,7 +154,7 @@ func (o *StepOutput) Yields() []Yield { return o.yields }
 // choice; a tag that is still outstanding completes at once with
 // [ErrDuplicateTag].
 func (o *StepOutput) Yield(tag uint64, cmd CommandID, arg any) {
-	*o.add() = Yield{Tag: tag, Cmd: cmd, Arg: arg}
+	*o.add() = yield{tag: tag, cmd: cmd, arg: arg}
 }
 
 // Tell sends msg to the process to, after Step returns, without waiting
@@ -246,8 +164,8 @@ func (o *StepOutput) Yield(tag uint64, cmd CommandID, arg any) {
 // one process to another arrive in the order they were told.
 func (o *StepOutput) Tell(to relay.PID, msg any) {
 	y := o.add()
-	// Field by field: cheaper than copying a whole Yield on this hot path.
-	y.Tag, y.Cmd, y.Arg, y.kind, y.to, y.when, y.method, y.input, y.err = 0, CmdSend, msg, yieldTell, to, 0, "", nil, nil
+	// Field by field: cheaper than copying a whole yield on this hot path.
+	y.tag, y.cmd, y.arg, y.kind, y.to, y.when, y.method, y.input, y.err = 0, 0, msg, yieldTell, to, 0, "", nil, nil
 }
 
 // Spawn starts a child process after Step returns: Init is called with
@@ -269,7 +187,7 @@ func (o *StepOutput) spawn(tag uint64, child Process, method string, input paylo
 	if child != nil { // keep Arg a nil interface for a nil Process
 		arg = child
 	}
-	*o.add() = Yield{Tag: tag, Cmd: CmdSpawn, Arg: arg, kind: kind, method: method, input: input}
+	*o.add() = yield{tag: tag, arg: arg, kind: kind, method: method, input: input}
 }
 
 // Sleep completes after d. All timers of a scheduler share one timer
@@ -282,7 +200,7 @@ func (o *StepOutput) Sleep(tag uint64, d time.Duration) {
 // deadline by yielding it next to the work it bounds and acting on
 // whichever completes first.
 func (o *StepOutput) SleepUntil(tag uint64, t time.Time) {
-	*o.add() = Yield{Tag: tag, Cmd: CmdTimer, kind: yieldTimer, when: int64(t.Sub(o.clock))}
+	*o.add() = yield{tag: tag, kind: yieldTimer, when: int64(t.Sub(o.clock))}
 }
 
 // TellName is [StepOutput.Tell] to the process registered under name (see
@@ -291,7 +209,7 @@ func (o *StepOutput) SleepUntil(tag uint64, t time.Time) {
 // an undeliverable [EventMessage] whose Error wraps [ErrNameNotFound] and
 // whose From is the zero PID.
 func (o *StepOutput) TellName(name string, msg any) {
-	*o.add() = Yield{Cmd: CmdSend, Arg: msg, kind: yieldTellName, method: name}
+	*o.add() = yield{arg: msg, kind: yieldTellName, method: name}
 }
 
 // Monitor watches the process pid: the yield completes once, when pid
@@ -300,7 +218,7 @@ func (o *StepOutput) TellName(name string, msg any) {
 // ([StepOutput.Cancel]) stops watching. A process on another node is
 // watched by the transport, if it can (see [RemoteMonitor]).
 func (o *StepOutput) Monitor(tag uint64, pid relay.PID) {
-	*o.add() = Yield{Tag: tag, Cmd: CmdSend, kind: yieldMonitor, to: pid}
+	*o.add() = yield{tag: tag, kind: yieldMonitor, to: pid}
 }
 
 // Request sends body to the process to as a message whose Data is a
@@ -311,14 +229,14 @@ func (o *StepOutput) Monitor(tag uint64, pid relay.PID) {
 // mailbox) completes it with the refusal. Bound the wait with
 // [StepOutput.Timeout]. No goroutine waits for the answer.
 func (o *StepOutput) Request(tag uint64, to relay.PID, body any) {
-	*o.add() = Yield{Tag: tag, Cmd: CmdSend, Arg: body, kind: yieldRequest, to: to}
+	*o.add() = yield{tag: tag, arg: body, kind: yieldRequest, to: to}
 }
 
 // RequestName is [StepOutput.Request] to the process registered under
 // name; if no process has it, the yield completes with an error wrapping
 // [ErrNameNotFound].
 func (o *StepOutput) RequestName(tag uint64, name string, body any) {
-	*o.add() = Yield{Tag: tag, Cmd: CmdSend, Arg: body, kind: yieldRequest, method: name}
+	*o.add() = yield{tag: tag, arg: body, kind: yieldRequest, method: name}
 }
 
 // Reply answers a request this process received (the ReplyTo of its
@@ -326,7 +244,7 @@ func (o *StepOutput) RequestName(tag uint64, name string, body any) {
 // process as From. There is no completion: an answer nobody waits for
 // any more is a dead letter ([DeadLateReply]).
 func (o *StepOutput) Reply(to ReplyTo, data any, err error) {
-	*o.add() = Yield{Cmd: CmdSend, Arg: data, kind: yieldReply, to: to.PID, when: int64(to.Seq), err: err}
+	*o.add() = yield{arg: data, kind: yieldReply, to: to.PID, when: int64(to.Seq), err: err}
 }
 
 // Cancel cancels the pending yield with tag, when this step's yields are
@@ -341,15 +259,15 @@ func (o *StepOutput) Reply(to ReplyTo, data any, err error) {
 // stops waiting for its child, which runs on. Cancelling a tag that is
 // not pending does nothing; the tag may be yielded again at once.
 func (o *StepOutput) Cancel(tag uint64) {
-	*o.add() = Yield{Tag: tag, kind: yieldCancel}
+	*o.add() = yield{tag: tag, kind: yieldCancel}
 }
 
 // add extends the yields by one slot and returns it; the slot may hold an
 // earlier step's yield, so callers write every field.
-func (o *StepOutput) add() *Yield {
+func (o *StepOutput) add() *yield {
 	n := len(o.yields)
 	if n == cap(o.yields) {
-		o.yields = append(o.yields, Yield{})
+		o.yields = append(o.yields, yield{})
 	} else {
 		o.yields = o.yields[:n+1]
 	}
@@ -361,7 +279,7 @@ func (o *StepOutput) add() *Yield {
 // released by release.
 func (o *StepOutput) reset(self relay.PID) {
 	o.self = self
-	o.status = StatusWait
+	o.status = statusWait
 	o.result = payload.Payload{}
 	o.read = -1
 	o.yields = o.yields[:0]

@@ -25,9 +25,6 @@ type ReplyTo struct {
 	Seq uint64    // its yield's sequence number
 }
 
-// IsZero reports whether r names no request.
-func (r ReplyTo) IsZero() bool { return r.PID.IsZero() && r.Seq == 0 }
-
 // Request is the Data of the message a request delivers: the body the
 // asker sent, and where the answer goes.
 type Request struct {
@@ -76,7 +73,8 @@ func (s *Scheduler) reply(to ReplyTo, from relay.PID, data any, err error, v via
 // request is the built-in Request yield seq of p: watch the replier, then
 // send the request. Worker only, with p Running.
 func (w *worker) request(p *proc, seq uint64, to relay.PID, body any) {
-	watched := w.watch(p, seq, to, true)
+	// A request to itself needs no watch: the asker cannot outlive it.
+	watched := to == p.pid() || w.watch(p, seq, to, true)
 	if !watched && to.Node == w.s.node {
 		w.completeNowFrom(p, seq, to, nil, fmt.Errorf("%w: %v", ErrProcessNotFound, to))
 		return

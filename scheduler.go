@@ -146,8 +146,6 @@ func goLabelled(f func(), labels ...string) {
 // Node returns the node number in this scheduler's PIDs.
 func (s *Scheduler) Node() uint32 { return s.node }
 
-// Workers returns the number of worker goroutines.
-func (s *Scheduler) Workers() int { return len(s.workers) }
 
 // Submit starts process p at entry point method with input. It assigns
 // the process a PID that is never reused, calls p.Init synchronously (on

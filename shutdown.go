@@ -211,10 +211,10 @@ func (s *Scheduler) tryForce(p *proc) {
 	for {
 		st := p.state.Load()
 		switch st & stateMask {
-		case stRunning, stComplete:
+		case stRunning, stEnded:
 			return
 		}
-		if p.state.CompareAndSwap(st, stComplete) {
+		if p.state.CompareAndSwap(st, stEnded) {
 			switch st & stateMask {
 			case stBlocked:
 				s.counters.blockedOut.Add(1)

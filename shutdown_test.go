@@ -169,7 +169,7 @@ func TestShutdownGraceful(t *testing.T) {
 	st := s.Stats()
 	assert.Zero(t, st.Processes.Live)
 	assert.Zero(t, st.Processes.Forced)
-	assert.Equal(t, uint64(len(procs)), st.Processes.Completed)
+	assert.Equal(t, uint64(len(procs)), st.Processes.Ended)
 	assert.Empty(t, s.Processes())
 	goleak.VerifyNone(t, ignore)
 }

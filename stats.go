@@ -9,7 +9,7 @@ import (
 
 // Stats is a snapshot of a scheduler's counters, from [Scheduler.Stats].
 //
-// Process counts (Live, Submitted, Completed, ...) are exact at the moment
+// Process counts (Live, Submitted, Ended, ...) are exact at the moment
 // each is read. The per-step counters (Steps, Yields, message counts, the
 // work-finding counters, and the Blocked and Idle counts) are kept by each
 // worker in plain memory and published every 64 scheduling rounds and
@@ -65,8 +65,8 @@ type ProcessStats struct {
 	Submitted  uint64 `json:"submitted"`  // Init succeeded (Submit and spawns)
 	InitFailed uint64 `json:"initFailed"` // Init failed or panicked; never ran
 	Rejected   uint64 `json:"rejected"`   // refused by WithMaxProcesses
-	Completed  uint64 `json:"completed"`  // ended, however
-	Failed     uint64 `json:"failed"`     // of Completed, ended with an error
+	Ended      uint64 `json:"ended"`      // ended, however they ended
+	Failed     uint64 `json:"failed"`     // of Ended, ended with an error
 	Forced     uint64 `json:"forced"`     // of Failed, closed at a shutdown deadline
 	Panics     uint64 `json:"panics"`     // panics recovered (Init, Step, Close, handlers)
 }
@@ -115,7 +115,7 @@ func (s *Scheduler) Stats() Stats {
 	ps.Submitted = s.counters.submitted.Load()
 	ps.InitFailed = s.counters.initFailed.Load()
 	ps.Rejected = s.counters.rejected.Load()
-	ps.Completed = s.counters.completed.Load()
+	ps.Ended = s.counters.completed.Load()
 	ps.Failed = s.counters.failed.Load()
 	ps.Forced = uint64(s.sd.forced.Load())
 	ps.Panics = s.counters.panics.Load()
@@ -141,7 +141,7 @@ func (s *Scheduler) Stats() Stats {
 		ps.Submitted += ws.spawned.Load()
 		ps.InitFailed += ws.initFailed.Load()
 		ps.Rejected += ws.rejected.Load()
-		ps.Completed += ws.completed.Load()
+		ps.Ended += ws.completed.Load()
 		ps.Failed += ws.failed.Load()
 		ps.Panics += ws.panics.Load()
 		ms.Unread += ws.dropped.Load()

@@ -214,14 +214,14 @@ func sDump(s *sched.Scheduler) string {
 		fmt.Fprintf(&b, "LOST WAKEUP: %d waiting process(es) have queued events: %s\n", len(suspects), strings.Join(suspects[:min(len(suspects), 20)], "; "))
 	}
 	var dump bytes.Buffer
-	s.DumpProcesses(&dump)
+	tWriteProcesses(&dump, s)
 	lines := strings.Split(strings.TrimSpace(dump.String()), "\n")
 	const keep = 60
 	if len(lines) > keep+1 {
 		stats := lines[len(lines)-1]
 		lines = append(lines[:keep:keep], fmt.Sprintf("... %d more", len(lines)-1-keep), stats)
 	}
-	b.WriteString("DumpProcesses:\n")
+	b.WriteString("processes:\n")
 	b.WriteString(strings.Join(lines, "\n"))
 	return b.String()
 }

@@ -110,6 +110,9 @@ func (n *sFifoNode) Step(evs []sched.Event, out *sched.StepOutput) error {
 				n.started = true
 			case sFifoMsg:
 				n.receive(m, ev.From)
+			case sched.Request:
+				n.receive(m.Body.(sFifoMsg), ev.From)
+				out.Reply(m.ReplyTo, nil, nil)
 			default:
 				w.f.addf("node %d: unexpected message %T", n.idx, ev.Data)
 			}
@@ -130,9 +133,9 @@ func (n *sFifoNode) Step(evs []sched.Event, out *sched.StepOutput) error {
 			m := sFifoMsg{sender: int32(n.idx), seq: int32(n.sent), to: int32(w.target(n.idx, n.sent))}
 			to := w.pids[m.to]
 			if n.rng.IntN(8) == 0 {
-				// The generic send yield: a completion and the
-				// message, in order with the Tells around it.
-				out.Yield(n.newTag(), sched.CmdSend, relay.Message{To: to, Data: m})
+				// A request: a message in order with the Tells
+				// around it, and a completion when it is answered.
+				out.Request(n.newTag(), to, m)
 			} else {
 				out.Tell(to, m)
 			}
@@ -1281,7 +1284,7 @@ func (p *sTrafficProc) Step(evs []sched.Event, out *sched.StepOutput) error {
 				// New processes are refused from the start of
 				// Shutdown; the spawn yield says so.
 				p.spawned, p.spawnTag = true, p.newTag()
-				out.Yield(p.spawnTag, sched.CmdSpawn, sched.SpawnRequest{Process: &sTrafficProc{}, Method: "child"})
+				out.Spawn(p.spawnTag, &sTrafficProc{}, "child", nil)
 			}
 		}
 		return nil
@@ -1522,7 +1525,7 @@ func sRunShutdown(t *testing.T, cfg sConfig, procs, ignorers int, timed bool) {
 // 6. Self-sends and spawn trees cannot deadlock.
 
 // sSelfSender tells itself a burst of messages each step, by Tell and by
-// the generic send yield, until it has received n.
+// requests it answers itself, until it has received n.
 type sSelfSender struct {
 	sGuard
 	rng      *rand.Rand
@@ -1541,6 +1544,9 @@ func (p *sSelfSender) Step(evs []sched.Event, out *sched.StepOutput) error {
 		case sched.EventMessage:
 			if ev.Error != nil || ev.From != out.Self() {
 				p.sGuard.f.addf("%s: unexpected message %v", p.sGuard.name, ev)
+			}
+			if req, ok := ev.Data.(sched.Request); ok {
+				out.Reply(req.ReplyTo, nil, nil)
 			}
 			p.received++
 			p.prog.tick()
@@ -1561,7 +1567,7 @@ func (p *sSelfSender) Step(evs []sched.Event, out *sched.StepOutput) error {
 	for k := 1 + p.rng.IntN(8); k > 0 && p.expected < p.n; k-- {
 		if p.rng.IntN(4) == 0 {
 			p.pending++
-			out.Yield(uint64(p.expected), sched.CmdSend, relay.Message{To: out.Self()})
+			out.Request(uint64(p.expected), out.Self(), p.expected)
 		} else {
 			out.Tell(out.Self(), p.expected)
 		}

@@ -593,7 +593,7 @@ func (w *worker) run(p *proc) {
 			w.end(p, payload.Payload{}, err)
 			return
 		}
-		if status == StatusDone {
+		if status == statusDone {
 			if n := w.out.unread(batch); n > 0 {
 				w.stats.dropped.Store(w.stats.dropped.Load() + uint64(n))
 				s.deadUnread(p.pid(), w.events[batch-n:batch], via{w: w})
@@ -605,7 +605,7 @@ func (w *worker) run(p *proc) {
 			w.force(p)
 			return
 		}
-		if status == StatusContinue {
+		if status == statusContinue {
 			// Every step counts as a scheduling tick, so a process that
 			// keeps continuing gives the global queue its turn too.
 			w.tick++
@@ -744,13 +744,13 @@ func (w *worker) markStep() { w.stepMark.Store(w.stepMark.Load() + 1) }
 
 // end completes the Running process p.
 func (w *worker) end(p *proc, result payload.Payload, err error) {
-	p.state.Store(stComplete)
+	p.state.Store(stEnded)
 	w.s.finish(p, w, result, err, false)
 }
 
 // force completes the Running process p at a shutdown deadline.
 func (w *worker) force(p *proc) {
-	p.state.Store(stComplete)
+	p.state.Store(stEnded)
 	w.s.finish(p, w, payload.Payload{}, ErrForced, true)
 }
 

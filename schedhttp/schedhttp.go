@@ -274,7 +274,7 @@ td.text { text-align: left; }
 <table>
 <caption>Totals</caption>
 <tr><th scope="row">submitted</th><td>{{.Submitted}}</td></tr>
-<tr><th scope="row">completed</th><td>{{.Completed}}</td></tr>
+<tr><th scope="row">ended</th><td>{{.Ended}}</td></tr>
 <tr><th scope="row">failed</th><td>{{.Failed}}</td></tr>
 <tr><th scope="row">forced</th><td>{{.Forced}}</td></tr>
 <tr><th scope="row">init failed</th><td>{{.InitFailed}}</td></tr>

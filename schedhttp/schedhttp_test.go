@@ -85,7 +85,7 @@ func TestHandlerJSONMatchesStats(t *testing.T) {
 	require.Equal(t, 2, got.Workers)
 	require.Len(t, got.WorkerQueues, 2)
 	require.Equal(t, scheduler.ProcessStats{
-		Live: 2, Idle: 2, Submitted: 6, Completed: 4, Failed: 1,
+		Live: 2, Idle: 2, Submitted: 6, Ended: 4, Failed: 1,
 	}, got.Processes)
 	require.Equal(t, uint64(1), got.Messages.Accepted)
 	require.Equal(t, uint64(7), got.Steps)
@@ -162,7 +162,7 @@ func TestHandlerHTMLFigures(t *testing.T) {
 	for _, want := range []string{
 		row("global", 0), row("worker 0", 0), row("worker 1", 0), row("timers", 0),
 		row("live", 2), row("ready", 0), row("running", 0), row("blocked", 0), row("idle", 2),
-		row("submitted", 6), row("completed", 4), row("failed", 1), row("forced", 0),
+		row("submitted", 6), row("ended", 4), row("failed", 1), row("forced", 0),
 		row("init failed", 0), row("rejected", 0), row("panics", 0),
 		row("accepted", 1), row("dropped", 0), row("sent", 0), row("bounced", 0), row("unread", 0),
 		row("steps", 7), row("yields", 0), row("requeues", 0), row("slow steps", 0),
@@ -342,10 +342,10 @@ func TestVarAfterShutdown(t *testing.T) {
 	var got scheduler.Stats
 	require.NoError(t, json.Unmarshal([]byte(schedhttp.Var(s).String()), &got))
 	require.Equal(t, uint64(1), got.Processes.Submitted)
-	require.Equal(t, uint64(1), got.Processes.Completed)
+	require.Equal(t, uint64(1), got.Processes.Ended)
 	res, body := get(t, schedhttp.Handler(s), http.MethodGet, "/?processes=5")
 	require.Equal(t, http.StatusOK, res.StatusCode, "body: %s", body)
-	require.Contains(t, body, row("completed", 1))
+	require.Contains(t, body, row("ended", 1))
 }
 
 // StatsVar is published with expvar.Publish, so it must be an expvar.Var

@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"fmt"
-	"io"
 	"sort"
 
 	"github.com/procsched/scheduler/relay"
@@ -50,12 +49,38 @@ func (s *Scheduler) Processes() []ProcessInfo {
 	return infos
 }
 
-// DumpProcesses writes one line per live process (see
-// [Scheduler.Processes]) followed by the scheduler's statistics.
-func (s *Scheduler) DumpProcesses(w io.Writer) {
-	for _, pi := range s.Processes() {
-		fmt.Fprintf(w, "%s method=%q state=%v woken=%v queued=%d pending=%d\n",
-			pi.PID, pi.Method, pi.State, pi.Woken, pi.Queued, pi.Pending)
+// State is where a process is in its life. Transitions:
+//
+//	Ready -> Running            a worker claims it (CAS)
+//	Running -> Ready            it asked to continue, or events arrived while it ran
+//	Running -> Blocked          it waits for yields (messages and cancel still wake it)
+//	Running -> Idle             it waits for messages
+//	Blocked, Idle -> Ready      an event arrived
+//	Running -> Ended            it finished (done, error, panic)
+//	Ready, Blocked, Idle -> Ended      forced at a shutdown deadline
+type State uint8
+
+const (
+	StateReady   State = iota + 1 // queued to run
+	StateRunning                  // a worker is running its Step
+	StateBlocked                  // waiting for yield completions
+	StateIdle                     // waiting for messages
+	StateEnded                    // finished; Close has been or is being called
+)
+
+// String returns the state's name.
+func (s State) String() string {
+	switch s {
+	case StateReady:
+		return "Ready"
+	case StateRunning:
+		return "Running"
+	case StateBlocked:
+		return "Blocked"
+	case StateIdle:
+		return "Idle"
+	case StateEnded:
+		return "Ended"
 	}
-	fmt.Fprintf(w, "stats: %+v\n", s.Stats())
+	return fmt.Sprintf("State(%d)", uint8(s))
 }
