@@ -13,12 +13,12 @@ import (
 // The state word of a proc: the State in the low bits, plus flagWake,
 // plus, while Running, a run number in the high bits.
 const (
-	stReady    = uint64(StateReady)
-	stRunning  = uint64(StateRunning)
-	stBlocked  = uint64(StateBlocked)
-	stIdle     = uint64(StateIdle)
-	stEnded = uint64(StateEnded)
-	stateMask  = uint64(7)
+	stReady   = uint64(StateReady)
+	stRunning = uint64(StateRunning)
+	stBlocked = uint64(StateBlocked)
+	stIdle    = uint64(StateIdle)
+	stEnded   = uint64(StateEnded)
+	stateMask = uint64(7)
 
 	// flagWake is set on a Running process by whoever queued an event for
 	// it, so that the worker, instead of letting it wait, steps it again.

@@ -146,7 +146,6 @@ func goLabelled(f func(), labels ...string) {
 // Node returns the node number in this scheduler's PIDs.
 func (s *Scheduler) Node() uint32 { return s.node }
 
-
 // Submit starts process p at entry point method with input. It assigns
 // the process a PID that is never reused, calls p.Init synchronously (on
 // the caller's goroutine) with the process context, and queues the
