@@ -72,6 +72,24 @@ func (m *u64map) add(key, val uint64) bool {
 	}
 }
 
+// set stores val for key, adding key if it is not present.
+func (m *u64map) set(key, val uint64) {
+	if key == 0 {
+		m.hasZero, m.zeroVal = true, val
+		return
+	}
+	if m.n > 0 {
+		mask := len(m.keys) - 1
+		for i := m.home(key); m.keys[i] != 0; i = (i + 1) & mask {
+			if m.keys[i] == key {
+				m.vals[i] = val
+				return
+			}
+		}
+	}
+	m.add(key, val)
+}
+
 // remove deletes key and returns its value and whether it was present.
 func (m *u64map) remove(key uint64) (uint64, bool) {
 	if key == 0 {

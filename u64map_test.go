@@ -30,7 +30,11 @@ func TestU64MapAgainstMap(t *testing.T) {
 				}
 			}
 			want, present := model[key]
-			switch rng.IntN(3) {
+			switch rng.IntN(4) {
+			case 3:
+				val := rng.Uint64()
+				m.set(key, val)
+				model[key] = val
 			case 0:
 				val := rng.Uint64()
 				require.Equal(t, !present, m.add(key, val), "add(%d)", key)
