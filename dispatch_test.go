@@ -628,8 +628,7 @@ func (p *tSleeper) Step(evs []sched.Event, out *sched.StepOutput) error {
 }
 
 // TestManySleepers: thousands of sleeping processes all wake, none early,
-// while the number of goroutines stays that of the workers and the one
-// timer goroutine.
+// while the number of goroutines stays that of the workers.
 func TestManySleepers(t *testing.T) {
 	base := runtime.NumGoroutine()
 	s := tNewScheduler(t, sched.WithWorkers(2))
@@ -654,7 +653,7 @@ func TestManySleepers(t *testing.T) {
 		took := res.Value().(time.Duration)
 		require.GreaterOrEqual(t, took, sleepers[i].d, "sleeper %d woke early", i)
 	}
-	// The workers, the timer goroutine and perhaps a watchdog, plus a
+	// The workers, a worker's alarm and perhaps a watchdog, plus a
 	// little slack for the runtime's own: nothing per sleeper.
 	assert.LessOrEqual(t, maxGoroutines-base, s.Stats().Workers+2+3, "goroutines while %d processes sleep", n)
 	tEventually(t, "Live == 0", func() bool { return s.Stats().Processes.Live == 0 })

@@ -123,7 +123,7 @@ func TestHooksCalledOncePerEvent(t *testing.T) {
 }
 
 // TestEndHookDuration: Duration is measured on the scheduler's coarse
-// clock, which the timer goroutine advances when a timer fires, so a
+// clock, which a worker advances when it fires a timer, so a
 // process that sleeps reports at least its sleep.
 func TestEndHookDuration(t *testing.T) {
 	ended := make(chan sched.Ended, 1)
@@ -242,7 +242,7 @@ func TestWorkerGoroutinesCarryPprofLabels(t *testing.T) {
 	var buf bytes.Buffer
 	require.NoError(t, pprof.Lookup("goroutine").WriteTo(&buf, 1))
 	out := buf.String()
-	for _, want := range []string{`"procsched":"worker"`, `"worker":"0"`, `"worker":"2"`, `"procsched":"timers"`} {
+	for _, want := range []string{`"procsched":"worker"`, `"worker":"0"`, `"worker":"2"`} {
 		require.True(t, strings.Contains(out, want), "goroutine profile lacks label %s", want)
 	}
 }

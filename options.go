@@ -232,8 +232,8 @@ type Ended struct {
 	// Duration is from the end of Init to the end of Close, on the
 	// scheduler's coarse clock: every worker advances it each time it
 	// publishes its counters (every 64 scheduling rounds, and when it
-	// goes idle), the watchdog at each sample, and the timer goroutine
-	// when it wakes, so reading it costs no clock call. It is exact to a
+	// goes idle), the watchdog at each sample, and a worker when it
+	// fires timers, so reading it costs no clock call. It is exact to a
 	// few milliseconds (a quarter of the watchdog's threshold while
 	// workers are busy), and may be 0 for a process shorter than that.
 	Duration time.Duration

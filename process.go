@@ -190,8 +190,8 @@ func (o *StepOutput) spawn(tag uint64, child Process, method string, input paylo
 	*o.add() = yield{tag: tag, arg: arg, kind: kind, method: method, input: input}
 }
 
-// Sleep completes after d. All timers of a scheduler share one timer
-// goroutine; a sleeping process costs no goroutine.
+// Sleep completes after d. The workers fire timers themselves; a
+// sleeping process costs no goroutine and no runtime timer.
 func (o *StepOutput) Sleep(tag uint64, d time.Duration) {
 	o.SleepUntil(tag, time.Now().Add(d))
 }

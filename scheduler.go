@@ -56,11 +56,13 @@ type Scheduler struct {
 	handlersMu sync.Mutex
 
 	// coarse is the scheduler's coarse clock: nanoseconds since the timer
-	// service's epoch, advanced by the watchdog at each sample, by the
-	// timer goroutine and, when the End hook is set, by every worker each
-	// time it publishes its counters (every 64 rounds, and when it goes
-	// idle), so reading the time costs a load instead of a clock call.
-	// Stored by those, loaded by the End hook's bookkeeping.
+	// service's epoch, advanced by the watchdog at each sample, by a
+	// worker that fires timers (to the clock reading it fired them at)
+	// and, when the End hook is set, by every worker each time it
+	// publishes its counters (every 64 rounds, and when it goes idle), so
+	// reading the time costs a load instead of a clock call. Moved only
+	// forward, by CAS (see advanceCoarse); loaded by the End hook's
+	// bookkeeping.
 	coarse atomic.Int64
 
 	// phase is the shutdown phase (see shutdown.go): stored by Shutdown
@@ -70,7 +72,7 @@ type Scheduler struct {
 	// the phase before it reads the count, so one sees the other.
 	phase atomic.Uint32
 	sd    shutdown
-	wg    sync.WaitGroup // workers and the timer and watchdog goroutines
+	wg    sync.WaitGroup // workers, the watchdog, and armed worker alarms (see armAlarm)
 
 	idle idleWorkers
 	// spinning counts workers searching for work (stealing or spinning).
@@ -117,7 +119,7 @@ func New(opts ...Option) (*Scheduler, error) {
 	}
 	s.handlers.Store(&hs)
 	s.hooks = cfg.hooks
-	s.timers = newTimerService(s)
+	s.timers = newTimerService(s, cfg.workers)
 	s.workers = make([]*worker, cfg.workers)
 	for i := range s.workers {
 		s.workers[i] = newWorker(s, i)
@@ -127,8 +129,7 @@ func New(opts ...Option) (*Scheduler, error) {
 		s.wg.Add(1)
 		goLabelled(s.watchdog.run, "procsched", "watchdog")
 	}
-	s.wg.Add(len(s.workers) + 1)
-	goLabelled(s.timers.run, "procsched", "timers")
+	s.wg.Add(len(s.workers))
 	for i, w := range s.workers {
 		goLabelled(w.loop, "procsched", "worker", "worker", strconv.Itoa(i))
 	}
@@ -390,6 +391,7 @@ func (s *Scheduler) lookup(pid relay.PID) (*proc, error) {
 // the result is published, so a Stats read after the Handle reports the
 // end counts it. w is the worker doing this, if any.
 func (s *Scheduler) finish(p *proc, w *worker, result payload.Payload, err error, forced bool) {
+	s.timers.release(p)
 	if perr := s.callClose(p, w); perr != nil && err == nil {
 		err = perr
 	}

@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"sync/atomic"
-	"time"
 
 	"github.com/procsched/scheduler/relay"
 )
@@ -47,7 +46,7 @@ type Stats struct {
 	// Queues, at the time of the snapshot.
 	GlobalQueue  int   `json:"globalQueue"`  // processes in the global queue
 	WorkerQueues []int `json:"workerQueues"` // processes queued on each worker (next slot included)
-	Timers       int   `json:"timers"`       // timer yields not yet due
+	Timers       int   `json:"timers"`       // live timers: timer yields not yet fired, of processes not ended
 	IdleWorkers  int   `json:"idleWorkers"`  // parked workers
 }
 
@@ -291,7 +290,7 @@ func (w *worker) flush() {
 
 // tick advances the coarse clock.
 func (s *Scheduler) tick() {
-	s.coarse.Store(int64(time.Since(s.timers.epoch)))
+	s.advanceCoarse(s.timers.now())
 }
 
 // schedCounters are counted outside any worker (external submissions,

@@ -1,130 +1,660 @@
 package scheduler
 
 import (
-	"container/heap"
+	"math"
 	"sync"
+	"sync/atomic"
 	"time"
-
-	"github.com/procsched/scheduler/relay"
 )
 
-// timerService runs every timer yield of a scheduler on one goroutine with
-// one time.Timer set to the earliest deadline, so a sleeping process costs
-// a heap entry (24 bytes), not a goroutine or a runtime timer.
+// Timers.
 //
-// Deadlines are kept as durations since the service started, measured on
-// the monotonic clock, so wall-clock jumps do not move them.
-type timerService struct {
-	s     *Scheduler
-	epoch time.Time
+// A timer yield is an entry {when, pid, seq} in a min-heap, and the
+// workers fire the entries themselves, as the Go runtime's Ps run their
+// own timers from the scheduling loop: a due timer never waits for a
+// separate goroutine to be given a processor. Each worker has a shard
+// (a heap, plus an index from seq to heap position, under a small mutex)
+// and the timers it sets go into its own shard; seq-1 modulo the number
+// of workers names the worker that registered a yield (see newSeq), so
+// the shard of any pending yield is known from its seq alone.
+//
+// Who fires a due timer:
+//
+//   - A running worker looks at the timers between runs and between the
+//     steps of a process that continues (see worker.checkTimers). When
+//     no shard holds a timer, a look is a load per shard; otherwise it
+//     reads the clock, and it spaces its looks by the ticks it expects to
+//     pass before the earliest deadline, from the time its recent ticks
+//     took, at most timerMaxTicks apart: a timer is fired within about a
+//     tick of its deadline, at the cost of a clock read every few ticks.
+//     A process that continues may take long steps, which that spacing
+//     cannot see, so its worker also looks every other step.
+//   - A worker fires its own shard; another worker's only once its timers
+//     are timerStealAfter overdue (the owner is kept from looking, by a
+//     long step or by the operating system) or while its owner is idle.
+//     So the workers do not contend for the shards while all is well.
+//   - A worker that runs out of work looks before it steals or spins.
+//   - A look fires the shards' due timers merged in deadline order, so a
+//     backlog reaches the global queue oldest first.
+//   - A worker that parks while timers are pending becomes the watcher,
+//     unless a parked watcher wakes up by the earliest deadline: it parks
+//     with an alarm (a runtime timer whose function takes it off the idle
+//     list and unparks it) set to that deadline, as a Tokio worker parks
+//     on its time driver with a timeout. The other parked workers sleep
+//     without a timeout. If the watcher was woken before its alarm goes
+//     off and timers are due then, the alarm wakes another parked
+//     worker, for those that relied on it (see alarmRang).
+//
+// Firing takes up to timerBatch due entries of a shard under its lock,
+// completes each yield (exactly that yield, by seq, or nothing if it
+// completed or its process ended meanwhile) with no lock held, and
+// pushes the processes woken to the global queue in deadline order.
+// (Not to the firing worker's deque: its owner works it newest first, so
+// under a steady load the processes woken first would wait longest.) A
+// process that continues is queued behind them when its worker's look
+// fires timers. A shard's lock is held only to take a batch (or to add
+// or remove one timer), never while yields complete: a worker
+// descheduled while firing (by the operating system, or by the Go
+// scheduler for the garbage collector) holds back only its batch.
+//
+// Order: a shard gives out its timers in the order of their deadlines,
+// equal deadlines in the order they were set, and a batch never splits
+// the timers of one process at its end, so the timers one step sets for
+// one deadline complete in the order set. Timers of one process in two
+// batches complete in deadline order unless two workers fire those
+// batches at once (then they may interleave); with one worker, always.
+//
+// Removal is exact and O(log n): the index gives the entry's position.
+// When a process ends, the timers of its pending yields are removed at
+// once (see release); Shutdown releases whatever is left.
+//
+// Deadlines are nanoseconds since the service's epoch on the monotonic
+// clock, so wall-clock jumps do not move them.
 
-	mu      sync.Mutex // guards entries
-	entries timerHeap
-	// kick wakes the goroutine when a new earliest deadline arrives; one
-	// buffered signal is enough, the goroutine re-reads the heap.
-	kick chan struct{}
-	quit chan struct{}
+// noTimer is the earliest deadline of an empty shard.
+const noTimer = math.MaxInt64
+
+// watchRunning in timerService.watch: the last watcher was woken and runs;
+// it looks at the timers again before it parks.
+const watchRunning = -1
+
+// timerService holds the timer shards of a scheduler and the watcher
+// slot; the workers do the rest (see above).
+type timerService struct {
+	s      *Scheduler
+	epoch  time.Time
+	shards []timerShard // one per worker, indexed by worker ID
+
+	// watch is the deadline at which the watcher's alarm goes off; 0 if
+	// no worker watches; watchRunning if the last watcher has woken and
+	// is running. A parking worker with an earlier deadline than the
+	// watch (or when it is 0 or watchRunning) claims it by CAS and arms
+	// its alarm; a watcher that wakes swaps its own deadline for
+	// watchRunning by CAS. A worker that sets a timer earlier than the
+	// watch, or while it is 0, wakes a parked worker, which parks again
+	// as the watcher. Its operations and the loads and stores of the
+	// shards' first are sequentially consistent: a worker that parks
+	// without an alarm because it loaded a watcher's deadline did so
+	// before that watcher's wake-up CAS, and the watcher looks at every
+	// shard after that CAS, so it sees every timer the parking worker saw.
+	watch atomic.Int64
 }
 
+// timerShard is one worker's timers.
+type timerShard struct {
+	mu    sync.Mutex   // guards heap and index; held for a heap operation or a batch of them
+	heap  []timerEntry // a 4-ary min-heap ordered by (when, seq)
+	index u64map       // seq -> position of its entry in heap
+	// first is heap[0].when (noTimer when empty) and count is len(heap):
+	// stored under mu after every change, loaded without it by workers
+	// deciding whether to look (first) and by Stats (count).
+	first atomic.Int64
+	count atomic.Int64
+
+	// The rest is used only by the worker that owns the shard (the one
+	// with its index), for whatever shard it fires.
+	due      []timerEntry // the batch being fired
+	woken    []*proc      // processes the batch made Ready
+	lastTick uint64       // the tick and clock reading of the last look
+	lastNow  int64        // (see ticksUntil)
+	alarm    *time.Timer  // wakes this worker when it parks as the watcher
+	armedFor int64        // the deadline the alarm is set to; 0: not armed
+
+	_ [64]byte // keeps the next shard's lock and first off these lines
+}
+
+// timerEntry is one timer: complete yield seq of process pid at when.
 type timerEntry struct {
-	when int64  // nanoseconds since epoch
+	when int64  // nanoseconds since the epoch
 	pid  uint64 // the process's ID
 	seq  uint64 // its yield (see worker.register)
 }
 
-type timerHeap []timerEntry
-
-func (h timerHeap) Len() int           { return len(h) }
-func (h timerHeap) Less(i, j int) bool { return h[i].when < h[j].when }
-func (h timerHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *timerHeap) Push(x any)        { *h = append(*h, x.(timerEntry)) }
-func (h *timerHeap) Pop() any {
-	old := *h
-	e := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return e
+func (e *timerEntry) before(o *timerEntry) bool {
+	return e.when < o.when || e.when == o.when && e.seq < o.seq
 }
 
-func newTimerService(s *Scheduler) *timerService {
-	return &timerService{
-		s:     s,
-		epoch: time.Now(),
-		kick:  make(chan struct{}, 1),
-		quit:  make(chan struct{}),
+// Sizes of the firing buffers and the heap below which a shard keeps its
+// memory.
+const (
+	timerBatch     = 64
+	timerShrinkMin = 256
+)
+
+// timerMaxTicks is the most ticks a worker lets pass between looks at the
+// timers (see ticksUntil). A tick is a run or a step of a process that
+// continues; steps are meant to last microseconds, so this bounds the
+// lateness a wrong guess of the tick length can cause.
+const timerMaxTicks = 32
+
+// timerBusyTicks is how many ticks a worker lets pass before it looks
+// again at timers another worker is firing.
+const timerBusyTicks = 4
+
+func newTimerService(s *Scheduler, workers int) *timerService {
+	ts := &timerService{s: s, epoch: time.Now(), shards: make([]timerShard, workers)}
+	for i := range ts.shards {
+		sh := &ts.shards[i]
+		sh.first.Store(noTimer)
+		sh.due = make([]timerEntry, 0, timerBatch)
+		sh.woken = make([]*proc, 0, timerBatch)
 	}
+	return ts
 }
 
 // at converts t to the service's clock.
 func (ts *timerService) at(t time.Time) int64 { return int64(t.Sub(ts.epoch)) }
 
+// now reads the service's clock.
+func (ts *timerService) now() int64 { return int64(time.Since(ts.epoch)) }
+
+// shardOf returns the shard holding the timer of yield seq, if it has
+// one: that of the worker that registered it.
+func (ts *timerService) shardOf(seq uint64) (*timerShard, int) {
+	id := int((seq - 1) % uint64(len(ts.shards)))
+	return &ts.shards[id], id
+}
+
 // add schedules the completion of process pid's yield seq at when, in
-// nanoseconds on the service's clock.
+// nanoseconds on the service's clock. Called by the worker that
+// registered seq, whose shard takes the timer.
 func (ts *timerService) add(pid, seq uint64, when int64) {
-	ts.mu.Lock()
-	heap.Push(&ts.entries, timerEntry{when: when, pid: pid, seq: seq})
-	earliest := ts.entries[0].seq == seq
-	ts.mu.Unlock()
-	if earliest {
-		select {
-		case ts.kick <- struct{}{}:
-		default:
+	sh, id := ts.shardOf(seq)
+	sh.mu.Lock()
+	sh.push(timerEntry{when: when, pid: pid, seq: seq})
+	earliest := sh.heap[0].seq == seq
+	sh.publish()
+	sh.mu.Unlock()
+	if !earliest {
+		return
+	}
+	// The caller, the shard's owner, looks at its shard at its next tick
+	// and spaces its looks for this deadline from there.
+	ts.s.workers[id].timerTick = 0
+	// If workers are parked and none will wake up by when, wake one: it
+	// finds no work and parks as the watcher. Otherwise the timer would
+	// wait for this worker, which may be about to run a long step.
+	if ts.s.idle.count.Load() > 0 {
+		if w := ts.watch.Load(); w == 0 || w > when {
+			ts.s.wakeWorker()
 		}
 	}
 }
 
-// remove releases the timer of yield seq, if it has one. Any goroutine.
-func (ts *timerService) remove(seq uint64) {
-	// The heap has no index by yield: a removed timer stays until it is
-	// due and then completes nothing, since its yield is not pending.
+// remove deletes the timer of yield seq and reports whether it had one.
+// Any goroutine.
+func (ts *timerService) remove(seq uint64) bool {
+	sh, _ := ts.shardOf(seq)
+	// A timer is added before its yield can be completed, cancelled or
+	// released, by the worker running the process, so a shard that
+	// shows none has none for seq.
+	if sh.count.Load() == 0 {
+		return false
+	}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	i, ok := sh.index.get(seq)
+	if !ok {
+		return false
+	}
+	sh.removeAt(int(i))
+	sh.publish()
+	return true
 }
 
-// pending returns the number of timers not yet fired.
+// release removes the timers of p's pending yields. Called by whoever
+// ends p, after its last step and before proc.close forgets the pending
+// yields. A process with no pending yield costs a load.
+func (ts *timerService) release(p *proc) {
+	if p.npending.Load() == 0 {
+		return
+	}
+	p.mu.Lock()
+	if x := p.extra.Load(); x != nil && x.large != nil {
+		x.large.bySeq.each(func(seq, _ uint64) { ts.remove(seq) })
+	} else {
+		for _, y := range p.pending.small {
+			ts.remove(y.seq)
+		}
+	}
+	p.mu.Unlock()
+}
+
+// pending returns the number of live timers. Any goroutine.
 func (ts *timerService) pending() int {
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	return len(ts.entries)
+	n := int64(0)
+	for i := range ts.shards {
+		n += ts.shards[i].count.Load()
+	}
+	return int(n)
 }
 
-// run is the timer goroutine: it completes due timers, then sleeps until
-// the next deadline, a new earliest timer, or stop.
-func (ts *timerService) run() {
-	defer ts.s.wg.Done()
-	_ = ts.s.addOwnGoroutine()
-	t := time.NewTimer(time.Hour)
-	defer t.Stop()
-	var due []timerEntry
+// stop releases every timer, for Shutdown once the workers have exited.
+func (ts *timerService) stop() {
+	for i := range ts.shards {
+		sh := &ts.shards[i]
+		sh.mu.Lock()
+		sh.heap, sh.index = nil, u64map{}
+		sh.publish()
+		sh.mu.Unlock()
+	}
+}
+
+// The heap. Called with sh.mu held; publish after a change.
+
+// publish stores first and count for the loads outside the lock.
+func (sh *timerShard) publish() {
+	first := int64(noTimer)
+	if len(sh.heap) > 0 {
+		first = sh.heap[0].when
+	}
+	sh.first.Store(first)
+	sh.count.Store(int64(len(sh.heap)))
+}
+
+func (sh *timerShard) push(e timerEntry) {
+	sh.heap = append(sh.heap, e)
+	sh.up(len(sh.heap) - 1)
+}
+
+// up moves the entry at i towards the root to its place.
+func (sh *timerShard) up(i int) {
+	h := sh.heap
+	e := h[i]
+	for i > 0 {
+		parent := (i - 1) / 4
+		if !e.before(&h[parent]) {
+			break
+		}
+		h[i] = h[parent]
+		sh.index.set(h[i].seq, uint64(i))
+		i = parent
+	}
+	h[i] = e
+	sh.index.set(e.seq, uint64(i))
+}
+
+// down moves the entry at i towards the leaves to its place.
+func (sh *timerShard) down(i int) {
+	h := sh.heap
+	n := len(h)
+	e := h[i]
 	for {
-		now := int64(time.Since(ts.epoch))
-		ts.s.coarse.Store(now)
-		ts.mu.Lock()
-		for len(ts.entries) > 0 && ts.entries[0].when <= now {
-			due = append(due, heap.Pop(&ts.entries).(timerEntry))
+		c := 4*i + 1
+		if c >= n {
+			break
 		}
-		next := time.Duration(-1)
-		if len(ts.entries) > 0 {
-			next = time.Duration(ts.entries[0].when - now)
+		m := c
+		for j := c + 1; j < c+4 && j < n; j++ {
+			if h[j].before(&h[m]) {
+				m = j
+			}
 		}
-		ts.mu.Unlock()
-		for _, e := range due {
-			// The process may have ended meanwhile; then there is
-			// nobody to tell.
-			_ = ts.s.complete(relay.PID{Node: ts.s.node, ID: e.pid}, Event{Type: EventYieldComplete}, e.seq, via{})
+		if !h[m].before(&e) {
+			break
 		}
-		clear(due)
-		due = due[:0]
-		if next >= 0 {
-			t.Reset(next)
+		h[i] = h[m]
+		sh.index.set(h[i].seq, uint64(i))
+		i = m
+	}
+	h[i] = e
+	sh.index.set(e.seq, uint64(i))
+}
+
+// removeAt deletes the entry at i and returns it. A heap that has shrunk
+// to a quarter of its buffer moves to a smaller one, so that the memory
+// of a burst of timers is given back once they are gone.
+func (sh *timerShard) removeAt(i int) timerEntry {
+	h := sh.heap
+	e := h[i]
+	sh.index.remove(e.seq)
+	last := len(h) - 1
+	if i != last {
+		h[i] = h[last]
+	}
+	sh.heap = h[:last]
+	if i != last {
+		if i > 0 && sh.heap[i].before(&sh.heap[(i-1)/4]) {
+			sh.up(i)
 		} else {
-			t.Stop()
+			sh.down(i)
 		}
-		select {
-		case <-t.C:
-		case <-ts.kick:
-		case <-ts.quit:
+	}
+	if c := cap(sh.heap); c > timerShrinkMin && len(sh.heap) < c/4 {
+		sh.shrink()
+	}
+	return e
+}
+
+// shrink moves the heap to a buffer twice its length and rebuilds the
+// index, which never shrinks by itself.
+func (sh *timerShard) shrink() {
+	h := make([]timerEntry, len(sh.heap), 2*len(sh.heap))
+	copy(h, sh.heap)
+	sh.heap = h
+	sh.index = u64map{}
+	for i := range h {
+		sh.index.add(h[i].seq, uint64(i))
+	}
+}
+
+// The workers' side.
+
+// checkTimers is a worker's look at the timers, at a tick when
+// w.timerTick says it is time. It fires what is due in every shard (see
+// fireTimers), decides when to look again from the earliest deadline
+// left, and reports whether it queued any process. Every shard, not only
+// its own: a worker whose thread the operating system has descheduled
+// would otherwise hold its shard's timers back until it runs again.
+// Owner only.
+func (w *worker) checkTimers() bool {
+	queued, now, earliest := w.pollTimers()
+	if earliest == noTimer {
+		w.timerTick = w.tick + timerMaxTicks
+	} else {
+		w.timerTick = w.tick + w.ownTimers.ticksUntil(earliest, now, w.tick)
+	}
+	return queued
+}
+
+// ticksUntil returns how many ticks the owner may let pass before it
+// looks at the timers again, given the earliest deadline first and the
+// clock reading now at tick: half the ticks that the recent ones suggest
+// will pass before first, at least 1 and at most timerMaxTicks. Owner
+// only.
+func (sh *timerShard) ticksUntil(first, now int64, tick uint64) uint64 {
+	n := int64(1) // no estimate of a tick's length yet: look at the next one
+	switch ticks := int64(tick - sh.lastTick); {
+	case first <= now:
+		// Due and not fired: another worker took the shard's due
+		// timers from under this look and is firing them; looking
+		// again at once would only collide with it.
+		n = timerBusyTicks
+	case ticks > 0 && now > sh.lastNow && sh.lastTick != 0:
+		perTick := max((now-sh.lastNow)/ticks, 1)
+		n = min(max((first-now)/perTick/2, 1), timerMaxTicks)
+	}
+	sh.lastTick, sh.lastNow = tick, now
+	return uint64(n)
+}
+
+// pollTimers fires the due timers of every shard and reports whether it
+// queued any process, the clock reading it used, and the earliest
+// deadline left as this worker sees it (noTimer if none, and then it may
+// not have read the clock). It fires the shards' timers merged in
+// deadline order, a run from the shard with the earliest due timer up
+// to the next shard's earliest, so that a backlog reaches the global
+// queue oldest first, not shard after shard.
+//
+// A shard whose owner is busy is the owner's to fire: another worker
+// takes its timers only once they are timerStealAfter overdue (its owner
+// has been kept from looking, by a long step or by the operating
+// system), so the workers do not contend for the shards' locks while all
+// is well. A shard whose owner is idle is anyone's. Worker only.
+func (w *worker) pollTimers() (queued bool, now, earliest int64) {
+	ts := w.s.timers
+	now = -1
+	fired := false
+	for {
+		best, bestFirst, next := -1, int64(noTimer), int64(noTimer)
+		earliest = noTimer
+		for i := range ts.shards {
+			first := ts.shards[i].first.Load()
+			if first == noTimer {
+				continue
+			}
+			if now < 0 {
+				now = ts.now()
+			}
+			grace := int64(0)
+			if i != w.id && !w.s.workers[i].idle.Load() {
+				grace = timerStealAfter
+			}
+			earliest = min(earliest, first+grace)
+			switch {
+			case first+grace > now:
+			case first < bestFirst:
+				best, bestFirst, next = i, first, bestFirst
+			default:
+				next = min(next, first)
+			}
+		}
+		if best < 0 {
+			break
+		}
+		if !fired {
+			fired = true
+			w.s.advanceCoarse(now)
+		}
+		popped, q := w.fireTimers(&ts.shards[best], min(now, next))
+		queued = queued || q
+		if !popped {
+			break // another worker took them meanwhile
+		}
+	}
+	// A worker with nothing queued takes them from the global queue
+	// next (and wakes others if it takes several); one with work of its
+	// own wakes a worker for them.
+	if queued && w.queueLen() > 0 {
+		w.s.wakeWorker()
+	}
+	return queued, now, earliest
+}
+
+// timerStealAfter is how overdue the timers of a busy worker's shard
+// must be before another worker fires them. A busy owner looks about
+// every tick when a deadline is near, so this is reached only when it is
+// kept from looking.
+const timerStealAfter = int64(100 * time.Microsecond)
+
+// fireTimers completes the timers of sh due by limit, a batch at a
+// time, and queues the processes they wake on the global queue; it
+// reports whether it took any timer and whether it queued any process.
+// It holds no lock while it completes a batch: a worker descheduled
+// there (by the operating system, or by the Go scheduler for the garbage
+// collector) holds back only the timers of its batch, and the other
+// workers go on firing the shard. Worker only.
+func (w *worker) fireTimers(sh *timerShard, limit int64) (popped, queued bool) {
+	for more := true; more; {
+		var n int
+		var q bool
+		n, q, more = w.fireBatch(sh, limit)
+		popped = popped || n > 0
+		queued = queued || q
+	}
+	return popped, queued
+}
+
+// fireBatch takes up to timerBatch timers of sh due by now (more if the
+// last ones belong to one process, so that the timers one step set for
+// one deadline stay in one batch), completes their yields in deadline
+// order and pushes the processes woken to the global queue, in that
+// order; it reports how many it took, whether it queued any process, and
+// whether more are due. Worker only.
+func (w *worker) fireBatch(sh *timerShard, now int64) (popped int, queued, more bool) {
+	own := w.ownTimers
+	due := own.due[:0]
+	sh.mu.Lock()
+	for len(sh.heap) > 0 && sh.heap[0].when <= now &&
+		(len(due) < timerBatch || sh.heap[0].pid == due[len(due)-1].pid) {
+		due = append(due, sh.removeAt(0))
+	}
+	more = len(sh.heap) > 0 && sh.heap[0].when <= now
+	sh.publish()
+	sh.mu.Unlock()
+	own.due = due[:0] // keep a buffer that grew for one process's timers
+	if h := testHookTimerFire.Load(); h != nil {
+		for i := range due {
+			(*h)(w.s, due[i].pid, due[i].seq)
+		}
+	}
+	woken := own.woken[:0]
+	for i := range due {
+		p := w.s.table.lookup(due[i].pid)
+		if p == nil {
+			continue // ended meanwhile
+		}
+		st, held, err := p.complete(Event{Type: EventYieldComplete}, due[i].seq)
+		if held != 0 {
+			w.s.demonitor(held, due[i].seq)
+		}
+		if err != nil || st == 0 {
+			continue // ended, or the yield completed otherwise, or running
+		}
+		if st == stBlocked {
+			w.n.blockedOut++
+		} else {
+			w.n.idleOut++
+		}
+		woken = append(woken, p)
+	}
+	// The global queue, not the deque, which its owner works newest
+	// first: under load the processes woken first would wait longest.
+	if len(woken) > 0 {
+		w.s.global.PushBatch(woken)
+		clear(woken)
+		own.woken = woken[:0]
+		queued = true
+	}
+	return len(due), queued, more
+}
+
+// testHookTimerFire, when set, is called with every timer a worker takes
+// from a shard to fire. Tests only; a load per batch.
+var testHookTimerFire atomic.Pointer[func(s *Scheduler, pid, seq uint64)]
+
+// watchTimers is called by a parking worker listed as idle: it reports
+// false if a timer is due (the worker should not park), and otherwise
+// makes the worker the watcher, with its alarm set to the earliest
+// deadline, unless no timer is pending or a parked watcher wakes up by
+// then. Worker only.
+func (w *worker) watchTimers() bool {
+	w.stopAlarm()
+	ts := w.s.timers
+	earliest := int64(noTimer)
+	for i := range ts.shards {
+		earliest = min(earliest, ts.shards[i].first.Load())
+	}
+	if earliest == noTimer {
+		// Nothing to watch; a woken watcher's claim lapses.
+		ts.watch.CompareAndSwap(watchRunning, 0)
+		return true
+	}
+	now := ts.now()
+	if earliest <= now {
+		return false
+	}
+	for {
+		cur := ts.watch.Load()
+		if cur > now && cur <= earliest {
+			// That watcher's alarm goes off by then (and if it has been
+			// woken meanwhile, its alarm wakes another parked worker).
+			// A watch already past is not trusted: its watcher may be
+			// woken but not yet running.
+			return true
+		}
+		if ts.watch.CompareAndSwap(cur, earliest) {
+			break
+		}
+	}
+	w.armAlarm(earliest, time.Duration(earliest-now))
+	return true
+}
+
+// armAlarm sets the worker's alarm to go off after d, for deadline.
+// Each arming is counted in s.wg until the alarm's function has run or
+// stopAlarm has stopped it, so Shutdown waits for it. Worker only, with
+// no alarm armed.
+func (w *worker) armAlarm(deadline int64, d time.Duration) {
+	own := w.ownTimers
+	own.armedFor = deadline
+	w.s.wg.Add(1)
+	if own.alarm == nil {
+		own.alarm = time.AfterFunc(d, w.alarmRang)
+		return
+	}
+	own.alarm.Reset(d)
+}
+
+// stopAlarm stops the worker's alarm if it is armed. Worker only: when
+// it parks again (before it decides whether to watch) and when it exits.
+func (w *worker) stopAlarm() {
+	own := w.ownTimers
+	if own.armedFor == 0 {
+		return
+	}
+	if own.alarm.Stop() {
+		w.s.wg.Done()
+	}
+	own.armedFor = 0
+}
+
+// woke is called by a worker when Park returns. If it was the watcher,
+// it marks the watch as running (it looks at the timers again before it
+// parks) but leaves its alarm armed: parked workers that trusted its
+// watch rely on that alarm, which, if the worker is not parked when it
+// goes off, wakes one of them (see alarmRang). Worker only.
+func (w *worker) woke() {
+	if d := w.ownTimers.armedFor; d != 0 {
+		w.s.timers.watch.CompareAndSwap(d, watchRunning)
+	}
+}
+
+// alarmRang is the alarm's function. It wakes the worker if it is still
+// parked (on the idle list), as a waker would but without handing it
+// the search. If the worker is not parked (it was woken earlier, and
+// may even be waiting for a processor) and timers are due, it wakes
+// another parked worker instead, for the timers that parked workers
+// trusted its watch with.
+// Runs on a goroutine of its own.
+func (w *worker) alarmRang() {
+	s := w.s
+	if s.idle.remove(w) {
+		w.parker.Unpark()
+	} else if s.timers.anyDue() {
+		if v := s.idle.pop(); v != nil {
+			v.parker.Unpark()
+		}
+	}
+	s.wg.Done()
+}
+
+// anyDue reports whether a shard holds a due timer. Any goroutine.
+func (ts *timerService) anyDue() bool {
+	earliest := int64(noTimer)
+	for i := range ts.shards {
+		earliest = min(earliest, ts.shards[i].first.Load())
+	}
+	return earliest != noTimer && earliest <= ts.now()
+}
+
+// advanceCoarse moves the coarse clock forward to now, never back.
+// Any goroutine.
+func (s *Scheduler) advanceCoarse(now int64) {
+	for {
+		c := s.coarse.Load()
+		if c >= now || s.coarse.CompareAndSwap(c, now) {
 			return
 		}
 	}
 }
-
-// stop ends the timer goroutine; timers not yet due never fire.
-func (ts *timerService) stop() { close(ts.quit) }

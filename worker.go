@@ -70,6 +70,12 @@ type worker struct {
 	// set when a process that continues gives the global queue its turn.
 	checkGlobal bool
 
+	// ownTimers is this worker's timer shard, and timerTick the tick at
+	// which it looks at its timers next (see checkTimers). Owner only;
+	// timerTick is reset by timerService.add, which the owner calls.
+	ownTimers *timerShard
+	timerTick uint64
+
 	out    StepOutput
 	events []Event
 	batch  []*proc
@@ -91,7 +97,8 @@ type worker struct {
 
 	// For the watchdog (see watchdog.go). beat is runCount as of the last
 	// flush (every 64 rounds and when the worker goes idle): it stalls
-	// only when runs are long. idle is set while the worker has no work.
+	// only when runs are long. idle is set while the worker has no work
+	// (the other workers' timer looks read it too: see pollTimers).
 	// watched asks the worker to store each run's process in cur (and
 	// stepWatched in stepFlags, set and cleared with it, to mark its
 	// steps in stepMark): the watchdog sets it for a worker whose beat has
@@ -153,6 +160,7 @@ func newWorker(s *Scheduler, id int) *worker {
 		batch: make([]*proc, s.globalBatch),
 	}
 	w.out.clock = s.timers.epoch
+	w.ownTimers = &s.timers.shards[id]
 	return w
 }
 
@@ -173,6 +181,9 @@ func (w *worker) loop() {
 				w.flush()
 				w.out.release()
 				clear(w.events[:cap(w.events)])
+			}
+			if queued, _, _ := w.pollTimers(); queued {
+				continue
 			}
 			if w.spinning || w.startSearching() {
 				p = w.steal()
@@ -204,6 +215,7 @@ func (w *worker) loop() {
 		w.spinning = false
 		w.s.spinning.Add(-1)
 	}
+	w.stopAlarm()
 	w.flush()
 }
 
@@ -216,6 +228,9 @@ func (w *worker) loop() {
 // row, the queue goes first.
 func (w *worker) findLocal() *proc {
 	w.tick++
+	if w.tick >= w.timerTick {
+		w.checkTimers()
+	}
 	if !w.s.unfair {
 		if w.tick%globalCheckInterval == 0 || w.checkGlobal {
 			w.checkGlobal = false
@@ -423,16 +438,18 @@ func (w *worker) park() {
 	}
 	s.idle.push(w)
 	// Work made runnable before we were listed may have found no one to
-	// wake: look again now that wakers can see us.
-	if s.phase.Load() >= phaseStopping || s.hasWork() {
+	// wake: look again now that wakers can see us. Timers that are due
+	// are work; otherwise we may park as the timers' watcher.
+	if s.phase.Load() >= phaseStopping || s.hasWork() || !w.watchTimers() {
 		if s.idle.remove(w) {
 			return
 		}
-		// A waker took us off the list and is unparking us with the
-		// search handed over; Park returns at once.
+		// A waker or an alarm took us off the list and is unparking
+		// us; Park returns at once.
 	}
 	bump(&w.stats.parks)
 	w.parker.Park()
+	w.woke()
 	if w.handedSearch.Swap(false) {
 		w.spinning = true
 	}
@@ -613,6 +630,15 @@ func (w *worker) run(p *proc) {
 				p.state.Store(stReady)
 				w.pushLocal(p)
 				w.checkGlobal = true
+				return
+			}
+			// A process that continues may take long steps, which the
+			// spacing of the looks by ticks cannot see: look at least
+			// every other step.
+			if (w.tick >= w.timerTick || w.tick%2 == 0) && w.checkTimers() {
+				// Timers woke processes: p goes behind them.
+				p.state.Store(stReady)
+				s.global.Push(p)
 				return
 			}
 			if steps < s.stepBudget {
