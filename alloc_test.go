@@ -32,7 +32,7 @@ import (
 //   - With GOMAXPROCS left alone, so that workers and the test run in
 //     parallel and steals, parking and wake-ups happen as in production.
 //     runtime.MemStats.Mallocs, the heap allocations of every goroutine
-//     (workers, the timer goroutine, handlers, the test), is read around
+//     (workers, their alarms, handlers, the test), is read around
 //     sAllocParallelRuns calls of f, and the operations are counted
 //     exactly, by the processes or by the driving loop. Fewer than one
 //     allocation per sAllocOps operations is accepted: that absorbs the
@@ -358,6 +358,62 @@ func TestAllocCompleteYieldFromOutside(t *testing.T) {
 					}
 				}
 				sCheckAllocs(t, "yield -> "+via+" from outside -> step", func() int64 { return completed }, complete)
+			})
+		}
+	}
+}
+
+// sAllocSleeper sleeps for d again each time its timer completes,
+// counting completions, until cancelled.
+type sAllocSleeper struct {
+	hook *sAllocHook
+	d    time.Duration
+	tag  uint64
+}
+
+func (p *sAllocSleeper) Init(context.Context, string, payload.Payloads) error { return nil }
+func (p *sAllocSleeper) Close()                                               {}
+func (p *sAllocSleeper) Step(evs []sched.Event, out *sched.StepOutput) error {
+	n := int64(0)
+	for i := range evs {
+		switch evs[i].Type {
+		case sched.EventCancel:
+			out.Done(payload.Payload{})
+			return nil
+		case sched.EventYieldComplete:
+			n++
+		}
+	}
+	if n > 0 {
+		p.hook.add(n)
+	}
+	if len(evs) == 0 || n > 0 {
+		p.tag++
+		out.Sleep(p.tag, p.d)
+	}
+	return nil
+}
+
+// TestAllocSleepRoundTrip: a timer set and fired, and the step it wakes,
+// allocate nothing. With a timer due at once, the worker fires it at its
+// own look at its timers. With a real wait (make stress only: the
+// runtime wakes an idle program's timers to the millisecond, so each
+// round trip takes one) the worker parks with its alarm set and the
+// alarm wakes it.
+func TestAllocSleepRoundTrip(t *testing.T) {
+	sleeps := []time.Duration{0}
+	if stressScale > 1 {
+		sleeps = append(sleeps, 20*time.Microsecond)
+	}
+	for _, d := range sleeps {
+		for _, workers := range sAllocWorkers {
+			t.Run(fmt.Sprintf("sleep=%v/workers=%d", d, workers), func(t *testing.T) {
+				s := sAllocScheduler(t, workers)
+				hook := sNewAllocHook()
+				sAllocSubmit(t, s, &sAllocSleeper{hook: hook, d: d})
+				sCheckAllocs(t, fmt.Sprintf("Sleep(%v) -> timer fired -> step", d), hook.count.Load, func() {
+					hook.await(sAllocOps)
+				})
 			})
 		}
 	}
