@@ -21,8 +21,8 @@ import (
 //	phaseForcing   a Shutdown's deadline passed: the processes still
 //	               alive are being closed with ErrForced (skipped when
 //	               every process ends on its own)
-//	phaseStopping  no process is live: the workers, the timer goroutine
-//	               and the watchdog are exiting
+//	phaseStopping  no process is live: the workers and the watchdog are
+//	               exiting
 //	phaseStopped   every goroutine of the scheduler has exited; calls
 //	               fail with ErrClosed
 //
@@ -56,7 +56,7 @@ type shutdown struct {
 	forced atomic.Int64
 
 	// own lists the IDs of the scheduler's own goroutines (workers,
-	// timers, watchdog, stopper, blocking pool): a Shutdown called on one of them
+	// watchdog, stopper, blocking pool): a Shutdown called on one of them
 	// cannot wait for the stop, since its caller is part of what must
 	// stop. Added to by each of those goroutines as it starts; read by
 	// Shutdown. Goroutine IDs are never reused, so an ID left behind by
@@ -174,8 +174,8 @@ func (s *Scheduler) beginShutdown() {
 
 // stopper is the goroutine that carries a shutdown through: it waits for
 // the last process to end, forcing the ones still alive if a deadline
-// passes first, then stops the workers and the timer and watchdog
-// goroutines and waits for them. It runs the End hook and Close of forced
+// passes first, then releases the timers left, stops the workers and the
+// watchdog goroutine and waits for them. It runs the End hook and Close of forced
 // processes, so those run on a goroutine of the scheduler's.
 func (s *Scheduler) stopper() {
 	_ = s.addOwnGoroutine()

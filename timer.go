@@ -249,7 +249,8 @@ func (ts *timerService) pending() int {
 	return int(n)
 }
 
-// stop releases every timer, for Shutdown once the workers have exited.
+// stop releases every timer left, for the shutdown's stopper once no
+// process is live (each ended process released its own already).
 func (ts *timerService) stop() {
 	for i := range ts.shards {
 		sh := &ts.shards[i]
