@@ -210,11 +210,14 @@ func (p *sAllocSink) Step(evs []sched.Event, out *sched.StepOutput) error {
 }
 
 // sAllocYielder yields cmd again each time the previous yield completes,
-// counting completions, until cancelled.
+// counting completions, until cancelled; with sleep set it sleeps for d
+// instead.
 type sAllocYielder struct {
-	hook *sAllocHook
-	cmd  sched.CommandID
-	tag  uint64
+	hook  *sAllocHook
+	cmd   sched.CommandID
+	sleep bool
+	d     time.Duration
+	tag   uint64
 }
 
 func (p *sAllocYielder) Init(context.Context, string, payload.Payloads) error { return nil }
@@ -235,7 +238,11 @@ func (p *sAllocYielder) Step(evs []sched.Event, out *sched.StepOutput) error {
 	}
 	if len(evs) == 0 || n > 0 {
 		p.tag++
-		out.Yield(p.tag, p.cmd, nil)
+		if p.sleep {
+			out.Sleep(p.tag, p.d)
+		} else {
+			out.Yield(p.tag, p.cmd, nil)
+		}
 	}
 	return nil
 }
@@ -363,37 +370,6 @@ func TestAllocCompleteYieldFromOutside(t *testing.T) {
 	}
 }
 
-// sAllocSleeper sleeps for d again each time its timer completes,
-// counting completions, until cancelled.
-type sAllocSleeper struct {
-	hook *sAllocHook
-	d    time.Duration
-	tag  uint64
-}
-
-func (p *sAllocSleeper) Init(context.Context, string, payload.Payloads) error { return nil }
-func (p *sAllocSleeper) Close()                                               {}
-func (p *sAllocSleeper) Step(evs []sched.Event, out *sched.StepOutput) error {
-	n := int64(0)
-	for i := range evs {
-		switch evs[i].Type {
-		case sched.EventCancel:
-			out.Done(payload.Payload{})
-			return nil
-		case sched.EventYieldComplete:
-			n++
-		}
-	}
-	if n > 0 {
-		p.hook.add(n)
-	}
-	if len(evs) == 0 || n > 0 {
-		p.tag++
-		out.Sleep(p.tag, p.d)
-	}
-	return nil
-}
-
 // TestAllocSleepRoundTrip: a timer set and fired, and the step it wakes,
 // allocate nothing. With a timer due at once, the worker fires it at its
 // own look at its timers. With a real wait (make stress only: the
@@ -410,7 +386,7 @@ func TestAllocSleepRoundTrip(t *testing.T) {
 			t.Run(fmt.Sprintf("sleep=%v/workers=%d", d, workers), func(t *testing.T) {
 				s := sAllocScheduler(t, workers)
 				hook := sNewAllocHook()
-				sAllocSubmit(t, s, &sAllocSleeper{hook: hook, d: d})
+				sAllocSubmit(t, s, &sAllocYielder{hook: hook, sleep: true, d: d})
 				sCheckAllocs(t, fmt.Sprintf("Sleep(%v) -> timer fired -> step", d), hook.count.Load, func() {
 					hook.await(sAllocOps)
 				})

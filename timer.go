@@ -287,12 +287,10 @@ func (sh *timerShard) up(i int) {
 		if !e.before(&h[parent]) {
 			break
 		}
-		h[i] = h[parent]
-		sh.index.set(h[i].seq, uint64(i))
+		sh.place(i, h[parent])
 		i = parent
 	}
-	h[i] = e
-	sh.index.set(e.seq, uint64(i))
+	sh.place(i, e)
 }
 
 // down moves the entry at i towards the leaves to its place.
@@ -314,11 +312,15 @@ func (sh *timerShard) down(i int) {
 		if !h[m].before(&e) {
 			break
 		}
-		h[i] = h[m]
-		sh.index.set(h[i].seq, uint64(i))
+		sh.place(i, h[m])
 		i = m
 	}
-	h[i] = e
+	sh.place(i, e)
+}
+
+// place puts e at position i and records the position in the index.
+func (sh *timerShard) place(i int, e timerEntry) {
+	sh.heap[i] = e
 	sh.index.set(e.seq, uint64(i))
 }
 
