@@ -162,9 +162,6 @@ func newTimerService(s *Scheduler, workers int) *timerService {
 	return ts
 }
 
-// at converts t to the service's clock.
-func (ts *timerService) at(t time.Time) int64 { return int64(t.Sub(ts.epoch)) }
-
 // now reads the service's clock.
 func (ts *timerService) now() int64 { return int64(time.Since(ts.epoch)) }
 
