@@ -158,6 +158,7 @@ func causeValue(cause error, key any) any {
 type callContext struct {
 	p   *proc
 	seq uint64
+	ts  *timerService // where its deadline is, if it has one
 	// Guarded by p.mu:
 	done  chan struct{} // made on demand by Done
 	cause error         // why the context is done; nil while it is not
@@ -167,7 +168,7 @@ type callContext struct {
 // newCallContext returns the context of p's yield seq: the one already
 // listed for it, or a new one, listed while the yield is pending and done
 // at once (with the reason) if it is not.
-func newCallContext(p *proc, seq uint64) *callContext {
+func newCallContext(p *proc, seq uint64, ts *timerService) *callContext {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	x := p.extra.Load()
@@ -178,7 +179,7 @@ func newCallContext(p *proc, seq uint64) *callContext {
 			}
 		}
 	}
-	c := &callContext{p: p, seq: seq}
+	c := &callContext{p: p, seq: seq, ts: ts}
 	switch {
 	case p.flags&pfForced != 0:
 		c.cause = ErrForced
@@ -193,8 +194,15 @@ func newCallContext(p *proc, seq uint64) *callContext {
 	return c
 }
 
-// Deadline implements context.Context: a call context has none.
-func (c *callContext) Deadline() (time.Time, bool) { return time.Time{}, false }
+// Deadline implements context.Context: the deadline the process gave the
+// yield (StepOutput.Timeout), if any.
+func (c *callContext) Deadline() (time.Time, bool) {
+	when, deadline, ok := c.ts.lookup(c.seq)
+	if !ok || !deadline {
+		return time.Time{}, false
+	}
+	return c.ts.epoch.Add(time.Duration(when)), true
+}
 
 // Done implements context.Context.
 func (c *callContext) Done() <-chan struct{} {
@@ -209,14 +217,18 @@ func (c *callContext) Done() <-chan struct{} {
 	return c.done
 }
 
-// Err implements context.Context.
+// Err implements context.Context: DeadlineExceeded once the yield's
+// deadline passed, Canceled once it ended otherwise.
 func (c *callContext) Err() error {
 	c.p.mu.Lock()
 	defer c.p.mu.Unlock()
-	if c.cause != nil {
-		return context.Canceled
+	switch {
+	case c.cause == nil:
+		return nil
+	case c.cause == ErrTimeout:
+		return context.DeadlineExceeded
 	}
-	return nil
+	return context.Canceled
 }
 
 // AfterFunc arranges for f to run, in its own goroutine, once the call

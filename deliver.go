@@ -246,17 +246,26 @@ func (s *Scheduler) complete(pid relay.PID, ev Event, seq uint64, v via) error {
 	if err != nil {
 		return err
 	}
-	woken, held, err := p.complete(ev, seq)
+	c, err := p.complete(ev, seq, nil)
 	if err != nil {
-		return fmt.Errorf("%w: %v tag %d", err, pid, ev.Tag)
+		return &procError{err: err, pid: pid, tag: ev.Tag, tagged: true}
 	}
-	if held != 0 {
-		s.demonitor(held, seq)
-	}
-	if woken != 0 {
-		s.woke(p, woken, v)
+	s.letGo(c)
+	if c.woken != 0 {
+		s.woke(p, c.woken, v)
 	}
 	return nil
+}
+
+// letGo releases what a yield that completed held: its watch on another
+// process and its timer. Any goroutine, after proc.complete.
+func (s *Scheduler) letGo(c completed) {
+	if c.held != 0 {
+		s.demonitor(c.held, c.seq)
+	}
+	if c.timed {
+		s.timers.remove(c.seq)
+	}
 }
 
 // Terminate asks process pid to finish: it gets an [EventCancel] and its

@@ -49,7 +49,7 @@ func (c Call) Context() context.Context {
 	if c.ctx == nil {
 		return context.Background()
 	}
-	return newCallContext(c.ctx, c.seq)
+	return newCallContext(c.ctx, c.seq, c.s.timers)
 }
 
 // Complete completes the yield with data and err; see
@@ -186,10 +186,14 @@ func (w *worker) dispatch(p *proc) {
 			w.tell(p, y.to, y.arg)
 		case yieldSpawn, yieldSpawnAwait:
 			child, _ := y.arg.(Process)
-			w.spawn(p, y.tag, child, y.method, y.input, y.kind == yieldSpawnAwait)
+			w.spawn(p, y, child)
 		case yieldTimer:
-			if seq := w.register(p, y.tag); seq != 0 {
-				w.s.timers.add(p.id, seq, y.when)
+			if seq := w.register(p, y.tag, true); seq != 0 {
+				if y.deadline != 0 && y.deadline < y.when {
+					w.s.timers.addDeadline(w, p.id, seq, y.deadline) // the deadline comes first
+				} else {
+					w.s.timers.add(w, p.id, seq, y.when)
+				}
 			}
 		case yieldTellName:
 			if to, err := w.s.Lookup(y.method); err != nil {
@@ -200,11 +204,11 @@ func (w *worker) dispatch(p *proc) {
 				w.tell(p, to, y.arg)
 			}
 		case yieldMonitor:
-			if seq := w.register(p, y.tag); seq != 0 {
+			if seq := w.registerWithin(p, y); seq != 0 {
 				w.monitor(p, y.tag, seq, y.to)
 			}
 		case yieldRequest:
-			if seq := w.register(p, y.tag); seq != 0 {
+			if seq := w.registerWithin(p, y); seq != 0 {
 				to := y.to
 				if y.method != "" {
 					var err error
@@ -217,6 +221,8 @@ func (w *worker) dispatch(p *proc) {
 			}
 		case yieldCancel:
 			w.cancelYield(p, y.tag)
+		case yieldTimeout:
+			w.timeout(p, y.tag, y.deadline)
 		case yieldReply:
 			_ = w.s.reply(ReplyTo{PID: y.to, Seq: uint64(y.when)}, p.pid(), y.arg, y.err, via{w: w})
 		default:
@@ -228,7 +234,7 @@ func (w *worker) dispatch(p *proc) {
 // dispatchGeneric carries out a yield written with StepOutput.Yield: a
 // user command, run by its handler. Worker only, with p Running.
 func (w *worker) dispatchGeneric(p *proc, y *yield) {
-	seq := w.register(p, y.tag)
+	seq := w.registerWithin(p, y)
 	if seq == 0 {
 		return
 	}
@@ -239,19 +245,85 @@ func (w *worker) dispatchGeneric(p *proc, y *yield) {
 	w.callHandler(p, y, seq)
 }
 
-// register records a yield of p with tag as outstanding and returns the
-// sequence number that names it from now on; a yield whose tag is already
+// register records a yield of p with tag as outstanding (with a timer to
+// come if timed) and returns the sequence number that names it from now
+// on; a yield whose tag is already
 // outstanding completes at once with ErrDuplicateTag (without touching
 // the outstanding one), and register returns 0. Worker only, with p
 // Running.
-func (w *worker) register(p *proc, tag uint64) (seq uint64) {
+func (w *worker) register(p *proc, tag uint64, timed bool) (seq uint64) {
 	seq = w.newSeq()
-	if p.addPending(tag, seq) {
+	stored := seq
+	if timed {
+		stored |= seqTimed
+	}
+	if p.addPending(tag, stored) {
 		return seq
 	}
 	// p is Running: the push flags it and never asks for a queue.
 	_, _ = p.push(Event{Type: EventYieldComplete, Tag: tag, Error: fmt.Errorf("%w: %d", ErrDuplicateTag, tag)})
 	return 0
+}
+
+// registerWithin registers y as register does and, if the step gave it a
+// deadline (StepOutput.Timeout), starts its deadline before the yield's
+// work starts, so that a handler's call context knows it. It returns 0 if
+// the yield is not to be carried out: a duplicate tag, or a deadline
+// already past (the yield then completed with ErrTimeout). Worker only,
+// with p Running.
+func (w *worker) registerWithin(p *proc, y *yield) (seq uint64) {
+	seq = w.register(p, y.tag, y.deadline != 0)
+	if seq == 0 || y.deadline == 0 {
+		return seq
+	}
+	if y.deadline <= w.s.timers.now() {
+		w.expire(p, seq)
+		return 0
+	}
+	w.s.timers.addDeadline(w, p.id, seq, y.deadline)
+	return seq
+}
+
+// expire completes p's pending yield seq with ErrTimeout: its deadline
+// has passed. Worker only, with p Running.
+func (w *worker) expire(p *proc, seq uint64) {
+	if c, err := p.complete(Event{Type: EventYieldComplete, Error: ErrTimeout}, seq, ErrTimeout); err == nil {
+		w.s.letGo(c)
+	}
+}
+
+// timeout gives p's pending yield with tag, from an earlier step, the
+// deadline when (see StepOutput.Timeout): a deadline it has already is
+// replaced, a Sleep keeps its own time if that comes first. Worker only,
+// with p Running.
+func (w *worker) timeout(p *proc, tag uint64, when int64) {
+	p.mu.Lock()
+	seq, ok := p.pending.lookupTag(tag, p.extra.Load())
+	p.mu.Unlock()
+	if !ok {
+		return
+	}
+	ts := w.s.timers
+	if seq&seqTimed != 0 {
+		seq &^= seqTimed
+		if old, deadline, ok := ts.lookup(seq); ok && !deadline && old <= when {
+			return // a Sleep that ends first
+		}
+		ts.remove(seq)
+	}
+	if when <= ts.now() {
+		w.expire(p, seq)
+		return
+	}
+	// The timer first, then the mark: a completion between the two sees
+	// no mark and leaves the timer, which the failed mark then removes.
+	ts.addDeadline(w, p.id, seq, when)
+	p.mu.Lock()
+	marked := p.pending.markTimed(seq, p.extra.Load())
+	p.mu.Unlock()
+	if !marked {
+		ts.remove(seq)
+	}
 }
 
 // newSeq returns a yield sequence number that no other yield of this
@@ -276,8 +348,8 @@ func (w *worker) completeNow(p *proc, seq uint64, data any, err error) {
 // completeNowFrom is completeNow with the event's From set. Worker only,
 // with p Running.
 func (w *worker) completeNowFrom(p *proc, seq uint64, from relay.PID, data any, err error) {
-	if _, held, e := p.complete(Event{Type: EventYieldComplete, Data: data, Error: err, From: from}, seq); e == nil && held != 0 {
-		w.s.demonitor(held, seq)
+	if c, e := p.complete(Event{Type: EventYieldComplete, Data: data, Error: err, From: from}, seq, nil); e == nil {
+		w.s.letGo(c)
 	}
 }
 
@@ -288,6 +360,8 @@ func (w *worker) cancelYield(p *proc, tag uint64) {
 	p.mu.Lock()
 	x := p.extra.Load()
 	seq, ok := p.pending.removeTag(tag, x)
+	timed := seq&seqTimed != 0
+	seq &^= seqTimed
 	// A completion that arrived before the cancel and is still queued is
 	// dropped too, so that no completion with this tag is read after the
 	// step that cancelled it.
@@ -316,7 +390,7 @@ func (w *worker) cancelYield(p *proc, tag uint64) {
 		return
 	}
 	w.n.cancelled++
-	if seq != 0 {
+	if timed {
 		w.s.timers.remove(seq)
 	}
 	if held != 0 {
@@ -333,10 +407,11 @@ func (w *worker) tell(p *proc, to relay.PID, msg any) {
 	}
 }
 
-// spawn is the built-in spawn yield.
-func (w *worker) spawn(p *proc, tag uint64, child Process, method string, input payload.Payloads, await bool) {
-	if seq := w.register(p, tag); seq != 0 {
-		w.startChild(p, seq, child, method, input, await)
+// spawn is the built-in spawn yield y of p, starting child. Worker only,
+// with p Running.
+func (w *worker) spawn(p *proc, y *yield, child Process) {
+	if seq := w.registerWithin(p, y); seq != 0 {
+		w.startChild(p, seq, child, y.method, y.input, y.kind == yieldSpawnAwait)
 	}
 }
 

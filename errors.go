@@ -1,9 +1,12 @@
 package scheduler
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"runtime/debug"
+
+	"github.com/procsched/scheduler/relay"
 )
 
 // Sentinel errors. Every error the scheduler returns or delivers wraps one
@@ -85,6 +88,10 @@ var (
 	// ErrYieldCancelled is context.Cause of a handler's call context
 	// when the process cancelled the call's yield (StepOutput.Cancel).
 	ErrYieldCancelled = errors.New("scheduler: yield cancelled")
+	// ErrTimeout completes a yield whose deadline passed first (see
+	// StepOutput.Timeout), and is context.Cause of its handler's call
+	// context. It wraps context.DeadlineExceeded.
+	ErrTimeout = fmt.Errorf("scheduler: timeout: %w", context.DeadlineExceeded)
 	// ErrPoolFull: Call.Go found the blocking pool's queue full, with the
 	// policy PoolReject.
 	ErrPoolFull = errors.New("scheduler: blocking pool full")
@@ -123,3 +130,25 @@ func (e *PanicError) Unwrap() error {
 func newPanicError(where string, v any) *PanicError {
 	return &PanicError{Value: v, Stack: debug.Stack(), Where: where}
 }
+
+// procError is err about the process pid, and, if tagged, about its
+// yield with tag. It is formatted only when read: a completion that comes
+// after its yield's deadline is a normal outcome, not a rare failure, and
+// should cost one small allocation, not a formatted string.
+type procError struct {
+	err    error
+	pid    relay.PID
+	tag    uint64
+	tagged bool
+}
+
+// Error formats the error as "err: pid" or "err: pid tag N".
+func (e *procError) Error() string {
+	if e.tagged {
+		return fmt.Sprintf("%v: %v tag %d", e.err, e.pid, e.tag)
+	}
+	return fmt.Sprintf("%v: %v", e.err, e.pid)
+}
+
+// Unwrap returns the sentinel the error wraps, for errors.Is.
+func (e *procError) Unwrap() error { return e.err }

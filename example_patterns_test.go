@@ -78,6 +78,7 @@ func (a *adder) Step(events []scheduler.Event, out *scheduler.StepOutput) error 
 	}
 	a.next++
 	out.RequestName(uint64(a.next), "counter", a.next)
+	out.Timeout(uint64(a.next), time.Second) // ErrTimeout if no answer by then
 	return nil
 }
 

@@ -208,38 +208,52 @@ func (p *proc) push(ev Event) (woken uint64, err error) {
 // number (ev.Tag is set to its tag); with seq zero, the pending yield with
 // tag ev.Tag. A yield that is not pending (completed already, or never
 // issued, or a newer yield that reuses the tag of the one a completion was
-// made for) gets ErrYieldNotPending and no event. When the yield was a
-// monitor of another process, complete returns that process's ID as held,
-// for the caller to remove the monitor from it (see demonitor). Any
-// goroutine.
-func (p *proc) complete(ev Event, seq uint64) (woken, held uint64, err error) {
+// made for) gets ErrYieldNotPending and no event. The yield's call
+// context, if one was made, ends with cause (context.Canceled when nil).
+// What the yield held — a monitor on another process, a timer — is the
+// caller's to let go (see Scheduler.letGo). Any goroutine.
+func (p *proc) complete(ev Event, seq uint64, cause error) (completed, error) {
 	p.mu.Lock()
 	if p.flags&pfClosed != 0 {
 		p.mu.Unlock()
-		return 0, 0, ErrProcessNotFound
+		return completed{}, ErrProcessNotFound
 	}
 	x := p.extra.Load()
+	var c completed
 	var ok bool
 	if seq != 0 {
-		ev.Tag, ok = p.pending.removeSeq(seq, x)
+		ev.Tag, c.timed, ok = p.pending.removeSeq(seq, x)
 	} else {
 		seq, ok = p.pending.removeTag(ev.Tag, x)
+		c.timed, seq = seq&seqTimed != 0, seq&^seqTimed
 	}
 	if !ok {
 		p.mu.Unlock()
-		return 0, 0, ErrYieldNotPending
+		return completed{}, ErrYieldNotPending
 	}
+	c.seq = seq
 	p.npending.Store(int32(p.pending.len(x)))
 	if x != nil {
 		if x.calls != nil {
-			x.endCall(seq, context.Canceled)
+			if cause == nil {
+				cause = context.Canceled
+			}
+			x.endCall(seq, cause)
 		}
-		held = x.unholdMonitor(seq)
+		c.held = x.unholdMonitor(seq)
 	}
 	p.inbox = append(p.inbox, ev)
-	woken = p.markRunnable()
+	c.woken = p.markRunnable()
 	p.mu.Unlock()
-	return woken, held, nil
+	return c, nil
+}
+
+// completed is what completing a yield leaves its completer to do.
+type completed struct {
+	seq   uint64 // the yield
+	woken uint64 // the state the process left (see markRunnable); 0: nothing to queue
+	held  uint64 // the process the yield watched (see demonitor), or 0
+	timed bool   // the yield has a timer (a Sleep or a deadline) to release
 }
 
 // markRunnable is called with mu held right after an event was appended:

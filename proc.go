@@ -182,12 +182,13 @@ func (p *proc) getExtra() *procExtra {
 // pid returns the process's PID.
 func (p *proc) pid() relay.PID { return relay.PID{Node: p.node, ID: p.id} }
 
-// addPending registers a yield with tag and sequence number seq as
-// outstanding; it reports false, registering nothing, if a yield with that
-// tag is outstanding already. Worker only, with p Running.
+// addPending registers a yield with tag and sequence number seq (with
+// seqTimed if it will have a timer) as outstanding; it reports false,
+// registering nothing, if a yield with that tag is outstanding already.
+// Worker only, with p Running.
 func (p *proc) addPending(tag, seq uint64) bool {
 	p.mu.Lock()
-	ok := p.pending.add(tag, seq, p)
+	ok := p.pending.add(tag, seq, p) // seq may carry seqTimed
 	p.npending.Store(int32(p.pending.len(p.extra.Load())))
 	p.mu.Unlock()
 	return ok
@@ -321,15 +322,23 @@ type pendingSet struct {
 	small []pendingYield
 }
 
-// pendingYield is one outstanding yield.
+// pendingYield is one outstanding yield. seq carries seqTimed when the
+// yield has a timer (see markTimed).
 type pendingYield struct {
 	tag, seq uint64
 }
 
+// seqTimed marks, in a pending yield's stored sequence number, a yield
+// that has a timer in the timer service (a Sleep, or a deadline set with
+// StepOutput.Timeout), so that completing it releases the timer and
+// completing any other yield never looks. Sequence numbers never reach
+// this bit (see worker.newSeq).
+const seqTimed = uint64(1) << 63
+
 // largePending indexes the outstanding yields of a process with many, by
 // tag and by sequence number.
 type largePending struct {
-	byTag u64map // tag -> seq
+	byTag u64map // tag -> seq, with seqTimed
 	bySeq u64map // seq -> tag
 }
 
@@ -365,7 +374,7 @@ func (ps *pendingSet) add(tag, seq uint64, p *proc) bool {
 		if !x.large.byTag.add(tag, seq) {
 			return false
 		}
-		x.large.bySeq.add(seq, tag)
+		x.large.bySeq.add(seq&^seqTimed, tag)
 		return true
 	}
 	for _, y := range ps.small {
@@ -380,22 +389,23 @@ func (ps *pendingSet) add(tag, seq uint64, p *proc) bool {
 	large := &largePending{}
 	for _, y := range ps.small {
 		large.byTag.add(y.tag, y.seq)
-		large.bySeq.add(y.seq, y.tag)
+		large.bySeq.add(y.seq&^seqTimed, y.tag)
 	}
 	large.byTag.add(tag, seq)
-	large.bySeq.add(seq, tag)
+	large.bySeq.add(seq&^seqTimed, tag)
 	p.getExtra().large = large
 	ps.small = ps.small[:0]
 	return true
 }
 
-// removeTag deletes the yield with tag and returns its sequence number.
+// removeTag deletes the yield with tag and returns its sequence number,
+// with seqTimed if it has a timer.
 func (ps *pendingSet) removeTag(tag uint64, x *procExtra) (seq uint64, ok bool) {
 	if x != nil && x.large != nil {
 		// The maps stay once made: a process that fanned out widely
 		// will likely do it again, and regrowing them costs more.
 		if seq, ok = x.large.byTag.remove(tag); ok {
-			x.large.bySeq.remove(seq)
+			x.large.bySeq.remove(seq &^ seqTimed)
 		}
 		return seq, ok
 	}
@@ -409,18 +419,33 @@ func (ps *pendingSet) removeTag(tag uint64, x *procExtra) (seq uint64, ok bool) 
 }
 
 // removeSeq deletes the yield with sequence number seq and returns its
-// tag.
-func (ps *pendingSet) removeSeq(seq uint64, x *procExtra) (tag uint64, ok bool) {
+// tag, and whether it has a timer.
+func (ps *pendingSet) removeSeq(seq uint64, x *procExtra) (tag uint64, timed, ok bool) {
 	if x != nil && x.large != nil {
 		if tag, ok = x.large.bySeq.remove(seq); ok {
-			x.large.byTag.remove(tag)
+			stored, _ := x.large.byTag.remove(tag)
+			timed = stored&seqTimed != 0
 		}
-		return tag, ok
+		return tag, timed, ok
 	}
 	for i, y := range ps.small {
-		if y.seq == seq {
+		if y.seq&^seqTimed == seq {
 			ps.removeAt(i)
-			return y.tag, true
+			return y.tag, y.seq&seqTimed != 0, true
+		}
+	}
+	return 0, false, false
+}
+
+// lookupTag returns the sequence number, with seqTimed if it has a
+// timer, of the pending yield with tag.
+func (ps *pendingSet) lookupTag(tag uint64, x *procExtra) (seq uint64, ok bool) {
+	if x != nil && x.large != nil {
+		return x.large.byTag.get(tag)
+	}
+	for _, y := range ps.small {
+		if y.tag == tag {
+			return y.seq, true
 		}
 	}
 	return 0, false
@@ -433,11 +458,48 @@ func (ps *pendingSet) hasSeq(seq uint64, x *procExtra) bool {
 		return ok
 	}
 	for _, y := range ps.small {
-		if y.seq == seq {
+		if y.seq&^seqTimed == seq {
 			return true
 		}
 	}
 	return false
+}
+
+// markTimed records that the pending yield seq has a timer; it reports
+// false if the yield is not pending.
+func (ps *pendingSet) markTimed(seq uint64, x *procExtra) bool {
+	if x != nil && x.large != nil {
+		tag, ok := x.large.bySeq.get(seq)
+		if ok {
+			x.large.byTag.set(tag, seq|seqTimed)
+		}
+		return ok
+	}
+	for i := range ps.small {
+		if ps.small[i].seq&^seqTimed == seq {
+			ps.small[i].seq |= seqTimed
+			return true
+		}
+	}
+	return false
+}
+
+// eachTimed calls f with the sequence number of every pending yield that
+// has a timer.
+func (ps *pendingSet) eachTimed(x *procExtra, f func(seq uint64)) {
+	if x != nil && x.large != nil {
+		x.large.byTag.each(func(_, seq uint64) {
+			if seq&seqTimed != 0 {
+				f(seq &^ seqTimed)
+			}
+		})
+		return
+	}
+	for _, y := range ps.small {
+		if y.seq&seqTimed != 0 {
+			f(y.seq &^ seqTimed)
+		}
+	}
 }
 
 func (ps *pendingSet) removeAt(i int) {

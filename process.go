@@ -75,6 +75,9 @@ type yield struct {
 	method string           // Spawn: the entry point (Arg is the Process); TellName, RequestName: the name
 	input  payload.Payloads // Spawn: the input
 	err    error            // Reply: the error answered
+	// deadline, if not 0, is when the yield completes with ErrTimeout
+	// unless it completed before (StepOutput.Timeout), on the timer clock.
+	deadline int64
 }
 
 // yieldKind distinguishes the typed built-in yields from generic ones.
@@ -90,7 +93,8 @@ const (
 	yieldMonitor                     // Monitor: to is the watched process
 	yieldRequest                     // Request, RequestName: Arg is the body, to (or the name in method) the replier
 	yieldReply                       // Reply: to and when name the asking yield, Arg and err the answer; no completion
-	yieldCancel                      // Cancel: Tag is the yield to cancel; no completion
+	yieldCancel                      // Cancel: tag is the yield to cancel; no completion
+	yieldTimeout                     // Timeout of a yield of an earlier step: tag and deadline; no completion
 )
 
 // StepOutput is where [Process.Step] writes what the process wants next:
@@ -165,7 +169,7 @@ func (o *StepOutput) Yield(tag uint64, cmd CommandID, arg any) {
 func (o *StepOutput) Tell(to relay.PID, msg any) {
 	y := o.add()
 	// Field by field: cheaper than copying a whole yield on this hot path.
-	y.tag, y.cmd, y.arg, y.kind, y.to, y.when, y.method, y.input, y.err = 0, 0, msg, yieldTell, to, 0, "", nil, nil
+	y.tag, y.cmd, y.arg, y.kind, y.to, y.when, y.method, y.input, y.err, y.deadline = 0, 0, msg, yieldTell, to, 0, "", nil, nil, 0
 }
 
 // Spawn starts a child process after Step returns: Init is called with
@@ -260,6 +264,39 @@ func (o *StepOutput) Reply(to ReplyTo, data any, err error) {
 // not pending does nothing; the tag may be yielded again at once.
 func (o *StepOutput) Cancel(tag uint64) {
 	*o.add() = yield{tag: tag, kind: yieldCancel}
+}
+
+// Timeout gives the yield with tag a deadline d from now: if it has not
+// completed by then, it completes with an error wrapping [ErrTimeout]
+// (which wraps context.DeadlineExceeded), and what it holds is let go as
+// [StepOutput.Cancel] lets it go — a handler's call context is done with
+// that cause, a Monitor stops watching, a Request stops waiting, a
+// SpawnAwait stops waiting for its child. If it completes first, the
+// deadline's timer is released at once: nothing is left behind.
+//
+// It applies to the yield with tag written earlier in this step (its
+// handler then sees the deadline in [Call.Context]), or to one pending
+// from an earlier step; a later Timeout of the same yield replaces its
+// deadline, and a Sleep keeps its own time if that comes first. A tag
+// that is not pending: nothing happens. d of zero or less completes the
+// yield at once with ErrTimeout, before any of its work starts.
+func (o *StepOutput) Timeout(tag uint64, d time.Duration) {
+	when := int64(time.Since(o.clock) + d)
+	if when <= 0 {
+		when = 1 // the clock's first instant: passed already
+	}
+	for i := len(o.yields) - 1; i >= 0; i-- {
+		y := &o.yields[i]
+		if y.tag != tag {
+			continue
+		}
+		switch y.kind {
+		case yieldGeneric, yieldSpawn, yieldSpawnAwait, yieldTimer, yieldMonitor, yieldRequest:
+			y.deadline = when
+			return
+		}
+	}
+	*o.add() = yield{tag: tag, kind: yieldTimeout, deadline: when}
 }
 
 // add extends the yields by one slot and returns it; the slot may hold an

@@ -383,7 +383,7 @@ func (s *Scheduler) lookup(pid relay.PID) (*proc, error) {
 	if p := s.table.lookup(pid.ID); p != nil {
 		return p, nil
 	}
-	return nil, fmt.Errorf("%w: %v", ErrProcessNotFound, pid)
+	return nil, &procError{err: ErrProcessNotFound, pid: pid}
 }
 
 // finish ends a process that the caller moved to Complete: Close,

@@ -110,6 +110,9 @@ type timerShard struct {
 	// deciding whether to look (first) and by Stats (count).
 	first atomic.Int64
 	count atomic.Int64
+	// smallSince is when the heap was first seen below a quarter of its
+	// buffer, 0 if it is not (see trim). Guarded by mu.
+	smallSince int64
 
 	// The rest is used only by the worker that owns the shard (the one
 	// with its index), for whatever shard it fires.
@@ -126,9 +129,15 @@ type timerShard struct {
 // timerEntry is one timer: complete yield seq of process pid at when.
 type timerEntry struct {
 	when int64  // nanoseconds since the epoch
-	pid  uint64 // the process's ID
+	pid  uint64 // the process's ID, with timerDeadline for a deadline
 	seq  uint64 // its yield (see worker.register)
 }
+
+// timerDeadline marks, in a timer entry's pid, the deadline of a yield
+// (StepOutput.Timeout), which completes it with ErrTimeout, as opposed to
+// a Sleep, which completes it with nothing. Process IDs never have this
+// bit (see table.release).
+const timerDeadline = uint64(1) << 63
 
 func (e *timerEntry) before(o *timerEntry) bool {
 	return e.when < o.when || e.when == o.when && e.seq < o.seq
@@ -173,9 +182,9 @@ func (ts *timerService) shardOf(seq uint64) (*timerShard, int) {
 }
 
 // add schedules the completion of process pid's yield seq at when, in
-// nanoseconds on the service's clock. Called by the worker that
-// registered seq, whose shard takes the timer.
-func (ts *timerService) add(pid, seq uint64, when int64) {
+// nanoseconds on the service's clock, in the shard of the worker that
+// registered seq. Worker only: w is the calling worker, running pid.
+func (ts *timerService) add(w *worker, pid, seq uint64, when int64) {
 	sh, id := ts.shardOf(seq)
 	sh.mu.Lock()
 	sh.push(timerEntry{when: when, pid: pid, seq: seq})
@@ -185,9 +194,14 @@ func (ts *timerService) add(pid, seq uint64, when int64) {
 	if !earliest {
 		return
 	}
-	// The caller, the shard's owner, looks at its shard at its next tick
-	// and spaces its looks for this deadline from there.
-	ts.s.workers[id].timerTick = 0
+	// The shard's owner looks at its shard at its next tick and spaces
+	// its looks for this deadline from there. Another worker (one that
+	// sets a deadline for an older yield) leaves the owner's schedule to
+	// the owner: it looks within timerMaxTicks, and others fire an
+	// overdue shard.
+	if w.id == id {
+		w.timerTick = 0
+	}
 	// If workers are parked and none will wake up by when, wake one: it
 	// finds no work and parks as the watcher. Otherwise the timer would
 	// wait for this worker, which may be about to run a long step.
@@ -196,6 +210,30 @@ func (ts *timerService) add(pid, seq uint64, when int64) {
 			ts.s.wakeWorker()
 		}
 	}
+}
+
+// addDeadline schedules the deadline of process pid's yield seq at when:
+// it completes the yield with ErrTimeout unless the timer is removed
+// first. As add.
+func (ts *timerService) addDeadline(w *worker, pid, seq uint64, when int64) {
+	ts.add(w, pid|timerDeadline, seq, when)
+}
+
+// lookup returns when the timer of yield seq is due and whether it is a
+// deadline; ok is false if the yield has no timer. Any goroutine.
+func (ts *timerService) lookup(seq uint64) (when int64, deadline, ok bool) {
+	sh, _ := ts.shardOf(seq)
+	if sh.count.Load() == 0 {
+		return 0, false, false
+	}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	i, ok := sh.index.get(seq)
+	if !ok {
+		return 0, false, false
+	}
+	e := &sh.heap[i]
+	return e.when, e.pid&timerDeadline != 0, true
 }
 
 // remove deletes the timer of yield seq and reports whether it had one.
@@ -215,6 +253,7 @@ func (ts *timerService) remove(seq uint64) bool {
 		return false
 	}
 	sh.removeAt(int(i))
+	sh.trim(0, ts)
 	sh.publish()
 	return true
 }
@@ -227,13 +266,7 @@ func (ts *timerService) release(p *proc) {
 		return
 	}
 	p.mu.Lock()
-	if x := p.extra.Load(); x != nil && x.large != nil {
-		x.large.bySeq.each(func(seq, _ uint64) { ts.remove(seq) })
-	} else {
-		for _, y := range p.pending.small {
-			ts.remove(y.seq)
-		}
-	}
+	p.pending.eachTimed(p.extra.Load(), func(seq uint64) { ts.remove(seq) })
 	p.mu.Unlock()
 }
 
@@ -321,9 +354,8 @@ func (sh *timerShard) place(i int, e timerEntry) {
 	sh.index.set(e.seq, uint64(i))
 }
 
-// removeAt deletes the entry at i and returns it. A heap that has shrunk
-// to a quarter of its buffer moves to a smaller one, so that the memory
-// of a burst of timers is given back once they are gone.
+// removeAt deletes the entry at i and returns it. The caller calls trim
+// once it has removed what it came for.
 func (sh *timerShard) removeAt(i int) timerEntry {
 	h := sh.heap
 	e := h[i]
@@ -340,23 +372,52 @@ func (sh *timerShard) removeAt(i int) timerEntry {
 			sh.down(i)
 		}
 	}
-	if c := cap(sh.heap); c > timerShrinkMin && len(sh.heap) < c/4 {
-		sh.shrink()
-	}
 	return e
 }
 
-// shrink moves the heap to a buffer twice its length and rebuilds the
-// index, which never shrinks by itself.
-func (sh *timerShard) shrink() {
-	h := make([]timerEntry, len(sh.heap), 2*len(sh.heap))
-	copy(h, sh.heap)
-	sh.heap = h
-	sh.index = u64map{}
-	for i := range h {
-		sh.index.add(h[i].seq, uint64(i))
+// trim gives back the memory of a burst of timers: once the heap has
+// stayed below a quarter of its buffer for timerShrinkAfter, it moves to
+// a buffer twice its length and the index, which never shrinks by
+// itself, is rebuilt; an empty heap gives its memory back at once.
+// Waiting for the heap to stay small keeps a shard whose timers come and
+// go in waves (sessions that started together) from shrinking and
+// regrowing with every wave. Called after removals,
+// with the clock reading now, or 0 if the caller has none (it then reads
+// the clock only when the heap is small).
+func (sh *timerShard) trim(now int64, ts *timerService) {
+	c := cap(sh.heap)
+	if c <= timerShrinkMin || len(sh.heap) >= c/4 {
+		sh.smallSince = 0
+		return
+	}
+	if len(sh.heap) == 0 {
+		// Nothing left: nothing to wait for either, and no later call
+		// may come to give the memory back.
+		sh.heap, sh.index, sh.smallSince = nil, u64map{}, 0
+		return
+	}
+	if now == 0 {
+		now = ts.now()
+	}
+	switch {
+	case sh.smallSince == 0:
+		sh.smallSince = now
+	case now-sh.smallSince >= timerShrinkAfter:
+		sh.smallSince = 0
+		h := make([]timerEntry, len(sh.heap), 2*len(sh.heap))
+		copy(h, sh.heap)
+		sh.heap = h
+		sh.index = u64map{}
+		sh.index.reserve(len(h))
+		for i := range h {
+			sh.index.add(h[i].seq, uint64(i))
+		}
 	}
 }
+
+// timerShrinkAfter is how long a shard's heap must stay below a quarter
+// of its buffer before trim gives the memory back.
+const timerShrinkAfter = int64(time.Second)
 
 // The workers' side.
 
@@ -500,26 +561,36 @@ func (w *worker) fireBatch(sh *timerShard, now int64) (popped int, queued, more 
 		due = append(due, sh.removeAt(0))
 	}
 	more = len(sh.heap) > 0 && sh.heap[0].when <= now
+	sh.trim(max(now, 1), w.s.timers)
 	sh.publish()
 	sh.mu.Unlock()
 	own.due = due[:0] // keep a buffer that grew for one process's timers
 	if h := testHookTimerFire.Load(); h != nil {
 		for i := range due {
-			(*h)(w.s, due[i].pid, due[i].seq)
+			(*h)(w.s, due[i].pid&^timerDeadline, due[i].seq)
 		}
 	}
 	woken := own.woken[:0]
 	for i := range due {
-		p := w.s.table.lookup(due[i].pid)
+		pid, deadline := due[i].pid&^timerDeadline, due[i].pid&timerDeadline != 0
+		p := w.s.table.lookup(pid)
 		if p == nil {
 			continue // ended meanwhile
 		}
-		st, held, err := p.complete(Event{Type: EventYieldComplete}, due[i].seq)
-		if held != 0 {
-			w.s.demonitor(held, due[i].seq)
+		ev, cause := Event{Type: EventYieldComplete}, error(nil)
+		if deadline {
+			ev.Error, cause = ErrTimeout, ErrTimeout
 		}
-		if err != nil || st == 0 {
-			continue // ended, or the yield completed otherwise, or running
+		c, err := p.complete(ev, due[i].seq, cause)
+		if err != nil {
+			continue // ended, or the yield completed otherwise
+		}
+		if c.held != 0 {
+			w.s.demonitor(c.held, c.seq) // its timer is this one, gone already
+		}
+		st := c.woken
+		if st == 0 {
+			continue // running: its worker steps it again
 		}
 		if st == stBlocked {
 			w.n.blockedOut++

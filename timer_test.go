@@ -417,7 +417,55 @@ func TestTimerShardAgainstModel(t *testing.T) {
 		for len(sh.heap) > 0 {
 			delete(model, sh.removeAt(0).seq)
 		}
+		sh.trim(1, nil)
 		require.Empty(t, model)
 		require.LessOrEqual(t, cap(sh.heap), timerShrinkMin, "seed %d: heap buffer after emptying", seed)
 	}
+}
+
+// TestTimerShardTrim: a heap that drops below a quarter of its buffer
+// keeps the buffer until it has stayed small for timerShrinkAfter (so
+// that timers coming and going in waves do not regrow it every wave),
+// then moves to a buffer twice its length with a rebuilt index; an empty
+// heap gives its memory back at once.
+func TestTimerShardTrim(t *testing.T) {
+	var sh timerShard
+	fill := func(n int) {
+		for i := range n {
+			sh.push(timerEntry{when: int64(i), pid: 1, seq: uint64(len(sh.heap) + 1 + i*1000)})
+		}
+	}
+	fill(4096)
+	big := cap(sh.heap)
+	for len(sh.heap) > 100 {
+		sh.removeAt(0)
+	}
+	now := int64(time.Hour)
+	sh.trim(now, nil)
+	require.Equal(t, big, cap(sh.heap), "shrunk at once")
+	sh.trim(now+timerShrinkAfter/2, nil)
+	require.Equal(t, big, cap(sh.heap), "shrunk before staying small for timerShrinkAfter")
+	// A wave comes back: the clock restarts.
+	fill(2000)
+	sh.trim(now+timerShrinkAfter, nil)
+	for len(sh.heap) > 100 {
+		sh.removeAt(0)
+	}
+	sh.trim(now+timerShrinkAfter+1, nil)
+	require.Equal(t, big, cap(sh.heap), "shrunk though the heap was big again in between")
+	sh.trim(now+2*timerShrinkAfter+1, nil)
+	require.Equal(t, 200, cap(sh.heap), "not shrunk after staying small")
+	require.Equal(t, 100, sh.index.len())
+	for i := range sh.heap {
+		pos, ok := sh.index.get(sh.heap[i].seq)
+		require.True(t, ok)
+		require.Equal(t, uint64(i), pos)
+	}
+	fill(4096)
+	for len(sh.heap) > 0 {
+		sh.removeAt(0)
+	}
+	sh.trim(now+2*timerShrinkAfter+2, nil)
+	require.Zero(t, cap(sh.heap), "empty heap kept its buffer")
+	require.Zero(t, sh.index.len())
 }

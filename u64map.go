@@ -137,6 +137,17 @@ func (m *u64map) each(f func(key, val uint64)) {
 	}
 }
 
+// reserve sizes an empty map for n keys, so that adding them does not
+// grow it step by step.
+func (m *u64map) reserve(n int) {
+	size := 64
+	for size < 2*n {
+		size *= 2
+	}
+	m.keys, m.vals = make([]uint64, size), make([]uint64, size)
+	m.shift = uint8(64 - bits.TrailingZeros(uint(size)))
+}
+
 func (m *u64map) grow() {
 	size := max(2*len(m.keys), 64)
 	oldKeys, oldVals := m.keys, m.vals

@@ -1,0 +1,211 @@
+package scheduler_test
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	sched "github.com/procsched/scheduler"
+	"github.com/procsched/scheduler/payload"
+)
+
+// tOneYield submits a process that writes yield at its first step (the
+// completion it waits for has tag 1) and ends with that completion.
+func tOneYield(t *testing.T, s *sched.Scheduler, yield func(out *sched.StepOutput)) (sched.Handle, *tProc) {
+	t.Helper()
+	p := &tProc{step: func(_ *tProc, n int, evs []sched.Event, out *sched.StepOutput) error {
+		if n == 0 {
+			yield(out)
+			return nil
+		}
+		if ev, ok := tCompletion(evs, 1); ok {
+			out.Done(payload.Of(ev))
+		}
+		return nil
+	}}
+	return tSubmit(t, s, p), p
+}
+
+func TestTimeout(t *testing.T) {
+	t.Run("a call that does not answer in time", func(t *testing.T) {
+		calls := make(chan sched.Call, 1)
+		s := tNewScheduler(t, sched.WithHandler(tCmd, func(c sched.Call) error {
+			calls <- c
+			return nil
+		}))
+		start := time.Now()
+		h, _ := tOneYield(t, s, func(out *sched.StepOutput) {
+			out.Yield(1, tCmd, nil)
+			out.Timeout(1, 20*time.Millisecond)
+		})
+		c := tRecv(t, calls, "the call")
+		ctx := c.Context()
+		deadline, ok := ctx.Deadline()
+		require.True(t, ok, "the handler's context has the deadline")
+		assert.WithinRange(t, deadline, start.Add(20*time.Millisecond), time.Now().Add(20*time.Millisecond))
+		ev := tAnswer(t, s, h)
+		require.ErrorIs(t, ev.Error, sched.ErrTimeout)
+		require.ErrorIs(t, ev.Error, context.DeadlineExceeded)
+		assert.False(t, time.Now().Before(deadline), "completed before its deadline")
+		tClosed(t, ctx.Done(), "the call's context")
+		assert.ErrorIs(t, ctx.Err(), context.DeadlineExceeded)
+		assert.ErrorIs(t, context.Cause(ctx), sched.ErrTimeout)
+		assert.ErrorIs(t, c.Complete("late", nil), sched.ErrProcessNotFound)
+	})
+
+	t.Run("a call that answers first leaves nothing behind", func(t *testing.T) {
+		calls := make(chan sched.Call, 1)
+		s := tNewScheduler(t, sched.WithHandler(tCmd, func(c sched.Call) error {
+			calls <- c
+			return nil
+		}))
+		p := &tProc{step: func(_ *tProc, n int, evs []sched.Event, out *sched.StepOutput) error {
+			if n == 0 {
+				out.Yield(1, tCmd, nil)
+				out.Timeout(1, time.Hour)
+			}
+			if tHasCancel(evs) {
+				out.Done(payload.Payload{})
+			}
+			return nil // lives on after the answer
+		}}
+		h := tSubmit(t, s, p)
+		c := tRecv(t, calls, "the call")
+		assert.Equal(t, 1, s.Stats().Timers, "the deadline's timer")
+		require.NoError(t, c.Complete("answer", nil))
+		assert.Equal(t, 0, s.Stats().Timers, "the deadline's timer is released with the answer")
+		tEventually(t, "the answer", func() bool { return len(p.EventsOf(sched.EventYieldComplete)) == 1 })
+		require.NoError(t, s.Terminate(h.PID()))
+		_, err := tWait(t, s, h)
+		require.NoError(t, err)
+		evs := p.EventsOf(sched.EventYieldComplete)
+		require.Len(t, evs, 1)
+		assert.Equal(t, "answer", evs[0].Data)
+	})
+
+	t.Run("of a yield from an earlier step", func(t *testing.T) {
+		s := tNewScheduler(t, sched.WithHandler(tCmd, func(sched.Call) error { return nil }))
+		p := &tProc{step: func(_ *tProc, n int, evs []sched.Event, out *sched.StepOutput) error {
+			switch {
+			case n == 0:
+				out.Yield(1, tCmd, nil)
+			case len(evs) > 0 && evs[0].Type == sched.EventMessage:
+				out.Timeout(1, time.Millisecond)
+			default:
+				if ev, ok := tCompletion(evs, 1); ok {
+					out.Done(payload.Of(ev))
+				}
+			}
+			return nil
+		}}
+		h := tSubmit(t, s, p)
+		tWaitState(t, s, h.PID(), sched.StateBlocked)
+		require.NoError(t, s.Tell(h.PID(), "set the deadline now"))
+		assert.ErrorIs(t, tAnswer(t, s, h).Error, sched.ErrTimeout)
+	})
+
+	t.Run("zero or less: at once, and the work never starts", func(t *testing.T) {
+		called := make(chan struct{}, 1)
+		s := tNewScheduler(t, sched.WithHandler(tCmd, func(sched.Call) error { called <- struct{}{}; return nil }))
+		h, _ := tOneYield(t, s, func(out *sched.StepOutput) {
+			out.Yield(1, tCmd, nil)
+			out.Timeout(1, 0)
+		})
+		assert.ErrorIs(t, tAnswer(t, s, h).Error, sched.ErrTimeout)
+		select {
+		case <-called:
+			t.Fatal("the handler ran for a yield whose deadline had passed")
+		default:
+		}
+	})
+
+	t.Run("a request, a monitor, a spawn-await", func(t *testing.T) {
+		s := tNewScheduler(t)
+		silent := tSubmit(t, s, &tProc{step: tUntilCancel})
+		child := &tProc{step: tUntilMessage}
+		for name, yield := range map[string]func(out *sched.StepOutput){
+			"request": func(out *sched.StepOutput) { out.Request(1, silent.PID(), "q"); out.Timeout(1, time.Millisecond) },
+			"monitor": func(out *sched.StepOutput) { out.Monitor(1, silent.PID()); out.Timeout(1, time.Millisecond) },
+			"spawn-await": func(out *sched.StepOutput) {
+				out.SpawnAwait(1, child, "run", nil)
+				out.Timeout(1, time.Millisecond)
+			},
+		} {
+			h, _ := tOneYield(t, s, yield)
+			assert.ErrorIs(t, tAnswer(t, s, h).Error, sched.ErrTimeout, name)
+		}
+		assert.Zero(t, child.Closes(), "the child runs on")
+		assert.Equal(t, 0, s.Stats().Timers)
+		require.NoError(t, s.Terminate(silent.PID()))
+	})
+
+	t.Run("a sleep keeps its own time when that comes first", func(t *testing.T) {
+		s := tNewScheduler(t)
+		h, _ := tOneYield(t, s, func(out *sched.StepOutput) { out.Sleep(1, time.Millisecond); out.Timeout(1, time.Hour) })
+		assert.NoError(t, tAnswer(t, s, h).Error)
+		h, _ = tOneYield(t, s, func(out *sched.StepOutput) { out.Sleep(1, time.Hour); out.Timeout(1, time.Millisecond) })
+		assert.ErrorIs(t, tAnswer(t, s, h).Error, sched.ErrTimeout)
+		assert.Equal(t, 0, s.Stats().Timers)
+	})
+}
+
+// TestTimeoutRacingCompletion: an answer racing the deadline completes the
+// yield exactly once, with whichever came first, and no timer is left.
+func TestTimeoutRacingCompletion(t *testing.T) {
+	calls := make(chan sched.Call, 1)
+	s := tNewScheduler(t, sched.WithHandler(tCmd, func(c sched.Call) error {
+		calls <- c
+		return nil
+	}))
+	rng := rand.New(rand.NewPCG(1, 2))
+	answered, timedOut := 0, 0
+	for i := range 400 {
+		d := time.Duration(1+rng.IntN(300)) * time.Microsecond
+		h, p := tOneYield(t, s, func(out *sched.StepOutput) { out.Yield(1, tCmd, nil); out.Timeout(1, d) })
+		// A deadline that passed before the yield was carried out
+		// completes it without calling the handler.
+		var c sched.Call
+		called := false
+		select {
+		case c = <-calls:
+			called = true
+		case <-h.Done():
+			select {
+			case c = <-calls:
+				called = true
+			default:
+			}
+		}
+		var wg sync.WaitGroup
+		completeErr := sched.ErrYieldNotPending
+		if called {
+			pause := time.Duration(rng.IntN(300)) * time.Microsecond
+			wg.Go(func() {
+				time.Sleep(pause) // the race, not a wait
+				completeErr = c.Complete(i, nil)
+			})
+		}
+		ev := tAnswer(t, s, h)
+		wg.Wait()
+		require.Len(t, p.EventsOf(sched.EventYieldComplete), 1, "iteration %d: exactly one completion", i)
+		switch {
+		case completeErr == nil:
+			require.NoError(t, ev.Error, "iteration %d: the answer came first", i)
+			require.Equal(t, i, ev.Data)
+			answered++
+		case errors.Is(completeErr, sched.ErrYieldNotPending), errors.Is(completeErr, sched.ErrProcessNotFound):
+			require.ErrorIs(t, ev.Error, sched.ErrTimeout, "iteration %d: the deadline came first", i)
+			timedOut++
+		default:
+			t.Fatalf("iteration %d: Complete: %v", i, completeErr)
+		}
+	}
+	assert.Equal(t, 0, s.Stats().Timers, "timers left")
+	t.Logf("answered first %d times, timed out %d times", answered, timedOut)
+}
