@@ -30,6 +30,9 @@ type Outcome struct {
 	// BytesPerProcess is set by the idle workload: the growth of heap and
 	// stacks per idle process (see [LiveBytes]).
 	BytesPerProcess float64
+	// Latency is set by the remote ping-pong workload: its round-trip
+	// times (see [Latencies]).
+	Latency *Latency
 }
 
 // Entry is one workload an implementation runs. An implementation may
@@ -49,16 +52,17 @@ type Result struct {
 	Scale    float64 `json:"scale"`
 	Ops      int64   `json:"ops"` // unit operations (see Sizes.Ops)
 
-	NS           int64   `json:"ns"`                       // duration of the measured part
-	Allocs       uint64  `json:"allocs"`                   // heap allocations in the measured part
-	AllocBytes   uint64  `json:"alloc_bytes"`              // bytes allocated in the measured part
-	PeakRSS      uint64  `json:"peak_rss"`                 // the process's peak resident set, bytes
-	BytesPerProc float64 `json:"bytes_per_proc,omitempty"` // idle workload only
-	GCs          uint32  `json:"gcs"`                      // garbage collections in the measured part
-	GoMaxProcs   int     `json:"gomaxprocs"`
-	OK           bool    `json:"ok"`
-	Detail       string  `json:"detail,omitempty"`
-	Error        string  `json:"error,omitempty"`
+	NS           int64    `json:"ns"`                       // duration of the measured part
+	Allocs       uint64   `json:"allocs"`                   // heap allocations in the measured part
+	AllocBytes   uint64   `json:"alloc_bytes"`              // bytes allocated in the measured part
+	PeakRSS      uint64   `json:"peak_rss"`                 // the process's peak resident set, bytes
+	BytesPerProc float64  `json:"bytes_per_proc,omitempty"` // idle workload only
+	Latency      *Latency `json:"latency,omitempty"`        // remote ping-pong only
+	GCs          uint32   `json:"gcs"`                      // garbage collections in the measured part
+	GoMaxProcs   int      `json:"gomaxprocs"`
+	OK           bool     `json:"ok"`
+	Detail       string   `json:"detail,omitempty"`
+	Error        string   `json:"error,omitempty"`
 }
 
 // Meter measures the part of a run between Start and Stop: wall time,
@@ -283,6 +287,7 @@ func Measure(impl string, e Entry, scale float64, cpuprofile string) (res Result
 	res.AllocBytes = m.after.TotalAlloc - m.before.TotalAlloc
 	res.GCs = m.after.NumGC - m.before.NumGC
 	res.BytesPerProc = out.BytesPerProcess
+	res.Latency = out.Latency
 	res.Detail = out.Detail
 	res.OK = true
 	return res
