@@ -26,6 +26,7 @@
 //	go run . -quick                   # every workload once at scale 0.01 (CI)
 //	go run . -workloads skynet,spawn -impls sched,goroutines -rounds 5
 //	go run . -workloads fib -impls sched -rounds 1 -cpuprofile /tmp/prof -memprofile /tmp/mem
+//	go run . -workloads remote-pingpong -impls sched -rounds 1 -trace /tmp/trace   # go tool trace -pprof=sched
 //	go run . -workloads remote-pingpong,remote-echo,remote-pairs -name remote   # results/remote.*
 //	go run . -from results/latest.json   # redraw the table and chart of a saved run
 //	go run . -load 2                  # the same with two busy-looping goroutines in another process
@@ -124,6 +125,7 @@ type config struct {
 	name       string // base name of the files written to out
 	cpuprofile string // directory for one CPU profile per run, "" for none
 	memprofile string // directory for one allocation profile per run, "" for none
+	trace      string // directory for one execution trace per run, "" for none
 	timeout    time.Duration
 	from       string // re-render the report from this latest.json instead of running
 	load       int    // busy-loop goroutines in a separate process during each run
@@ -141,6 +143,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	name := fs.String("name", "latest", "base name of the report's files in -out")
 	cpuprofile := fs.String("cpuprofile", "", "directory to write a CPU profile of every run to")
 	memprofile := fs.String("memprofile", "", "directory to write an allocation profile of every run to")
+	trace := fs.String("trace", "", "directory to write an execution trace of every run to")
 	timeout := fs.Duration("timeout", 10*time.Minute, "limit for one run")
 	from := fs.String("from", "", "render the report from a saved latest.json instead of running anything")
 	load := fs.Int("load", 0, "busy-loop goroutines run in a separate process during each run (CPU contention)")
@@ -152,7 +155,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	c := config{rounds: *rounds, scale: *scale, quick: *quick, out: *out, name: *name, cpuprofile: *cpuprofile, memprofile: *memprofile, timeout: *timeout, from: *from, load: *load}
+	c := config{rounds: *rounds, scale: *scale, quick: *quick, out: *out, name: *name, cpuprofile: *cpuprofile, memprofile: *memprofile, trace: *trace, timeout: *timeout, from: *from, load: *load}
 	if c.quick {
 		if !set["rounds"] {
 			c.rounds = 1
@@ -267,7 +270,7 @@ func bench(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	for _, dir := range []string{cfg.cpuprofile, cfg.memprofile} {
+	for _, dir := range []string{cfg.cpuprofile, cfg.memprofile, cfg.trace} {
 		if dir != "" {
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				return err
@@ -505,6 +508,9 @@ func execute(ctx context.Context, cfg config, dir string, j job) (workload.Resul
 	}
 	if cfg.memprofile != "" {
 		args = append(args, "-memprofile", filepath.Join(cfg.memprofile, name))
+	}
+	if cfg.trace != "" {
+		args = append(args, "-trace", filepath.Join(cfg.trace, strings.TrimSuffix(name, ".pprof")+".trace"))
 	}
 	cmd := exec.CommandContext(ctx, filepath.Join(dir, binaryFor(j.impl, j.workload)), args...)
 	cmd.WaitDelay = 5 * time.Second

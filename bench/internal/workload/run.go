@@ -11,6 +11,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strconv"
 	"syscall"
@@ -156,7 +157,8 @@ func Key(workload, variant string) string {
 
 // Main is the whole main function of a benchmark binary for
 // implementation impl with the given entries. It parses the command line
-// (-list, or -workload NAME [-variant V] [-scale F] [-cpuprofile FILE]),
+// (-list, or -workload NAME [-variant V] [-scale F] [-cpuprofile FILE]
+// [-memprofile FILE] [-trace FILE]),
 // runs the workload once, prints one JSON [Result] on standard output and
 // exits with status 1 if the run failed its check.
 func Main(impl string, entries []Entry) {
@@ -198,6 +200,7 @@ func run(impl string, entries []Entry, args []string, stdout, stderr io.Writer) 
 	scale := fs.Float64("scale", 1, "size factor (1: the full sizes, a million messages, leaves or processes)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	memprofile := fs.String("memprofile", "", "write an allocation profile of the run to this file")
+	tracefile := fs.String("trace", "", "write an execution trace of the run to this file")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -214,7 +217,7 @@ func run(impl string, entries []Entry, args []string, stdout, stderr io.Writer) 
 		fmt.Fprintf(stderr, "%s: no workload %q\n", impl, Key(*name, *variant))
 		return 2
 	}
-	res := Measure(impl, entries[i], *scale, *cpuprofile)
+	res := Measure(impl, entries[i], *scale, Profiles{CPU: *cpuprofile, Trace: *tracefile})
 	if *memprofile != "" {
 		if err := writeHeapProfile(*memprofile); err != nil && res.OK {
 			res.OK, res.Error = false, err.Error()
@@ -243,17 +246,24 @@ func writeHeapProfile(path string) error {
 	return f.Close()
 }
 
+// Profiles names the files [Measure] writes profiles of a run to; an
+// empty name writes none.
+type Profiles struct {
+	CPU   string // a CPU profile (runtime/pprof)
+	Trace string // an execution trace (runtime/trace), whose scheduler-latency profile shows hand-offs between goroutines
+}
+
 // Measure runs entry once at scale and returns its result. A panic in the
-// workload is reported as a failed run. If cpuprofile is not empty, a CPU
-// profile of the whole run is written there.
-func Measure(impl string, e Entry, scale float64, cpuprofile string) (res Result) {
+// workload is reported as a failed run. It writes a CPU profile and an
+// execution trace of the whole run to the files named in prof.
+func Measure(impl string, e Entry, scale float64, prof Profiles) (res Result) {
 	sz := SizesFor(scale)
 	res = Result{
 		Impl: impl, Variant: e.Variant, Workload: e.Workload, Scale: scale,
 		Ops: sz.Ops(e.Workload), GoMaxProcs: runtime.GOMAXPROCS(0),
 	}
-	if cpuprofile != "" {
-		f, err := os.Create(cpuprofile)
+	if prof.CPU != "" {
+		f, err := os.Create(prof.CPU)
 		if err != nil {
 			res.Error = err.Error()
 			return res
@@ -264,6 +274,19 @@ func Measure(impl string, e Entry, scale float64, cpuprofile string) (res Result
 			return res
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if prof.Trace != "" {
+		f, err := os.Create(prof.Trace)
+		if err != nil {
+			res.Error = err.Error()
+			return res
+		}
+		defer f.Close()
+		if err := trace.Start(f); err != nil {
+			res.Error = err.Error()
+			return res
+		}
+		defer trace.Stop()
 	}
 	var m Meter
 	out, err := func() (out Outcome, err error) {

@@ -3,6 +3,8 @@ package workload
 import (
 	"bytes"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -216,5 +218,31 @@ func TestCheck(t *testing.T) {
 	}
 	if err := Check("x", 1, 2); err == nil || err.Error() != "x: got 1, want 2" {
 		t.Errorf("Check(1, 2) = %v", err)
+	}
+}
+
+// TestProfilesWritten: -cpuprofile and -trace write a CPU profile and an
+// execution trace of the run.
+func TestProfilesWritten(t *testing.T) {
+	entries := []Entry{{Workload: Ring, Run: func(m *Meter, sz Sizes) (Outcome, error) {
+		m.Start()
+		m.Stop()
+		return Outcome{Detail: "fine"}, nil
+	}}}
+	dir := t.TempDir()
+	cpu, tr := filepath.Join(dir, "cpu.pprof"), filepath.Join(dir, "run.trace")
+	var out, errOut bytes.Buffer
+	if code := run("test", entries, []string{"-workload", Ring, "-cpuprofile", cpu, "-trace", tr}, &out, &errOut); code != 0 {
+		t.Fatalf("exit code %d: %s", code, errOut.String())
+	}
+	if b, err := os.ReadFile(cpu); err != nil || len(b) == 0 {
+		t.Errorf("CPU profile: %d bytes, %v", len(b), err)
+	}
+	b, err := os.ReadFile(tr)
+	if err != nil || !bytes.HasPrefix(b, []byte("go 1.")) {
+		t.Errorf("trace: %q..., %v; want a Go execution trace", b[:min(len(b), 16)], err)
+	}
+	if code := run("test", entries, []string{"-workload", Ring, "-trace", filepath.Join(dir, "no", "such", "dir")}, &out, &errOut); code != 1 {
+		t.Errorf("a trace that cannot be written: exit code %d, want 1", code)
 	}
 }
