@@ -84,9 +84,15 @@ func startCluster() (*cluster, error) {
 	return c, nil
 }
 
+// stop stops the gRPC servers and the systems. Not gracefully: the
+// graceful shutdown of protoactor-go's remote tells every endpoint
+// reader to disconnect over a channel that the reader closes when its
+// stream ends, so with both systems stopping at once it can panic with a
+// send on a closed channel (the remote at the version this module
+// requires); the run is measured and checked by then.
 func (c *cluster) stop() {
 	for _, n := range []*node{c.a, c.b} {
-		n.remote.Shutdown(true)
+		n.remote.Shutdown(false)
 		n.system.Shutdown()
 	}
 }
