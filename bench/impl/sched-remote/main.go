@@ -113,6 +113,13 @@ func join(ctx context.Context, url, name string) (*member, error) {
 	return &member{node: node, sched: s}, nil
 }
 
+// batches says how many NATS messages carried the frames each way, for
+// a run's detail: frames per batch is what batching saves.
+func (c *cluster) batches() string {
+	a, b := c.a.node.Stats(), c.b.node.Stats()
+	return fmt.Sprintf("a->b %d frames in %d batches, b->a %d in %d", a.Sent, a.BatchesSent, b.Sent, b.BatchesSent)
+}
+
 // stop leaves the cluster (both nodes first, so that neither sees the
 // other vanish), stops the schedulers, then the server.
 func (c *cluster) stop() {
@@ -299,7 +306,7 @@ func pingPong(m *workload.Meter, sz workload.Sizes) (workload.Outcome, error) {
 	if err != nil {
 		return workload.Outcome{}, err
 	}
-	out := workload.Outcome{Detail: fmt.Sprintf("round_trips=%d echoed=%d", got, echoed), Latency: lat.Summary()}
+	out := workload.Outcome{Detail: fmt.Sprintf("round_trips=%d echoed=%d (%s)", got, echoed, c.batches()), Latency: lat.Summary()}
 	return out, errors.Join(workload.Check("round trips", got, n), workload.Check("echoed", echoed, n))
 }
 
@@ -384,7 +391,7 @@ func echo(m *workload.Meter, sz workload.Sizes) (workload.Outcome, error) {
 	if err != nil {
 		return workload.Outcome{}, err
 	}
-	out := workload.Outcome{Detail: fmt.Sprintf("echoes=%d echoed=%d", got, echoed)}
+	out := workload.Outcome{Detail: fmt.Sprintf("echoes=%d echoed=%d (%s)", got, echoed, c.batches())}
 	return out, errors.Join(workload.Check("echoes received in order", got, n), workload.Check("echoed", echoed, n))
 }
 
@@ -424,6 +431,6 @@ func pairs(m *workload.Meter, sz workload.Sizes) (workload.Outcome, error) {
 	if err != nil {
 		return workload.Outcome{}, err
 	}
-	out := workload.Outcome{Detail: fmt.Sprintf("round_trips=%d echoed=%d", got, echoed)}
+	out := workload.Outcome{Detail: fmt.Sprintf("round_trips=%d echoed=%d (%s)", got, echoed, c.batches())}
 	return out, errors.Join(workload.Check("round trips", got, np*rounds), workload.Check("echoed", echoed, np*rounds))
 }
