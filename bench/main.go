@@ -677,6 +677,11 @@ func summarize(cfg config, machine report.Machine, results []workload.Result) (r
 		}
 		table.Rows = append(table.Rows, rows...)
 	}
+	// Only implementations that ran one of the charted workloads get a
+	// place in the legend.
+	chart.Series = slices.DeleteFunc(chart.Series, func(impl string) bool {
+		return !slices.ContainsFunc(table.Rows, func(r report.Row) bool { return r.Impl == impl })
+	})
 	chart.Title, chart.Subtitle = chartTitles(chart.Groups)
 	chart.Subtitle += fmt.Sprintf(" Size %g, %d round(s), %s, %d CPUs, %s", cfg.scale, cfg.rounds, machine.CPU, machine.Cores, machine.GoVersion)
 	return table, chart

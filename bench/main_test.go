@@ -322,10 +322,18 @@ func TestSummarizeRemote(t *testing.T) {
 	require.Len(t, chart.Points, 3)
 	require.Contains(t, chart.Title, "raw NATS for remote workloads")
 
-	_, remoteOnly := summarize(config{workloads: []string{"remote-pairs"}, impls: []string{"sched", "nats"}, rounds: 3, scale: 1}, report.Machine{}, results)
+	_, remoteOnly := summarize(config{workloads: []string{"remote-pairs"}, impls: []string{"sched", "ants", "nats"}, rounds: 3, scale: 1}, report.Machine{}, results)
 	require.Equal(t, "Relative to raw NATS (higher is better)", remoteOnly.Title)
+	require.Equal(t, []string{"sched"}, remoteOnly.Series, "ants ran none of the charted workloads: not in the legend")
 	_, localOnly := summarize(config{workloads: []string{"ring"}, impls: []string{"sched", "goroutines"}, rounds: 3, scale: 1}, report.Machine{}, results)
 	require.Equal(t, "Relative to goroutines + channels (higher is better)", localOnly.Title)
+
+	partial, _ := summarize(config{workloads: []string{"remote-pingpong"}, impls: []string{"sched"}, rounds: 3, scale: 1}, report.Machine{}, []workload.Result{
+		res("remote-pingpong", "sched", "", 1e9, lat(10_000)),
+		res("remote-pingpong", "sched", "", 1e9, nil),
+		res("remote-pingpong", "sched", "", 1e9, lat(30_000)),
+	})
+	require.Equal(t, 20_000.0, partial.Rows[0].P50NS, "a round without round trips does not count in their median")
 
 	var md bytes.Buffer
 	require.NoError(t, report.WriteMarkdown(&md, table))

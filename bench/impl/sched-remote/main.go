@@ -53,6 +53,11 @@ var errCancelled = errors.New("cancelled")
 // takes milliseconds.
 const setupTimeout = 30 * time.Second
 
+// runTimeout bounds the wait for a run's end, so that a lost message
+// fails the run instead of hanging it; a correct run at full size takes
+// seconds.
+const runTimeout = 5 * time.Minute
+
 // member is one node and its scheduler.
 type member struct {
 	node  *remote.Node
@@ -261,9 +266,11 @@ func (p *pinger) send(out *scheduler.StepOutput, now time.Time) {
 // waitCount waits for the handles and returns the sum of their int
 // results.
 func waitCount(hs []scheduler.Handle) (int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+	defer cancel()
 	total := 0
 	for _, h := range hs {
-		res, err := h.Wait(context.Background())
+		res, err := h.Wait(ctx)
 		if err != nil {
 			return 0, err
 		}

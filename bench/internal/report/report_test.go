@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/xml"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"strings"
@@ -252,6 +253,23 @@ func TestWriteSVG(t *testing.T) {
 	// The axis reaches the powers of two around the extremes, 40 and 0.1.
 	if !strings.Contains(b.String(), ">64×<") || !strings.Contains(b.String(), ">1/8×<") {
 		t.Errorf("axis does not extend to the data:\n%s", b.String())
+	}
+}
+
+// TestWriteSVGFitsSubtitle: a chart of few groups is still wide enough
+// for its subtitle.
+func TestWriteSVGFitsSubtitle(t *testing.T) {
+	sub := strings.Repeat("a subtitle of some length, ", 6)
+	var b bytes.Buffer
+	if err := WriteSVG(&b, Chart{Title: "t", Subtitle: sub, Groups: []string{"g"}, Series: []string{"s"}, Points: []Point{{"g", "s", 2}}}); err != nil {
+		t.Fatal(err)
+	}
+	var width float64
+	if _, err := fmt.Sscanf(b.String()[strings.Index(b.String(), `width="`):], `width="%g"`, &width); err != nil {
+		t.Fatal(err)
+	}
+	if want := 5.5 * float64(len(sub)); width < want {
+		t.Errorf("width %v, want at least %v for a subtitle of %d characters", width, want, len(sub))
 	}
 }
 

@@ -84,6 +84,13 @@ func TestLatencies(t *testing.T) {
 	if *got != *want {
 		t.Errorf("Summary() = %+v, want %+v", *got, *want)
 	}
+	seven := NewLatencies(7) // ranks that are not whole: ceil(3.5) = 4, ceil(6.93) = 7
+	for i := 7; i >= 1; i-- {
+		seven.Add(time.Duration(i))
+	}
+	if got := seven.Summary(); got.P50NS != 4 || got.P99NS != 7 || got.MeanNS != 4 {
+		t.Errorf("seven samples 1..7: %+v, want p50 4, p99 7, mean 4", got)
+	}
 	one := NewLatencies(1)
 	one.Add(7)
 	if got := one.Summary(); got.P50NS != 7 || got.P99NS != 7 || got.MaxNS != 7 {
