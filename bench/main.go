@@ -2,17 +2,23 @@
 // it runs a fixed set of workloads (docs/benchmarks.md lists them) on
 // this scheduler and on what
 // a user would pick instead (goroutines with channels, ants, pond,
-// protoactor-go, hollywood), and reports how they compare.
+// protoactor-go, hollywood), and reports how they compare. The remote
+// workloads run two nodes in one process and compare this scheduler's
+// remote module with the actor frameworks' remotes and with raw NATS.
 //
-// It builds one binary per implementation (impl/NAME) once, then runs
-// every (workload, implementation) pair in a fresh process, the
-// implementations interleaved (A B C, A B C, ...) for several rounds, so
-// a slow spell of a shared machine is spread over all of them. Each run
-// prints one JSON result (time, allocations, peak RSS, and whether its
+// It builds the binaries of the implementations (impl/NAME; an
+// implementation that runs both local and remote workloads has a second
+// binary, impl/NAME-remote, so that the remote dependencies stay out of
+// its local runs) once, then runs every (workload, implementation) pair
+// in a fresh process, the implementations interleaved (A B C, A B C,
+// ...) for several rounds, so a slow spell of a shared machine is spread
+// over all of them. Each run prints one JSON result (time, allocations,
+// peak RSS, round-trip latencies for remote ping-pong, and whether its
 // answer checked out); the harness reports the median and range of the
-// rounds, ratios to goroutines, allocations and peak memory, writes
-// results/latest.md, results/latest.svg and results/latest.json, and
-// exits non-zero if any run failed its check.
+// rounds, ratios to the baseline (goroutines for local workloads, raw
+// NATS for remote ones), allocations and peak memory, writes
+// results/latest.md, results/latest.svg and results/latest.json (-name
+// changes "latest"), and exits non-zero if any run failed its check.
 //
 // Usage, inside bench/:
 //
@@ -20,6 +26,8 @@
 //	go run . -quick                   # every workload once at scale 0.01 (CI)
 //	go run . -workloads skynet,spawn -impls sched,goroutines -rounds 5
 //	go run . -workloads fib -impls sched -rounds 1 -cpuprofile /tmp/prof -memprofile /tmp/mem
+//	go run . -workloads remote-pingpong -impls sched -rounds 1 -trace /tmp/trace   # go tool trace -pprof=sched
+//	go run . -workloads remote-pingpong,remote-echo,remote-pairs -name remote   # results/remote.*
 //	go run . -from results/latest.json   # redraw the table and chart of a saved run
 //	go run . -load 2                  # the same with two busy-looping goroutines in another process
 package main
@@ -32,6 +40,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -50,12 +59,53 @@ import (
 // by it.
 const modulePath = "github.com/procsched/scheduler/bench"
 
-// implNames are the implementations, in report order; each is a main
-// package under impl/.
-var implNames = []string{"sched", "goroutines", "ants", "pond", "protoactor", "hollywood"}
+// implNames are the implementations, in report order.
+var implNames = []string{"sched", "goroutines", "ants", "pond", "protoactor", "hollywood", "nats"}
 
-// baseline is the implementation every ratio is taken against.
-const baseline = "goroutines"
+// binary is one benchmark program, the main package impl/<dir>: the
+// workloads of one implementation, either its local ones or its remote
+// ones (see [workload.IsRemote]). The remote ones link a network stack
+// (the NATS server and client, gRPC, DRPC) that the local runs must not
+// carry, so an implementation that runs both has two binaries.
+type binary struct {
+	impl, dir string
+	remote    bool
+}
+
+// binaries lists every benchmark program.
+var binaries = []binary{
+	{"sched", "sched", false},
+	{"goroutines", "goroutines", false},
+	{"ants", "ants", false},
+	{"pond", "pond", false},
+	{"protoactor", "protoactor", false},
+	{"hollywood", "hollywood", false},
+	{"sched", "sched-remote", true},
+	{"protoactor", "protoactor-remote", true},
+	{"hollywood", "hollywood-remote", true},
+	{"nats", "nats", true},
+}
+
+// binaryFor returns the directory (and file name) of the binary that
+// runs workload w for implementation impl, "" if there is none.
+func binaryFor(impl, w string) string {
+	for _, b := range binaries {
+		if b.impl == impl && b.remote == workload.IsRemote(w) {
+			return b.dir
+		}
+	}
+	return ""
+}
+
+// baselineOf returns the implementation the ratios of workload w are
+// taken against: goroutines with channels for a local workload, raw NATS
+// for a remote one, the floor any remote layer on NATS stands on.
+func baselineOf(w string) string {
+	if workload.IsRemote(w) {
+		return "nats"
+	}
+	return "goroutines"
+}
 
 func main() {
 	if len(os.Args) == 3 && os.Args[1] == busyArg {
@@ -72,8 +122,10 @@ type config struct {
 	scale      float64
 	quick      bool
 	out        string // "" writes no files
+	name       string // base name of the files written to out
 	cpuprofile string // directory for one CPU profile per run, "" for none
 	memprofile string // directory for one allocation profile per run, "" for none
+	trace      string // directory for one execution trace per run, "" for none
 	timeout    time.Duration
 	from       string // re-render the report from this latest.json instead of running
 	load       int    // busy-loop goroutines in a separate process during each run
@@ -87,9 +139,11 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	rounds := fs.Int("rounds", 3, "rounds; each runs every implementation once per workload")
 	scale := fs.Float64("size", 1, "size factor: 1 is the full size (a million messages, leaves, processes)")
 	quick := fs.Bool("quick", false, "every workload once at size 0.01, checking results (CI); writes files only with -out")
-	out := fs.String("out", "results", "directory for latest.md, latest.svg and latest.json")
+	out := fs.String("out", "results", "directory for the report: NAME.md, NAME.svg and NAME.json")
+	name := fs.String("name", "latest", "base name of the report's files in -out")
 	cpuprofile := fs.String("cpuprofile", "", "directory to write a CPU profile of every run to")
 	memprofile := fs.String("memprofile", "", "directory to write an allocation profile of every run to")
+	trace := fs.String("trace", "", "directory to write an execution trace of every run to")
 	timeout := fs.Duration("timeout", 10*time.Minute, "limit for one run")
 	from := fs.String("from", "", "render the report from a saved latest.json instead of running anything")
 	load := fs.Int("load", 0, "busy-loop goroutines run in a separate process during each run (CPU contention)")
@@ -101,7 +155,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	c := config{rounds: *rounds, scale: *scale, quick: *quick, out: *out, cpuprofile: *cpuprofile, memprofile: *memprofile, timeout: *timeout, from: *from, load: *load}
+	c := config{rounds: *rounds, scale: *scale, quick: *quick, out: *out, name: *name, cpuprofile: *cpuprofile, memprofile: *memprofile, trace: *trace, timeout: *timeout, from: *from, load: *load}
 	if c.quick {
 		if !set["rounds"] {
 			c.rounds = 1
@@ -131,6 +185,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if c.load < 0 {
 		return config{}, fmt.Errorf("-load %d: need zero or more goroutines", c.load)
+	}
+	if c.name == "" || c.name != filepath.Base(c.name) || strings.HasPrefix(c.name, ".") {
+		return config{}, fmt.Errorf("-name %q: need a plain file name", c.name)
 	}
 	return c, nil
 }
@@ -202,14 +259,18 @@ func bench(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer os.RemoveAll(binDir)
-	if err := build(ctx, root, binDir, cfg.impls, stderr); err != nil {
+	dirs := binariesFor(cfg)
+	if len(dirs) == 0 {
+		return errors.New("nothing to run for these workloads and implementations")
+	}
+	if err := build(ctx, root, binDir, dirs, stderr); err != nil {
 		return err
 	}
-	entries, err := listEntries(ctx, binDir, cfg.impls)
+	entries, err := listEntries(ctx, binDir, cfg)
 	if err != nil {
 		return err
 	}
-	for _, dir := range []string{cfg.cpuprofile, cfg.memprofile} {
+	for _, dir := range []string{cfg.cpuprofile, cfg.memprofile, cfg.trace} {
 		if dir != "" {
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				return err
@@ -221,9 +282,13 @@ func bench(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		return errors.New("nothing to run for these workloads and implementations")
 	}
 	fmt.Fprintf(stderr, "running %d jobs: %d workload(s) x %d round(s), size %g\n", len(jobs), len(cfg.workloads), cfg.rounds, cfg.scale)
+	nameWidth := 0
+	for _, w := range cfg.workloads {
+		nameWidth = max(nameWidth, len(w))
+	}
 	var results []workload.Result
 	for i, j := range jobs {
-		fmt.Fprintf(stderr, "[%*d/%d] %-9s %-24s round %d/%d  ", len(strconv.Itoa(len(jobs))), i+1, len(jobs), j.workload, j.label(), j.round, cfg.rounds)
+		fmt.Fprintf(stderr, "[%*d/%d] %-*s %-24s round %d/%d  ", len(strconv.Itoa(len(jobs))), i+1, len(jobs), nameWidth, j.workload, j.label(), j.round, cfg.rounds)
 		load, err := startLoad(cfg.load)
 		if err != nil {
 			return err
@@ -250,10 +315,10 @@ func finish(cfg config, machine report.Machine, results []workload.Result, stdou
 		return err
 	}
 	if cfg.out != "" {
-		if err := writeFiles(cfg.out, table, chart, saved{machine, cfg.scale, cfg.rounds, results}); err != nil {
+		if err := writeFiles(cfg.out, cfg.name, table, chart, saved{machine, cfg.scale, cfg.rounds, results}); err != nil {
 			return err
 		}
-		fmt.Fprintf(stderr, "wrote %s\n", filepath.Join(cfg.out, "latest.{md,svg,json}"))
+		fmt.Fprintf(stderr, "wrote %s\n", filepath.Join(cfg.out, cfg.name+".{md,svg,json}"))
 	}
 	for _, r := range results {
 		if !r.OK {
@@ -283,6 +348,12 @@ func summaryOf(r workload.Result) string {
 	s := report.Duration(float64(r.NS))
 	if r.BytesPerProc > 0 {
 		s += fmt.Sprintf(", %.0f B/proc", r.BytesPerProc)
+	}
+	if workload.IsRemote(r.Workload) && r.NS > 0 {
+		s += ", " + report.Rate(float64(r.Ops)/float64(r.NS)*1e9) + " msgs/s"
+	}
+	if l := r.Latency; l != nil {
+		s += ", round trip p50 " + report.Duration(float64(l.P50NS)) + " p99 " + report.Duration(float64(l.P99NS))
 	}
 	return s + "  ok " + r.Detail
 }
@@ -329,14 +400,28 @@ func goTool() string {
 	return "go"
 }
 
-// build compiles every implementation's binary into dir in one go
-// command.
-func build(ctx context.Context, root, dir string, impls []string, stderr io.Writer) error {
+// binariesFor returns the binaries the selected implementations need
+// for the selected workloads.
+func binariesFor(cfg config) []string {
+	var dirs []string
+	for _, b := range binaries {
+		if !slices.Contains(cfg.impls, b.impl) {
+			continue
+		}
+		if slices.ContainsFunc(cfg.workloads, func(w string) bool { return workload.IsRemote(w) == b.remote }) {
+			dirs = append(dirs, b.dir)
+		}
+	}
+	return dirs
+}
+
+// build compiles the binaries dirs into dir in one go command.
+func build(ctx context.Context, root, dir string, dirs []string, stderr io.Writer) error {
 	args := []string{"build", "-o", dir + string(filepath.Separator)}
-	for _, name := range impls {
+	for _, name := range dirs {
 		args = append(args, "./impl/"+name)
 	}
-	fmt.Fprintf(stderr, "building %s\n", strings.Join(impls, ", "))
+	fmt.Fprintf(stderr, "building %s\n", strings.Join(dirs, ", "))
 	cmd := exec.CommandContext(ctx, goTool(), args...)
 	cmd.Dir = root
 	var out bytes.Buffer
@@ -347,19 +432,30 @@ func build(ctx context.Context, root, dir string, impls []string, stderr io.Writ
 	return nil
 }
 
-// listEntries asks every binary which workloads and variants it runs.
-func listEntries(ctx context.Context, dir string, impls []string) (map[string][]string, error) {
+// listEntries asks every binary built for cfg which workloads and
+// variants it runs, and returns them by implementation. A binary lists
+// only the workloads of its own kind, local or remote.
+func listEntries(ctx context.Context, dir string, cfg config) (map[string][]string, error) {
 	entries := map[string][]string{}
-	for _, name := range impls {
-		out, err := exec.CommandContext(ctx, filepath.Join(dir, name), "-list").Output()
+	for _, b := range binaries {
+		if !slices.Contains(binariesFor(cfg), b.dir) {
+			continue
+		}
+		out, err := exec.CommandContext(ctx, filepath.Join(dir, b.dir), "-list").Output()
 		if err != nil {
-			return nil, fmt.Errorf("%s -list: %w", name, err)
+			return nil, fmt.Errorf("%s -list: %w", b.dir, err)
 		}
 		var l workload.Listing
 		if err := json.Unmarshal(out, &l); err != nil {
-			return nil, fmt.Errorf("%s -list: %w", name, err)
+			return nil, fmt.Errorf("%s -list: %w", b.dir, err)
 		}
-		entries[name] = l.Entries
+		for _, e := range l.Entries {
+			w, _, _ := strings.Cut(e, "/")
+			if workload.IsRemote(w) != b.remote {
+				return nil, fmt.Errorf("%s -list: %s is not a workload of its kind", b.dir, w)
+			}
+		}
+		entries[b.impl] = append(entries[b.impl], l.Entries...)
 	}
 	return entries, nil
 }
@@ -413,7 +509,10 @@ func execute(ctx context.Context, cfg config, dir string, j job) (workload.Resul
 	if cfg.memprofile != "" {
 		args = append(args, "-memprofile", filepath.Join(cfg.memprofile, name))
 	}
-	cmd := exec.CommandContext(ctx, filepath.Join(dir, j.impl), args...)
+	if cfg.trace != "" {
+		args = append(args, "-trace", filepath.Join(cfg.trace, strings.TrimSuffix(name, ".pprof")+".trace"))
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(dir, binaryFor(j.impl, j.workload)), args...)
 	cmd.WaitDelay = 5 * time.Second
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
@@ -449,8 +548,8 @@ func tail(s string, n int) string {
 	return "..." + s[len(s)-n:]
 }
 
-// writeFiles writes latest.md, latest.svg and latest.json into dir.
-func writeFiles(dir string, table report.Table, chart report.Chart, sv saved) error {
+// writeFiles writes name.md, name.svg and name.json into dir.
+func writeFiles(dir, name string, table report.Table, chart report.Chart, sv saved) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -458,7 +557,7 @@ func writeFiles(dir string, table report.Table, chart report.Chart, sv saved) er
 	if err := report.WriteMarkdown(&md, table); err != nil {
 		return err
 	}
-	fmt.Fprintf(&md, "\n![ratio to goroutines](latest.svg)\n")
+	fmt.Fprintf(&md, "\n![ratio to %s](%s.svg)\n", baselineWords(chart.Groups), name)
 	if err := report.WriteSVG(&svg, chart); err != nil {
 		return err
 	}
@@ -466,8 +565,8 @@ func writeFiles(dir string, table report.Table, chart report.Chart, sv saved) er
 	if err != nil {
 		return err
 	}
-	for name, data := range map[string][]byte{"latest.md": md.Bytes(), "latest.svg": svg.Bytes(), "latest.json": append(raw, '\n')} {
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+	for ext, data := range map[string][]byte{".md": md.Bytes(), ".svg": svg.Bytes(), ".json": append(raw, '\n')} {
+		if err := os.WriteFile(filepath.Join(dir, name+ext), data, 0o644); err != nil {
 			return err
 		}
 	}
@@ -531,17 +630,14 @@ func summarize(cfg config, machine report.Machine, results []workload.Result) (r
 	}
 	sz := workload.SizesFor(cfg.scale)
 	table := report.Table{Machine: machine, Scale: cfg.scale, Rounds: cfg.rounds}
-	chart := report.Chart{
-		Title: "Relative to goroutines + channels (higher is better)",
-		Subtitle: fmt.Sprintf("goroutines' median ÷ the implementation's; time, or bytes per process for idle. Size %g, %d round(s), %s, %d CPUs, %s",
-			cfg.scale, cfg.rounds, machine.CPU, machine.Cores, machine.GoVersion),
-	}
+	var chart report.Chart
 	for _, impl := range cfg.impls {
-		if impl != baseline {
+		if !slices.ContainsFunc(workload.Names, func(w string) bool { return baselineOf(w) == impl }) {
 			chart.Series = append(chart.Series, impl)
 		}
 	}
 	for _, w := range cfg.workloads {
+		baseline := baselineOf(w)
 		var rows []report.Row
 		var base float64
 		for _, impl := range cfg.impls {
@@ -581,7 +677,43 @@ func summarize(cfg config, machine report.Machine, results []workload.Result) (r
 		}
 		table.Rows = append(table.Rows, rows...)
 	}
+	// Only implementations that ran one of the charted workloads get a
+	// place in the legend.
+	chart.Series = slices.DeleteFunc(chart.Series, func(impl string) bool {
+		return !slices.ContainsFunc(table.Rows, func(r report.Row) bool { return r.Impl == impl })
+	})
+	chart.Title, chart.Subtitle = chartTitles(chart.Groups)
+	chart.Subtitle += fmt.Sprintf(" Size %g, %d round(s), %s, %d CPUs, %s", cfg.scale, cfg.rounds, machine.CPU, machine.Cores, machine.GoVersion)
 	return table, chart
+}
+
+// baselineWords names the baseline of the chart of groups, for its
+// title and caption.
+func baselineWords(groups []string) string {
+	remote := slices.ContainsFunc(groups, workload.IsRemote)
+	local := slices.ContainsFunc(groups, func(w string) bool { return !workload.IsRemote(w) })
+	switch {
+	case remote && local:
+		return "the baseline"
+	case remote:
+		return "raw NATS"
+	}
+	return "goroutines"
+}
+
+// chartTitles returns the chart's title and the start of its subtitle,
+// which say what its bars are relative to.
+func chartTitles(groups []string) (title, subtitle string) {
+	switch baselineWords(groups) {
+	case "the baseline":
+		return "Relative to the baseline: goroutines + channels, raw NATS for remote workloads (higher is better)",
+			"The baseline's median ÷ the implementation's; time, or bytes per process for idle."
+	case "raw NATS":
+		return "Relative to raw NATS (higher is better)",
+			"Raw NATS's median time ÷ the implementation's, two nodes in one process on loopback."
+	}
+	return "Relative to goroutines + channels (higher is better)",
+		"goroutines' median ÷ the implementation's; time, or bytes per process for idle."
 }
 
 // bestVariant returns the variant with the lowest median primary figure
@@ -625,6 +757,21 @@ func rowOf(c *cell, sz workload.Sizes, w string) report.Row {
 	row.AllocsPerOp = c.median(func(r workload.Result) float64 { return float64(r.Allocs) }) / ops
 	row.BytesPerOp = c.median(func(r workload.Result) float64 { return float64(r.AllocBytes) }) / ops
 	row.PeakRSS = c.median(func(r workload.Result) float64 { return float64(r.PeakRSS) })
+	if workload.IsRemote(w) {
+		row.Remote = true
+		row.Rate = ops / row.Primary.Median * 1e9
+		latency := func(f func(*workload.Latency) int64) float64 {
+			return c.median(func(r workload.Result) float64 {
+				if r.Latency == nil {
+					return math.NaN() // not counted
+				}
+				return float64(f(r.Latency))
+			})
+		}
+		row.P50NS = latency(func(l *workload.Latency) int64 { return l.P50NS })
+		row.P99NS = latency(func(l *workload.Latency) int64 { return l.P99NS })
+		row.MeanNS = latency(func(l *workload.Latency) int64 { return l.MeanNS })
+	}
 	return row
 }
 

@@ -50,18 +50,20 @@ func TestLoadProcess(t *testing.T) {
 	require.Contains(t, b.String(), "2 busy-looping goroutines in another process")
 }
 
-// TestQuick runs the harness end to end as CI does (-quick), for this
-// scheduler and the goroutine baseline: it builds their binaries, runs
-// every workload once at size 0.01, and every run must check out.
+// TestQuick runs the harness end to end as CI does (-quick): this
+// scheduler and the goroutine baseline on the local workloads, and this
+// scheduler's remote module and raw NATS on the remote ones. It builds
+// their binaries, runs every workload once at size 0.01, and every run
+// must check out.
 func TestQuick(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the benchmark binaries")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
 	var stdout, stderr bytes.Buffer
-	code := run(ctx, []string{"-quick", "-impls", "sched,goroutines", "-out", dir}, &stdout, &stderr)
+	code := run(ctx, []string{"-quick", "-impls", "sched,goroutines,nats", "-out", dir}, &stdout, &stderr)
 	require.Equal(t, 0, code, "exit code; progress:\n%s", stderr.String())
 
 	for _, w := range workload.Names {
@@ -77,22 +79,36 @@ func TestQuick(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal(raw, &doc))
 	require.Equal(t, 0.01, doc.Scale)
+	sz := workload.SizesFor(0.01)
 	ran := map[string]bool{}
 	for _, r := range doc.Runs {
 		require.True(t, r.OK, "run %s %s/%s failed: %s", r.Workload, r.Impl, r.Variant, r.Error)
 		require.NotEmpty(t, r.Detail, "run %s %s says what it checked", r.Workload, r.Impl)
 		require.Positive(t, r.NS)
+		if r.Workload == workload.RemotePingPong {
+			require.NotNil(t, r.Latency, "%s records its round trips", r.Impl)
+			require.Equal(t, sz.RemoteRoundTrips, r.Latency.Samples, "%s records every round trip", r.Impl)
+			require.True(t, 0 < r.Latency.P50NS && r.Latency.P50NS <= r.Latency.P99NS && r.Latency.P99NS <= r.Latency.MaxNS,
+				"%s: percentiles in order: %+v", r.Impl, r.Latency)
+		} else {
+			require.Nil(t, r.Latency, "%s %s records no round trips", r.Workload, r.Impl)
+		}
 		ran[r.Workload+" "+r.Impl] = true
 	}
 	for _, w := range workload.Names {
-		for _, impl := range []string{"sched", "goroutines"} {
+		impls := []string{"sched", "goroutines"}
+		if workload.IsRemote(w) {
+			impls = []string{"sched", "nats"}
+		}
+		for _, impl := range impls {
 			require.True(t, ran[w+" "+impl], "no run of %s on %s", w, impl)
 		}
 	}
+	require.False(t, ran[workload.RemoteEcho+" goroutines"], "goroutines has no remote binary")
 
 	md, err := os.ReadFile(filepath.Join(dir, "latest.md"))
 	require.NoError(t, err)
-	require.Equal(t, stdout.String()+"\n![ratio to goroutines](latest.svg)\n", string(md), "latest.md is the printed table plus the chart")
+	require.Equal(t, stdout.String()+"\n![ratio to the baseline](latest.svg)\n", string(md), "latest.md is the printed table plus the chart")
 	rows := 0
 	for _, line := range strings.Split(string(md), "\n") {
 		if strings.HasPrefix(line, "| ") && !strings.HasPrefix(line, "| workload") {
@@ -100,10 +116,49 @@ func TestQuick(t *testing.T) {
 		}
 	}
 	require.Equal(t, 2*len(workload.Names), rows, "one table row per workload and implementation:\n%s", md)
+	require.Contains(t, string(md), "## Remote workloads")
+	require.Contains(t, string(md), "| × nats |")
 
 	svg, err := os.ReadFile(filepath.Join(dir, "latest.svg"))
 	require.NoError(t, err)
 	require.Equal(t, len(workload.Names), strings.Count(string(svg), `class="bar"`), "one bar (sched) per workload")
+}
+
+// TestBinaries: every implementation has a binary, every binary a main
+// package, and the binaries built are those the selection needs.
+func TestBinaries(t *testing.T) {
+	for _, impl := range implNames {
+		require.True(t, binaryFor(impl, workload.Ring) != "" || binaryFor(impl, workload.RemoteEcho) != "", "%s has no binary", impl)
+	}
+	for _, b := range binaries {
+		require.Contains(t, implNames, b.impl)
+		_, err := os.Stat(filepath.Join("impl", b.dir, "main.go"))
+		require.NoError(t, err, "binary %s", b.dir)
+	}
+	require.Equal(t, "sched", binaryFor("sched", workload.Ring))
+	require.Equal(t, "sched-remote", binaryFor("sched", workload.RemotePairs))
+	require.Equal(t, "", binaryFor("goroutines", workload.RemotePairs))
+	require.Equal(t, "", binaryFor("nats", workload.PingPong))
+
+	for _, tt := range []struct {
+		workloads, impls string
+		want             []string
+	}{
+		{"ring", "sched,nats", []string{"sched"}},
+		{"remote-echo", "sched,goroutines,nats", []string{"sched-remote", "nats"}},
+		{"ring,remote-echo", "sched", []string{"sched", "sched-remote"}},
+		{"remote-echo", "goroutines,ants", nil},
+	} {
+		cfg, err := parseFlags([]string{"-workloads", tt.workloads, "-impls", tt.impls}, &bytes.Buffer{})
+		require.NoError(t, err)
+		require.Equal(t, tt.want, binariesFor(cfg), "-workloads %s -impls %s", tt.workloads, tt.impls)
+	}
+	cfg, err := parseFlags(nil, &bytes.Buffer{})
+	require.NoError(t, err)
+	require.Len(t, binariesFor(cfg), len(binaries), "everything needs every binary")
+
+	require.Equal(t, "goroutines", baselineOf(workload.Fib))
+	require.Equal(t, "nats", baselineOf(workload.RemotePingPong))
 }
 
 func TestParseFlags(t *testing.T) {
@@ -114,20 +169,24 @@ func TestParseFlags(t *testing.T) {
 		wantErr string
 	}{
 		{name: "defaults", args: nil,
-			want: config{workloads: workload.Names, impls: implNames, rounds: 3, scale: 1, out: "results", timeout: 10 * time.Minute}},
+			want: config{workloads: workload.Names, impls: implNames, rounds: 3, scale: 1, out: "results", name: "latest", timeout: 10 * time.Minute}},
 		{name: "quick", args: []string{"-quick"},
-			want: config{workloads: workload.Names, impls: implNames, rounds: 1, scale: 0.01, quick: true, timeout: 10 * time.Minute}},
+			want: config{workloads: workload.Names, impls: implNames, rounds: 1, scale: 0.01, quick: true, name: "latest", timeout: 10 * time.Minute}},
 		{name: "quick with explicit values", args: []string{"-quick", "-rounds", "2", "-size", "0.1", "-out", "x"},
-			want: config{workloads: workload.Names, impls: implNames, rounds: 2, scale: 0.1, quick: true, out: "x", timeout: 10 * time.Minute}},
+			want: config{workloads: workload.Names, impls: implNames, rounds: 2, scale: 0.1, quick: true, out: "x", name: "latest", timeout: 10 * time.Minute}},
 		{name: "selection keeps report order", args: []string{"-workloads", "fib, ring", "-impls", "goroutines,sched"},
-			want: config{workloads: []string{"ring", "fib"}, impls: []string{"sched", "goroutines"}, rounds: 3, scale: 1, out: "results", timeout: 10 * time.Minute}},
+			want: config{workloads: []string{"ring", "fib"}, impls: []string{"sched", "goroutines"}, rounds: 3, scale: 1, out: "results", name: "latest", timeout: 10 * time.Minute}},
+		{name: "remote workloads and a name", args: []string{"-workloads", "remote-pairs,remote-pingpong", "-impls", "nats,sched", "-name", "remote"},
+			want: config{workloads: []string{"remote-pingpong", "remote-pairs"}, impls: []string{"sched", "nats"}, rounds: 3, scale: 1, out: "results", name: "remote", timeout: 10 * time.Minute}},
+		{name: "name with a directory", args: []string{"-name", "../x"}, wantErr: "need a plain file name"},
+		{name: "empty name", args: []string{"-name", ""}, wantErr: "need a plain file name"},
 		{name: "unknown workload", args: []string{"-workloads", "nope"}, wantErr: `unknown workload "nope"`},
 		{name: "unknown implementation", args: []string{"-impls", "akka"}, wantErr: `unknown implementation "akka"`},
 		{name: "no rounds", args: []string{"-rounds", "0"}, wantErr: "need at least 1"},
 		{name: "bad size", args: []string{"-size", "-1"}, wantErr: "positive factor"},
 		{name: "stray argument", args: []string{"extra"}, wantErr: "unexpected arguments"},
 		{name: "load", args: []string{"-load", "2"},
-			want: config{workloads: workload.Names, impls: implNames, rounds: 3, scale: 1, out: "results", timeout: 10 * time.Minute, load: 2}},
+			want: config{workloads: workload.Names, impls: implNames, rounds: 3, scale: 1, out: "results", name: "latest", timeout: 10 * time.Minute, load: 2}},
 		{name: "negative load", args: []string{"-load", "-1"}, wantErr: "need zero or more"},
 	}
 	for _, tt := range tests {
@@ -212,6 +271,75 @@ func TestSummarize(t *testing.T) {
 	require.Contains(t, table.Notes[0], "unbuffered 410 ns (kept)")
 }
 
+// TestSummarizeRemote: remote workloads are compared with raw NATS,
+// report their message rate and the medians of their round-trip
+// figures, and go in a table and chart of their own.
+func TestSummarizeRemote(t *testing.T) {
+	res := func(w, impl, variant string, ns int64, lat *workload.Latency) workload.Result {
+		return workload.Result{Workload: w, Impl: impl, Variant: variant, NS: ns, Ops: 2000, Allocs: 1000, OK: true, Latency: lat}
+	}
+	lat := func(p50 int64) *workload.Latency {
+		return &workload.Latency{Samples: 1000, P50NS: p50, P99NS: 3 * p50, MeanNS: 2 * p50, MaxNS: 10 * p50}
+	}
+	results := []workload.Result{
+		res("remote-pingpong", "sched", "", 1e9, lat(50_000)),
+		res("remote-pingpong", "nats", "", 5e8, lat(20_000)),
+		res("remote-pingpong", "sched", "", 3e9, lat(70_000)),
+		res("remote-pingpong", "nats", "", 7e8, lat(40_000)),
+		res("remote-pingpong", "sched", "", 2e9, lat(60_000)),
+		res("remote-pingpong", "nats", "", 6e8, lat(30_000)),
+		res("remote-pairs", "sched", "", 1e9, nil),
+		res("remote-pairs", "nats", "subjects", 4e9, nil),
+		res("remote-pairs", "nats", "wildcard", 2e9, nil),
+		res("ring", "sched", "", 100, nil),
+		res("ring", "goroutines", "", 400, nil),
+	}
+	cfg := config{workloads: []string{"ring", "remote-pingpong", "remote-pairs"}, impls: []string{"sched", "goroutines", "nats"}, rounds: 3, scale: 1}
+	table, chart := summarize(cfg, report.Machine{}, results)
+
+	require.Len(t, table.Rows, 6)
+	ring, ping, natsPing, pairs, natsPairs := table.Rows[0], table.Rows[2], table.Rows[3], table.Rows[4], table.Rows[5]
+	require.False(t, ring.Remote)
+	require.InDelta(t, 4.0, ring.Ratio, 1e-9, "local workloads keep goroutines as baseline")
+
+	require.True(t, ping.Remote)
+	require.True(t, natsPing.Baseline, "raw NATS is the remote baseline")
+	require.False(t, ping.Baseline)
+	require.Equal(t, 2e9, ping.Primary.Median)
+	require.InDelta(t, 6e8/2e9, ping.Ratio, 1e-9)
+	require.InDelta(t, 1000.0, ping.Rate, 1e-9, "2,000 messages in the median 2 s")
+	require.Equal(t, 60_000.0, ping.P50NS, "median of the rounds' p50")
+	require.Equal(t, 180_000.0, ping.P99NS)
+	require.Equal(t, 120_000.0, ping.MeanNS)
+	require.Equal(t, 0.5, ping.AllocsPerOp, "allocations per message")
+
+	require.Zero(t, pairs.P50NS, "no round trips recorded")
+	require.Equal(t, "wildcard", natsPairs.Variant)
+	require.InDelta(t, 2.0, pairs.Ratio, 1e-9, "against the faster raw NATS variant")
+
+	require.Equal(t, []string{"ring", "remote-pingpong", "remote-pairs"}, chart.Groups)
+	require.Equal(t, []string{"sched"}, chart.Series, "neither baseline is a series")
+	require.Len(t, chart.Points, 3)
+	require.Contains(t, chart.Title, "raw NATS for remote workloads")
+
+	_, remoteOnly := summarize(config{workloads: []string{"remote-pairs"}, impls: []string{"sched", "ants", "nats"}, rounds: 3, scale: 1}, report.Machine{}, results)
+	require.Equal(t, "Relative to raw NATS (higher is better)", remoteOnly.Title)
+	require.Equal(t, []string{"sched"}, remoteOnly.Series, "ants ran none of the charted workloads: not in the legend")
+	_, localOnly := summarize(config{workloads: []string{"ring"}, impls: []string{"sched", "goroutines"}, rounds: 3, scale: 1}, report.Machine{}, results)
+	require.Equal(t, "Relative to goroutines + channels (higher is better)", localOnly.Title)
+
+	partial, _ := summarize(config{workloads: []string{"remote-pingpong"}, impls: []string{"sched"}, rounds: 3, scale: 1}, report.Machine{}, []workload.Result{
+		res("remote-pingpong", "sched", "", 1e9, lat(10_000)),
+		res("remote-pingpong", "sched", "", 1e9, nil),
+		res("remote-pingpong", "sched", "", 1e9, lat(30_000)),
+	})
+	require.Equal(t, 20_000.0, partial.Rows[0].P50NS, "a round without round trips does not count in their median")
+
+	var md bytes.Buffer
+	require.NoError(t, report.WriteMarkdown(&md, table))
+	require.Contains(t, md.String(), "| **remote-pingpong** (20,000 round trips) | sched | 2 s | 1 s – 3 s | 1 k | 60 µs | 180 µs | 120 µs | 0.30× | 0.50 |")
+}
+
 func TestFromRerendersASavedRun(t *testing.T) {
 	dir := t.TempDir()
 	sv := saved{
@@ -235,6 +363,12 @@ func TestFromRerendersASavedRun(t *testing.T) {
 	require.Contains(t, stdout.String(), "saved CPU")
 	require.Contains(t, stdout.String(), "Scale 0.5, 1 round(s)")
 	require.Contains(t, stdout.String(), "| **3.00×** |")
+	code = run(context.Background(), []string{"-from", in, "-out", out, "-name", "other"}, &stdout, &stderr)
+	require.Equal(t, 0, code, stderr.String())
+	for _, f := range []string{"other.md", "other.svg", "other.json"} {
+		_, err := os.Stat(filepath.Join(out, f))
+		require.NoError(t, err, "-name other writes %s", f)
+	}
 	again, err := os.ReadFile(filepath.Join(out, "latest.json"))
 	require.NoError(t, err)
 	var back saved

@@ -50,6 +50,18 @@ type Row struct {
 	Runs   int    // rounds run
 	Failed int    // rounds that failed (wrong answer, crash, timeout)
 	Error  string // the first failure, if any
+
+	// Remote marks a remote workload (two nodes over loopback): its row
+	// goes in a table of its own, with the figures below, and its ratio
+	// is to raw NATS.
+	Remote bool
+	// Rate is the workload's messages, counted both ways, divided by
+	// the median time, per second.
+	Rate float64
+	// P50NS, P99NS and MeanNS are the medians over the rounds of each
+	// round's round-trip percentiles and mean, for a workload that
+	// records round trips; 0 otherwise.
+	P50NS, P99NS, MeanNS float64
 }
 
 // Table is a full report.
@@ -87,25 +99,22 @@ func WriteMarkdown(w io.Writer, t Table) error {
 		fmt.Fprintf(&b, "- Load average at start: %s\n", m.Load)
 	}
 	fmt.Fprintf(&b, "- Scale %g, %d round(s); each round runs every implementation once, interleaved, each run in a fresh process\n\n", t.Scale, t.Rounds)
-	b.WriteString("Median of the rounds, with the fastest and slowest round. " +
-		"**× goroutines** is the goroutine baseline's median divided by this one's: above 1 is faster " +
-		"(for idle memory: fewer bytes per process) than goroutines with channels. " +
-		"Allocations are per operation during the measured part; peak RSS is the whole process's.\n\n")
-	b.WriteString("| workload | implementation | median | min – max | per op | × goroutines | allocs/op | B/op | peak RSS | runs |\n")
-	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|---|\n")
-	prev := ""
+	var local, remote []Row
 	for _, r := range t.Rows {
-		wl := ""
-		if r.Workload != prev {
-			wl = "**" + r.Workload + "**"
-			if r.Size != "" {
-				wl += " (" + r.Size + ")"
-			}
-			prev = r.Workload
+		if r.Remote {
+			remote = append(remote, r)
+		} else {
+			local = append(local, r)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-			wl, implName(r), primary(r, r.Primary.Median), spread(r), perOp(r), ratio(r),
-			num(r.AllocsPerOp), num(r.BytesPerOp), Bytes(r.PeakRSS), runs(r))
+	}
+	if len(local) > 0 || len(remote) == 0 {
+		writeLocal(&b, local)
+	}
+	if len(remote) > 0 {
+		if len(local) > 0 {
+			b.WriteString("\n## Remote workloads\n\n")
+		}
+		writeRemote(&b, remote)
 	}
 	if len(t.Notes) > 0 {
 		b.WriteString("\n")
@@ -115,6 +124,93 @@ func WriteMarkdown(w io.Writer, t Table) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeLocal writes the table of the local workloads.
+func writeLocal(b *strings.Builder, rows []Row) {
+	b.WriteString("Median of the rounds, with the fastest and slowest round. " +
+		"**× goroutines** is the goroutine baseline's median divided by this one's: above 1 is faster " +
+		"(for idle memory: fewer bytes per process) than goroutines with channels. " +
+		"Allocations are per operation during the measured part; peak RSS is the whole process's.\n\n")
+	b.WriteString("| workload | implementation | median | min – max | per op | × goroutines | allocs/op | B/op | peak RSS | runs |\n")
+	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|---|\n")
+	for i, r := range rows {
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+			workloadCell(rows, i), implName(r), primary(r, r.Primary.Median), spread(r), perOp(r), ratio(r),
+			num(r.AllocsPerOp), num(r.BytesPerOp), Bytes(r.PeakRSS), runs(r))
+	}
+}
+
+// writeRemote writes the table of the remote workloads.
+func writeRemote(b *strings.Builder, rows []Row) {
+	b.WriteString("Two nodes in one process, talking over loopback. Median of the rounds, with the fastest and slowest round. " +
+		"**msgs/s** counts messages both ways: the workload's messages divided by the median time. " +
+		"The round-trip columns are the medians over the rounds of each round's percentile and mean. " +
+		"**× nats** is raw NATS's median time divided by this one's: above 1 is faster than raw NATS. " +
+		"Allocations are per message during the measured part, over the whole process (both nodes, and the NATS server where there is one); " +
+		"peak RSS is the whole process's.\n\n")
+	b.WriteString("| workload | implementation | median | min – max | msgs/s | round trip p50 | p99 | mean | × nats | allocs/msg | B/msg | peak RSS | runs |\n")
+	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
+	for i, r := range rows {
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+			workloadCell(rows, i), implName(r), primary(r, r.Primary.Median), spread(r), rate(r),
+			latency(r, r.P50NS), latency(r, r.P99NS), latency(r, r.MeanNS), ratio(r),
+			num(r.AllocsPerOp), num(r.BytesPerOp), Bytes(r.PeakRSS), runs(r))
+	}
+}
+
+// workloadCell names the workload (in bold, with its size) on the first
+// of its rows, and leaves the others empty.
+func workloadCell(rows []Row, i int) string {
+	r := rows[i]
+	if i > 0 && rows[i-1].Workload == r.Workload {
+		return ""
+	}
+	wl := "**" + r.Workload + "**"
+	if r.Size != "" {
+		wl += " (" + r.Size + ")"
+	}
+	return wl
+}
+
+func rate(r Row) string {
+	if r.Primary.N == 0 || r.Rate == 0 {
+		return "–"
+	}
+	return Rate(r.Rate)
+}
+
+func latency(r Row, ns float64) string {
+	if r.Primary.N == 0 || ns == 0 {
+		return "–"
+	}
+	return Duration(ns)
+}
+
+// Rate formats a count per second with a unit that keeps three
+// significant digits: "812", "63.6 k", "2.09 M".
+func Rate(v float64) string {
+	switch {
+	case v < 1e3:
+		return trim(v, 0)
+	case v < 1e6:
+		return trim3(v/1e3) + " k"
+	case v < 1e9:
+		return trim3(v/1e6) + " M"
+	}
+	return trim3(v/1e9) + " G"
+}
+
+// trim3 formats v (at least 1) with three significant digits and no
+// trailing zeros.
+func trim3(v float64) string {
+	switch {
+	case v >= 100:
+		return trim(v, 0)
+	case v >= 10:
+		return trim(v, 1)
+	}
+	return trim(v, 2)
 }
 
 func orDash(s string) string {

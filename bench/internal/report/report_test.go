@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/xml"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"strings"
@@ -71,6 +72,81 @@ func TestWriteMarkdown(t *testing.T) {
 	}
 }
 
+// tableLines returns the lines of out that are table rows.
+func tableLines(out string) []string {
+	var lines []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "|") {
+			lines = append(lines, l)
+		}
+	}
+	return lines
+}
+
+func TestWriteMarkdownRemote(t *testing.T) {
+	remote := []Row{
+		{Workload: "remote-pingpong", Size: "20,000 round trips", Impl: "sched", Remote: true, Ratio: 0.8,
+			Primary: stats.Summarize([]float64{1.2e9, 1.3e9, 1.25e9}), Rate: 32_000, P50NS: 58_400, P99NS: 249_000, MeanNS: 78_000,
+			OpUnit: "msg", Runs: 3, AllocsPerOp: 7, BytesPerOp: 410, PeakRSS: 22 << 20},
+		{Workload: "remote-pingpong", Impl: "nats", Remote: true, Baseline: true,
+			Primary: stats.Summarize([]float64{1e9, 1e9, 1e9}), Rate: 40_000, P50NS: 37_000, P99NS: 99_000, MeanNS: 44_000, Runs: 3},
+		{Workload: "remote-echo", Size: "1,000,000 messages each way, window 1,000", Impl: "sched", Remote: true, Ratio: 1.5,
+			Primary: stats.Summarize([]float64{9.5e8}), Rate: 2_105_000, Runs: 1, AllocsPerOp: 1.02},
+		{Workload: "remote-echo", Impl: "hollywood", Remote: true, Runs: 1, Failed: 1, Error: "echo number: got 3, want 2"},
+	}
+	var b bytes.Buffer
+	if err := WriteMarkdown(&b, Table{Scale: 1, Rounds: 3, Rows: remote}); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	lines := tableLines(out)
+	if len(lines) != 2+len(remote) {
+		t.Fatalf("table has %d lines, want %d (header, rule, %d rows):\n%s", len(lines), 2+len(remote), len(remote), out)
+	}
+	for i, l := range lines {
+		if got, want := strings.Count(l, "|"), strings.Count(lines[0], "|"); got != want {
+			t.Errorf("line %d has %d separators, want %d: %s", i, got, want, l)
+		}
+	}
+	for _, want := range []string{
+		"| workload | implementation | median | min – max | msgs/s | round trip p50 | p99 | mean | × nats | allocs/msg | B/msg | peak RSS | runs |",
+		"| **remote-pingpong** (20,000 round trips) | sched | 1.25 s | 1.2 s – 1.3 s | 32 k | 58.4 µs | 249 µs | 78 µs | 0.80× | 7.00 | 410 | 22 MiB | 3 ok |",
+		"|  | nats | 1 s | 1 s – 1 s | 40 k | 37 µs | 99 µs | 44 µs | 1 (baseline) |",
+		"| **remote-echo** (1,000,000 messages each way, window 1,000) | sched | 950 ms | 950 ms – 950 ms | 2.1 M | – | – | – | **1.50×** | 1.02 |",
+		"|  | hollywood | – | – | – | – | – | – | – | 0.00 | 0.00 | – | 1/1 FAILED: echo number: got 3, want 2 |",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	for _, unwanted := range []string{"× goroutines", "## Remote workloads"} {
+		if strings.Contains(out, unwanted) {
+			t.Errorf("a table of remote rows alone has %q:\n%s", unwanted, out)
+		}
+	}
+
+	b.Reset()
+	mixed := sampleTable()
+	mixed.Rows = append(mixed.Rows, remote...)
+	if err := WriteMarkdown(&b, mixed); err != nil {
+		t.Fatal(err)
+	}
+	out = b.String()
+	local, rest, ok := strings.Cut(out, "## Remote workloads")
+	if !ok {
+		t.Fatalf("a mixed table has no remote section:\n%s", out)
+	}
+	if n := len(tableLines(local)); n != 2+4 {
+		t.Errorf("the local table has %d lines, want 6:\n%s", n, local)
+	}
+	if n := len(tableLines(rest)); n != 2+len(remote) {
+		t.Errorf("the remote table has %d lines, want %d:\n%s", n, 2+len(remote), rest)
+	}
+	if !strings.Contains(rest, "- goroutines: unbuffered kept") {
+		t.Errorf("the notes come after both tables:\n%s", out)
+	}
+}
+
 func TestFormatters(t *testing.T) {
 	for _, tt := range []struct {
 		got, want string
@@ -91,6 +167,12 @@ func TestFormatters(t *testing.T) {
 		{valueLabel(12.4), "12"},
 		{valueLabel(2.46), "2.5"},
 		{valueLabel(0.456), "0.46"},
+		{Rate(812), "812"},
+		{Rate(1000), "1 k"},
+		{Rate(63_640), "63.6 k"},
+		{Rate(146_300), "146 k"},
+		{Rate(2_094_000), "2.09 M"},
+		{Rate(3.2e9), "3.2 G"},
 	} {
 		if tt.got != tt.want {
 			t.Errorf("got %q, want %q", tt.got, tt.want)
@@ -171,6 +253,23 @@ func TestWriteSVG(t *testing.T) {
 	// The axis reaches the powers of two around the extremes, 40 and 0.1.
 	if !strings.Contains(b.String(), ">64×<") || !strings.Contains(b.String(), ">1/8×<") {
 		t.Errorf("axis does not extend to the data:\n%s", b.String())
+	}
+}
+
+// TestWriteSVGFitsSubtitle: a chart of few groups is still wide enough
+// for its subtitle.
+func TestWriteSVGFitsSubtitle(t *testing.T) {
+	sub := strings.Repeat("a subtitle of some length, ", 6)
+	var b bytes.Buffer
+	if err := WriteSVG(&b, Chart{Title: "t", Subtitle: sub, Groups: []string{"g"}, Series: []string{"s"}, Points: []Point{{"g", "s", 2}}}); err != nil {
+		t.Fatal(err)
+	}
+	var width float64
+	if _, err := fmt.Sscanf(b.String()[strings.Index(b.String(), `width="`):], `width="%g"`, &width); err != nil {
+		t.Fatal(err)
+	}
+	if want := 5.5 * float64(len(sub)); width < want {
+		t.Errorf("width %v, want at least %v for a subtitle of %d characters", width, want, len(sub))
 	}
 }
 

@@ -64,6 +64,9 @@ func WriteSVG(w io.Writer, c Chart) error {
 	groupWidth := float64(max(1, len(c.Series))*barWidth + groupGap)
 	width := marginLeft + float64(len(c.Groups))*groupWidth + marginRight
 	width = math.Max(width, 480)
+	// Wide enough for the subtitle, at about 5.5 units per character of
+	// its 11-unit font.
+	width = math.Max(width, 24+5.5*float64(len([]rune(c.Subtitle))))
 	height := float64(plotTop + plotHeight + labelsBelow)
 	logLo, logHi := math.Log2(lo), math.Log2(hi)
 	y := func(v float64) float64 {

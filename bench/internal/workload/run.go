@@ -11,6 +11,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strconv"
 	"syscall"
@@ -30,6 +31,9 @@ type Outcome struct {
 	// BytesPerProcess is set by the idle workload: the growth of heap and
 	// stacks per idle process (see [LiveBytes]).
 	BytesPerProcess float64
+	// Latency is set by the remote ping-pong workload: its round-trip
+	// times (see [Latencies]).
+	Latency *Latency
 }
 
 // Entry is one workload an implementation runs. An implementation may
@@ -49,16 +53,17 @@ type Result struct {
 	Scale    float64 `json:"scale"`
 	Ops      int64   `json:"ops"` // unit operations (see Sizes.Ops)
 
-	NS           int64   `json:"ns"`                       // duration of the measured part
-	Allocs       uint64  `json:"allocs"`                   // heap allocations in the measured part
-	AllocBytes   uint64  `json:"alloc_bytes"`              // bytes allocated in the measured part
-	PeakRSS      uint64  `json:"peak_rss"`                 // the process's peak resident set, bytes
-	BytesPerProc float64 `json:"bytes_per_proc,omitempty"` // idle workload only
-	GCs          uint32  `json:"gcs"`                      // garbage collections in the measured part
-	GoMaxProcs   int     `json:"gomaxprocs"`
-	OK           bool    `json:"ok"`
-	Detail       string  `json:"detail,omitempty"`
-	Error        string  `json:"error,omitempty"`
+	NS           int64    `json:"ns"`                       // duration of the measured part
+	Allocs       uint64   `json:"allocs"`                   // heap allocations in the measured part
+	AllocBytes   uint64   `json:"alloc_bytes"`              // bytes allocated in the measured part
+	PeakRSS      uint64   `json:"peak_rss"`                 // the process's peak resident set, bytes
+	BytesPerProc float64  `json:"bytes_per_proc,omitempty"` // idle workload only
+	Latency      *Latency `json:"latency,omitempty"`        // remote ping-pong only
+	GCs          uint32   `json:"gcs"`                      // garbage collections in the measured part
+	GoMaxProcs   int      `json:"gomaxprocs"`
+	OK           bool     `json:"ok"`
+	Detail       string   `json:"detail,omitempty"`
+	Error        string   `json:"error,omitempty"`
 }
 
 // Meter measures the part of a run between Start and Stop: wall time,
@@ -152,7 +157,8 @@ func Key(workload, variant string) string {
 
 // Main is the whole main function of a benchmark binary for
 // implementation impl with the given entries. It parses the command line
-// (-list, or -workload NAME [-variant V] [-scale F] [-cpuprofile FILE]),
+// (-list, or -workload NAME [-variant V] [-scale F] [-cpuprofile FILE]
+// [-memprofile FILE] [-trace FILE]),
 // runs the workload once, prints one JSON [Result] on standard output and
 // exits with status 1 if the run failed its check.
 func Main(impl string, entries []Entry) {
@@ -194,6 +200,7 @@ func run(impl string, entries []Entry, args []string, stdout, stderr io.Writer) 
 	scale := fs.Float64("scale", 1, "size factor (1: the full sizes, a million messages, leaves or processes)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	memprofile := fs.String("memprofile", "", "write an allocation profile of the run to this file")
+	tracefile := fs.String("trace", "", "write an execution trace of the run to this file")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -210,7 +217,7 @@ func run(impl string, entries []Entry, args []string, stdout, stderr io.Writer) 
 		fmt.Fprintf(stderr, "%s: no workload %q\n", impl, Key(*name, *variant))
 		return 2
 	}
-	res := Measure(impl, entries[i], *scale, *cpuprofile)
+	res := Measure(impl, entries[i], *scale, Profiles{CPU: *cpuprofile, Trace: *tracefile})
 	if *memprofile != "" {
 		if err := writeHeapProfile(*memprofile); err != nil && res.OK {
 			res.OK, res.Error = false, err.Error()
@@ -239,17 +246,24 @@ func writeHeapProfile(path string) error {
 	return f.Close()
 }
 
+// Profiles names the files [Measure] writes profiles of a run to; an
+// empty name writes none.
+type Profiles struct {
+	CPU   string // a CPU profile (runtime/pprof)
+	Trace string // an execution trace (runtime/trace), whose scheduler-latency profile shows hand-offs between goroutines
+}
+
 // Measure runs entry once at scale and returns its result. A panic in the
-// workload is reported as a failed run. If cpuprofile is not empty, a CPU
-// profile of the whole run is written there.
-func Measure(impl string, e Entry, scale float64, cpuprofile string) (res Result) {
+// workload is reported as a failed run. It writes a CPU profile and an
+// execution trace of the whole run to the files named in prof.
+func Measure(impl string, e Entry, scale float64, prof Profiles) (res Result) {
 	sz := SizesFor(scale)
 	res = Result{
 		Impl: impl, Variant: e.Variant, Workload: e.Workload, Scale: scale,
 		Ops: sz.Ops(e.Workload), GoMaxProcs: runtime.GOMAXPROCS(0),
 	}
-	if cpuprofile != "" {
-		f, err := os.Create(cpuprofile)
+	if prof.CPU != "" {
+		f, err := os.Create(prof.CPU)
 		if err != nil {
 			res.Error = err.Error()
 			return res
@@ -260,6 +274,19 @@ func Measure(impl string, e Entry, scale float64, cpuprofile string) (res Result
 			return res
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if prof.Trace != "" {
+		f, err := os.Create(prof.Trace)
+		if err != nil {
+			res.Error = err.Error()
+			return res
+		}
+		defer f.Close()
+		if err := trace.Start(f); err != nil {
+			res.Error = err.Error()
+			return res
+		}
+		defer trace.Stop()
 	}
 	var m Meter
 	out, err := func() (out Outcome, err error) {
@@ -283,6 +310,7 @@ func Measure(impl string, e Entry, scale float64, cpuprofile string) (res Result
 	res.AllocBytes = m.after.TotalAlloc - m.before.TotalAlloc
 	res.GCs = m.after.NumGC - m.before.NumGC
 	res.BytesPerProc = out.BytesPerProcess
+	res.Latency = out.Latency
 	res.Detail = out.Detail
 	res.OK = true
 	return res

@@ -15,10 +15,30 @@ const (
 	Yield    = "yield"    // round trips to an asynchronous handler
 	Fib      = "fib"      // fork-join fib(n): every call is a process
 	Idle     = "idle"     // bytes per idle process
+
+	// The remote workloads run two nodes in one process, talking over
+	// loopback; see [IsRemote].
+	RemotePingPong = "remote-pingpong" // round trips between two nodes, one at a time
+	RemoteEcho     = "remote-echo"     // a window of messages echoed by the other node
+	RemotePairs    = "remote-pairs"    // 1,000 pairs ping-ponging across nodes at once
 )
 
-// Names lists every workload in report order.
-var Names = []string{PingPong, Ring, Skynet, Spawn, FanOut, Yield, Fib, Idle}
+// Names lists every workload in report order: the local ones, then the
+// remote ones.
+var Names = []string{PingPong, Ring, Skynet, Spawn, FanOut, Yield, Fib, Idle, RemotePingPong, RemoteEcho, RemotePairs}
+
+// IsRemote reports whether workload name carries messages between two
+// nodes (two schedulers, engines or actor systems in one process, joined
+// over loopback) rather than within one. Remote workloads are compared
+// with raw NATS instead of goroutines, and report message rates and
+// round-trip latencies.
+func IsRemote(name string) bool {
+	switch name {
+	case RemotePingPong, RemoteEcho, RemotePairs:
+		return true
+	}
+	return false
+}
 
 // Describe returns a one-line description of workload name for reports.
 func Describe(name string) string {
@@ -39,6 +59,12 @@ func Describe(name string) string {
 		return "fork-join fib(n), one process per call"
 	case Idle:
 		return "memory of idle processes (heap + stacks)"
+	case RemotePingPong:
+		return "a process on each of two nodes, one message in flight"
+	case RemoteEcho:
+		return "a window of messages to an echo process on the other node"
+	case RemotePairs:
+		return "1,000 pairs across two nodes ping-pong at once"
 	}
 	return name
 }
@@ -56,6 +82,12 @@ type Sizes struct {
 	YieldsPerProcess int // round trips each makes, one after another
 	FibN             int // n of fib(n)
 	IdleProcesses    int // idle processes held at once
+
+	RemoteRoundTrips     int // remote-pingpong: round trips, one after another
+	RemoteEchoMessages   int // remote-echo: messages sent, each echoed back
+	RemoteEchoWindow     int // remote-echo: most messages sent and not yet back
+	RemotePairs          int // remote-pairs: pairs, one end on each node
+	RemotePairRoundTrips int // remote-pairs: round trips each pair makes
 }
 
 // SizesFor returns the sizes at scale (1 is the full size: a million
@@ -83,12 +115,19 @@ func SizesFor(scale float64) Sizes {
 		YieldsPerProcess: n(1000, 1),
 		FibN:             max(5, 27+int(math.Round(math.Log(scale)/math.Log(phi)))),
 		IdleProcesses:    n(1_000_000, 100),
+
+		RemoteRoundTrips:     n(20_000, 100),
+		RemoteEchoMessages:   n(1_000_000, 1000),
+		RemoteEchoWindow:     1000,
+		RemotePairs:          1000,
+		RemotePairRoundTrips: n(500, 5),
 	}
 }
 
 // Ops returns how many unit operations a run of workload does at these
 // sizes, the divisor of its per-operation time: messages, hops, leaves,
-// processes, round trips or calls.
+// processes, round trips or calls. A remote workload counts messages in
+// both directions: a round trip is two.
 func (s Sizes) Ops(workload string) int64 {
 	switch workload {
 	case PingPong:
@@ -107,6 +146,12 @@ func (s Sizes) Ops(workload string) int64 {
 		return FibCalls(s.FibN)
 	case Idle:
 		return int64(s.IdleProcesses)
+	case RemotePingPong:
+		return 2 * int64(s.RemoteRoundTrips)
+	case RemoteEcho:
+		return 2 * int64(s.RemoteEchoMessages)
+	case RemotePairs:
+		return 2 * int64(s.RemotePairs) * int64(s.RemotePairRoundTrips)
 	}
 	return 0
 }
@@ -114,7 +159,7 @@ func (s Sizes) Ops(workload string) int64 {
 // OpUnit names what [Sizes.Ops] counts for workload.
 func OpUnit(workload string) string {
 	switch workload {
-	case PingPong, FanOut:
+	case PingPong, FanOut, RemotePingPong, RemoteEcho, RemotePairs:
 		return "msg"
 	case Ring:
 		return "hop"
@@ -194,6 +239,12 @@ func (s Sizes) Label(workload string) string {
 		return fmt.Sprintf("fib(%d), %s calls", s.FibN, Thousands(FibCalls(s.FibN)))
 	case Idle:
 		return Thousands(int64(s.IdleProcesses)) + " processes"
+	case RemotePingPong:
+		return Thousands(int64(s.RemoteRoundTrips)) + " round trips"
+	case RemoteEcho:
+		return Thousands(int64(s.RemoteEchoMessages)) + " messages each way, window " + Thousands(int64(s.RemoteEchoWindow))
+	case RemotePairs:
+		return Thousands(int64(s.RemotePairs)) + " pairs × " + Thousands(int64(s.RemotePairRoundTrips)) + " round trips"
 	}
 	return ""
 }

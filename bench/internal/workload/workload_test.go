@@ -3,8 +3,12 @@ package workload
 import (
 	"bytes"
 	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestSizesFor(t *testing.T) {
@@ -23,6 +27,91 @@ func TestSizesFor(t *testing.T) {
 	}
 	if quick.FibN >= full.FibN {
 		t.Errorf("fib n at scale 0.01 = %d, want below %d", quick.FibN, full.FibN)
+	}
+	if full.RemoteRoundTrips != 20_000 || full.RemoteEchoMessages != 1_000_000 || full.RemoteEchoWindow != 1000 ||
+		full.RemotePairs != 1000 || full.RemotePairRoundTrips != 500 {
+		t.Errorf("SizesFor(1) remote sizes = %+v", full)
+	}
+	if quick.RemoteRoundTrips != 200 || quick.RemoteEchoMessages != 10_000 || quick.RemoteEchoWindow != 1000 ||
+		quick.RemotePairs != 1000 || quick.RemotePairRoundTrips != 5 {
+		t.Errorf("SizesFor(0.01) remote sizes = %+v", quick)
+	}
+	if tiny := SizesFor(1e-6); tiny.RemoteEchoMessages < tiny.RemoteEchoWindow || tiny.RemoteRoundTrips < 100 || tiny.RemotePairRoundTrips < 1 {
+		t.Errorf("SizesFor(1e-6) remote sizes too small to mean anything: %+v", tiny)
+	}
+}
+
+func TestRemoteOps(t *testing.T) {
+	sz := SizesFor(1)
+	for _, tt := range []struct {
+		workload string
+		want     int64
+	}{
+		{RemotePingPong, 40_000}, // two messages per round trip
+		{RemoteEcho, 2_000_000},  // each message and its echo
+		{RemotePairs, 1_000_000}, // 1,000 pairs × 500 round trips × 2
+		{PingPong, 1_000_000},    // unchanged: local hops
+	} {
+		if got := sz.Ops(tt.workload); got != tt.want {
+			t.Errorf("Ops(%s) = %d, want %d", tt.workload, got, tt.want)
+		}
+	}
+	var remote []string
+	for _, w := range Names {
+		if IsRemote(w) {
+			remote = append(remote, w)
+		}
+	}
+	if want := []string{RemotePingPong, RemoteEcho, RemotePairs}; strings.Join(remote, " ") != strings.Join(want, " ") {
+		t.Errorf("remote workloads = %v, want %v", remote, want)
+	}
+	if !slices.Equal(Names[:8], []string{PingPong, Ring, Skynet, Spawn, FanOut, Yield, Fib, Idle}) {
+		t.Errorf("the local workloads changed: %v", Names[:8])
+	}
+}
+
+func TestLatencies(t *testing.T) {
+	l := NewLatencies(200)
+	if l.Summary() != nil {
+		t.Error("Summary of nothing recorded is not nil")
+	}
+	for i := 200; i >= 1; i-- { // 1..200 µs, out of order
+		l.Add(time.Duration(i) * time.Microsecond)
+	}
+	l.Add(time.Hour) // beyond the room: not recorded
+	got := l.Summary()
+	want := &Latency{Samples: 200, P50NS: 100_000, P99NS: 198_000, MeanNS: 100_500, MaxNS: 200_000}
+	if *got != *want {
+		t.Errorf("Summary() = %+v, want %+v", *got, *want)
+	}
+	seven := NewLatencies(7) // ranks that are not whole: ceil(3.5) = 4, ceil(6.93) = 7
+	for i := 7; i >= 1; i-- {
+		seven.Add(time.Duration(i))
+	}
+	if got := seven.Summary(); got.P50NS != 4 || got.P99NS != 7 || got.MeanNS != 4 {
+		t.Errorf("seven samples 1..7: %+v, want p50 4, p99 7, mean 4", got)
+	}
+	one := NewLatencies(1)
+	one.Add(7)
+	if got := one.Summary(); got.P50NS != 7 || got.P99NS != 7 || got.MaxNS != 7 {
+		t.Errorf("one sample: %+v", got)
+	}
+	if allocs := testing.AllocsPerRun(100, func() { l.Add(time.Millisecond) }); allocs != 0 {
+		t.Errorf("Add allocates %v times", allocs)
+	}
+}
+
+func TestSeq(t *testing.T) {
+	b := make([]byte, SeqSize)
+	PutSeq(b, 1<<40+3)
+	if n, ok := Seq(b); !ok || n != 1<<40+3 {
+		t.Errorf("Seq(PutSeq(2^40+3)) = %d, %v", n, ok)
+	}
+	if _, ok := Seq(b[:7]); ok {
+		t.Error("Seq of 7 bytes is ok")
+	}
+	if _, ok := Seq(append(b, 0)); ok {
+		t.Error("Seq of 9 bytes is ok")
 	}
 }
 
@@ -136,5 +225,31 @@ func TestCheck(t *testing.T) {
 	}
 	if err := Check("x", 1, 2); err == nil || err.Error() != "x: got 1, want 2" {
 		t.Errorf("Check(1, 2) = %v", err)
+	}
+}
+
+// TestProfilesWritten: -cpuprofile and -trace write a CPU profile and an
+// execution trace of the run.
+func TestProfilesWritten(t *testing.T) {
+	entries := []Entry{{Workload: Ring, Run: func(m *Meter, sz Sizes) (Outcome, error) {
+		m.Start()
+		m.Stop()
+		return Outcome{Detail: "fine"}, nil
+	}}}
+	dir := t.TempDir()
+	cpu, tr := filepath.Join(dir, "cpu.pprof"), filepath.Join(dir, "run.trace")
+	var out, errOut bytes.Buffer
+	if code := run("test", entries, []string{"-workload", Ring, "-cpuprofile", cpu, "-trace", tr}, &out, &errOut); code != 0 {
+		t.Fatalf("exit code %d: %s", code, errOut.String())
+	}
+	if b, err := os.ReadFile(cpu); err != nil || len(b) == 0 {
+		t.Errorf("CPU profile: %d bytes, %v", len(b), err)
+	}
+	b, err := os.ReadFile(tr)
+	if err != nil || !bytes.HasPrefix(b, []byte("go 1.")) {
+		t.Errorf("trace: %q..., %v; want a Go execution trace", b[:min(len(b), 16)], err)
+	}
+	if code := run("test", entries, []string{"-workload", Ring, "-trace", filepath.Join(dir, "no", "such", "dir")}, &out, &errOut); code != 1 {
+		t.Errorf("a trace that cannot be written: exit code %d, want 1", code)
 	}
 }
