@@ -449,10 +449,10 @@ func BenchmarkFairnessCost(b *testing.B) {
 //	go test -run '^$' -bench ObservationCost -count 8 . | benchstat -col /observed -
 func BenchmarkObservationCost(b *testing.B) {
 	hooks := sched.WithHooks(sched.Hooks{
-		Start:    func(sched.Started) {},
-		End:      func(sched.Ended) {},
-		Panic:    func(sched.Panicked) {},
-		SlowStep: func(sched.SlowStep) {},
+		Start:    func(sched.StartInfo) {},
+		End:      func(sched.EndInfo) {},
+		Panic:    func(sched.PanicInfo) {},
+		SlowStep: func(sched.SlowStepInfo) {},
 	})
 	for _, bm := range coreBenchmarks {
 		b.Run(bm.name+"/observed=no", func(b *testing.B) { bm.run(b) })

@@ -23,27 +23,27 @@ import (
 type hRecorder struct {
 	mu      sync.Mutex
 	started map[relay.PID]int
-	ended   map[relay.PID][]sched.Ended
-	panics  []sched.Panicked
+	ended   map[relay.PID][]sched.EndInfo
+	panics  []sched.PanicInfo
 }
 
 func newHRecorder() *hRecorder {
-	return &hRecorder{started: map[relay.PID]int{}, ended: map[relay.PID][]sched.Ended{}}
+	return &hRecorder{started: map[relay.PID]int{}, ended: map[relay.PID][]sched.EndInfo{}}
 }
 
 func (r *hRecorder) hooks() sched.Hooks {
 	return sched.Hooks{
-		Start: func(s sched.Started) {
+		Start: func(s sched.StartInfo) {
 			r.mu.Lock()
 			r.started[s.PID]++
 			r.mu.Unlock()
 		},
-		End: func(e sched.Ended) {
+		End: func(e sched.EndInfo) {
 			r.mu.Lock()
 			r.ended[e.PID] = append(r.ended[e.PID], e)
 			r.mu.Unlock()
 		},
-		Panic: func(p sched.Panicked) {
+		Panic: func(p sched.PanicInfo) {
 			r.mu.Lock()
 			r.panics = append(r.panics, p)
 			r.mu.Unlock()
@@ -126,8 +126,8 @@ func TestHooksCalledOncePerEvent(t *testing.T) {
 // clock, which a worker advances when it fires a timer, so a
 // process that sleeps reports at least its sleep.
 func TestEndHookDuration(t *testing.T) {
-	ended := make(chan sched.Ended, 1)
-	s := tNewScheduler(t, sched.WithHooks(sched.Hooks{End: func(e sched.Ended) { ended <- e }}))
+	ended := make(chan sched.EndInfo, 1)
+	s := tNewScheduler(t, sched.WithHooks(sched.Hooks{End: func(e sched.EndInfo) { ended <- e }}))
 	const sleep = 30 * time.Millisecond
 	h := tSubmit(t, s, &tProc{step: func(_ *tProc, n int, _ []sched.Event, out *sched.StepOutput) error {
 		if n == 0 {

@@ -104,7 +104,7 @@ func TestShutdownOnOwnGoroutineStartsItAndReturns(t *testing.T) {
 			return s
 		}},
 		{"End hook", func(t *testing.T, shut func()) *sched.Scheduler {
-			s := tNewScheduler(t, sched.WithHooks(sched.Hooks{End: func(sched.Ended) { shut() }}))
+			s := tNewScheduler(t, sched.WithHooks(sched.Hooks{End: func(sched.EndInfo) { shut() }}))
 			tSubmit(t, s, &tProc{step: tDone(1)})
 			return s
 		}},

@@ -84,36 +84,6 @@ func Mailbox(capacity int, policy MailboxPolicy) SubmitOption {
 	})
 }
 
-type submitOptionFunc func(*submitOptions) error
-
-func (f submitOptionFunc) applySubmit(o *submitOptions) error { return f(o) }
-
-// submitOptions collects SubmitOption values.
-type submitOptions struct {
-	mailbox *mailboxLimit
-}
-
-// SubmitOption configures one [Scheduler.Submit] or [Call.Submit].
-type SubmitOption interface {
-	applySubmit(*submitOptions) error
-}
-
-func applySubmitOptions(opts []SubmitOption) (submitOptions, error) {
-	if len(opts) == 0 {
-		return submitOptions{}, nil // the usual case: nothing escapes
-	}
-	so := new(submitOptions)
-	for _, o := range opts {
-		if o == nil {
-			continue
-		}
-		if err := o.applySubmit(so); err != nil {
-			return *so, err
-		}
-	}
-	return *so, nil
-}
-
 // limitOf returns the mailbox limit of p. Until a limit is set anywhere,
 // it costs one load.
 func (s *Scheduler) limitOf(p *proc) mailboxLimit {

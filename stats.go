@@ -288,11 +288,6 @@ func (w *worker) flush() {
 	st.spins.Store(n.spins)
 }
 
-// tick advances the coarse clock.
-func (s *Scheduler) tick() {
-	s.advanceCoarse(s.timers.now())
-}
-
 // schedCounters are counted outside any worker (external submissions,
 // external wake-ups, forced ends), with atomic adds.
 type schedCounters struct {

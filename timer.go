@@ -505,7 +505,7 @@ func (w *worker) pollTimers() (queued bool, now, earliest int64) {
 		}
 		if !fired {
 			fired = true
-			w.s.advanceCoarse(now)
+			w.s.coarse.advance(now)
 		}
 		popped, q := w.fireTimers(&ts.shards[best], min(now, next))
 		queued = queued || q
@@ -717,15 +717,4 @@ func (ts *timerService) anyDue() bool {
 		earliest = min(earliest, ts.shards[i].first.Load())
 	}
 	return earliest != noTimer && earliest <= ts.now()
-}
-
-// advanceCoarse moves the coarse clock forward to now, never back.
-// Any goroutine.
-func (s *Scheduler) advanceCoarse(now int64) {
-	for {
-		c := s.coarse.Load()
-		if c >= now || s.coarse.CompareAndSwap(c, now) {
-			return
-		}
-	}
 }

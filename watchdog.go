@@ -4,24 +4,7 @@ import (
 	"runtime/metrics"
 	"sync/atomic"
 	"time"
-
-	"github.com/procsched/scheduler/relay"
 )
-
-// SlowStep describes a step that the watchdog found slow: one that ran or
-// blocked inside Step for longer than the watchdog's threshold (see
-// [WithWatchdog]).
-type SlowStep struct {
-	PID    relay.PID // the process
-	Method string    // its entry point
-	Worker int       // the worker running it
-	// Duration is the time the watchdog counted for the step when it
-	// reported it: the time between its samples that found the worker in
-	// this step while other goroutines did not hold the processors. It
-	// is at least the threshold, and leaves out the start of the step
-	// (before the watchdog looked), so the step's wall time is longer.
-	Duration time.Duration
-}
 
 // watchdog notices steps that take longer than a threshold, as the Go
 // runtime's sysmon notices goroutines that run too long, at no cost per
@@ -89,7 +72,7 @@ type watchdog struct {
 	s         *Scheduler
 	threshold time.Duration
 	interval  time.Duration // between samples while a worker is busy
-	hook      func(SlowStep)
+	hook      func(SlowStepInfo)
 	quit      chan struct{}
 	samples   []watchSample // per worker; watchdog goroutine only
 	// runnable reads the runtime's count of goroutines waiting for a
@@ -132,7 +115,7 @@ type watchSample struct {
 	reported bool          // the step was reported already
 }
 
-func newWatchdog(s *Scheduler, threshold time.Duration, hook func(SlowStep)) *watchdog {
+func newWatchdog(s *Scheduler, threshold time.Duration, hook func(SlowStepInfo)) *watchdog {
 	wd := &watchdog{
 		s:         s,
 		threshold: threshold,
@@ -321,7 +304,7 @@ func (wd *watchdog) rescue(w *worker, p *proc, st uint64) {
 func (wd *watchdog) report(i int, p *proc, d time.Duration) {
 	wd.slow.Add(1)
 	if wd.hook != nil {
-		wd.hook(SlowStep{PID: p.pid(), Method: wd.s.methodOf(p), Worker: i, Duration: d})
+		wd.hook(SlowStepInfo{PID: p.pid(), Method: wd.s.methodOf(p), Worker: i, Duration: d})
 	}
 	if l := wd.s.log; l != nil {
 		l.Warn("scheduler: slow step", "pid", p.pid(), "method", wd.s.methodOf(p), "worker", i, "running", d)

@@ -73,7 +73,7 @@ func waitForProcessorUntil(cond func() bool) bool {
 
 // counting counts the SlowStep reports of a scheduler.
 func counting(reports *atomic.Int64) Option {
-	return WithHooks(Hooks{SlowStep: func(SlowStep) { reports.Add(1) }})
+	return WithHooks(Hooks{SlowStep: func(SlowStepInfo) { reports.Add(1) }})
 }
 
 // yielder's one step yields the processor until its worker is marked
@@ -275,7 +275,7 @@ func TestWatchdogWithoutRunnableGauge(t *testing.T) {
 	reported := make(chan struct{})
 	var once sync.Once
 	s, err := New(WithWorkers(1), WithWatchdog(20*time.Millisecond),
-		WithHooks(Hooks{SlowStep: func(SlowStep) { once.Do(func() { close(reported) }) }}))
+		WithHooks(Hooks{SlowStep: func(SlowStepInfo) { once.Do(func() { close(reported) }) }}))
 	require.NoError(t, err)
 	defer shutdownNow(t, s)
 
@@ -379,7 +379,7 @@ func BenchmarkWatchdogNoise(b *testing.B) {
 
 func benchWatchdogNoise(b *testing.B, threshold time.Duration) {
 	var reports, longest atomic.Int64
-	s, err := New(WithWatchdog(threshold), WithHooks(Hooks{SlowStep: func(st SlowStep) {
+	s, err := New(WithWatchdog(threshold), WithHooks(Hooks{SlowStep: func(st SlowStepInfo) {
 		reports.Add(1)
 		if d := int64(st.Duration); d > longest.Load() {
 			longest.Store(d) // the watchdog goroutine is the only writer

@@ -84,11 +84,11 @@ func (w *waiter) Step(evs []sched.Event, out *sched.StepOutput) error {
 }
 
 func TestWatchdogReportsSlowStepAndWorkMovesOn(t *testing.T) {
-	slow := make(chan sched.SlowStep, 4)
+	slow := make(chan sched.SlowStepInfo, 4)
 	s, err := sched.New(
 		sched.WithWorkers(2),
 		sched.WithWatchdog(20*time.Millisecond),
-		sched.WithHooks(sched.Hooks{SlowStep: func(st sched.SlowStep) { slow <- st }}),
+		sched.WithHooks(sched.Hooks{SlowStep: func(st sched.SlowStepInfo) { slow <- st }}),
 	)
 	require.NoError(t, err)
 	release := make(chan struct{})
@@ -202,11 +202,11 @@ func TestWatchdogReportsSlowSteps(t *testing.T) {
 			if tc.procs > 0 {
 				defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(tc.procs))
 			}
-			slow := make(chan sched.SlowStep, 4)
+			slow := make(chan sched.SlowStepInfo, 4)
 			s, err := sched.New(
 				sched.WithWorkers(2),
 				sched.WithWatchdog(threshold),
-				sched.WithHooks(sched.Hooks{SlowStep: func(st sched.SlowStep) { slow <- st }}),
+				sched.WithHooks(sched.Hooks{SlowStep: func(st sched.SlowStepInfo) { slow <- st }}),
 			)
 			require.NoError(t, err)
 			defer func() { require.NoError(t, s.Shutdown(context.Background())) }()
@@ -214,7 +214,7 @@ func TestWatchdogReportsSlowSteps(t *testing.T) {
 			p := &slowStepper{kind: tc.kind, reported: make(chan struct{})}
 			h, err := s.Submit(context.Background(), p, "slow", nil)
 			require.NoError(t, err)
-			var st sched.SlowStep
+			var st sched.SlowStepInfo
 			select {
 			case st = <-slow:
 				close(p.reported)
@@ -234,7 +234,7 @@ func TestWatchdogReportsSlowSteps(t *testing.T) {
 }
 
 func TestWatchdogOff(t *testing.T) {
-	s, err := sched.New(sched.WithWatchdog(0), sched.WithHooks(sched.Hooks{SlowStep: func(sched.SlowStep) {
+	s, err := sched.New(sched.WithWatchdog(0), sched.WithHooks(sched.Hooks{SlowStep: func(sched.SlowStepInfo) {
 		t.Error("hook called with the watchdog off")
 	}}))
 	require.NoError(t, err)

@@ -1,0 +1,93 @@
+package scheduler
+
+import (
+	"time"
+
+	"github.com/procsched/scheduler/payload"
+	"github.com/procsched/scheduler/relay"
+)
+
+// Hooks are optional functions the scheduler calls on lifecycle events.
+// A nil hook costs nothing. Each runs outside every scheduler lock, on the
+// goroutine named at its field, and delays whatever that goroutine does
+// next: keep hooks short and never block in them. A hook may call the
+// scheduler's methods.
+type Hooks struct {
+	// Start is called once per process, after its Init succeeded and
+	// before its first step: on the goroutine that called Submit, or on the
+	// worker that carried out a spawn.
+	Start func(StartInfo)
+	// End is called once per process that started, after Close returned
+	// and before its Handle reports the end: on the worker that ran its
+	// last step, or on the goroutine that called Shutdown for a process
+	// forced at the deadline. Setting it costs each process two loads of
+	// the scheduler's coarse clock, a counter per step, and 16 bytes more
+	// in its record, and each worker a clock read every 64 rounds.
+	End func(EndInfo)
+	// Panic is called when a process's Init, Step or Close, or a handler,
+	// panics, on the goroutine that recovered the panic, before the
+	// process ends (or the yield completes) with the PanicError.
+	Panic func(PanicInfo)
+	// SlowStep is called by the watchdog goroutine when it finds a step
+	// slow (see [WithWatchdog]); once per slow step.
+	SlowStep func(SlowStepInfo)
+	// DeadLetter is called for each message that reached no process
+	// (see [DeadLetter]), on the goroutine that found it so: the worker
+	// that ended its recipient, the goroutine that sent it, or the one
+	// that handed back a bounce.
+	DeadLetter func(DeadLetter)
+}
+
+// StartInfo describes a process that has started.
+type StartInfo struct {
+	PID    relay.PID
+	Method string
+}
+
+// EndInfo describes a process that has ended.
+type EndInfo struct {
+	PID    relay.PID
+	Method string
+	Result payload.Payload // the result given to Done
+	Err    error           // why it failed; nil if it finished with Done
+	Steps  uint64          // Step calls
+	// Duration is from the end of Init to the end of Close, on the
+	// scheduler's coarse clock: every worker advances it each time it
+	// publishes its counters (every 64 scheduling rounds, and when it
+	// goes idle), the watchdog at each sample, and a worker when it
+	// fires timers, so reading it costs no clock call. It is exact to a
+	// few milliseconds (a quarter of the watchdog's threshold while
+	// workers are busy), and may be 0 for a process shorter than that.
+	Duration time.Duration
+	Forced   bool // closed at a shutdown deadline
+}
+
+// PanicInfo describes a panic the scheduler recovered.
+type PanicInfo struct {
+	PID    relay.PID
+	Method string
+	Err    *PanicError // the panic value, stack, and what panicked
+}
+
+// WithHooks sets the lifecycle hooks.
+func WithHooks(h Hooks) Option {
+	return optionFunc(func(c *config) error {
+		c.hooks = h
+		return nil
+	})
+}
+
+// SlowStepInfo describes a step that the watchdog found slow: one that ran or
+// blocked inside Step for longer than the watchdog's threshold (see
+// [WithWatchdog]).
+type SlowStepInfo struct {
+	PID    relay.PID // the process
+	Method string    // its entry point
+	Worker int       // the worker running it
+	// Duration is the time the watchdog counted for the step when it
+	// reported it: the time between its samples that found the worker in
+	// this step while other goroutines did not hold the processors. It
+	// is at least the threshold, and leaves out the start of the step
+	// (before the watchdog looked), so the step's wall time is longer.
+	Duration time.Duration
+}
