@@ -15,7 +15,7 @@ import (
 	"github.com/procsched/scheduler/relay"
 )
 
-// Allocation tests for SPEC.md section 11: zero allocations per
+// Allocation tests: the scheduler promises zero allocations per
 // steady-state step, per message send->step, and per
 // yield->complete->step.
 //

@@ -431,14 +431,14 @@ var coreBenchmarks = []struct {
 
 // BenchmarkFairnessCost runs the core benchmarks with the fairness
 // mechanisms (global-queue turns, own-queue turns, next-slot cap, step
-// budget, sized global batches) and with the seed's scheduling, side by
+// budget, sized global batches) and with unfair scheduling (see withoutFairness), side by
 // side:
 //
 //	go test -run '^$' -bench FairnessCost -count 8 . | benchstat -col /sched -
 func BenchmarkFairnessCost(b *testing.B) {
 	for _, bm := range coreBenchmarks {
 		b.Run(bm.name+"/sched=fair", func(b *testing.B) { bm.run(b) })
-		b.Run(bm.name+"/sched=seed", func(b *testing.B) { bm.run(b, sched.WithSeedScheduling()) })
+		b.Run(bm.name+"/sched=seed", func(b *testing.B) { bm.run(b, sched.WithoutFairness()) })
 	}
 }
 

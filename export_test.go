@@ -1,4 +1,4 @@
 package scheduler
 
 // Exported for the external test package's benchmarks.
-var WithSeedScheduling = withSeedScheduling
+var WithoutFairness = withoutFairness

@@ -13,11 +13,13 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// withSeedScheduling switches off the fairness mechanisms, to show what
+// withoutFairness switches off the fairness mechanisms, to show what
 // they buy: no global-queue turn every 61 ticks, no cap on the next slot,
 // no step budget (a continuing process keeps its worker), and a fixed
-// global batch of 16 — the seed design.
-func withSeedScheduling() Option {
+// global batch of 16. This is "unfair scheduling" in the tests and
+// benchmarks: a plain work-stealing scheduler, whose workers always take
+// their own newest work first.
+func withoutFairness() Option {
 	return optionFunc(func(c *config) error {
 		c.unfair = true
 		c.fixedBatch = true
@@ -267,7 +269,7 @@ func (r *rally) Step(evs []Event, out *StepOutput) error {
 
 // TestStarvationPingPongPair: a pair of processes that wake each other
 // through the next slot does not starve a third process on the same
-// worker. With the seed's scheduling the third process never runs.
+// worker. With unfair scheduling the third process never runs.
 func TestStarvationPingPongPair(t *testing.T) {
 	s, err := New(WithWorkers(1))
 	require.NoError(t, err)
@@ -306,7 +308,7 @@ func TestStarvationPingPongPair(t *testing.T) {
 // BenchmarkLatencyUnderSaturation measures the time from Tell to the
 // recipient's step for an idle process while every worker is saturated by
 // processes that keep continuing (each step about 2µs of work), with the
-// fairness mechanisms on and with the seed's scheduling, side by side. It
+// fairness mechanisms on and with unfair scheduling, side by side. It
 // reports p50 and p99 in microseconds and how many samples starved (not
 // stepped within 50ms, counted as 50ms).
 //
@@ -317,7 +319,7 @@ func BenchmarkLatencyUnderSaturation(b *testing.B) {
 		opts []Option
 	}{
 		{"fair", nil},
-		{"seed", []Option{withSeedScheduling()}},
+		{"unfair", []Option{withoutFairness()}},
 	} {
 		b.Run(mode.name, func(b *testing.B) {
 			s, err := New(mode.opts...)
@@ -326,7 +328,7 @@ func BenchmarkLatencyUnderSaturation(b *testing.B) {
 			rec := &latencyRecorder{out: lat}
 			h, err := s.Submit(context.Background(), rec, "run", nil)
 			require.NoError(b, err)
-			// One hot process per worker: with the seed's scheduling a
+			// One hot process per worker: with unfair scheduling a
 			// hot process never lets go of its worker, so more would never
 			// start.
 			hots := make([]atomic.Int64, s.Stats().Workers)
@@ -351,7 +353,7 @@ func BenchmarkLatencyUnderSaturation(b *testing.B) {
 			b.ReportMetric(float64(samples[len(samples)/2].Microseconds()), "p50-µs")
 			b.ReportMetric(float64(samples[len(samples)*99/100].Microseconds()), "p99-µs")
 			b.ReportMetric(float64(starved), "starved")
-			// In the seed mode the hot processes never let go of their
+			// With unfair scheduling the hot processes never let go of their
 			// workers; they see the cancel at their next step.
 			shutdownNow(b, s)
 		})
@@ -399,7 +401,7 @@ func (d *doneCounter) Step(_ []Event, out *StepOutput) error {
 	return nil
 }
 
-// BenchmarkGlobalBatch compares the seed's fixed batch of 16 from the
+// BenchmarkGlobalBatch compares a fixed batch of 16 from the
 // global queue with a batch sized min(len/workers+1, 128), on the workload
 // that goes through the global queue: submissions from outside. ns/op is
 // per process (Submit, one step, end).

@@ -34,7 +34,7 @@ type config struct {
 	pool        poolConfig
 
 	// Measurement knobs, set only by this package's tests and benchmarks.
-	unfair     bool // the seed design: no global-queue turn, no next-slot cap, no step budget
+	unfair     bool // fairness off, for tests that show what it buys: no global-queue turn, no next-slot cap, no step budget
 	fixedBatch bool // take a fixed batch from the global queue instead of sizing it
 }
 

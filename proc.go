@@ -93,9 +93,11 @@ type proc struct {
 	inbox   []Event
 	pending pendingSet // tags of yields awaiting completion
 
-	// extra is created for context values, a mailbox limit or the End
-	// hook, or on demand under mu; once set it never changes, so it is
-	// read without mu.
+	// extra holds what few processes need (see procExtra): made at the
+	// start for context values or a mailbox limit of the process's own,
+	// or on demand under mu (getExtra). Once set the pointer never
+	// changes, so it is loaded without mu; its mutable fields are
+	// guarded by mu.
 	extra atomic.Pointer[procExtra]
 
 	// outcome is the result kept for the Handle of a submitted process

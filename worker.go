@@ -33,7 +33,7 @@ type worker struct {
 	// message recipient, an awaiting parent): it runs next, on this warm
 	// worker, instead of queueing behind older work. Only the owner stores
 	// into it (Swap); the owner takes it with a Swap, and an idle worker
-	// may take it with a CompareAndSwap (see stealNext), so exactly one of
+	// may take it with a CompareAndSwap (see steal), so exactly one of
 	// them gets the process.
 	next atomic.Pointer[proc]
 	// nextRuns counts processes taken from next in a row; at
