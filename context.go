@@ -141,6 +141,7 @@ func (s *keySpy) Value(key any) any         { s.key = key; return nil }
 // carries the cause, which context.Cause then reads. While cause is nil
 // (not done) it answers nil, so that context.Cause does not find the
 // cause of some other context. It allocates; only context.Cause asks.
+// Any goroutine.
 func causeValue(cause error, key any) any {
 	if cause == nil {
 		return nil
@@ -168,6 +169,7 @@ type callContext struct {
 // newCallContext returns the context of p's yield seq: the one already
 // listed for it, or a new one, listed while the yield is pending and done
 // at once (with the reason) if it is not.
+// Any goroutine, through Call.Context; it takes p.mu.
 func newCallContext(p *proc, seq uint64, ts *timerService) *callContext {
 	p.mu.Lock()
 	defer p.mu.Unlock()

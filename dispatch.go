@@ -144,6 +144,7 @@ func (s *Scheduler) SetHandler(cmd CommandID, h Handler) error {
 	return nil
 }
 
+// checkHandler reports why h may not be the handler of cmd, or nil. Any goroutine.
 func checkHandler(cmd CommandID, h Handler) error {
 	if cmd < FirstUserCommand {
 		return fmt.Errorf("%w: command %d is reserved (user commands start at %d)", ErrInvalidCommand, cmd, FirstUserCommand)
@@ -160,6 +161,7 @@ func checkHandler(cmd CommandID, h Handler) error {
 // maxCommand bounds command IDs so the handler table stays a small slice.
 const maxCommand = 1 << 16
 
+// setHandler returns hs with h as the handler of cmd, grown as needed; hs is a copy the caller owns. Called by New, and by SetHandler with handlersMu held.
 func setHandler(hs []Handler, cmd CommandID, h Handler) []Handler {
 	for CommandID(len(hs)) <= cmd {
 		hs = append(hs, nil)
@@ -399,6 +401,7 @@ func (w *worker) cancelYield(p *proc, tag uint64) {
 }
 
 // tell is the built-in send; an undeliverable message bounces back to p.
+// Worker only, with p Running.
 func (w *worker) tell(p *proc, to relay.PID, msg any) {
 	w.n.sent++
 	if err := w.s.deliver(p.pid(), to, msg, via{w: w}); err != nil {
@@ -417,6 +420,7 @@ func (w *worker) spawn(p *proc, y *yield, child Process) {
 
 // startChild starts a child of p for the pending yield seq and queues it
 // on this worker.
+// Worker only, with p Running.
 func (w *worker) startChild(p *proc, seq uint64, child Process, method string, input payload.Payloads, await bool) {
 	var awaiter uint64
 	if await {
@@ -434,6 +438,7 @@ func (w *worker) startChild(p *proc, seq uint64, child Process, method string, i
 }
 
 // callHandler runs the handler of a user command for the yield seq.
+// Worker only, with p Running.
 func (w *worker) callHandler(p *proc, y *yield, seq uint64) {
 	hs := *w.s.handlers.Load()
 	var h Handler
@@ -454,6 +459,7 @@ func (w *worker) callHandler(p *proc, y *yield, seq uint64) {
 }
 
 // runHandler calls h for a yield of p, turning a panic into an error.
+// Worker only, with p Running.
 func (w *worker) runHandler(p *proc, h Handler, c Call) (err error) {
 	defer func() {
 		if v := recover(); v != nil {

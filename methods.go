@@ -28,6 +28,7 @@ type methodEntry struct {
 // maxMethods bounds the interned names.
 const maxMethods = 4096
 
+// newMethodTable returns an empty table. Called by New.
 func newMethodTable() *methodTable {
 	t := &methodTable{}
 	ids := map[string]*methodEntry{}
@@ -38,6 +39,7 @@ func newMethodTable() *methodTable {
 }
 
 // id returns the ID of method, interning it if there is room, or 0.
+// Any goroutine: lookups are lock-free, interning takes the table's lock.
 func (t *methodTable) id(method string) uint32 {
 	if e := t.last.Load(); e != nil && e.name == method {
 		return e.id
@@ -69,11 +71,13 @@ func (t *methodTable) id(method string) uint32 {
 }
 
 // name returns the method with this ID.
+// Any goroutine.
 func (t *methodTable) name(id uint32) string {
 	return (*t.names.Load())[id]
 }
 
 // methodOf returns p's entry point.
+// Any goroutine.
 func (s *Scheduler) methodOf(p *proc) string {
 	if p.methodID != 0 {
 		return s.methods.name(p.methodID)
@@ -86,6 +90,7 @@ func (s *Scheduler) methodOf(p *proc) string {
 
 // internMethod returns the ID of method, consulting w's one-entry cache
 // first (a worker spawning children usually names the same method).
+// Any goroutine; w is the calling worker, or nil outside the workers.
 func (s *Scheduler) internMethod(method string, w *worker) uint32 {
 	if w != nil && w.lastMethodID != 0 && w.lastMethod == method {
 		return w.lastMethodID

@@ -80,6 +80,7 @@ func (e Exit) String() string {
 
 // exitOf is how a process that ended with result and err ended; cancelled
 // says it had been asked to stop.
+// Whoever ends the process, once.
 func exitOf(pid relay.PID, result payload.Payload, err error, forced, cancelled bool, cause error) Exit {
 	switch {
 	case forced:
@@ -93,6 +94,7 @@ func exitOf(pid relay.PID, result payload.Payload, err error, forced, cancelled 
 }
 
 // goneExit is the Exit of a monitor on a PID that is not alive.
+// Any goroutine.
 func goneExit(pid relay.PID) Exit {
 	return Exit{PID: pid, Reason: ExitGone, Err: fmt.Errorf("%w: %v", ErrProcessNotFound, pid)}
 }
@@ -199,6 +201,7 @@ func (w *worker) monitor(p *proc, tag, seq uint64, pid relay.PID) {
 // monitorRemote hands a monitor of a process on another node to the
 // transport, if it can watch processes (see [RemoteMonitor]); otherwise
 // the monitor completes at once with ExitGone.
+// Worker only, with p Running.
 func (w *worker) monitorRemote(p *proc, tag, seq uint64, pid relay.PID) {
 	rm, ok := w.s.transport.(RemoteMonitor)
 	if !ok {
@@ -267,6 +270,7 @@ func (m *outsideMonitor) fire(e Exit) {
 }
 
 // stop forgets the monitor on t; it reports whether f will not be called.
+// Any goroutine.
 func (m *outsideMonitor) stop(t *proc) bool {
 	stopped := false
 	m.once.Do(func() { stopped = true })

@@ -16,6 +16,7 @@ type Option interface {
 
 type optionFunc func(*config) error
 
+// apply runs the option on c. Called by New.
 func (f optionFunc) apply(c *config) error { return f(c) }
 
 // config holds every setting, defaults in one place (defaultConfig).
@@ -55,6 +56,7 @@ const (
 // maxWorkers is the most workers a state word can name (see workerShift).
 const maxWorkers = int(workerMask) + 1
 
+// defaultConfig returns the configuration New starts from. Called by New.
 func defaultConfig() config {
 	return config{
 		workers:     runtime.GOMAXPROCS(0),

@@ -190,6 +190,7 @@ func (p *pool) run() {
 
 // runTask runs one task and completes its call, unless nobody waits for
 // it any more.
+// Pool goroutine only.
 func (p *pool) runTask(t poolTask) {
 	ctx := t.call.Context()
 	if ctx.Err() != nil {
@@ -202,6 +203,7 @@ func (p *pool) runTask(t poolTask) {
 }
 
 // protect runs t's work, turning a panic into a PanicError.
+// Pool goroutine only.
 func (p *pool) protect(t poolTask, ctx context.Context) (data any, err error) {
 	defer func() {
 		if v := recover(); v != nil {
@@ -216,6 +218,7 @@ func (p *pool) protect(t poolTask, ctx context.Context) (data any, err error) {
 }
 
 // stats reports the pool for Stats.
+// Any goroutine.
 func (p *pool) stats() PoolStats {
 	p.mu.Lock()
 	n, running := len(p.tasks)-p.head, p.running

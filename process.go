@@ -186,6 +186,7 @@ func (o *StepOutput) SpawnAwait(tag uint64, child Process, method string, input 
 	o.spawn(tag, child, method, input, yieldSpawnAwait)
 }
 
+// spawn records a Spawn or SpawnAwait yield. Called by Step, through those methods.
 func (o *StepOutput) spawn(tag uint64, child Process, method string, input payload.Payloads, kind yieldKind) {
 	var arg any
 	if child != nil { // keep Arg a nil interface for a nil Process
@@ -301,6 +302,7 @@ func (o *StepOutput) Timeout(tag uint64, d time.Duration) {
 
 // add extends the yields by one slot and returns it; the slot may hold an
 // earlier step's yield, so callers write every field.
+// Called by Step, through the yield methods.
 func (o *StepOutput) add() *yield {
 	n := len(o.yields)
 	if n == cap(o.yields) {
@@ -314,6 +316,7 @@ func (o *StepOutput) add() *yield {
 // reset prepares the output for a step of process self. The yields of the
 // previous step stay in the slice's spare capacity until overwritten or
 // released by release.
+// Worker only, before Step.
 func (o *StepOutput) reset(self relay.PID) {
 	o.self = self
 	o.status = statusWait
@@ -324,6 +327,7 @@ func (o *StepOutput) reset(self relay.PID) {
 
 // unread returns how many of a batch of n events a step that called Done
 // left unread.
+// Worker only, after Step.
 func (o *StepOutput) unread(n int) int {
 	if o.read < 0 || o.read >= n {
 		return 0
@@ -333,6 +337,7 @@ func (o *StepOutput) unread(n int) int {
 
 // release drops the references held by earlier steps' yields; the worker
 // calls it before it goes idle.
+// Worker only.
 func (o *StepOutput) release() {
 	clear(o.yields[:cap(o.yields)])
 	o.result = payload.Payload{}

@@ -9,10 +9,12 @@ package scheduler
 const raceEnabled = true
 
 // raceSkipNext reports, at random, that the next slot should be bypassed.
+// Owner only.
 func raceSkipNext(w *worker) bool { return w.random()%4 == 0 }
 
 // raceStride returns a random stride coprime with n for walking the
 // victims in a different order each time.
+// Owner only.
 func raceStride(w *worker, n int) int {
 	for {
 		s := 1 + int(w.random()%uint64(n))
@@ -22,6 +24,7 @@ func raceStride(w *worker, n int) int {
 	}
 }
 
+// gcd returns the greatest common divisor of a and b. Any goroutine.
 func gcd(a, b int) int {
 	for b != 0 {
 		a, b = b, a%b

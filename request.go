@@ -90,6 +90,7 @@ func (w *worker) request(p *proc, seq uint64, to relay.PID, body any) {
 // (from a transport, or evicted from a full mailbox): the asking yield
 // completes with the error instead of the asker getting a bounce. It
 // reports false if msg is not a request of a local process.
+// Any goroutine; v says where it runs.
 func (s *Scheduler) requestReturned(msg relay.Message, v via) bool {
 	req, ok := msg.Data.(Request)
 	if !ok || req.ReplyTo.PID != msg.To || msg.To.Node != s.node {

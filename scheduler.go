@@ -130,6 +130,7 @@ func New(opts ...Option) (*Scheduler, error) {
 // that profiles attribute the scheduler's goroutines. A goroutine takes
 // its creator's labels when it is created, so they are there from its
 // first instruction.
+// Called by New, by the pool as it starts, and by the shutdown.
 func goLabelled(f func(), labels ...string) {
 	pprof.Do(context.Background(), pprof.Labels(labels...), func(context.Context) { go f() })
 }
@@ -139,6 +140,7 @@ func (s *Scheduler) Node() uint32 { return s.node }
 
 // recovered reports a panic recovered from p's code or a handler: it is
 // counted and passed to the Panic hook. w is the worker, if any.
+// Any goroutine: the worker, the submitter running Init, or a pool goroutine.
 func (s *Scheduler) recovered(p *proc, perr *PanicError, w *worker) {
 	if w != nil {
 		bump(&w.stats.panics)
@@ -165,6 +167,7 @@ type via struct {
 }
 
 // lookup finds a live process by PID.
+// Any goroutine.
 func (s *Scheduler) lookup(pid relay.PID) (*proc, error) {
 	if pid.Node != s.node {
 		return nil, fmt.Errorf("%w: %v is on node %d, this is node %d", ErrProcessNotFound, pid, pid.Node, s.node)

@@ -65,6 +65,7 @@ type shutdown struct {
 	own   []uint64
 }
 
+// newShutdown returns the shutdown state of a new scheduler, running. Called by New.
 func newShutdown() shutdown {
 	return shutdown{
 		drained: make(chan struct{}),
@@ -274,6 +275,7 @@ func (s *Scheduler) onOwnGoroutine() bool {
 // that format stable and offers the ID no other way; it costs about a
 // microsecond, so it is read only when a goroutine starts and when
 // Shutdown is called.
+// Any goroutine.
 func goroutineID() uint64 {
 	var buf [64]byte
 	b := buf[:runtime.Stack(buf[:], false)]

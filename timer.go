@@ -139,6 +139,7 @@ type timerEntry struct {
 // bit (see table.release).
 const timerDeadline = uint64(1) << 63
 
+// before orders timer entries by deadline, then by yield sequence number, so equal deadlines fire in yield order. Called with the shard's lock held.
 func (e *timerEntry) before(o *timerEntry) bool {
 	return e.when < o.when || e.when == o.when && e.seq < o.seq
 }
@@ -160,6 +161,7 @@ const timerMaxTicks = 32
 // again at timers another worker is firing.
 const timerBusyTicks = 4
 
+// newTimerService returns the timers of a scheduler with this many workers. Called by New.
 func newTimerService(s *Scheduler, workers int) *timerService {
 	ts := &timerService{s: s, epoch: time.Now(), shards: make([]timerShard, workers)}
 	for i := range ts.shards {
@@ -172,6 +174,7 @@ func newTimerService(s *Scheduler, workers int) *timerService {
 }
 
 // now reads the service's clock.
+// Any goroutine.
 func (ts *timerService) now() int64 { return int64(time.Since(ts.epoch)) }
 
 // shardOf returns the shard holding the timer of yield seq, if it has
@@ -215,6 +218,7 @@ func (ts *timerService) add(w *worker, pid, seq uint64, when int64) {
 // addDeadline schedules the deadline of process pid's yield seq at when:
 // it completes the yield with ErrTimeout unless the timer is removed
 // first. As add.
+// Worker only, as add.
 func (ts *timerService) addDeadline(w *worker, pid, seq uint64, when int64) {
 	ts.add(w, pid|timerDeadline, seq, when)
 }
@@ -294,6 +298,7 @@ func (ts *timerService) stop() {
 // The heap. Called with sh.mu held; publish after a change.
 
 // publish stores first and count for the loads outside the lock.
+// Called with sh.mu held.
 func (sh *timerShard) publish() {
 	first := int64(noTimer)
 	if len(sh.heap) > 0 {
@@ -303,12 +308,14 @@ func (sh *timerShard) publish() {
 	sh.count.Store(int64(len(sh.heap)))
 }
 
+// push adds e to the heap. Called with sh.mu held.
 func (sh *timerShard) push(e timerEntry) {
 	sh.heap = append(sh.heap, e)
 	sh.up(len(sh.heap) - 1)
 }
 
 // up moves the entry at i towards the root to its place.
+// Called with sh.mu held.
 func (sh *timerShard) up(i int) {
 	h := sh.heap
 	e := h[i]
@@ -324,6 +331,7 @@ func (sh *timerShard) up(i int) {
 }
 
 // down moves the entry at i towards the leaves to its place.
+// Called with sh.mu held.
 func (sh *timerShard) down(i int) {
 	h := sh.heap
 	n := len(h)
@@ -349,6 +357,7 @@ func (sh *timerShard) down(i int) {
 }
 
 // place puts e at position i and records the position in the index.
+// Called with sh.mu held.
 func (sh *timerShard) place(i int, e timerEntry) {
 	sh.heap[i] = e
 	sh.index.set(e.seq, uint64(i))
@@ -698,6 +707,7 @@ func (w *worker) woke() {
 // another parked worker instead, for the timers that parked workers
 // trusted its watch with.
 // Runs on a goroutine of its own.
+// Runs on the alarm's own goroutine.
 func (w *worker) alarmRang() {
 	s := w.s
 	if s.idle.remove(w) {

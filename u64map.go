@@ -16,6 +16,7 @@ type u64map struct {
 	shift   uint8 // 64 - log2(len(keys))
 }
 
+// len returns the number of keys. As every method of the map: called with the lock of whoever holds it (proc.mu, or the timer shard's lock).
 func (m *u64map) len() int {
 	if m.hasZero {
 		return m.n + 1
@@ -23,11 +24,13 @@ func (m *u64map) len() int {
 	return m.n
 }
 
+// home returns key's first slot. Called with the map owner's lock held.
 func (m *u64map) home(key uint64) int {
 	return int((key * 0x9E3779B97F4A7C15) >> m.shift)
 }
 
 // get returns the value of key and whether it is present.
+// Called with the map owner's lock held.
 func (m *u64map) get(key uint64) (uint64, bool) {
 	if key == 0 {
 		return m.zeroVal, m.hasZero
@@ -48,6 +51,7 @@ func (m *u64map) get(key uint64) (uint64, bool) {
 
 // add inserts key with val and reports false, changing nothing, if key
 // was already present.
+// Called with the map owner's lock held.
 func (m *u64map) add(key, val uint64) bool {
 	if key == 0 {
 		if m.hasZero {
@@ -73,6 +77,7 @@ func (m *u64map) add(key, val uint64) bool {
 }
 
 // set stores val for key, adding key if it is not present.
+// Called with the map owner's lock held.
 func (m *u64map) set(key, val uint64) {
 	if key == 0 {
 		m.hasZero, m.zeroVal = true, val
@@ -91,6 +96,7 @@ func (m *u64map) set(key, val uint64) {
 }
 
 // remove deletes key and returns its value and whether it was present.
+// Called with the map owner's lock held.
 func (m *u64map) remove(key uint64) (uint64, bool) {
 	if key == 0 {
 		v, ok := m.zeroVal, m.hasZero
@@ -126,6 +132,7 @@ func (m *u64map) remove(key uint64) (uint64, bool) {
 }
 
 // each calls f for every key and value, in no particular order.
+// Called with the map owner's lock held.
 func (m *u64map) each(f func(key, val uint64)) {
 	if m.hasZero {
 		f(0, m.zeroVal)
@@ -139,6 +146,7 @@ func (m *u64map) each(f func(key, val uint64)) {
 
 // reserve sizes an empty map for n keys, so that adding them does not
 // grow it step by step.
+// Called with the map owner's lock held.
 func (m *u64map) reserve(n int) {
 	size := 64
 	for size < 2*n {
@@ -148,6 +156,7 @@ func (m *u64map) reserve(n int) {
 	m.shift = uint8(64 - bits.TrailingZeros(uint(size)))
 }
 
+// grow doubles the table (64 slots at first) and places every key again. Called with the map owner's lock held.
 func (m *u64map) grow() {
 	size := max(2*len(m.keys), 64)
 	oldKeys, oldVals := m.keys, m.vals

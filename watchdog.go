@@ -115,6 +115,7 @@ type watchSample struct {
 	reported bool          // the step was reported already
 }
 
+// newWatchdog returns a watchdog for s that reports steps longer than threshold to hook (nil: none). Called by New; run starts it.
 func newWatchdog(s *Scheduler, threshold time.Duration, hook func(SlowStepInfo)) *watchdog {
 	wd := &watchdog{
 		s:         s,
@@ -260,6 +261,7 @@ var testHookRunnable atomic.Pointer[func() (n uint64, ok bool)]
 
 // current returns the process worker i is running and its state word
 // (without flagWake), or nil.
+// Watchdog goroutine only.
 func (wd *watchdog) current(i int, w *worker) (*proc, uint64) {
 	if p := w.cur.Load(); p != nil {
 		if st, ok := runningOn(p, i); ok {
@@ -283,6 +285,7 @@ func (wd *watchdog) current(i int, w *worker) (*proc, uint64) {
 
 // runningOn reports whether p is Running on worker i, and its state word
 // without flagWake.
+// Any goroutine.
 func runningOn(p *proc, i int) (uint64, bool) {
 	st := p.state.Load() &^ flagWake
 	return st, st&stateMask == stRunning && (st>>workerShift)&workerMask == uint64(i)
@@ -311,6 +314,7 @@ func (wd *watchdog) report(i int, p *proc, d time.Duration) {
 	}
 }
 
+// stop ends the watchdog goroutine. Called once, by the shutdown's stopper.
 func (wd *watchdog) stop() { close(wd.quit) }
 
 // stalledNow reports whether the worker's current run is one the watchdog
