@@ -1,12 +1,13 @@
 // Command workflow runs many small workflows, each a process that calls a
-// slow external service through a user command and bounds every call with
-// a timeout timer, retrying a few times before it gives up.
+// slow external service through a user command, bounds every call with a
+// deadline, and retries a few times before it gives up.
 //
 // It shows the pattern for I/O with the scheduler: the process yields the
 // call (handled asynchronously, completed later from another goroutine)
-// and a timer in the same step, then acts on whichever completion comes
-// first and ignores the other when it arrives late. No goroutine waits on
-// behalf of a process.
+// with a deadline on the same tag (StepOutput.Timeout), and gets one
+// completion: the answer, or ErrTimeout. The handler sees the deadline in
+// its call's context and stops its work when it passes. No goroutine
+// waits on behalf of a process.
 //
 //	go run ./examples/workflow [-n 10000] [-timeout 30ms]
 package main
@@ -48,11 +49,12 @@ func (ps *pricingService) handle(call scheduler.Call) error {
 		latency = 200 * time.Millisecond // a slow answer
 	}
 	done := call.Completion()
-	time.AfterFunc(latency, func() {
-		// A late answer finds the yield no longer pending, or the
-		// process gone; either way nobody is waiting for it.
+	t := time.AfterFunc(latency, func() {
 		_ = done.Complete(len(item)*100+rand.IntN(100), nil)
 	})
+	// The call's context is done when the yield's deadline passes (or
+	// the process ends): the answer would reach nobody, so stop.
+	context.AfterFunc(call.Context(), func() { t.Stop() })
 	return nil
 }
 
@@ -60,7 +62,7 @@ func (ps *pricingService) handle(call scheduler.Call) error {
 var errTimeout = errors.New("pricing service timed out")
 
 // workflow quotes one item: up to maxAttempts calls, each bounded by a
-// timeout. Tags encode the attempt: 2a is the call, 2a+1 its timer.
+// timeout. The tag of a call is its attempt number.
 type workflow struct {
 	item        string
 	timeout     time.Duration
@@ -85,29 +87,26 @@ func (w *workflow) Step(events []scheduler.Event, out *scheduler.StepOutput) err
 		case ev.Type == scheduler.EventCancel:
 			return context.Canceled
 		case ev.Type != scheduler.EventYieldComplete:
-		case ev.Tag == 2*w.attempt: // this attempt's answer
-			if ev.Error != nil {
-				return ev.Error
-			}
-			out.Done(payload.Of(ev.Data))
-			return nil
-		case ev.Tag == 2*w.attempt+1: // this attempt's timeout
+		case errors.Is(ev.Error, scheduler.ErrTimeout):
 			if w.attempt == w.maxAttempts {
 				return fmt.Errorf("%w after %d attempts", errTimeout, w.attempt)
 			}
 			w.try(out)
+		case ev.Error != nil:
+			return ev.Error
 		default:
-			// A late answer or timer of an earlier attempt: ignore it.
+			out.Done(payload.Of(ev.Data))
+			return nil
 		}
 	}
 	return nil
 }
 
-// try starts the next attempt: the call and its timeout in one step.
+// try starts the next attempt: the call, bounded by the timeout.
 func (w *workflow) try(out *scheduler.StepOutput) {
 	w.attempt++
-	out.Yield(2*w.attempt, cmdQuote, w.item)
-	out.Sleep(2*w.attempt+1, w.timeout)
+	out.Yield(w.attempt, cmdQuote, w.item)
+	out.Timeout(w.attempt, w.timeout)
 }
 
 func (w *workflow) Close() {}
@@ -116,44 +115,53 @@ func main() {
 	n := flag.Int("n", 10_000, "workflows to run")
 	timeout := flag.Duration("timeout", 30*time.Millisecond, "timeout of one call")
 	flag.Parse()
-	if err := run(*n, *timeout); err != nil {
+	start := time.Now()
+	r, err := run(*n, *timeout)
+	if err != nil {
 		log.Print(err)
 		os.Exit(1)
 	}
+	fmt.Printf("%d workflows in %v: %d quoted, %d timed out after 3 attempts; %d calls made\n",
+		*n, time.Since(start).Round(time.Millisecond), r.quoted, r.timedOut, r.calls)
 }
 
-func run(n int, timeout time.Duration) error {
+// outcome counts how the workflows of a run ended and the calls they made.
+type outcome struct {
+	quoted, timedOut int
+	calls            int64
+}
+
+// run runs n workflows whose calls each time out after timeout.
+func run(n int, timeout time.Duration) (outcome, error) {
 	svc := &pricingService{}
 	s, err := scheduler.New(scheduler.WithHandler(cmdQuote, svc.handle))
 	if err != nil {
-		return err
+		return outcome{}, err
 	}
 	defer s.Shutdown(context.Background())
 
 	ctx := context.Background()
-	start := time.Now()
 	handles := make([]scheduler.Handle, n)
 	for i := range handles {
 		item := fmt.Sprintf("item-%d", i)
 		h, err := s.Submit(ctx, &workflow{timeout: timeout, maxAttempts: 3}, "quote", payload.Values(item))
 		if err != nil {
-			return err
+			return outcome{}, err
 		}
 		handles[i] = h
 	}
-	var quoted, timedOut int
+	var r outcome
 	for _, h := range handles {
 		_, err := h.Wait(ctx)
 		switch {
 		case err == nil:
-			quoted++
+			r.quoted++
 		case errors.Is(err, errTimeout):
-			timedOut++
+			r.timedOut++
 		default:
-			return err
+			return r, err
 		}
 	}
-	fmt.Printf("%d workflows in %v: %d quoted, %d timed out after 3 attempts; %d calls made\n",
-		n, time.Since(start).Round(time.Millisecond), quoted, timedOut, svc.calls.Load())
-	return nil
+	r.calls = svc.calls.Load()
+	return r, nil
 }
