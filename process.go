@@ -114,6 +114,9 @@ type StepOutput struct {
 	read   int // with statusDone: events of the batch read, -1 for all
 	yields []yield
 	clock  time.Time // the timer clock's origin, for Sleep deadlines
+	// now, if not nil, is the clock Sleep and Timeout read instead of
+	// time.Now: the test kit's virtual clock (see bridge.go).
+	now func() time.Time
 }
 
 // Self returns the PID of the process being stepped.
@@ -198,7 +201,7 @@ func (o *StepOutput) spawn(tag uint64, child Process, method string, input paylo
 // Sleep completes after d. The workers fire timers themselves; a
 // sleeping process costs no goroutine and no runtime timer.
 func (o *StepOutput) Sleep(tag uint64, d time.Duration) {
-	o.SleepUntil(tag, time.Now().Add(d))
+	o.SleepUntil(tag, o.timeNow().Add(d))
 }
 
 // SleepUntil completes at t (at once if t has passed). Use it as a
@@ -282,7 +285,7 @@ func (o *StepOutput) Cancel(tag uint64) {
 // that is not pending: nothing happens. d of zero or less completes the
 // yield at once with ErrTimeout, before any of its work starts.
 func (o *StepOutput) Timeout(tag uint64, d time.Duration) {
-	when := int64(time.Since(o.clock) + d)
+	when := int64(o.timeNow().Sub(o.clock) + d)
 	if when <= 0 {
 		when = 1 // the clock's first instant: passed already
 	}
@@ -298,6 +301,14 @@ func (o *StepOutput) Timeout(tag uint64, d time.Duration) {
 		}
 	}
 	*o.add() = yield{tag: tag, kind: yieldTimeout, deadline: when}
+}
+
+// timeNow reads the clock of Sleep and Timeout.
+func (o *StepOutput) timeNow() time.Time {
+	if o.now != nil {
+		return o.now()
+	}
+	return time.Now()
 }
 
 // add extends the yields by one slot and returns it; the slot may hold an
