@@ -1,0 +1,827 @@
+package schedtest_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/procsched/scheduler"
+	"github.com/procsched/scheduler/payload"
+	"github.com/procsched/scheduler/relay"
+	"github.com/procsched/scheduler/schedtest"
+)
+
+// The conformance suite runs each scenario on the real scheduler and on
+// the kit and checks that the processes observe the same things: the
+// events they get (in order where the scheduler guarantees an order),
+// their results and their errors. Every scenario also has the transcript
+// it must produce, so that the two agreeing on a wrong answer fails too.
+
+// world is what a scenario drives: the real scheduler or the kit.
+type world interface {
+	start(p scheduler.Process, method string) relay.PID
+	send(to relay.PID, msg any) error
+	terminate(pid relay.PID) error
+	register(name string, pid relay.PID) error
+	// fake sets the handler of cmd: answer at once with data and err, or
+	// (hold) keep the call for completeHeld.
+	fake(cmd scheduler.CommandID, hold bool, data any, err error)
+	completeHeld(i int, data any, err error) error
+	// until runs (or waits) until cond holds; it fails the test if it
+	// never does.
+	until(cond func() bool)
+	result(pid relay.PID) (payload.Payload, error) // waits for the end
+	unread() int
+	shutdown() error
+}
+
+// realWorld is a scheduler.Scheduler.
+type realWorld struct {
+	t       *testing.T
+	s       *scheduler.Scheduler
+	mu      sync.Mutex
+	handles map[relay.PID]scheduler.Handle
+	held    []scheduler.Completion
+	wake    chan struct{}
+}
+
+func newReal(t *testing.T, j *journal) *realWorld {
+	s, err := scheduler.New(scheduler.WithWorkers(2))
+	require.NoError(t, err)
+	w := &realWorld{t: t, s: s, handles: map[relay.PID]scheduler.Handle{}, wake: j.wake}
+	t.Cleanup(func() { _ = w.shutdown() })
+	return w
+}
+
+func (w *realWorld) start(p scheduler.Process, method string) relay.PID {
+	h, err := w.s.Submit(context.Background(), p, method, nil)
+	require.NoError(w.t, err)
+	w.mu.Lock()
+	w.handles[h.PID()] = h
+	w.mu.Unlock()
+	return h.PID()
+}
+func (w *realWorld) send(to relay.PID, msg any) error      { return w.s.Tell(to, msg) }
+func (w *realWorld) terminate(pid relay.PID) error          { return w.s.Terminate(pid) }
+func (w *realWorld) register(n string, pid relay.PID) error { return w.s.Register(n, pid) }
+func (w *realWorld) fake(cmd scheduler.CommandID, hold bool, data any, err error) {
+	require.NoError(w.t, w.s.SetHandler(cmd, func(c scheduler.Call) error {
+		if hold {
+			w.mu.Lock()
+			w.held = append(w.held, c.Completion())
+			w.mu.Unlock()
+			return nil
+		}
+		return c.Complete(data, err)
+	}))
+}
+func (w *realWorld) completeHeld(i int, data any, err error) error {
+	w.mu.Lock()
+	c := w.held[i]
+	w.mu.Unlock()
+	return c.Complete(data, err)
+}
+func (w *realWorld) until(cond func() bool) {
+	deadline := time.After(10 * time.Second)
+	for !cond() {
+		select {
+		case <-w.wake:
+		case <-deadline:
+			w.t.Fatal("the real scheduler never reached the condition")
+		}
+	}
+}
+func (w *realWorld) result(pid relay.PID) (payload.Payload, error) {
+	w.mu.Lock()
+	h := w.handles[pid]
+	w.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := h.Wait(ctx)
+	require.NotErrorIs(w.t, err, context.DeadlineExceeded)
+	return res, err
+}
+func (w *realWorld) unread() int { return int(w.s.Stats().Messages.Unread) }
+func (w *realWorld) shutdown() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	return w.s.Shutdown(ctx)
+}
+
+// kitWorld is a schedtest.Sim.
+type kitWorld struct {
+	t    *testing.T
+	s    *schedtest.Sim
+	held []schedtest.Call
+	mu   sync.Mutex
+}
+
+func newKit(t *testing.T, opts ...schedtest.Option) *kitWorld {
+	return &kitWorld{t: t, s: schedtest.New(t, opts...)}
+}
+
+func (w *kitWorld) start(p scheduler.Process, method string) relay.PID {
+	return w.s.Start(p, method, nil)
+}
+func (w *kitWorld) send(to relay.PID, msg any) error          { return w.s.Send(to, msg) }
+func (w *kitWorld) terminate(pid relay.PID) error             { return w.s.Terminate(pid) }
+func (w *kitWorld) register(n string, pid relay.PID) error    { return w.s.Register(n, pid) }
+func (w *kitWorld) completeHeld(i int, data any, err error) error {
+	w.mu.Lock()
+	c := w.held[i]
+	w.mu.Unlock()
+	return c.Token().Complete(data, err)
+}
+func (w *kitWorld) fake(cmd scheduler.CommandID, hold bool, data any, err error) {
+	w.s.Fake(cmd, func(c schedtest.Call) error {
+		if hold {
+			w.mu.Lock()
+			w.held = append(w.held, c)
+			w.mu.Unlock()
+			return nil
+		}
+		return c.Complete(data, err)
+	})
+}
+func (w *kitWorld) until(cond func() bool) {
+	if !w.s.RunUntil(cond) {
+		w.s.RunUntilIdleAdvancing()
+	}
+	require.True(w.t, cond(), "the kit never reached the condition")
+}
+func (w *kitWorld) result(pid relay.PID) (payload.Payload, error) {
+	if !w.s.RunUntil(func() bool { return w.s.Ended(pid) }) {
+		w.s.RunUntilIdleAdvancing()
+	}
+	return w.s.Result(pid)
+}
+func (w *kitWorld) unread() int {
+	n := 0
+	for id := uint64(1); id < 64; id++ {
+		n += w.s.Unread(relay.PID{ID: id})
+	}
+	return n
+}
+func (w *kitWorld) shutdown() error { return w.s.Shutdown() }
+
+// journal is what the processes of a scenario observed, line by line.
+type journal struct {
+	mu    sync.Mutex
+	lines []string
+	names map[relay.PID]string
+	wake  chan struct{}
+}
+
+func newJournal() *journal {
+	return &journal{names: map[relay.PID]string{}, wake: make(chan struct{}, 1)}
+}
+
+func (j *journal) name(pid relay.PID, name string) {
+	j.mu.Lock()
+	j.names[pid] = name
+	j.mu.Unlock()
+}
+
+func (j *journal) add(format string, args ...any) {
+	j.mu.Lock()
+	j.lines = append(j.lines, fmt.Sprintf(format, args...))
+	j.mu.Unlock()
+	select {
+	case j.wake <- struct{}{}:
+	default:
+	}
+}
+
+// has reports whether a line with this prefix was written.
+func (j *journal) has(prefix string) bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, l := range j.lines {
+		if strings.HasPrefix(l, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+func (j *journal) text() string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return strings.Join(j.lines, "\n")
+}
+
+// pid describes a PID by the name the scenario gave it.
+func (j *journal) pid(p relay.PID) string {
+	if p.IsZero() {
+		return "outside"
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if n, ok := j.names[p]; ok {
+		return n
+	}
+	return "?"
+}
+
+// event describes an event with names for PIDs and sentinels for errors.
+func (j *journal) event(ev scheduler.Event) string {
+	var b strings.Builder
+	switch ev.Type {
+	case scheduler.EventYieldComplete:
+		fmt.Fprintf(&b, "complete %d", ev.Tag)
+	case scheduler.EventMessage:
+		b.WriteString("message")
+	case scheduler.EventCancel:
+		b.WriteString("cancel")
+	}
+	if ev.Data != nil {
+		fmt.Fprintf(&b, " data=%s", j.data(ev.Data))
+	}
+	if ev.Error != nil {
+		fmt.Fprintf(&b, " err=%s", errName(ev.Error))
+	}
+	if !ev.From.IsZero() {
+		fmt.Fprintf(&b, " from=%s", j.pid(ev.From))
+	}
+	return b.String()
+}
+
+func (j *journal) data(d any) string {
+	switch v := d.(type) {
+	case relay.PID:
+		return j.pid(v)
+	case payload.Payload:
+		return fmt.Sprintf("%v", v.Value())
+	case scheduler.Exit:
+		s := fmt.Sprintf("exit(%s %v", j.pid(v.PID), v.Reason)
+		if v.Err != nil {
+			s += " " + errName(v.Err)
+		}
+		if !v.Result.IsZero() {
+			s += fmt.Sprintf(" %v", v.Result.Value())
+		}
+		return s + ")"
+	case scheduler.Request:
+		return fmt.Sprintf("request(%v)", v.Body)
+	}
+	return fmt.Sprintf("%v", d)
+}
+
+var errBoom = errors.New("boom")
+
+// errName names the sentinel err wraps.
+func errName(err error) string {
+	for _, s := range []struct {
+		err  error
+		name string
+	}{
+		{scheduler.ErrTimeout, "Timeout"}, {scheduler.ErrDuplicateTag, "DuplicateTag"},
+		{scheduler.ErrYieldNotPending, "YieldNotPending"}, {scheduler.ErrNoReply, "NoReply"},
+		{scheduler.ErrProcessNotFound, "ProcessNotFound"}, {scheduler.ErrNameNotFound, "NameNotFound"},
+		{scheduler.ErrTerminated, "Terminated"}, {scheduler.ErrShuttingDown, "ShuttingDown"},
+		{scheduler.ErrForced, "Forced"}, {scheduler.ErrPanic, "Panic"}, {scheduler.ErrInit, "Init"},
+		{scheduler.ErrUnknownCommand, "UnknownCommand"}, {scheduler.ErrInvalidCommand, "InvalidCommand"},
+		{scheduler.ErrClosed, "Closed"}, {scheduler.ErrEnded, "Ended"}, {errBoom, "boom"},
+	} {
+		if errors.Is(err, s.err) {
+			return s.name
+		}
+	}
+	return "other(" + err.Error() + ")"
+}
+
+// fn is a process made of functions: it names itself in the journal,
+// writes every event it gets there, and runs step.
+type fn struct {
+	name   string
+	j      *journal
+	step   func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error
+	ctx    context.Context
+	n      int
+	closes *atomic.Int32
+}
+
+func (p *fn) Init(ctx context.Context, _ string, _ payload.Payloads) error {
+	p.ctx = ctx
+	self, _ := scheduler.Self(ctx)
+	p.j.name(self, p.name)
+	return nil
+}
+
+func (p *fn) Step(evs []scheduler.Event, out *scheduler.StepOutput) error {
+	p.n++
+	for _, ev := range evs {
+		p.j.add("%s: %s", p.name, p.j.event(ev))
+	}
+	return p.step(p.n, evs, out)
+}
+
+func (p *fn) Close() {
+	if p.closes != nil {
+		p.closes.Add(1)
+	}
+	p.j.add("%s: close", p.name)
+}
+
+func proc(j *journal, name string, step func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error) *fn {
+	return &fn{name: name, j: j, step: step}
+}
+
+const (
+	cmdWork    = scheduler.FirstUserCommand
+	cmdCleanup = scheduler.FirstUserCommand + 1
+)
+
+// scenario is one conformance case: run drives a world and returns the
+// transcript of what was observed.
+type scenario struct {
+	name string
+	run  func(t *testing.T, w world, j *journal) string
+	want string
+}
+
+func TestConformance(t *testing.T) {
+	for _, sc := range scenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			jr := newJournal()
+			got := sc.run(t, newReal(t, jr), jr)
+			jk := newJournal()
+			gotKit := sc.run(t, newKit(t), jk)
+			require.Equal(t, got, gotKit, "the kit and the scheduler disagree\nscheduler:\n%s\nkit:\n%s", got, gotKit)
+			require.Equal(t, sc.want, got, "both agree, on the wrong answer")
+		})
+	}
+}
+
+// TestConformanceSeeded runs every scenario under a few seeds: the kit's
+// interleavings must stay within what the scheduler can produce.
+func TestConformanceSeeded(t *testing.T) {
+	seeds := 20
+	if testing.Short() {
+		seeds = 5
+	}
+	for _, sc := range scenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			for seed := uint64(1); seed <= uint64(seeds); seed++ {
+				j := newJournal()
+				got := sc.run(t, newKit(t, schedtest.WithSeed(seed)), j)
+				require.Equal(t, sc.want, got, "seed %d", seed)
+			}
+		})
+	}
+}
+
+// lines returns the journal lines of one process, in order.
+func lines(j *journal, name string) string {
+	var out []string
+	for _, l := range strings.Split(j.text(), "\n") {
+		if strings.HasPrefix(l, name+": ") {
+			out = append(out, strings.TrimPrefix(l, name+": "))
+		}
+	}
+	return strings.Join(out, "; ")
+}
+
+var scenarios = []scenario{
+	{
+		name: "messages keep per-sender FIFO",
+		run: func(t *testing.T, w world, j *journal) string {
+			var got []string
+			sink := w.start(proc(j, "sink", func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+				for _, ev := range evs {
+					got = append(got, fmt.Sprintf("%s:%v", j.pid(ev.From), ev.Data))
+				}
+				if len(got) == 15 {
+					out.Done(payload.Of(len(got)))
+				}
+				return nil
+			}), "run")
+			for _, name := range []string{"a", "b"} {
+				w.start(proc(j, name, func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+					for i := 1; i <= 5; i++ {
+						out.Tell(sink, i)
+					}
+					out.Done(payload.Payload{})
+					return nil
+				}), "run")
+			}
+			for i := 1; i <= 5; i++ {
+				require.NoError(t, w.send(sink, i))
+			}
+			res, err := w.result(sink)
+			require.NoError(t, err)
+			// Only each sender's own order is guaranteed.
+			per := map[string][]string{}
+			for _, g := range got {
+				from, v, _ := strings.Cut(g, ":")
+				per[from] = append(per[from], v)
+			}
+			var keys []string
+			for k := range per {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			var b strings.Builder
+			for _, k := range keys {
+				fmt.Fprintf(&b, "%s %v; ", k, per[k])
+			}
+			return fmt.Sprintf("%sresult %v", b.String(), res.Value())
+		},
+		want: "a [1 2 3 4 5]; b [1 2 3 4 5]; outside [1 2 3 4 5]; result 15",
+	},
+	{
+		name: "a message to an ended process bounces",
+		run: func(t *testing.T, w world, j *journal) string {
+			p := w.start(proc(j, "p", func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+				switch n {
+				case 1:
+					out.SpawnAwait(1, proc(j, "child", func(int, []scheduler.Event, *scheduler.StepOutput) error {
+						return nil
+					}), "run", nil)
+					out.SpawnAwait(2, proc(j, "quick", func(_ int, _ []scheduler.Event, out *scheduler.StepOutput) error {
+						out.Done(payload.Of("q"))
+						return nil
+					}), "run", nil)
+				case 2:
+					quick := evs[0].From
+					out.Tell(quick, "hello?")
+				case 3:
+					out.Done(payload.Of("ok"))
+				}
+				return nil
+			}), "run")
+			_, err := w.result(p)
+			require.NoError(t, err)
+			return lines(j, "p")
+		},
+		want: "complete 2 data=q from=quick; message data=hello? err=ProcessNotFound from=quick; close",
+	},
+	{
+		name: "yields complete with data or error, exactly once",
+		run: func(t *testing.T, w world, j *journal) string {
+			w.fake(cmdWork, false, "fine", nil)
+			w.fake(cmdCleanup, false, nil, errBoom)
+			p := w.start(proc(j, "p", func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+				switch n {
+				case 1:
+					out.Yield(1, cmdWork, "x")
+					out.Yield(2, cmdCleanup, "y")
+					out.Yield(3, scheduler.FirstUserCommand+9, nil)
+					out.Yield(4, scheduler.CommandID(3), nil)
+				default:
+					out.Done(payload.Of(len(evs)))
+				}
+				return nil
+			}), "run")
+			res, err := w.result(p)
+			require.NoError(t, err)
+			return fmt.Sprintf("%s; result %v", lines(j, "p"), res.Value())
+		},
+		want: "complete 1 data=fine; complete 2 err=boom; complete 3 err=UnknownCommand; complete 4 err=InvalidCommand; close; result 4",
+	},
+	{
+		name: "a duplicate tag completes at once, the first is untouched",
+		run: func(t *testing.T, w world, j *journal) string {
+			w.fake(cmdWork, true, nil, nil)
+			p := w.start(proc(j, "p", func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+				switch n {
+				case 1:
+					out.Yield(7, cmdWork, "first")
+					out.Yield(7, cmdWork, "second")
+				case 3:
+					out.Done(payload.Payload{})
+				}
+				return nil
+			}), "run")
+			w.until(func() bool { return j.has("p: complete 7 err=DuplicateTag") })
+			require.NoError(t, w.completeHeld(0, "one", nil))
+			_, err := w.result(p)
+			require.NoError(t, err)
+			return lines(j, "p")
+		},
+		want: "complete 7 err=DuplicateTag; complete 7 data=one; close",
+	},
+	{
+		name: "a timeout fires and the late completion is not pending",
+		run: func(t *testing.T, w world, j *journal) string {
+			w.fake(cmdWork, true, nil, nil)
+			p := w.start(proc(j, "p", func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+				switch {
+				case n == 1:
+					out.Yield(1, cmdWork, nil)
+					out.Timeout(1, 20*time.Millisecond)
+				case evs[0].Type == scheduler.EventMessage:
+					out.Done(payload.Payload{})
+				}
+				return nil
+			}), "run")
+			w.until(func() bool { return j.has("p: complete 1 err=Timeout") })
+			late := w.completeHeld(0, "late", nil)
+			require.NoError(t, w.send(p, "stop"))
+			_, err := w.result(p)
+			require.NoError(t, err)
+			return fmt.Sprintf("%s; late: %s", lines(j, "p"), errName(late))
+		},
+		want: "complete 1 err=Timeout; message data=stop; close; late: YieldNotPending",
+	},
+	{
+		name: "a cancelled yield never completes",
+		run: func(t *testing.T, w world, j *journal) string {
+			w.fake(cmdWork, true, nil, nil)
+			p := w.start(proc(j, "p", func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+				switch n {
+				case 1:
+					out.Yield(1, cmdWork, nil)
+					out.Sleep(2, time.Millisecond)
+				case 2:
+					out.Cancel(1)
+					out.Sleep(3, 5*time.Millisecond)
+				default:
+					out.Done(payload.Payload{})
+				}
+				return nil
+			}), "run")
+			w.until(func() bool { return j.has("p: complete 2") })
+			w.until(func() bool { return j.has("p: complete 3") })
+			late := w.completeHeld(0, "late", nil)
+			_, err := w.result(p)
+			require.NoError(t, err)
+			return fmt.Sprintf("%s; late: %s", lines(j, "p"), errName(late))
+		},
+		want: "complete 2; complete 3; close; late: ProcessNotFound",
+	},
+	{
+		name: "sleeps fire in deadline order",
+		run: func(t *testing.T, w world, j *journal) string {
+			p := w.start(proc(j, "p", func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+				switch n {
+				case 1:
+					out.Sleep(1, 40*time.Millisecond)
+					out.Sleep(2, time.Millisecond)
+					out.SleepUntil(3, time.Time{}) // passed: at once
+				default:
+					if evs[len(evs)-1].Tag == 1 {
+						out.Done(payload.Payload{})
+					}
+				}
+				return nil
+			}), "run")
+			_, err := w.result(p)
+			require.NoError(t, err)
+			return lines(j, "p")
+		},
+		want: "complete 3; complete 2; complete 1; close",
+	},
+	{
+		name: "spawn and spawn-await report the child and its end",
+		run: func(t *testing.T, w world, j *journal) string {
+			p := w.start(proc(j, "p", func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+				switch n {
+				case 1:
+					out.Spawn(1, proc(j, "idle", func(int, []scheduler.Event, *scheduler.StepOutput) error { return nil }), "run", nil)
+					out.SpawnAwait(2, proc(j, "ok", func(_ int, _ []scheduler.Event, out *scheduler.StepOutput) error {
+						out.Done(payload.Of("r"))
+						return nil
+					}), "run", nil)
+					out.SpawnAwait(3, proc(j, "bad", func(int, []scheduler.Event, *scheduler.StepOutput) error { return errBoom }), "run", nil)
+					out.SpawnAwait(4, nil, "run", nil)
+					out.Spawn(5, proc(j, "x", nil), "", nil)
+				default:
+					if len(j.lines) >= 5 && j.has("p: complete 2") && j.has("p: complete 3") {
+						out.Done(payload.Payload{})
+					}
+				}
+				return nil
+			}), "run")
+			_, err := w.result(p)
+			require.NoError(t, err)
+			// The children's ends race each other; sort the parent's lines.
+			ls := strings.Split(lines(j, "p"), "; ")
+			sort.Strings(ls)
+			return strings.Join(ls, "; ")
+		},
+		want: "close; complete 1 data=idle; complete 2 data=r from=ok; complete 3 data=<nil> err=boom from=bad; complete 4 err=other(scheduler: nil process); complete 5 err=other(scheduler: empty method)",
+	},
+	{
+		name: "monitors report done, failed, terminated and gone",
+		run: func(t *testing.T, w world, j *journal) string {
+			mk := func(name string, end func(evs []scheduler.Event, out *scheduler.StepOutput) error) relay.PID {
+				return w.start(proc(j, name, func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+					if n == 1 {
+						return nil
+					}
+					return end(evs, out)
+				}), "run")
+			}
+			done := mk("done", func(_ []scheduler.Event, out *scheduler.StepOutput) error { out.Done(payload.Of(1)); return nil })
+			failed := mk("failed", func([]scheduler.Event, *scheduler.StepOutput) error { return errBoom })
+			term := mk("term", func(_ []scheduler.Event, out *scheduler.StepOutput) error { out.Done(payload.Of(3)); return nil })
+			gone := mk("gone", func(_ []scheduler.Event, out *scheduler.StepOutput) error { out.Done(payload.Payload{}); return nil })
+			require.NoError(t, w.send(gone, "end"))
+			_, _ = w.result(gone)
+			watcher := w.start(proc(j, "w", func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+				if n == 1 {
+					out.Monitor(1, done)
+					out.Monitor(2, failed)
+					out.Monitor(3, term)
+					out.Monitor(4, gone)
+					out.Monitor(5, out.Self())
+				}
+				if j.has("w: complete 1") && j.has("w: complete 2") && j.has("w: complete 3") {
+					out.Done(payload.Payload{})
+				}
+				return nil
+			}), "run")
+			w.until(func() bool { return j.has("w: complete 5") })
+			require.NoError(t, w.send(done, "end"))
+			require.NoError(t, w.send(failed, "end"))
+			require.NoError(t, w.terminate(term))
+			_, err := w.result(watcher)
+			require.NoError(t, err)
+			ls := strings.Split(lines(j, "w"), "; ")
+			sort.Strings(ls)
+			return strings.Join(ls, "; ")
+		},
+		want: "close; complete 1 data=exit(done done 1) from=done; complete 2 data=exit(failed failed boom) from=failed; complete 3 data=exit(term terminated Terminated 3) from=term; complete 4 data=exit(gone gone ProcessNotFound) from=gone; complete 5 data=exit(w gone ProcessNotFound) from=w",
+	},
+	{
+		name: "requests are answered, refused when the replier is gone, failed when it ends",
+		run: func(t *testing.T, w world, j *journal) string {
+			replier := w.start(proc(j, "replier", func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+				for _, ev := range evs {
+					if req, ok := ev.Data.(scheduler.Request); ok {
+						if req.Body == "quit" {
+							out.Done(payload.Payload{})
+							return nil
+						}
+						out.Reply(req.ReplyTo, fmt.Sprintf("re:%v", req.Body), nil)
+					}
+				}
+				return nil
+			}), "run")
+			gone := w.start(proc(j, "gone", func(n int, _ []scheduler.Event, out *scheduler.StepOutput) error {
+				out.Done(payload.Payload{})
+				return nil
+			}), "run")
+			_, _ = w.result(gone)
+			asker := w.start(proc(j, "asker", func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+				switch n {
+				case 1:
+					out.Request(1, replier, "a")
+					out.Request(2, gone, "b")
+				case 2, 3:
+					if j.has("asker: complete 1") && j.has("asker: complete 2") && !j.has("asker: complete 3") {
+						out.Request(3, replier, "quit")
+					}
+				}
+				if j.has("asker: complete 3") {
+					out.Done(payload.Payload{})
+				}
+				return nil
+			}), "run")
+			_, err := w.result(asker)
+			require.NoError(t, err)
+			ls := strings.Split(lines(j, "asker"), "; ")
+			sort.Strings(ls)
+			return strings.Join(ls, "; ")
+		},
+		want: "close; complete 1 data=re:a from=replier; complete 2 err=ProcessNotFound from=gone; complete 3 err=NoReply from=replier",
+	},
+	{
+		name: "names: tell and request by name, bounce for a missing one",
+		run: func(t *testing.T, w world, j *journal) string {
+			srv := w.start(proc(j, "srv", func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+				for _, ev := range evs {
+					if req, ok := ev.Data.(scheduler.Request); ok {
+						out.Reply(req.ReplyTo, "pong", nil)
+					}
+				}
+				return nil
+			}), "run")
+			require.NoError(t, w.register("srv", srv))
+			require.ErrorIs(t, w.register("srv", relay.PID{ID: 999}), scheduler.ErrProcessNotFound)
+			c := w.start(proc(j, "c", func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+				switch n {
+				case 1:
+					out.TellName("srv", "hi")
+					out.TellName("nobody", "hi")
+					out.RequestName(1, "srv", "ping")
+					out.RequestName(2, "nobody", "ping")
+				}
+				if j.has("c: complete 1") && j.has("c: complete 2") && j.has("c: message") {
+					out.Done(payload.Payload{})
+				}
+				return nil
+			}), "run")
+			_, err := w.result(c)
+			require.NoError(t, err)
+			// srv may answer while c's yields are still being carried out.
+			ls := strings.Split(lines(j, "c"), "; ")
+			sort.Strings(ls)
+			return strings.Join(ls, "; ") + " | " + lines(j, "srv")
+		},
+		want: "close; complete 1 data=pong from=srv; complete 2 err=NameNotFound; message data=hi err=NameNotFound | message data=hi from=c; message data=request(ping) from=c",
+	},
+	{
+		name: "Done leaves the rest of the batch and later events unread",
+		run: func(t *testing.T, w world, j *journal) string {
+			p := w.start(proc(j, "p", func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+				switch n {
+				case 1:
+					for i := range 3 {
+						out.Tell(out.Self(), i)
+					}
+				case 2:
+					out.Tell(out.Self(), "after")
+					out.Tell(out.Self(), "after")
+					out.DoneAfter(1, payload.Of(len(evs)))
+					out.Continue() // does nothing after Done
+				}
+				return nil
+			}), "run")
+			res, err := w.result(p)
+			require.NoError(t, err)
+			return fmt.Sprintf("%s; result %v; unread %d", lines(j, "p"), res.Value(), w.unread())
+		},
+		want: "message data=0 from=p; message data=1 from=p; message data=2 from=p; close; result 3; unread 4",
+	},
+	{
+		name: "Terminate delivers a cancel, then the process ends",
+		run: func(t *testing.T, w world, j *journal) string {
+			var cause error
+			var pr *fn
+			pr = proc(j, "p", func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+				if n > 1 && evs[0].Type == scheduler.EventCancel {
+					cause = context.Cause(pr.ctx)
+					out.Done(payload.Of("bye"))
+				}
+				return nil
+			})
+			p := w.start(pr, "run")
+			require.NoError(t, w.terminate(p))
+			require.NoError(t, w.terminate(p), "twice is not an error")
+			res, err := w.result(p)
+			require.NoError(t, err)
+			again := w.terminate(p)
+			return fmt.Sprintf("%s; result %v; ctx %s; again %s", lines(j, "p"), res.Value(), errName(cause), errName(again))
+		},
+		want: "cancel err=Terminated; close; result bye; ctx Terminated; again ProcessNotFound",
+	},
+	{
+		name: "a panic in Step ends the process with a PanicError",
+		run: func(t *testing.T, w world, j *journal) string {
+			closes := new(atomic.Int32)
+			pr := proc(j, "p", func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+				if n == 2 {
+					panic("oops")
+				}
+				out.Continue()
+				return nil
+			})
+			pr.closes = closes
+			p := w.start(pr, "run")
+			_, err := w.result(p)
+			var perr *scheduler.PanicError
+			require.ErrorAs(t, err, &perr)
+			return fmt.Sprintf("%s; err %s in %s; closes %d", lines(j, "p"), errName(err), perr.Where, closes.Load())
+		},
+		want: "close; err Panic in Step; closes 1",
+	},
+	{
+		name: "Shutdown cancels, serves cleanup, forces the rest",
+		run: func(t *testing.T, w world, j *journal) string {
+			w.fake(cmdCleanup, false, "cleaned", nil)
+			closes := new(atomic.Int32)
+			tidy := proc(j, "tidy", func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+				for _, ev := range evs {
+					switch {
+					case ev.Type == scheduler.EventCancel:
+						out.Yield(1, cmdCleanup, nil)
+					case ev.Tag == 1:
+						out.Done(payload.Of("tidy"))
+					}
+				}
+				return nil
+			})
+			stubborn := proc(j, "stubborn", func(int, []scheduler.Event, *scheduler.StepOutput) error { return nil })
+			tidy.closes, stubborn.closes = closes, closes
+			a := w.start(tidy, "run")
+			b := w.start(stubborn, "run")
+			w.until(func() bool { return true })
+			err := w.shutdown()
+			ra, ea := w.result(a)
+			_, eb := w.result(b)
+			return fmt.Sprintf("%s | %s; shutdown %s; tidy %v %v; stubborn %s; closes %d; send after %s",
+				lines(j, "tidy"), lines(j, "stubborn"), errName(err), ra.Value(), ea, errName(eb), closes.Load(), errName(w.send(a, 1)))
+		},
+		want: "cancel err=ShuttingDown; complete 1 data=cleaned; close | cancel err=ShuttingDown; close; shutdown Forced; tidy tidy <nil>; stubborn Forced; closes 2; send after Closed",
+	},
+}

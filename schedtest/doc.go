@@ -1,0 +1,52 @@
+// Package schedtest is a test kit for processes written for package
+// scheduler: it runs them deterministically in the test's goroutine, on a
+// virtual clock, with fakes for user commands, probes for messages, and
+// seeded exploration of interleavings that replays by seed.
+//
+// [Sim] is related to [scheduler.Scheduler] as a recorded script is to a
+// live performance: the same [scheduler.Process] values run with the same
+// semantics (mailboxes with per-sender FIFO, events batched per step,
+// yields completed exactly once by tag, duplicate tags, Cancel, Timeout,
+// Sleep, bounces, names, monitors, request and reply, spawns, Terminate,
+// Shutdown, Close exactly once, panics turned into errors, the same
+// errors), but nothing happens until the test says so. The test steps
+// one process ([Sim.Step]), runs until nothing is ready
+// ([Sim.RunUntilIdle], [Sim.RunUntil]), and moves the clock
+// ([Sim.Advance], [Sim.RunUntilIdleAdvancing]); a one-hour timeout
+// passes in microseconds. No goroutine, timer or wall clock is used, so
+// the kit also runs inside testing/synctest.
+//
+// # The model
+//
+// A step is atomic: the kit drains the process's mailbox, calls Step, and
+// then carries out the step's yields in the order written, as a worker
+// does. Without a seed, ready processes step in the order they became
+// ready and a step's yields are carried out at once. With [WithSeed], each
+// scheduling decision is drawn from a random source: which ready process
+// steps next, which process's next yield is carried out (so the messages
+// and completions of different processes interleave one yield at a time),
+// and when a due timer fires. A process's own yields are always carried
+// out in order and before it steps again, so per-sender FIFO and the
+// causal order the scheduler guarantees hold under every seed; what
+// changes is only what the scheduler leaves open. [Explore] runs a
+// scenario under many seeds and reports the first that fails, with the
+// command that replays it; [Faults] add failures drawn from the same
+// seed.
+//
+// User commands go to fakes ([Sim.Fake], [Reply], [Fail], [Never],
+// [Sim.FakeLater]); every yield a process made is listed by
+// [Sim.Yields]. A [Probe] is a PID whose messages the test asserts on.
+//
+// The kit shares the scheduler's definitions (Process, StepOutput, Event,
+// Exit, Request, the sentinel errors) and reads a step's output through
+// an internal bridge; it re-implements the scheduling itself. A
+// conformance suite in this package runs the same scenarios on both and
+// checks that the processes observe the same events and results.
+//
+// # Concurrency
+//
+// A Sim is driven from one goroutine at a time. [Sim.Send], [Token.Complete]
+// and the [Held] methods may be called from any goroutine, and from a
+// step or a fake; the Run methods, Step, Advance and Shutdown may not be
+// called from a step or a fake.
+package schedtest

@@ -1,0 +1,170 @@
+package schedtest
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// SeedEnv is the environment variable that makes [Explore] run only the
+// seed it names, to replay a failure: SCHEDTEST_SEED=17 go test -run TestX.
+const SeedEnv = "SCHEDTEST_SEED"
+
+// Failure is a seed at which a scenario failed, and what it reported.
+type Failure struct {
+	Seed   uint64
+	Output string // the scenario's log and errors, the faults injected, the last scheduling decisions
+}
+
+// Explore runs scenario under seeds 1 to seeds (see [WithSeed]), each with
+// a fresh [Sim] made with opts, and fails tb at the first seed at which
+// the scenario fails, with its report and how to replay it. The scenario
+// asserts through [Sim.T]; a Fatal there ends only that seed's run. With
+// [SeedEnv] set, only that seed runs.
+func Explore(tb testing.TB, seeds int, scenario func(*Sim), opts ...Option) {
+	tb.Helper()
+	if f, ok := Sweep(tb, seeds, scenario, opts...); ok {
+		tb.Errorf("schedtest: the scenario fails at seed %d:\n%s\nreplay it with %s=%d go test -run '^%s$', or schedtest.Replay(t, %d, scenario)",
+			f.Seed, f.Output, SeedEnv, f.Seed, tb.Name(), f.Seed)
+	}
+}
+
+// Sweep runs scenario as [Explore] does and returns the first failure
+// instead of reporting it; ok is false if every seed passed.
+func Sweep(tb testing.TB, seeds int, scenario func(*Sim), opts ...Option) (f Failure, ok bool) {
+	tb.Helper()
+	if v := os.Getenv(SeedEnv); v != "" {
+		seed, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			tb.Fatalf("schedtest: %s=%q: %v", SeedEnv, v, err)
+		}
+		return Check(tb, seed, scenario, opts...)
+	}
+	for seed := uint64(1); seed <= uint64(seeds); seed++ {
+		if f, ok := Check(tb, seed, scenario, opts...); ok {
+			return f, true
+		}
+	}
+	return Failure{}, false
+}
+
+// Check runs scenario once under seed and reports whether it failed, and
+// how, without failing tb.
+func Check(tb testing.TB, seed uint64, scenario func(*Sim), opts ...Option) (Failure, bool) {
+	r := &recorder{TB: tb}
+	var s *Sim
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer r.runCleanups()
+		s = New(r, append(opts[:len(opts):len(opts)], WithSeed(seed))...)
+		scenario(s)
+	}()
+	<-done
+	if !r.Failed() {
+		return Failure{}, false
+	}
+	var b strings.Builder
+	b.WriteString(r.output())
+	if s != nil {
+		if inj := s.Injected(); len(inj) > 0 {
+			fmt.Fprintf(&b, "faults injected:\n  %s\n", strings.Join(inj, "\n  "))
+		}
+		if tr := s.Trace(); len(tr) > 0 {
+			fmt.Fprintf(&b, "the last scheduling decisions:\n  %s\n", strings.Join(tr, "\n  "))
+		}
+	}
+	return Failure{Seed: seed, Output: b.String()}, true
+}
+
+// Replay runs scenario once under seed, reporting to tb directly: the way
+// to rerun the seed [Explore] reported, under a debugger if need be.
+func Replay(tb testing.TB, seed uint64, scenario func(*Sim), opts ...Option) {
+	tb.Helper()
+	scenario(New(tb, append(opts[:len(opts):len(opts)], WithSeed(seed))...))
+}
+
+// recorder is the testing.TB a seed's run reports to: it keeps the log
+// and the failure instead of failing the test, and runs the cleanups at
+// the end of the seed's run. Methods it does not override go to the real
+// test.
+type recorder struct {
+	testing.TB
+	mu       sync.Mutex // guards the fields below
+	failed   bool
+	lines    []string
+	cleanups []func()
+}
+
+func (r *recorder) Helper() {}
+
+func (r *recorder) Log(args ...any) { r.add(fmt.Sprintln(args...)) }
+
+func (r *recorder) Logf(format string, args ...any) { r.add(fmt.Sprintf(format, args...)) }
+
+func (r *recorder) Error(args ...any) { r.Fail(); r.Log(args...) }
+
+func (r *recorder) Errorf(format string, args ...any) { r.Fail(); r.Logf(format, args...) }
+
+func (r *recorder) Fatal(args ...any) { r.Error(args...); r.FailNow() }
+
+func (r *recorder) Fatalf(format string, args ...any) { r.Errorf(format, args...); r.FailNow() }
+
+func (r *recorder) Fail() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.failed = true
+}
+
+// FailNow ends the seed's run: the scenario runs in a goroutine of its
+// own, as a test does.
+func (r *recorder) FailNow() {
+	r.Fail()
+	runtime.Goexit()
+}
+
+func (r *recorder) Failed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.failed
+}
+
+func (r *recorder) Cleanup(f func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cleanups = append(r.cleanups, f)
+}
+
+func (r *recorder) runCleanups() {
+	for {
+		r.mu.Lock()
+		n := len(r.cleanups)
+		if n == 0 {
+			r.mu.Unlock()
+			return
+		}
+		f := r.cleanups[n-1]
+		r.cleanups = r.cleanups[:n-1]
+		r.mu.Unlock()
+		f()
+	}
+}
+
+func (r *recorder) add(line string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lines = append(r.lines, strings.TrimRight(line, "\n"))
+}
+
+func (r *recorder) output() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.lines) == 0 {
+		return ""
+	}
+	return "  " + strings.Join(r.lines, "\n  ") + "\n"
+}
