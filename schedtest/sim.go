@@ -394,7 +394,7 @@ func (s *Sim) note(format string, args ...any) {
 		copy(s.trace, s.trace[1:])
 		s.trace = s.trace[:len(s.trace)-1]
 	}
-	s.trace = append(s.trace, fmt.Sprintf("%v +%v: ", time.Duration(s.now-1), "")+fmt.Sprintf(format, args...))
+	s.trace = append(s.trace, fmt.Sprintf("at +%v: ", time.Duration(s.now-1))+fmt.Sprintf(format, args...))
 }
 
 func (s *Sim) inject(format string, args ...any) {
