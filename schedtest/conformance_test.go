@@ -69,7 +69,7 @@ func (w *realWorld) start(p scheduler.Process, method string) relay.PID {
 	w.mu.Unlock()
 	return h.PID()
 }
-func (w *realWorld) send(to relay.PID, msg any) error      { return w.s.Tell(to, msg) }
+func (w *realWorld) send(to relay.PID, msg any) error       { return w.s.Tell(to, msg) }
 func (w *realWorld) terminate(pid relay.PID) error          { return w.s.Terminate(pid) }
 func (w *realWorld) register(n string, pid relay.PID) error { return w.s.Register(n, pid) }
 func (w *realWorld) fake(cmd scheduler.CommandID, hold bool, data any, err error) {
@@ -131,9 +131,9 @@ func newKit(t *testing.T, opts ...schedtest.Option) *kitWorld {
 func (w *kitWorld) start(p scheduler.Process, method string) relay.PID {
 	return w.s.Start(p, method, nil)
 }
-func (w *kitWorld) send(to relay.PID, msg any) error          { return w.s.Send(to, msg) }
-func (w *kitWorld) terminate(pid relay.PID) error             { return w.s.Terminate(pid) }
-func (w *kitWorld) register(n string, pid relay.PID) error    { return w.s.Register(n, pid) }
+func (w *kitWorld) send(to relay.PID, msg any) error       { return w.s.Send(to, msg) }
+func (w *kitWorld) terminate(pid relay.PID) error          { return w.s.Terminate(pid) }
+func (w *kitWorld) register(n string, pid relay.PID) error { return w.s.Register(n, pid) }
 func (w *kitWorld) completeHeld(i int, data any, err error) error {
 	w.mu.Lock()
 	c := w.held[i]

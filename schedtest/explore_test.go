@@ -11,6 +11,7 @@ import (
 
 	"github.com/procsched/scheduler"
 	"github.com/procsched/scheduler/payload"
+	"github.com/procsched/scheduler/relay"
 	"github.com/procsched/scheduler/schedtest"
 )
 
@@ -213,3 +214,5 @@ func (p *stepperProc) Step(evs []scheduler.Event, out *scheduler.StepOutput) err
 	return p.f(p.n, evs, out)
 }
 func (p *stepperProc) Close() {}
+
+func relayPID(id uint64) relay.PID { return relay.PID{ID: id} }

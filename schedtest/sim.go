@@ -720,4 +720,3 @@ func (s *Sim) callUser(f func()) {
 	defer s.mu.Lock()
 	f()
 }
-

@@ -1,0 +1,134 @@
+package schedtest_test
+
+import (
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/procsched/scheduler"
+	"github.com/procsched/scheduler/payload"
+	"github.com/procsched/scheduler/schedtest"
+)
+
+// TestSynctest mixes a goroutine into a test: the fake answers from a
+// goroutine of its own after an hour of the bubble's time, and the kit,
+// which uses no wall clock and no goroutine, runs inside the bubble.
+func TestSynctest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := schedtest.New(t)
+		s.Fake(cmdWork, func(c schedtest.Call) error {
+			tok := c.Token()
+			go func() {
+				time.Sleep(time.Hour)
+				_ = tok.Complete("slow answer", nil)
+			}()
+			return nil
+		})
+		pid := s.Start(stepper(func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+			if n == 1 {
+				out.Yield(1, cmdWork, nil)
+				return nil
+			}
+			out.Done(payload.Of(evs[0].Data))
+			return nil
+		}), "run", nil)
+		s.RunUntilIdle()
+		require.False(t, s.Ended(pid))
+		time.Sleep(time.Hour) // the bubble's clock; the fake's goroutine answers
+		synctest.Wait()
+		s.RunUntilIdle()
+		res, err := s.Result(pid)
+		require.NoError(t, err)
+		require.Equal(t, "slow answer", res.Value())
+		require.Equal(t, schedtest.Epoch, s.Now(), "the kit's clock moves only when the test moves it")
+	})
+}
+
+func TestAdvanceFiresTimersInOrderAtTheirTimes(t *testing.T) {
+	s := schedtest.New(t)
+	var at []time.Duration
+	pid := s.Start(stepper(func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+		for range evs {
+			at = append(at, s.Now().Sub(schedtest.Epoch))
+		}
+		switch n {
+		case 1:
+			out.Sleep(1, 30*time.Minute)
+		case 2:
+			out.Sleep(2, 10*time.Minute) // set on the way: fires within the advance
+		}
+		return nil
+	}), "run", nil)
+	s.Advance(time.Hour)
+	require.Equal(t, []time.Duration{30 * time.Minute, 40 * time.Minute}, at)
+	require.Equal(t, schedtest.Epoch.Add(time.Hour), s.Now())
+	require.False(t, s.Ended(pid))
+}
+
+func TestContinueAndTheStepBudget(t *testing.T) {
+	s := schedtest.New(t, schedtest.WithStepBudget(2))
+	var order []string
+	mk := func(name string) scheduler.Process {
+		return stepper(func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+			require.Empty(t, evs)
+			order = append(order, name)
+			if n < 3 {
+				out.Continue()
+			} else {
+				out.Done(payload.Payload{})
+			}
+			return nil
+		})
+	}
+	a := s.Start(mk("a"), "run", nil)
+	s.Start(mk("b"), "run", nil)
+	s.RunUntilIdle()
+	require.Equal(t, []string{"a", "a", "b", "b", "a", "b"}, order)
+	require.Equal(t, 3, s.Steps(a))
+}
+
+func TestStartAndInitErrors(t *testing.T) {
+	s := schedtest.New(t)
+	_, err := s.Submit(nil, "run", nil)
+	require.ErrorIs(t, err, scheduler.ErrNilProcess)
+	_, err = s.Submit(stepper(nil), "", nil)
+	require.ErrorIs(t, err, scheduler.ErrEmptyMethod)
+	require.NoError(t, s.Shutdown())
+	_, err = s.Submit(stepper(nil), "run", nil)
+	require.ErrorIs(t, err, scheduler.ErrClosed)
+	require.ErrorIs(t, s.Send(relayPID(1), 1), scheduler.ErrClosed)
+}
+
+func TestProbeReportsWhatItReceived(t *testing.T) {
+	tb := &failingTB{TB: t}
+	s := schedtest.New(tb)
+	probe := s.Probe()
+	s.Start(stepper(func(n int, _ []scheduler.Event, out *scheduler.StepOutput) error {
+		out.Tell(probe.PID(), "one")
+		out.Tell(probe.PID(), "two")
+		out.Done(payload.Payload{})
+		return nil
+	}), "run", nil)
+	probe.Expect("one")
+	probe.Expect("three")
+	probe.ExpectNone()
+	require.Len(t, tb.errs, 1)
+	require.Contains(t, tb.errs[0], `want a message "three", got Message(from=<0.2>, data=two)`)
+	require.Contains(t, tb.errs[0], "ok 1: Message(from=<0.2>, data=one)")
+}
+
+// BenchmarkHourTimeout measures the wall time of a test of a one-hour
+// timeout: start a process, let its call time out, read the result.
+func BenchmarkHourTimeout(b *testing.B) {
+	for b.Loop() {
+		s := schedtest.New(b)
+		s.Fake(cmdWork, schedtest.Never())
+		pid := s.Start(fetcher{}, "run", nil)
+		s.RunUntilIdleAdvancing()
+		if res, _ := s.Result(pid); res.Value() != "gave up" {
+			b.Fatal(res)
+		}
+	}
+}
