@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"runtime/debug"
-	"time"
 
 	"github.com/procsched/scheduler"
 	"github.com/procsched/scheduler/internal/bridge"
@@ -68,7 +67,6 @@ type pending struct {
 	timerAt  int64 // when its timer fires, 0: none
 	deadline bool  // the timer is a deadline (ErrTimeout), not a Sleep's end
 	watching *proc // the process a Monitor or Request watches
-	probe    *Probe
 }
 
 // delayed is a completion held back by a DelayCompletion fault.
@@ -715,5 +713,3 @@ func sortedKeys[V any](m map[uint64]V) []uint64 {
 	}
 	return ks
 }
-
-var _ = time.Second

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"sort"
 	"sync"
 	"testing"
 	"time"
@@ -699,18 +698,6 @@ func (s *Sim) unready(p *proc) {
 		}
 	}
 	p.queued = false
-}
-
-// sortedLive returns the live processes in PID order.
-func (s *Sim) sortedLive() []*proc {
-	var ps []*proc
-	for _, p := range s.procs {
-		if !p.ended {
-			ps = append(ps, p)
-		}
-	}
-	sort.Slice(ps, func(i, j int) bool { return ps[i].pid.ID < ps[j].pid.ID })
-	return ps
 }
 
 // callUser runs f, user code, without the lock, so that it may call the
