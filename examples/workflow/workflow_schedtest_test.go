@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/procsched/scheduler"
 	"github.com/procsched/scheduler/payload"
 	"github.com/procsched/scheduler/schedtest"
 )
@@ -42,9 +43,8 @@ func TestWorkflowQuotes(t *testing.T) {
 	first := calls.Next()
 
 	s.Advance(30 * time.Millisecond) // the first attempt's timeout: a retry
-	// The late answer of the first attempt: its yield is still pending (a
-	// Sleep bounds it, not a Timeout), and the workflow ignores it.
-	require.NoError(t, first.Token().Complete(999, nil))
+	// The first attempt's answer comes too late: its yield timed out.
+	require.ErrorIs(t, first.Token().Complete(999, nil), scheduler.ErrYieldNotPending)
 	second := calls.Next()
 	require.NoError(t, second.Token().Complete(420, nil))
 	s.RunUntilIdle()
