@@ -69,7 +69,7 @@ type DeadLetterStats struct {
 // deadLetter counts msg as a dead letter for reason and passes it to the
 // hook. Any goroutine; v says where it runs (the hook runs there).
 func (s *Scheduler) deadLetter(msg relay.Message, reason DeadLetterReason, v via) {
-	s.counters.dead[reason].Add(1)
+	s.count(v, deadCounter(reason))
 	if s.hooks.DeadLetter != nil {
 		s.hooks.DeadLetter(DeadLetter{Message: msg, Reason: reason})
 	}

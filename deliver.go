@@ -103,7 +103,7 @@ func (s *Scheduler) deliverMessage(from, to relay.PID, msg any, v via, wait bool
 		return nil, s.refused(err, to, v)
 	}
 	if evicted != nil {
-		s.countMessage(v, to, msgDropped)
+		s.count(v, cDropped)
 		why := fmt.Errorf("%w: mailbox of %v was full", ErrDropped, to)
 		if evicted.From.IsZero() {
 			s.deadLetter(relay.Message{To: to, Data: evicted.Data, Err: why}, DeadDropped, v)
@@ -111,21 +111,7 @@ func (s *Scheduler) deliverMessage(from, to relay.PID, msg any, v via, wait bool
 			s.bounce(evicted.From, Event{Type: EventMessage, Data: evicted.Data, Error: why, From: to}, v)
 		}
 	}
-	if w := v.w; w != nil && !v.call {
-		// The hot path, a message from a process: counted and queued
-		// right here, on the worker's own counters and next slot.
-		w.n.msgs[msgAccepted]++
-		if woken != 0 {
-			if woken == stBlocked {
-				w.n.blockedOut++
-			} else {
-				w.n.idleOut++
-			}
-			w.readyNext(p)
-		}
-		return nil, nil
-	}
-	s.countMessage(v, to, msgAccepted)
+	s.count(v, cAccepted)
 	if woken != 0 {
 		s.woke(p, woken, v)
 	}
@@ -136,10 +122,10 @@ func (s *Scheduler) deliverMessage(from, to relay.PID, msg any, v via, wait bool
 func (s *Scheduler) refused(err error, to relay.PID, v via) error {
 	switch {
 	case errors.Is(err, ErrDropped):
-		s.countMessage(v, to, msgDropped)
+		s.count(v, cDropped)
 		return fmt.Errorf("%w: mailbox of %v is full", err, to)
 	case errors.Is(err, ErrMailboxFull):
-		s.countMessage(v, to, msgRejected)
+		s.count(v, cMsgRejected)
 	}
 	return fmt.Errorf("%w: %v", err, to)
 }
@@ -179,11 +165,7 @@ func (s *Scheduler) returned(msg relay.Message, v via) error {
 	if err == nil {
 		var woken uint64
 		if woken, err = p.push(Event{Type: EventMessage, Data: msg.Data, Error: msg.Err, From: msg.From}); err == nil {
-			if v.w != nil && !v.call {
-				v.w.n.bounced++
-			} else {
-				s.counters.bounced.Add(1)
-			}
+			s.count(v, cBounced)
 			if woken != 0 {
 				s.woke(p, woken, v)
 			}
@@ -201,26 +183,16 @@ func (s *Scheduler) forward(msg relay.Message, v via) error {
 	if err := s.transport.Send(msg); err != nil {
 		return err
 	}
-	if v.w != nil && !v.call {
-		v.w.n.forwarded++
-	} else {
-		s.counters.forwarded.Add(1)
-	}
+	s.count(v, cForwarded)
 	return nil
 }
 
 // woke counts a process leaving the waiting state woken and queues it.
 func (s *Scheduler) woke(p *proc, woken uint64, v via) {
-	if v.w != nil && !v.call {
-		if woken == stBlocked {
-			v.w.n.blockedOut++
-		} else {
-			v.w.n.idleOut++
-		}
-	} else if woken == stBlocked {
-		s.counters.blockedOut.Add(1)
+	if woken == stBlocked {
+		s.count(v, cBlockedOut)
 	} else {
-		s.counters.idleOut.Add(1)
+		s.count(v, cIdleOut)
 	}
 	s.enqueue(p, v)
 }

@@ -177,7 +177,7 @@ func (w *worker) dispatch(p *proc) {
 	if len(ys) == 0 {
 		return
 	}
-	w.n.yields += uint64(len(ys))
+	w.countN(cYields, uint64(len(ys)))
 	if len(ys) > 1 {
 		p.reservePending(len(ys))
 	}
@@ -199,8 +199,8 @@ func (w *worker) dispatch(p *proc) {
 			}
 		case yieldTellName:
 			if to, err := w.s.Lookup(y.method); err != nil {
-				w.n.sent++
-				w.n.bounced++
+				w.count(cSent)
+				w.count(cBounced)
 				_, _ = p.push(Event{Type: EventMessage, Data: y.arg, Error: err})
 			} else {
 				w.tell(p, to, y.arg)
@@ -391,7 +391,7 @@ func (w *worker) cancelYield(p *proc, tag uint64) {
 	if !ok {
 		return
 	}
-	w.n.cancelled++
+	w.count(cCancelled)
 	if timed {
 		w.s.timers.remove(seq)
 	}
@@ -403,9 +403,9 @@ func (w *worker) cancelYield(p *proc, tag uint64) {
 // tell is the built-in send; an undeliverable message bounces back to p.
 // Worker only, with p Running.
 func (w *worker) tell(p *proc, to relay.PID, msg any) {
-	w.n.sent++
+	w.count(cSent)
 	if err := w.s.deliver(p.pid(), to, msg, via{w: w}); err != nil {
-		w.n.bounced++
+		w.count(cBounced)
 		_, _ = p.push(Event{Type: EventMessage, Data: msg, Error: err, From: to})
 	}
 }
@@ -426,7 +426,7 @@ func (w *worker) startChild(p *proc, seq uint64, child Process, method string, i
 	if await {
 		awaiter = p.id
 	}
-	c, err := w.s.start(p.values(), child, method, input, awaiter, seq, w, nil, false)
+	c, err := w.s.start(p.values(), child, method, input, awaiter, seq, via{w: w}, nil, false)
 	if err != nil {
 		w.completeNow(p, seq, nil, err)
 		return
@@ -464,7 +464,7 @@ func (w *worker) runHandler(p *proc, h Handler, c Call) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			perr := newPanicError("handler", v)
-			w.s.recovered(p, perr, w)
+			w.s.recovered(p, perr, via{w: w})
 			err = perr
 		}
 	}()

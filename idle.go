@@ -64,10 +64,13 @@ func (w *worker) park() {
 		// A waker or an alarm took us off the list and is unparking
 		// us; Park returns at once.
 	}
-	bump(&w.stats.parks)
+	w.count(cParks)
 	w.parker.Park()
 	w.woke()
 	if w.handedSearch.Swap(false) {
+		// A waker took us off the idle list with the search: counted
+		// here, by the one writer of this worker's counters.
+		w.count(cWakes)
 		w.spinning = true
 	}
 }
@@ -89,7 +92,6 @@ func (s *Scheduler) wakeWorker() {
 		return
 	}
 	w.handedSearch.Store(true)
-	w.stats.wakes.Add(1)
 	if h := testHookWake.Load(); h != nil {
 		(*h)(w)
 	}

@@ -209,7 +209,7 @@ func (p *pool) protect(t poolTask, ctx context.Context) (data any, err error) {
 		if v := recover(); v != nil {
 			perr := newPanicError("pool", v)
 			if pr := t.call.ctx; pr != nil {
-				p.s.recovered(pr, perr, nil)
+				p.s.recovered(pr, perr, via{})
 			}
 			data, err = nil, perr
 		}

@@ -79,7 +79,7 @@ func (w *worker) request(p *proc, seq uint64, to relay.PID, body any) {
 		w.completeNowFrom(p, seq, to, nil, fmt.Errorf("%w: %v", ErrProcessNotFound, to))
 		return
 	}
-	w.n.sent++
+	w.count(cSent)
 	req := Request{ReplyTo: ReplyTo{PID: p.pid(), Seq: seq}, Body: body}
 	if err := w.s.deliver(p.pid(), to, req, via{w: w}); err != nil {
 		w.completeNowFrom(p, seq, to, nil, err) // removes the watch

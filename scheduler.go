@@ -46,10 +46,6 @@ type Scheduler struct {
 	// incremented by CAS below the limit before Init, decremented at the
 	// end, so the limit holds under any number of concurrent starts.
 	procs atomic.Int64
-	// extMsgs count message outcomes of senders outside the workers,
-	// striped by recipient so that senders to different processes do not
-	// contend on one cache line.
-	extMsgs [msgStripes]msgStripe
 
 	handlersMu sync.Mutex
 
@@ -72,7 +68,8 @@ type Scheduler struct {
 	// already searching (see worker.go).
 	spinning atomic.Int32
 
-	counters schedCounters
+	// ext holds the counts made outside the workers (see counterID).
+	ext counterSet
 }
 
 // New starts a scheduler with its workers. It returns an error wrapping
@@ -139,14 +136,10 @@ func goLabelled(f func(), labels ...string) {
 func (s *Scheduler) Node() uint32 { return s.node }
 
 // recovered reports a panic recovered from p's code or a handler: it is
-// counted and passed to the Panic hook. w is the worker, if any.
+// counted and passed to the Panic hook. v says where it runs.
 // Any goroutine: the worker, the submitter running Init, or a pool goroutine.
-func (s *Scheduler) recovered(p *proc, perr *PanicError, w *worker) {
-	if w != nil {
-		bump(&w.stats.panics)
-	} else {
-		s.counters.panics.Add(1)
-	}
+func (s *Scheduler) recovered(p *proc, perr *PanicError, v via) {
+	s.count(v, cPanics)
 	if s.hooks.Panic != nil {
 		s.hooks.Panic(PanicInfo{PID: p.pid(), Method: s.methodOf(p), Err: perr})
 	}
@@ -155,7 +148,9 @@ func (s *Scheduler) recovered(p *proc, perr *PanicError, w *worker) {
 	}
 }
 
-// via says where a process made Ready by an operation is queued.
+// via says where an operation runs: on a worker, through a handler's
+// Call, or outside the scheduler. It decides where a process the
+// operation makes Ready is queued and which counters it counts on.
 type via struct {
 	// w is the worker the operation runs on, or on whose behalf a
 	// handler's Call runs; nil for callers outside the scheduler.
@@ -164,6 +159,16 @@ type via struct {
 	// used from any goroutine, so w's queue is reached through its
 	// handoff.
 	call bool
+}
+
+// worker returns the worker the operation runs on, whose queue and plain
+// counters it may use, or nil: outside the workers, and for a handler's
+// Call, which may be used from any goroutine.
+func (v via) worker() *worker {
+	if v.call {
+		return nil
+	}
+	return v.w
 }
 
 // lookup finds a live process by PID.

@@ -143,7 +143,7 @@ func (s *Scheduler) Shutdown(ctx context.Context) error {
 // shutdownResult is what a Shutdown returns once the scheduler stopped;
 // deadline is the caller's ctx error if its deadline passed first.
 func (s *Scheduler) shutdownResult(deadline error) error {
-	n := s.sd.forced.Load()
+	n := s.total(cForced)
 	switch {
 	case n == 0:
 		return nil
@@ -199,7 +199,7 @@ func (s *Scheduler) stopper() {
 	s.wg.Wait()
 	s.phase.Store(phaseStopped)
 	if s.log != nil {
-		s.log.Info("scheduler: shut down", "forced", s.sd.forced.Load())
+		s.log.Info("scheduler: shut down", "forced", s.total(cForced))
 	}
 	close(s.sd.stopped)
 }
@@ -218,11 +218,11 @@ func (s *Scheduler) tryForce(p *proc) {
 		if p.state.CompareAndSwap(st, stEnded) {
 			switch st & stateMask {
 			case stBlocked:
-				s.counters.blockedOut.Add(1)
+				s.count(via{}, cBlockedOut)
 			case stIdle:
-				s.counters.idleOut.Add(1)
+				s.count(via{}, cIdleOut)
 			}
-			s.finish(p, nil, payload.Payload{}, ErrForced, true)
+			s.finish(p, via{}, payload.Payload{}, ErrForced, true)
 			return
 		}
 	}

@@ -43,7 +43,7 @@ func (s *Scheduler) submit(ctx context.Context, values context.Context, p Proces
 	if values == nil || (ctx != context.Background() && ctx != context.TODO()) {
 		values = ctx
 	}
-	pr, err := s.start(values, p, method, input, 0, 0, nil, so.mailbox, true)
+	pr, err := s.start(values, p, method, input, 0, 0, v, so.mailbox, true)
 	if err != nil {
 		return Handle{}, err
 	}
@@ -53,35 +53,32 @@ func (s *Scheduler) submit(ctx context.Context, values context.Context, p Proces
 
 // start creates, registers and initialises a process; the caller queues
 // it. values is the context its Value lookups go to; awaiter and awaitSeq
-// name the parent yield that waits for its end (SpawnAwait), if any; w is
-// the worker doing this, nil outside workers; mailbox, if not nil, is the
+// name the parent yield that waits for its end (SpawnAwait), if any; v
+// says where this runs; mailbox, if not nil, is the
 // process's own mailbox limit; handle says the caller gets a Handle, so
 // the result must be kept.
-func (s *Scheduler) start(values context.Context, p Process, method string, input payload.Payloads, awaiter, awaitSeq uint64, w *worker, mailbox *mailboxLimit, handle bool) (*proc, error) {
+func (s *Scheduler) start(values context.Context, p Process, method string, input payload.Payloads, awaiter, awaitSeq uint64, v via, mailbox *mailboxLimit, handle bool) (*proc, error) {
+	w := v.worker()
 	if p == nil {
 		return nil, ErrNilProcess
 	}
 	if method == "" {
 		return nil, ErrEmptyMethod
 	}
-	s.countStart(w)
+	s.count(v, cStarted)
 	if s.closing() {
-		s.countEnd(w)
+		s.countEnd(v)
 		return nil, ErrClosed
 	}
 	if s.maxProcs > 0 && !s.reserveProc() {
-		if w != nil {
-			bump(&w.stats.rejected)
-		} else {
-			s.counters.rejected.Add(1)
-		}
-		s.countEnd(w)
+		s.count(v, cRejected)
+		s.countEnd(v)
 		return nil, fmt.Errorf("%w: the limit is %d", ErrTooManyProcesses, s.maxProcs)
 	}
 	id, ok := s.table.alloc(w.slotCache())
 	if !ok {
 		s.releaseProc()
-		s.countEnd(w)
+		s.countEnd(v)
 		return nil, fmt.Errorf("%w: the process table is full", ErrTooManyProcesses)
 	}
 	pr := s.newProc()
@@ -105,29 +102,21 @@ func (s *Scheduler) start(values context.Context, p Process, method string, inpu
 		pr.extra.Store(x)
 	}
 	pr.state.Store(stReady)
-	if err := s.callInit(pr, method, input, w); err != nil {
-		_ = s.callClose(pr, w)
+	if err := s.callInit(pr, method, input, v); err != nil {
+		_ = s.callClose(pr, v)
 		pr.impl = nil
 		pr.close(payload.Payload{}, err, false)
 		s.table.release(id, w.slotCache())
 		s.releaseProc()
-		if w != nil {
-			bump(&w.stats.initFailed)
-		} else {
-			s.counters.initFailed.Add(1)
-		}
-		s.countEnd(w)
+		s.count(v, cInitFailed)
+		s.countEnd(v)
 		return nil, err
 	}
 	if s.hooks.End != nil {
 		pr.timing().started = s.coarse.now()
 	}
 	s.table.publish(pr)
-	if w != nil {
-		bump(&w.stats.spawned)
-	} else {
-		s.counters.submitted.Add(1)
-	}
+	s.count(v, cSubmitted)
 	// A Shutdown that began after the check above may have walked the
 	// table before this process was published; deliver its cancel here.
 	if s.closing() {
@@ -160,11 +149,11 @@ func (s *Scheduler) releaseProc() {
 }
 
 // callInit runs Init, turning a panic into an error.
-func (s *Scheduler) callInit(p *proc, method string, input payload.Payloads, w *worker) (err error) {
+func (s *Scheduler) callInit(p *proc, method string, input payload.Payloads, v via) (err error) {
 	defer func() {
-		if v := recover(); v != nil {
-			perr := newPanicError("Init", v)
-			s.recovered(p, perr, w)
+		if r := recover(); r != nil {
+			perr := newPanicError("Init", r)
+			s.recovered(p, perr, v)
 			err = fmt.Errorf("%w: %w", ErrInit, perr)
 		}
 	}()
@@ -175,11 +164,11 @@ func (s *Scheduler) callInit(p *proc, method string, input payload.Payloads, w *
 }
 
 // callClose runs Close and returns the panic it raised, if any.
-func (s *Scheduler) callClose(p *proc, w *worker) (perr error) {
+func (s *Scheduler) callClose(p *proc, v via) (perr error) {
 	defer func() {
-		if v := recover(); v != nil {
-			pe := newPanicError("Close", v)
-			s.recovered(p, pe, w)
+		if r := recover(); r != nil {
+			pe := newPanicError("Close", r)
+			s.recovered(p, pe, v)
 			perr = pe
 		}
 	}()
@@ -187,24 +176,10 @@ func (s *Scheduler) callClose(p *proc, w *worker) (perr error) {
 	return nil
 }
 
-// countStart counts a process in, on worker w's counters or the shared
-// ones.
-func (s *Scheduler) countStart(w *worker) {
-	if w != nil {
-		bump(&w.stats.started)
-	} else {
-		s.counters.started.Add(1)
-	}
-}
-
 // countEnd counts a process out; during Shutdown, the last one out
 // releases it.
-func (s *Scheduler) countEnd(w *worker) {
-	if w != nil {
-		bump(&w.stats.ended)
-	} else {
-		s.counters.ended.Add(1)
-	}
+func (s *Scheduler) countEnd(v via) {
+	s.count(v, cEnded)
 	if s.closing() && s.liveCount() == 0 {
 		s.sd.drainOnce.Do(func() { close(s.sd.drained) })
 	}
@@ -213,10 +188,11 @@ func (s *Scheduler) countEnd(w *worker) {
 // finish ends a process that the caller moved to Complete: Close,
 // counters, result, table slot, awaiting parent. The counters come before
 // the result is published, so a Stats read after the Handle reports the
-// end counts it. w is the worker doing this, if any.
-func (s *Scheduler) finish(p *proc, w *worker, result payload.Payload, err error, forced bool) {
+// end counts it. v says where this runs.
+func (s *Scheduler) finish(p *proc, v via, result payload.Payload, err error, forced bool) {
+	w := v.worker()
 	s.timers.release(p)
-	if perr := s.callClose(p, w); perr != nil && err == nil {
+	if perr := s.callClose(p, v); perr != nil && err == nil {
 		err = perr
 	}
 	p.impl = nil
@@ -232,33 +208,22 @@ func (s *Scheduler) finish(p *proc, w *worker, result payload.Payload, err error
 		})
 	}
 	if forced {
-		s.sd.forced.Add(1)
+		s.count(v, cForced)
 	}
-	if w != nil {
-		bump(&w.stats.completed)
-		if err != nil {
-			bump(&w.stats.failed)
-		}
-	} else {
-		s.counters.completed.Add(1)
-		if err != nil {
-			s.counters.failed.Add(1)
-		}
+	s.count(v, cCompleted)
+	if err != nil {
+		s.count(v, cFailed)
 	}
-	s.countEnd(w)
+	s.countEnd(v)
 	c := p.close(result, err, forced)
 	s.table.release(p.id, w.slotCache())
 	if n := len(c.unread); n > 0 {
-		if w != nil {
-			w.stats.dropped.Store(w.stats.dropped.Load() + uint64(n))
-		} else {
-			s.counters.dropped.Add(uint64(n))
-		}
-		s.deadUnread(p.pid(), c.unread, via{w: w})
+		s.countN(v, cUnread, uint64(n))
+		s.deadUnread(p.pid(), c.unread, v)
 	}
 	if p.awaiter != 0 && !forced {
 		ev := Event{Type: EventYieldComplete, Data: result, Error: err, From: p.pid()}
-		_ = s.complete(relay.PID{Node: s.node, ID: p.awaiter}, ev, p.awaitSeq, via{w: w})
+		_ = s.complete(relay.PID{Node: s.node, ID: p.awaiter}, ev, p.awaitSeq, v)
 	}
 	// Names, monitors: frozen now that the process is closed.
 	if x := p.extra.Load(); x != nil {
@@ -266,7 +231,7 @@ func (s *Scheduler) finish(p *proc, w *worker, result payload.Payload, err error
 			s.releaseNames(p.pid(), x.names)
 		}
 		if x.monitors != nil || x.held != nil || x.outside != nil {
-			s.notifyEnd(p, x, exitOf(p.pid(), result, err, forced, c.cancelled, c.cause), via{w: w})
+			s.notifyEnd(p, x, exitOf(p.pid(), result, err, forced, c.cancelled, c.cause), v)
 		}
 	}
 	p.announce()

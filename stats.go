@@ -2,8 +2,7 @@ package scheduler
 
 import (
 	"sync/atomic"
-
-	"github.com/procsched/scheduler/relay"
+	"unsafe"
 )
 
 // Stats is a snapshot of a scheduler's counters, from [Scheduler.Stats].
@@ -90,7 +89,8 @@ type MessageStats struct {
 
 // Stats returns a snapshot of the scheduler's counters. Each worker keeps
 // its own counters, written without contention, and Stats sums them; see
-// [Stats] for how current they are. It costs a few loads per worker.
+// [Stats] for how current they are. It costs a few loads per worker and
+// per stripe of the counters kept outside the workers.
 func (s *Scheduler) Stats() Stats {
 	st := Stats{
 		Workers:      len(s.workers),
@@ -100,75 +100,55 @@ func (s *Scheduler) Stats() Stats {
 		IdleWorkers:  int(s.idle.count.Load()),
 	}
 	st.Pool = s.pool.stats()
+	// The counters are read in the order of their constants, which puts
+	// every end before its start (see liveCount) and every leaving of a
+	// waiting state before the entering.
+	var t [numCounters]uint64
+	for c := range counterID(numCounters) {
+		t[c] = s.total(c)
+	}
 	ps, ms := &st.Processes, &st.Messages
-	ps.Live = s.liveCount()
-	// Leaving a waiting state is read before entering it, for the reason
-	// given at liveCount.
-	blockedOut := int64(s.counters.blockedOut.Load())
-	idleOut := int64(s.counters.idleOut.Load())
-	for _, w := range s.workers {
-		blockedOut += int64(w.stats.blockedOut.Load())
-		idleOut += int64(w.stats.idleOut.Load())
-	}
-	var blockedIn, idleIn int64
-	ps.Submitted = s.counters.submitted.Load()
-	ps.InitFailed = s.counters.initFailed.Load()
-	ps.Rejected = s.counters.rejected.Load()
-	ps.Ended = s.counters.completed.Load()
-	ps.Failed = s.counters.failed.Load()
-	ps.Forced = uint64(s.sd.forced.Load())
-	ps.Panics = s.counters.panics.Load()
-	ms.Unread = s.counters.dropped.Load()
-	ms.Bounced = s.counters.bounced.Load()
-	ms.Forwarded = s.counters.forwarded.Load()
+	ps.Live = int64(t[cStarted] - t[cEnded])
+	ps.Submitted = t[cSubmitted]
+	ps.InitFailed = t[cInitFailed]
+	ps.Rejected = t[cRejected]
+	ps.Ended = t[cCompleted]
+	ps.Failed = t[cFailed]
+	ps.Forced = t[cForced]
+	ps.Panics = t[cPanics]
+	ms.Unread = t[cUnread]
+	ms.Accepted = t[cAccepted]
+	ms.Dropped = t[cDropped]
+	ms.Rejected = t[cMsgRejected]
+	ms.Sent = t[cSent]
+	ms.Bounced = t[cBounced]
+	ms.Forwarded = t[cForwarded]
 	st.DeadLetters = DeadLetterStats{
-		Unread:      s.counters.dead[DeadUnread].Load(),
-		Bounces:     s.counters.dead[DeadBounce].Load(),
-		Dropped:     s.counters.dead[DeadDropped].Load(),
-		LateReplies: s.counters.dead[DeadLateReply].Load(),
+		Unread:      t[cDeadUnread],
+		Bounces:     t[cDeadBounce],
+		Dropped:     t[cDeadDropped],
+		LateReplies: t[cDeadLateReply],
 	}
-	for i := range s.extMsgs {
-		e := &s.extMsgs[i]
-		ms.Accepted += e.n[msgAccepted].Load()
-		ms.Dropped += e.n[msgDropped].Load()
-		ms.Rejected += e.n[msgRejected].Load()
-	}
+	st.Steps = t[cSteps]
+	st.Yields = t[cYields]
+	st.Cancelled = t[cCancelled]
+	st.Requeues = t[cRequeues]
+	st.GlobalPops = t[cGlobalPops]
+	st.GlobalItems = t[cGlobalItems]
+	st.StealAttempts = t[cStealAttempts]
+	st.Steals = t[cSteals]
+	st.Stolen = t[cStolen]
+	st.Spins = t[cSpins]
+	st.Parks = t[cParks]
+	st.Wakes = t[cWakes]
 	for i, w := range s.workers {
-		ws := &w.stats
-		blockedIn += int64(ws.blockedIn.Load())
-		idleIn += int64(ws.idleIn.Load())
-		ps.Submitted += ws.spawned.Load()
-		ps.InitFailed += ws.initFailed.Load()
-		ps.Rejected += ws.rejected.Load()
-		ps.Ended += ws.completed.Load()
-		ps.Failed += ws.failed.Load()
-		ps.Panics += ws.panics.Load()
-		ms.Unread += ws.dropped.Load()
-		ms.Accepted += ws.msgs[msgAccepted].Load()
-		ms.Dropped += ws.msgs[msgDropped].Load()
-		ms.Rejected += ws.msgs[msgRejected].Load()
-		ms.Sent += ws.sent.Load()
-		ms.Bounced += ws.bounced.Load()
-		ms.Forwarded += ws.forwarded.Load()
-		st.Steps += ws.steps.Load()
-		st.Yields += ws.yields.Load()
-		st.Cancelled += ws.cancelled.Load()
-		st.Requeues += ws.requeues.Load()
-		st.GlobalPops += ws.globalPops.Load()
-		st.GlobalItems += ws.globalItems.Load()
-		st.StealAttempts += ws.stealAttempts.Load()
-		st.Steals += ws.steals.Load()
-		st.Stolen += ws.stolen.Load()
-		st.Spins += ws.spins.Load()
-		st.Parks += ws.parks.Load()
-		st.Wakes += ws.wakes.Load()
 		st.WorkerQueues[i] = w.queueLen()
 	}
 	if s.watchdog != nil {
 		st.SlowSteps = s.watchdog.slow.Load()
 	}
-	ps.Blocked = max(blockedIn-blockedOut, 0)
-	ps.Idle = max(idleIn-idleOut, 0)
+	ps.Blocked = max(int64(t[cBlockedIn]-t[cBlockedOut]), 0)
+	ps.Idle = max(int64(t[cIdleIn]-t[cIdleOut]), 0)
 	ps.Ready = int64(st.GlobalQueue)
 	for _, n := range st.WorkerQueues {
 		ps.Ready += int64(n)
@@ -184,116 +164,196 @@ func (s *Scheduler) Stats() Stats {
 // ends before all starts: a start is always counted before its end, so a
 // sum read this way is never below the true number live at the moment
 // between the two passes, and a zero means that at that moment no process
-// was live. Once closing is set, that is final.
+// was live. Once closing is set, that is final. Any goroutine.
 func (s *Scheduler) liveCount() int64 {
-	ended := int64(s.counters.ended.Load())
-	for _, w := range s.workers {
-		ended += int64(w.stats.ended.Load())
-	}
-	started := int64(s.counters.started.Load())
-	for _, w := range s.workers {
-		started += int64(w.stats.started.Load())
-	}
-	return started - ended
+	ended := s.total(cEnded)
+	return int64(s.total(cStarted) - ended)
 }
 
-// Message outcomes, indexes of the message counters.
+// counterID names one of the scheduler's counters. Each is kept per worker
+// and, for counts made outside the workers, in striped cells (see
+// countStripe); [Scheduler.Stats] sums them.
+//
+// The counters before numEager are stored by their worker at once, with
+// a single-writer atomic store, so that they are exact whenever read: the
+// process counts, which tests and the live count rely on. The rest are
+// plain memory of their worker, published at flush.
+//
+// The order of the constants is the order in which flush publishes and
+// Stats reads them, which two pairs rely on: cEnded comes before cStarted
+// (see liveCount), and leaving a waiting state (cBlockedOut, cIdleOut)
+// before entering it (cBlockedIn, cIdleIn), so that a reader never sees
+// more leaving than entering. Adding a counter is a line here and the
+// line in Stats that reads it.
+type counterID uint8
+
 const (
-	msgAccepted = iota
-	msgDropped
-	msgRejected
-	msgOutcomes
+	cEnded      counterID = iota // processes counted out: every end, and every start that failed (the live count's)
+	cStarted                     // processes counted in, before Init (the live count's)
+	cSubmitted                   // Init succeeded (Submit and spawns)
+	cInitFailed                  // Init failed or panicked
+	cRejected                    // refused by WithMaxProcesses
+	cCompleted                   // processes that ended, however they ended
+	cFailed                      // of cCompleted, ended with an error
+	cForced                      // of cFailed, closed at a shutdown deadline
+	cPanics                      // panics recovered (Init, Step, Close, handlers)
+	cUnread                      // events queued to a process that ended before reading them
+	cDeadUnread                  // dead letters by reason, in DeadLetterReason order (see deadCounter)
+	cDeadBounce
+	cDeadDropped
+	cDeadLateReply
+	cParks // times a worker blocked
+	cWakes // times a parked worker was woken and handed the search
+
+	cSteps         // Step calls
+	cYields        // yields written by steps
+	cSent          // messages told by processes
+	cBounced       // messages returned undelivered to a process of this node
+	cForwarded     // messages handed to the transport
+	cRequeues      // processes put behind others after their step budget
+	cCancelled     // pending yields cancelled by their process
+	cAccepted      // messages queued in a mailbox
+	cDropped       // messages dropped by a full mailbox's policy
+	cMsgRejected   // messages refused by a full mailbox
+	cBlockedOut    // processes woken from Blocked (before cBlockedIn: see above)
+	cIdleOut       // processes woken from Idle (before cIdleIn)
+	cBlockedIn     // processes that went Blocked
+	cIdleIn        // processes that went Idle
+	cGlobalPops    // takes from the global queue
+	cGlobalItems   // processes taken from the global queue
+	cStealAttempts // victims tried
+	cSteals        // successful steals
+	cStolen        // processes moved by steals
+	cSpins         // spin rounds while searching
+
+	numCounters
 )
 
-// msgStripes is the number of stripes of the external message counters.
-const msgStripes = 16
+// numEager is the number of counters a worker stores at once rather than
+// at flush: those before cSteps.
+const numEager = cSteps
 
-// msgStripe is one stripe of the external message counters, padded to its
-// own cache line.
-type msgStripe struct {
-	n [msgOutcomes]atomic.Uint64
-	_ [64 - msgOutcomes*8]byte
+// deadCounter returns the counter of dead letters for reason.
+func deadCounter(reason DeadLetterReason) counterID {
+	return cDeadUnread + counterID(reason-DeadUnread)
 }
 
-// countMessage counts a message outcome: in the worker's plain counters
-// when on a worker, else in a stripe chosen by the recipient.
-func (s *Scheduler) countMessage(v via, to relay.PID, outcome int) {
-	if v.w != nil && !v.call {
-		v.w.n.msgs[outcome]++
+// workerCounters are one worker's counters. Owner only, except that any
+// goroutine loads pub.
+type workerCounters struct {
+	_ [cacheLine]byte // keeps pub off the lines of the worker's fields before it, which other workers read
+	// pub is what Stats and liveCount read. The worker is the single
+	// writer of each: it stores the counters before numEager as it counts
+	// them and the others at flush, with plain atomic stores that pair
+	// with the loads in Stats and liveCount.
+	pub [numCounters]atomic.Uint64
+	_   [cacheLine]byte // and off the lines of the fields after it
+	// n holds the counters from numEager on, in plain memory until flush.
+	n [numCounters]uint64
+}
+
+// count adds one to counter c. Owner only.
+func (w *worker) count(c counterID) {
+	if c < numEager {
+		w.ctr.pub[c].Store(w.ctr.pub[c].Load() + 1)
+	} else {
+		w.ctr.n[c]++
+	}
+}
+
+// countN adds n to counter c. Owner only.
+func (w *worker) countN(c counterID, n uint64) {
+	if c < numEager {
+		p := &w.ctr.pub[c]
+		p.Store(p.Load() + n)
 		return
 	}
-	s.extMsgs[to.ID%msgStripes].n[outcome].Add(1)
+	w.ctr.n[c] += n
 }
 
-// workerCounts are the per-step counters a worker keeps in plain memory;
-// flush publishes them to workerStats.
-type workerCounts struct {
-	steps, yields, sent, bounced, requeues uint64
-	forwarded, cancelled                   uint64
-	msgs                                   [msgOutcomes]uint64
-	blockedIn, idleIn, blockedOut, idleOut uint64
-	globalPops, globalItems                uint64
-	stealAttempts, steals, stolen, spins   uint64
+// count adds one to counter c, for an operation that runs where v says.
+// Any goroutine.
+func (s *Scheduler) count(v via, c counterID) {
+	if w := v.worker(); w != nil {
+		w.count(c)
+	} else {
+		s.countOutside(c, 1)
+	}
 }
 
-// workerStats are a worker's published counters. Each has a single
-// writer, its worker goroutine (wakes excepted: wakers add to it), which
-// stores with a plain atomic store rather than a read-modify-write; the
-// stores pair with the loads in Stats and liveCount.
-type workerStats struct {
-	started, ended, completed, initFailed, failed atomic.Uint64
-	dropped, spawned, rejected, panics            atomic.Uint64
-	steps, yields, sent, bounced, requeues        atomic.Uint64
-	forwarded, cancelled                          atomic.Uint64
-	msgs                                          [msgOutcomes]atomic.Uint64
-	blockedIn, idleIn, blockedOut, idleOut        atomic.Uint64
-	globalPops, globalItems                       atomic.Uint64
-	stealAttempts, steals, stolen, spins, parks   atomic.Uint64
-	wakes                                         atomic.Uint64 // several writers: Add
-	_                                             [64]byte      // keeps the next worker's fields off these lines
+// countN adds n to counter c, on the worker's own counters when v says
+// the caller is a worker, else on a stripe of the shared ones. Any
+// goroutine.
+func (s *Scheduler) countN(v via, c counterID, n uint64) {
+	if w := v.worker(); w != nil {
+		w.countN(c, n)
+	} else {
+		s.countOutside(c, n)
+	}
 }
 
-// bump adds one to a single-writer counter.
-func bump(c *atomic.Uint64) { c.Store(c.Load() + 1) }
+// countOutside adds n to counter c on a stripe of the counters kept
+// outside the workers. Any goroutine. Kept out of line so that count
+// inlines into the workers' hot paths.
+//
+//go:noinline
+func (s *Scheduler) countOutside(c counterID, n uint64) {
+	s.ext.stripes[countStripe()].n[c].Add(n)
+}
 
-// flush publishes the worker's local counters. Worker only.
+// total returns counter c summed over the workers and the stripes. Any
+// goroutine.
+func (s *Scheduler) total(c counterID) uint64 {
+	var n uint64
+	for i := range s.ext.stripes {
+		n += s.ext.stripes[i].n[c].Load()
+	}
+	for _, w := range s.workers {
+		n += w.ctr.pub[c].Load()
+	}
+	return n
+}
+
+// cacheLine is the padding unit against false sharing: the cache line
+// size of amd64 and of most arm64 cores.
+const cacheLine = 64
+
+// counterStripes is the number of stripes of the counters kept outside
+// the workers.
+const counterStripes = 16
+
+// counterStripe is one stripe of the counters kept outside the workers,
+// padded to whole cache lines so that no two stripes share one.
+type counterStripe struct {
+	n [numCounters]atomic.Uint64 // atomic adds, which pair with the loads in total
+	_ [(cacheLine - int(numCounters)*8%cacheLine) % cacheLine]byte
+}
+
+// counterSet is the counters kept outside the workers, in stripes, with
+// a line of padding before them.
+type counterSet struct {
+	_       [cacheLine]byte
+	stripes [counterStripes]counterStripe
+}
+
+// countStripe picks the stripe for a count made outside the workers from
+// the address of the calling goroutine's stack: goroutines have stacks of
+// their own, so two goroutines counting at once usually land on different
+// stripes, and one goroutine counting in a loop keeps to one. The address
+// only picks a stripe; a goroutine whose stack moves just changes stripe.
+func countStripe() int {
+	var b byte
+	x := uint64(uintptr(unsafe.Pointer(&b))) >> 13
+	return int(x * 0x9E3779B97F4A7C15 >> 60) // the top 4 bits: one of 16
+}
+
+// flush publishes the worker's plain counters. Owner only.
 func (w *worker) flush() {
 	w.beat.Store(w.runCount)
 	if w.s.hooks.End != nil {
 		w.s.tick() // only the End hook reads the clock often enough to need the workers' ticks
 	}
-	n, st := &w.n, &w.stats
-	st.steps.Store(n.steps)
-	st.yields.Store(n.yields)
-	st.sent.Store(n.sent)
-	st.bounced.Store(n.bounced)
-	st.requeues.Store(n.requeues)
-	st.forwarded.Store(n.forwarded)
-	st.cancelled.Store(n.cancelled)
-	for i := range n.msgs {
-		st.msgs[i].Store(n.msgs[i])
+	for c := numEager; c < numCounters; c++ {
+		w.ctr.pub[c].Store(w.ctr.n[c])
 	}
-	// Leaving a waiting state is published before entering it, so that
-	// Stats, which reads the other way round, never sees more leaving
-	// than entering.
-	st.blockedOut.Store(n.blockedOut)
-	st.idleOut.Store(n.idleOut)
-	st.blockedIn.Store(n.blockedIn)
-	st.idleIn.Store(n.idleIn)
-	st.globalPops.Store(n.globalPops)
-	st.globalItems.Store(n.globalItems)
-	st.stealAttempts.Store(n.stealAttempts)
-	st.steals.Store(n.steals)
-	st.stolen.Store(n.stolen)
-	st.spins.Store(n.spins)
-}
-
-// schedCounters are counted outside any worker (external submissions,
-// external wake-ups, forced ends), with atomic adds.
-type schedCounters struct {
-	started, ended, completed, submitted, initFailed atomic.Uint64
-	failed, dropped, rejected, panics                atomic.Uint64
-	blockedOut, idleOut                              atomic.Uint64
-	bounced, forwarded                               atomic.Uint64
-	dead                                             [deadReasons]atomic.Uint64 // by DeadLetterReason
 }

@@ -602,9 +602,9 @@ func (w *worker) fireBatch(sh *timerShard, now int64) (popped int, queued, more 
 			continue // running: its worker steps it again
 		}
 		if st == stBlocked {
-			w.n.blockedOut++
+			w.count(cBlockedOut)
 		} else {
-			w.n.idleOut++
+			w.count(cIdleOut)
 		}
 		woken = append(woken, p)
 	}

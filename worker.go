@@ -69,13 +69,12 @@ type worker struct {
 	// lastMethod and lastMethodID cache the latest interned entry point.
 	lastMethod   string
 	lastMethodID uint32
-	n            workerCounts // statistics, published by flush
 
 	// handoff receives processes made runnable by a handler's Call while
 	// the handler runs; see Call.
 	handoff handoff
 
-	stats workerStats
+	ctr workerCounters // statistics (see counterID)
 
 	// runCount numbers the worker's runs; each run writes it into the
 	// state word of the process it claims (see workerShift). Owner only.
@@ -191,7 +190,7 @@ func (w *worker) loop() {
 			continue
 		}
 		if w.spinning && backoff.Spin() {
-			w.n.spins++
+			w.count(cSpins)
 			continue
 		}
 		w.park()
@@ -260,8 +259,8 @@ func (w *worker) popGlobalOne() *proc {
 	}
 	p := q.Pop()
 	if p != nil {
-		w.n.globalPops++
-		w.n.globalItems++
+		w.count(cGlobalPops)
+		w.count(cGlobalItems)
 	}
 	return p
 }
@@ -333,8 +332,8 @@ func (w *worker) popGlobal() *proc {
 	if n == 0 {
 		return nil
 	}
-	w.n.globalPops++
-	w.n.globalItems += uint64(n)
+	w.count(cGlobalPops)
+	w.countN(cGlobalItems, uint64(n))
 	for i := n - 1; i >= 1; i-- {
 		w.dq.PushBottom(w.batch[i])
 	}
@@ -367,16 +366,16 @@ func (w *worker) steal() *proc {
 		if v == w {
 			continue
 		}
-		w.n.stealAttempts++
+		w.count(cStealAttempts)
 		if moved := v.dq.StealHalfInto(w.dq); moved > 0 {
-			w.n.steals++
-			w.n.stolen += uint64(moved)
+			w.count(cSteals)
+			w.countN(cStolen, uint64(moved))
 			return w.dq.PopBottom()
 		}
 		if v.stalledNow() {
 			if p := v.next.Load(); p != nil && v.next.CompareAndSwap(p, nil) {
-				w.n.steals++
-				w.n.stolen++
+				w.count(cSteals)
+				w.count(cStolen)
 				return p
 			}
 		}
@@ -450,7 +449,7 @@ func (w *worker) run(p *proc) {
 		}
 		batch := len(w.events)
 		w.events = w.events[:0]
-		w.n.steps++
+		w.count(cSteps)
 		status := w.out.status
 		w.dispatch(p)
 		if err != nil {
@@ -459,7 +458,7 @@ func (w *worker) run(p *proc) {
 		}
 		if status == statusDone {
 			if n := w.out.unread(batch); n > 0 {
-				w.stats.dropped.Store(w.stats.dropped.Load() + uint64(n))
+				w.countN(cUnread, uint64(n))
 				s.deadUnread(p.pid(), w.events[batch-n:batch], via{w: w})
 			}
 			w.end(p, w.out.result, nil)
@@ -526,9 +525,9 @@ func (w *worker) settle(p *proc, running, next uint64) bool {
 	for {
 		if p.state.CompareAndSwap(running, next) {
 			if next == stBlocked {
-				w.n.blockedIn++
+				w.count(cBlockedIn)
 			} else {
-				w.n.idleIn++
+				w.count(cIdleIn)
 			}
 			if w.s.forcing() {
 				w.s.tryForce(p)
@@ -546,7 +545,7 @@ func (w *worker) settle(p *proc, running, next uint64) bool {
 // where every worker looks within globalCheckInterval ticks.
 func (w *worker) requeue(p *proc) {
 	p.state.Store(stReady)
-	w.n.requeues++
+	w.count(cRequeues)
 	w.s.global.Push(p)
 	w.s.wakeWorker()
 }
@@ -585,7 +584,7 @@ func (w *worker) stepMarked(p *proc, f uint32) (err error) {
 func (w *worker) recoverStep(p *proc, err *error) {
 	if v := recover(); v != nil {
 		perr := newPanicError("Step", v)
-		w.s.recovered(p, perr, w)
+		w.s.recovered(p, perr, via{w: w})
 		*err = perr
 	}
 }
@@ -618,13 +617,13 @@ func (w *worker) markStep() { w.stepMark.Store(w.stepMark.Load() + 1) }
 // end completes the Running process p.
 func (w *worker) end(p *proc, result payload.Payload, err error) {
 	p.state.Store(stEnded)
-	w.s.finish(p, w, result, err, false)
+	w.s.finish(p, via{w: w}, result, err, false)
 }
 
 // force completes the Running process p at a shutdown deadline.
 func (w *worker) force(p *proc) {
 	p.state.Store(stEnded)
-	w.s.finish(p, w, payload.Payload{}, ErrForced, true)
+	w.s.finish(p, via{w: w}, payload.Payload{}, ErrForced, true)
 }
 
 // handoff passes processes made Ready by a handler's Call to the worker
