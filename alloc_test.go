@@ -394,3 +394,130 @@ func TestAllocSleepRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// Allocations per process started. A process costs the user's process
+// value and the scheduler's record, one allocation each; nothing else
+// is allocated to start it, run it, end it and keep its result for its
+// Handle. A spawned child's completion of the parent's yield carries a
+// value in Event.Data, an interface, which costs one allocation more: the
+// child's PID for Spawn, its result (a payload.Payload) for SpawnAwait.
+// The tests measure with testing.AllocsPerRun and allow a tenth of an
+// allocation per process for the parent's buffers that grow and shrink
+// with each batch; the race runtime may allocate more (see
+// sRaceAllocBound), so under it the bound is half an allocation looser.
+const (
+	sStartOps        = 100 // processes started per measured call
+	sStartBatch      = 25  // children spawned per parent step: stays within the small pending set and the kept mailbox
+	sStartAllocSlack = 0.1
+)
+
+// sStartOnce ends in its first step with a pointer result (boxing it
+// allocates nothing), after telling the test on done.
+type sStartOnce struct {
+	done chan<- struct{}
+	tok  *sAllocToken
+}
+
+func (p *sStartOnce) Init(context.Context, string, payload.Payloads) error { return nil }
+func (p *sStartOnce) Close()                                               {}
+func (p *sStartOnce) Step(_ []sched.Event, out *sched.StepOutput) error {
+	p.done <- struct{}{}
+	out.Done(payload.Of(p.tok))
+	return nil
+}
+
+// sStartParent spawns sStartBatch children per message it receives,
+// awaiting them if await is set.
+type sStartParent struct {
+	done  chan<- struct{}
+	tok   *sAllocToken
+	await bool
+	tag   uint64
+}
+
+func (p *sStartParent) Init(context.Context, string, payload.Payloads) error { return nil }
+func (p *sStartParent) Close()                                               {}
+func (p *sStartParent) Step(evs []sched.Event, out *sched.StepOutput) error {
+	for i := range evs {
+		switch {
+		case evs[i].Type == sched.EventCancel:
+			out.Done(payload.Payload{})
+			return nil
+		case evs[i].Error != nil:
+			return evs[i].Error
+		case evs[i].Type != sched.EventMessage:
+			continue
+		}
+		for range sStartBatch {
+			p.tag++
+			if p.await {
+				out.SpawnAwait(p.tag, &sStartOnce{done: p.done, tok: p.tok}, "run", nil)
+			} else {
+				out.Spawn(p.tag, &sStartOnce{done: p.done, tok: p.tok}, "run", nil)
+			}
+		}
+	}
+	return nil
+}
+
+// sCheckStartAllocs measures f, which starts sStartOps processes and
+// waits for them, with testing.AllocsPerRun, and fails if a process
+// costs more than want allocations.
+func sCheckStartAllocs(t *testing.T, what string, want float64, f func()) {
+	t.Helper()
+	for range 3 {
+		f() // warm up
+	}
+	runs := sAllocRuns
+	bound := want + sStartAllocSlack
+	if raceEnabled {
+		runs, bound = sAllocRaceRuns, bound+0.5
+	}
+	perProc := testing.AllocsPerRun(runs, f) / sStartOps
+	t.Logf("%s: %.2f allocations per process, want at most %v; race detector %v", what, perProc, want, raceEnabled)
+	if perProc > bound {
+		t.Errorf("%s: %.2f allocations per process, want at most %v (the process value and the scheduler's record)", what, perProc, want)
+	}
+}
+
+func TestAllocSubmit(t *testing.T) {
+	s := sAllocScheduler(t, 2)
+	ctx := context.Background()
+	done := make(chan struct{}, sStartOps)
+	tok := &sAllocToken{}
+	sCheckStartAllocs(t, "Submit of a process that ends with a result", 2, func() {
+		for range sStartOps {
+			if _, err := s.Submit(ctx, &sStartOnce{done: done, tok: tok}, "run", nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for range sStartOps {
+			<-done
+		}
+	})
+}
+
+func testAllocSpawn(t *testing.T, await bool, what string) {
+	s := sAllocScheduler(t, 2)
+	done := make(chan struct{}, sStartOps)
+	parent := sAllocSubmit(t, s, &sStartParent{done: done, tok: &sAllocToken{}, await: await})
+	msg := &sAllocToken{}
+	sCheckStartAllocs(t, what, 3, func() {
+		for range sStartOps / sStartBatch {
+			if err := s.Tell(parent, msg); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for range sStartOps {
+			<-done
+		}
+	})
+}
+
+func TestAllocSpawn(t *testing.T) {
+	testAllocSpawn(t, false, "Spawn (the completion carries the child's PID)")
+}
+
+func TestAllocSpawnAwait(t *testing.T) {
+	testAllocSpawn(t, true, "SpawnAwait (the completion carries the child's result)")
+}

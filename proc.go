@@ -44,6 +44,7 @@ const (
 	pfRoomWaiters                // a sender waits for room in the mailbox (extra.room)
 	pfHandle                     // a Handle was returned for it: keep its result
 	pfEnded                      // its end is announced: its Handle reports it (set after pfClosed)
+	pfTimed                      // allocated with a procTiming (see newProc); set before it is shared
 )
 
 // pfTerminateCancel is the cause bit of a cancel by Terminate: none
@@ -52,7 +53,7 @@ const pfTerminateCancel = 0
 
 // proc is the scheduler's record of one process. It doubles as the
 // process's context.Context, which saves an allocation per process. It is
-// kept small (144 bytes) because a million waiting processes are a million
+// kept small (136 bytes, 144 allocated) because a million waiting processes are a million
 // procs; what few processes need lives in procExtra.
 //
 // Ownership: impl, method, awaiter and awaitSeq are touched only by the
@@ -99,10 +100,6 @@ type proc struct {
 	// changes, so it is loaded without mu; its mutable fields are
 	// guarded by mu.
 	extra atomic.Pointer[procExtra]
-
-	// outcome is the result kept for the Handle of a submitted process
-	// that ended with a result or an error; set under mu at the end.
-	outcome *procOutcome
 }
 
 // procTiming is what the End hook reports of a process besides its
@@ -115,36 +112,80 @@ type procTiming struct {
 	steps   uint64
 }
 
-// timedProc is how processes are allocated when the End hook is set: the
-// proc and its timing in one object, so that counting a step writes to
-// memory the worker running the process already holds. With no End hook
-// a proc is allocated alone and is 16 bytes smaller.
-type timedProc struct {
-	proc // first: a *proc of a timedProc points to the timedProc
-	t    procTiming
+// A proc is allocated in one object with what only some processes need,
+// placed after it: the timing when the End hook is set, so that counting
+// a step writes to memory the worker running the process already holds,
+// and the end record of a process that has a Handle, so that ending it
+// and waiting for it allocate nothing more. A process that needs neither
+// is a bare proc. The proc comes first in each, so a *proc points to the
+// whole object, and the one with both extends the one with the timing
+// only, so timing works for both.
+type (
+	timedProc struct {
+		proc
+		t procTiming
+	}
+	handleProc struct {
+		proc
+		end procEnd
+	}
+	timedHandleProc struct {
+		proc
+		t   procTiming
+		end procEnd
+	}
+)
+
+// procEnd is what a Handle reads of its process: how it ended, and the
+// channel Handle.Done returns. Guarded by proc.mu.
+type procEnd struct {
+	result payload.Payload
+	err    error
+	done   chan struct{} // made on demand by Handle.Done and Wait, closed at the end
 }
 
 // newProc allocates a zero proc, with room for its timing when the End
-// hook is set.
-func (s *Scheduler) newProc() *proc {
-	if s.hooks.End != nil {
-		return &new(timedProc).proc
+// hook is set and for its end record when handle is set (see timedProc);
+// its flags say which.
+func (s *Scheduler) newProc(handle bool) *proc {
+	var p *proc
+	switch timed := s.hooks.End != nil; {
+	case timed && handle:
+		p = &new(timedHandleProc).proc
+	case timed:
+		p = &new(timedProc).proc
+	case handle:
+		p = &new(handleProc).proc
+	default:
+		return new(proc)
 	}
-	return new(proc)
+	if s.hooks.End != nil {
+		p.flags |= pfTimed // not yet shared: no lock needed
+	}
+	if handle {
+		p.flags |= pfHandle
+	}
+	return p
 }
 
 // timing returns p's timing record. Only for a proc that newProc
 // allocated while the End hook is set: p is then the first field of a
-// timedProc, so the conversion stays inside that allocation (the race
-// detector's pointer checks verify it).
+// timedProc or a timedHandleProc, whose timing is at the same offset, so
+// the conversion stays inside that allocation (the race detector's
+// pointer checks verify it).
 func (p *proc) timing() *procTiming {
 	return &(*timedProc)(unsafe.Pointer(p)).t
 }
 
-// procOutcome is how a submitted process ended, for its Handle.
-type procOutcome struct {
-	result payload.Payload
-	err    error
+// end returns p's end record. Only for a proc with pfHandle (see
+// newProc), whose flags say how it was allocated, so the conversion
+// stays inside the allocation. Called with mu held, or before p is
+// shared.
+func (p *proc) end() *procEnd {
+	if p.flags&pfTimed != 0 {
+		return &(*timedHandleProc)(unsafe.Pointer(p)).end
+	}
+	return &(*handleProc)(unsafe.Pointer(p)).end
 }
 
 // procExtra is the part of a proc that most processes never need.
@@ -154,7 +195,6 @@ type procExtra struct {
 
 	// Guarded by proc.mu:
 	ctxDone  chan struct{}  // made on demand by Done, closed on cancel or end
-	endDone  chan struct{}  // made on demand by Handle.Done, closed at the end
 	large    *largePending  // pending yields of a process with many outstanding
 	room     chan struct{}  // closed at the next drain, for senders waiting for room
 	calls    []*callContext // contexts of calls whose yields are pending (see Call.Context)
@@ -218,8 +258,9 @@ func (p *proc) close(result payload.Payload, err error, forced bool) closed {
 	p.msgs = 0
 	p.pending = pendingSet{}
 	p.npending.Store(0)
-	if p.flags&pfHandle != 0 && (!result.IsZero() || err != nil) {
-		p.outcome = &procOutcome{result, err}
+	if p.flags&pfHandle != 0 {
+		e := p.end()
+		e.result, e.err = result, err
 	}
 	if x := p.extra.Load(); x != nil {
 		x.large = nil
@@ -255,8 +296,10 @@ func (p *proc) close(result payload.Payload, err error, forced bool) closed {
 func (p *proc) announce() {
 	p.mu.Lock()
 	p.flags |= pfEnded
-	if x := p.extra.Load(); x != nil && x.endDone != nil {
-		close(x.endDone)
+	if p.flags&pfHandle != 0 {
+		if e := p.end(); e.done != nil {
+			close(e.done)
+		}
 	}
 	p.mu.Unlock()
 }
@@ -275,32 +318,31 @@ var closedChan = func() chan struct{} {
 	return c
 }()
 
-// ended returns a channel closed when the process has ended.
+// ended returns a channel closed when the process has ended. Only for a
+// process with a Handle. Any goroutine.
 func (p *proc) ended() <-chan struct{} {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.flags&pfEnded != 0 {
 		return closedChan
 	}
-	x := p.getExtra()
-	if x.endDone == nil {
-		x.endDone = make(chan struct{})
+	e := p.end()
+	if e.done == nil {
+		e.done = make(chan struct{})
 	}
-	return x.endDone
+	return e.done
 }
 
 // ending returns the result and error, and whether the process has
-// ended.
+// ended. Only for a process with a Handle. Any goroutine.
 func (p *proc) ending() (payload.Payload, error, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.flags&pfEnded == 0 {
 		return payload.Payload{}, nil, false
 	}
-	if o := p.outcome; o != nil {
-		return o.result, o.err, true
-	}
-	return payload.Payload{}, nil, true
+	e := p.end()
+	return e.result, e.err, true
 }
 
 // values returns the context a child of p takes its values from: the one

@@ -81,13 +81,10 @@ func (s *Scheduler) start(values context.Context, p Process, method string, inpu
 		s.countEnd(v)
 		return nil, fmt.Errorf("%w: the process table is full", ErrTooManyProcesses)
 	}
-	pr := s.newProc()
+	pr := s.newProc(handle)
 	pr.id, pr.node, pr.impl = id, s.node, p
 	pr.awaiter, pr.awaitSeq = awaiter, awaitSeq
 	pr.methodID = s.internMethod(method, w)
-	if handle {
-		pr.flags = pfHandle // not yet shared: no lock needed
-	}
 	if values == context.Background() || values == context.TODO() {
 		values = nil // nothing to look up
 	}
