@@ -111,6 +111,16 @@ func (s *Scheduler) deliverMessage(from, to relay.PID, msg any, v via, wait bool
 			s.bounce(evicted.From, Event{Type: EventMessage, Data: evicted.Data, Error: why, From: to}, v)
 		}
 	}
+	if w := v.worker(); w != nil {
+		// The hot path, a message from a process: counted and queued
+		// right here, on the worker's own counters and next slot.
+		w.count(cAccepted)
+		if woken != 0 {
+			w.countWoken(woken)
+			w.readyNext(p)
+		}
+		return nil, nil
+	}
 	s.count(v, cAccepted)
 	if woken != 0 {
 		s.woke(p, woken, v)

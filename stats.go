@@ -271,6 +271,16 @@ func (w *worker) countN(c counterID, n uint64) {
 	w.ctr.n[c] += n
 }
 
+// countWoken counts a process leaving the waiting state woken. Owner
+// only.
+func (w *worker) countWoken(woken uint64) {
+	if woken == stBlocked {
+		w.count(cBlockedOut)
+	} else {
+		w.count(cIdleOut)
+	}
+}
+
 // count adds one to counter c, for an operation that runs where v says.
 // Any goroutine.
 func (s *Scheduler) count(v via, c counterID) {
