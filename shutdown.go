@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
-	"sync/atomic"
 
 	"github.com/procsched/scheduler/payload"
 )
@@ -51,10 +50,6 @@ type shutdown struct {
 	// stopped is closed by the stopper once the phase is Stopped; every
 	// waiting Shutdown returns then.
 	stopped chan struct{}
-	// forced counts processes closed at a deadline: added to by whoever
-	// forces one, read by Stats and by Shutdown after the stop.
-	forced atomic.Int64
-
 	// own lists the IDs of the scheduler's own goroutines (workers,
 	// watchdog, stopper, blocking pool): a Shutdown called on one of them
 	// cannot wait for the stop, since its caller is part of what must
