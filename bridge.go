@@ -15,6 +15,7 @@ import (
 // function here is called by the test kit only, on the goroutine driving
 // its simulation; the scheduler itself never calls them.
 
+// init fills the bridge's function variables. Runs once, at program start.
 func init() {
 	bridge.NewOutput = bridgeNewOutput
 	bridge.ResetOutput = func(out any, self relay.PID) { out.(*StepOutput).reset(self) }

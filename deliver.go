@@ -73,6 +73,7 @@ func (s *Scheduler) Tell(to relay.PID, msg any) error {
 }
 
 // deliver queues a message for to under its mailbox limit and wakes it.
+// Any goroutine.
 func (s *Scheduler) deliver(from, to relay.PID, msg any, v via) error {
 	_, err := s.deliverMessage(from, to, msg, v, false)
 	return err
@@ -80,10 +81,12 @@ func (s *Scheduler) deliver(from, to relay.PID, msg any, v via) error {
 
 // deliverOrWait is deliver for SendContext: when the mailbox is full it
 // returns a channel to wait on for room instead of applying the policy.
+// Any goroutine.
 func (s *Scheduler) deliverOrWait(from, to relay.PID, msg any) (<-chan struct{}, error) {
 	return s.deliverMessage(from, to, msg, via{}, true)
 }
 
+// deliverMessage queues msg for p under limit, waking p, or returns why not; wait makes a full mailbox hand back a channel to wait on. Any goroutine; v says where it runs.
 func (s *Scheduler) deliverMessage(from, to relay.PID, msg any, v via, wait bool) (<-chan struct{}, error) {
 	if s.phase.Load() == phaseStopped {
 		return nil, ErrClosed
@@ -129,6 +132,7 @@ func (s *Scheduler) deliverMessage(from, to relay.PID, msg any, v via, wait bool
 }
 
 // refused counts a message that was not queued and returns its error.
+// Any goroutine.
 func (s *Scheduler) refused(err error, to relay.PID, v via) error {
 	switch {
 	case errors.Is(err, ErrDropped):
@@ -189,6 +193,7 @@ func (s *Scheduler) returned(msg relay.Message, v via) error {
 
 // forward hands a message for another node to the transport and counts
 // it. The transport's error is the sender's refusal.
+// Any goroutine.
 func (s *Scheduler) forward(msg relay.Message, v via) error {
 	if err := s.transport.Send(msg); err != nil {
 		return err
@@ -198,6 +203,7 @@ func (s *Scheduler) forward(msg relay.Message, v via) error {
 }
 
 // woke counts a process leaving the waiting state woken and queues it.
+// Any goroutine; v says where it runs.
 func (s *Scheduler) woke(p *proc, woken uint64, v via) {
 	if woken == stBlocked {
 		s.count(v, cBlockedOut)
@@ -293,6 +299,7 @@ func (s *Scheduler) TellContext(ctx context.Context, to relay.PID, msg any) erro
 
 // deliverWait delivers a message from outside the scheduler, waiting for
 // room in a full mailbox.
+// Any goroutine outside the scheduler's own.
 func (s *Scheduler) deliverWait(ctx context.Context, from, to relay.PID, msg any) error {
 	if ctx == nil {
 		return fmt.Errorf("%w: SendContext or TellContext", ErrNilContext)

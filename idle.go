@@ -26,6 +26,7 @@ import (
 
 // startSearching makes this worker a searcher unless half of the workers
 // that are not parked already search.
+// Owner only.
 func (w *worker) startSearching() bool {
 	s := w.s
 	busy := int32(len(s.workers)) - s.idle.count.Load()
@@ -39,6 +40,7 @@ func (w *worker) startSearching() bool {
 
 // stopSearching ends this worker's search because it found work; the last
 // searcher to do so wakes another worker, since more work may be waiting.
+// Owner only.
 func (w *worker) stopSearching() {
 	w.spinning = false
 	if w.s.spinning.Add(-1) == 0 {
@@ -47,6 +49,7 @@ func (w *worker) stopSearching() {
 }
 
 // park blocks the worker until it is handed work or the scheduler stops.
+// Owner only.
 func (w *worker) park() {
 	s := w.s
 	if w.spinning {
@@ -104,6 +107,7 @@ func (s *Scheduler) wakeWorker() {
 var testHookWake atomic.Pointer[func(*worker)]
 
 // hasWork reports whether any queue holds a runnable process.
+// Any goroutine.
 func (s *Scheduler) hasWork() bool {
 	if !s.global.Empty() {
 		return true
@@ -127,6 +131,7 @@ type idleWorkers struct {
 	count atomic.Int32
 }
 
+// push lists w as parked. Any goroutine: takes l.mu.
 func (l *idleWorkers) push(w *worker) {
 	l.mu.Lock()
 	l.workers = append(l.workers, w)
@@ -134,6 +139,7 @@ func (l *idleWorkers) push(w *worker) {
 	l.mu.Unlock()
 }
 
+// pop takes the most recently parked worker off the list, or returns nil. Any goroutine: takes l.mu.
 func (l *idleWorkers) pop() *worker {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -149,6 +155,7 @@ func (l *idleWorkers) pop() *worker {
 }
 
 // remove takes w off the list and reports whether it was there.
+// Any goroutine: takes l.mu.
 func (l *idleWorkers) remove(w *worker) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()

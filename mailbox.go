@@ -46,6 +46,7 @@ type mailboxLimit struct {
 	policy   MailboxPolicy
 }
 
+// check reports why the limit is invalid, naming what, or nil. Any goroutine.
 func (m mailboxLimit) check(what string) error {
 	if m.capacity < 0 {
 		return fmt.Errorf("%w: %s capacity %d is negative", ErrInvalidOption, what, m.capacity)
@@ -86,6 +87,7 @@ func Mailbox(capacity int, policy MailboxPolicy) SubmitOption {
 
 // limitOf returns the mailbox limit of p. Until a limit is set anywhere,
 // it costs one load.
+// Any goroutine.
 func (s *Scheduler) limitOf(p *proc) mailboxLimit {
 	if !s.limits.Load() {
 		return mailboxLimit{}

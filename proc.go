@@ -147,6 +147,7 @@ type procEnd struct {
 // newProc allocates a zero proc, with room for its timing when the End
 // hook is set and for its end record when handle is set (see timedProc);
 // its flags say which.
+// Any goroutine.
 func (s *Scheduler) newProc(handle bool) *proc {
 	var p *proc
 	switch timed := s.hooks.End != nil; {
@@ -173,6 +174,7 @@ func (s *Scheduler) newProc(handle bool) *proc {
 // timedProc or a timedHandleProc, whose timing is at the same offset, so
 // the conversion stays inside that allocation (the race detector's
 // pointer checks verify it).
+// Whoever owns p at the moment: the worker running it, or whoever ends it.
 func (p *proc) timing() *procTiming {
 	return &(*timedProc)(unsafe.Pointer(p)).t
 }
@@ -222,6 +224,7 @@ func (p *proc) getExtra() *procExtra {
 }
 
 // pid returns the process's PID.
+// Any goroutine.
 func (p *proc) pid() relay.PID { return relay.PID{Node: p.node, ID: p.id} }
 
 // addPending registers a yield with tag and sequence number seq (with
@@ -348,6 +351,7 @@ func (p *proc) ending() (payload.Payload, error, bool) {
 // values returns the context a child of p takes its values from: the one
 // p got them from, not p itself, so that lookups do not walk a chain of
 // ancestors and a child with no values needs no procExtra.
+// Any goroutine.
 func (p *proc) values() context.Context {
 	if x := p.extra.Load(); x != nil {
 		return x.values
@@ -390,6 +394,7 @@ type largePending struct {
 // search beats a map.
 const pendingSmallMax = 32
 
+// len returns the number of pending yields. Called with p.mu held.
 func (ps *pendingSet) len(x *procExtra) int {
 	if x != nil && x.large != nil {
 		return x.large.byTag.len()
@@ -399,6 +404,7 @@ func (ps *pendingSet) len(x *procExtra) int {
 
 // reserve makes room for n more yields in the slice, unless they will not
 // fit it anyway.
+// Called with p.mu held.
 func (ps *pendingSet) reserve(n int, x *procExtra) {
 	if x != nil && x.large != nil {
 		return
@@ -413,6 +419,7 @@ func (ps *pendingSet) reserve(n int, x *procExtra) {
 }
 
 // add inserts a yield and reports false if its tag was already present.
+// Called with p.mu held.
 func (ps *pendingSet) add(tag, seq uint64, p *proc) bool {
 	if x := p.extra.Load(); x != nil && x.large != nil {
 		if !x.large.byTag.add(tag, seq) {
@@ -444,6 +451,7 @@ func (ps *pendingSet) add(tag, seq uint64, p *proc) bool {
 
 // removeTag deletes the yield with tag and returns its sequence number,
 // with seqTimed if it has a timer.
+// Called with p.mu held.
 func (ps *pendingSet) removeTag(tag uint64, x *procExtra) (seq uint64, ok bool) {
 	if x != nil && x.large != nil {
 		// The maps stay once made: a process that fanned out widely
@@ -464,6 +472,7 @@ func (ps *pendingSet) removeTag(tag uint64, x *procExtra) (seq uint64, ok bool) 
 
 // removeSeq deletes the yield with sequence number seq and returns its
 // tag, and whether it has a timer.
+// Called with p.mu held.
 func (ps *pendingSet) removeSeq(seq uint64, x *procExtra) (tag uint64, timed, ok bool) {
 	if x != nil && x.large != nil {
 		if tag, ok = x.large.bySeq.remove(seq); ok {
@@ -483,6 +492,7 @@ func (ps *pendingSet) removeSeq(seq uint64, x *procExtra) (tag uint64, timed, ok
 
 // lookupTag returns the sequence number, with seqTimed if it has a
 // timer, of the pending yield with tag.
+// Called with p.mu held.
 func (ps *pendingSet) lookupTag(tag uint64, x *procExtra) (seq uint64, ok bool) {
 	if x != nil && x.large != nil {
 		return x.large.byTag.get(tag)
@@ -496,6 +506,7 @@ func (ps *pendingSet) lookupTag(tag uint64, x *procExtra) (seq uint64, ok bool) 
 }
 
 // hasSeq reports whether the yield with sequence number seq is pending.
+// Called with p.mu held.
 func (ps *pendingSet) hasSeq(seq uint64, x *procExtra) bool {
 	if x != nil && x.large != nil {
 		_, ok := x.large.bySeq.get(seq)
@@ -511,6 +522,7 @@ func (ps *pendingSet) hasSeq(seq uint64, x *procExtra) bool {
 
 // markTimed records that the pending yield seq has a timer; it reports
 // false if the yield is not pending.
+// Called with p.mu held.
 func (ps *pendingSet) markTimed(seq uint64, x *procExtra) bool {
 	if x != nil && x.large != nil {
 		tag, ok := x.large.bySeq.get(seq)
@@ -530,6 +542,7 @@ func (ps *pendingSet) markTimed(seq uint64, x *procExtra) bool {
 
 // eachTimed calls f with the sequence number of every pending yield that
 // has a timer.
+// Called with p.mu held.
 func (ps *pendingSet) eachTimed(x *procExtra, f func(seq uint64)) {
 	if x != nil && x.large != nil {
 		x.large.byTag.each(func(_, seq uint64) {
@@ -546,6 +559,7 @@ func (ps *pendingSet) eachTimed(x *procExtra, f func(seq uint64)) {
 	}
 }
 
+// removeAt deletes the i'th yield of the slice. Called with p.mu held.
 func (ps *pendingSet) removeAt(i int) {
 	last := len(ps.small) - 1
 	ps.small[i] = ps.small[last]

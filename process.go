@@ -304,6 +304,7 @@ func (o *StepOutput) Timeout(tag uint64, d time.Duration) {
 }
 
 // timeNow reads the clock of Sleep and Timeout.
+// Called by Step, through Sleep and Timeout.
 func (o *StepOutput) timeNow() time.Time {
 	if o.now != nil {
 		return o.now()

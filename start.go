@@ -29,6 +29,7 @@ func (s *Scheduler) Submit(ctx context.Context, p Process, method string, input 
 // submit is Submit and Call.Submit: values, if not nil, is where the
 // process context's values come from when ctx has none to offer; v says
 // where the process is queued.
+// Any goroutine; v says where it runs.
 func (s *Scheduler) submit(ctx context.Context, values context.Context, p Process, method string, input payload.Payloads, opts []SubmitOption, v via) (Handle, error) {
 	if ctx == nil {
 		return Handle{}, fmt.Errorf("%w: Submit", ErrNilContext)
@@ -126,6 +127,7 @@ func (s *Scheduler) start(values context.Context, p Process, method string, inpu
 }
 
 // reserveProc counts a process against WithMaxProcesses, if there is room.
+// Any goroutine.
 func (s *Scheduler) reserveProc() bool {
 	for {
 		n := s.procs.Load()
@@ -139,6 +141,7 @@ func (s *Scheduler) reserveProc() bool {
 }
 
 // releaseProc gives back what reserveProc took.
+// Any goroutine.
 func (s *Scheduler) releaseProc() {
 	if s.maxProcs > 0 {
 		s.procs.Add(-1)
@@ -146,6 +149,7 @@ func (s *Scheduler) releaseProc() {
 }
 
 // callInit runs Init, turning a panic into an error.
+// Called by the goroutine starting p: the submitter, or the worker carrying out a spawn.
 func (s *Scheduler) callInit(p *proc, method string, input payload.Payloads, v via) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -161,6 +165,7 @@ func (s *Scheduler) callInit(p *proc, method string, input payload.Payloads, v v
 }
 
 // callClose runs Close and returns the panic it raised, if any.
+// Called by whoever ends p, once.
 func (s *Scheduler) callClose(p *proc, v via) (perr error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -175,6 +180,7 @@ func (s *Scheduler) callClose(p *proc, v via) (perr error) {
 
 // countEnd counts a process out; during Shutdown, the last one out
 // releases it.
+// Called by whoever ends the process, once.
 func (s *Scheduler) countEnd(v via) {
 	s.count(v, cEnded)
 	if s.closing() && s.liveCount() == 0 {
@@ -236,6 +242,7 @@ func (s *Scheduler) finish(p *proc, v via, result payload.Payload, err error, fo
 
 type submitOptionFunc func(*submitOptions) error
 
+// applySubmit runs the option on o. Any goroutine.
 func (f submitOptionFunc) applySubmit(o *submitOptions) error { return f(o) }
 
 // submitOptions collects SubmitOption values.
@@ -248,6 +255,7 @@ type SubmitOption interface {
 	applySubmit(*submitOptions) error
 }
 
+// applySubmitOptions applies opts in order and returns the result, or the first error. Any goroutine.
 func applySubmitOptions(opts []SubmitOption) (submitOptions, error) {
 	if len(opts) == 0 {
 		return submitOptions{}, nil // the usual case: nothing escapes

@@ -234,6 +234,7 @@ const (
 const numEager = cSteps
 
 // deadCounter returns the counter of dead letters for reason.
+// Any goroutine.
 func deadCounter(reason DeadLetterReason) counterID {
 	return cDeadUnread + counterID(reason-DeadUnread)
 }
@@ -351,6 +352,7 @@ type counterSet struct {
 // their own, so two goroutines counting at once usually land on different
 // stripes, and one goroutine counting in a loop keeps to one. The address
 // only picks a stripe; a goroutine whose stack moves just changes stripe.
+// Any goroutine outside the workers.
 func countStripe() int {
 	var b byte
 	x := uint64(uintptr(unsafe.Pointer(&b))) >> 13

@@ -32,13 +32,16 @@ const (
 const maxGen = 1<<31 - 1
 
 // makeID returns the ID of the gen'th occupant of slot.
+// Any goroutine.
 func makeID(slot, gen uint32) uint64 { return uint64(gen)<<32 | (uint64(slot) + 1) }
 
 // slotOf returns the slot of an ID; IDs with zero low bits name no slot
 // and map to a slot beyond any table.
+// Any goroutine.
 func slotOf(id uint64) uint32 { return uint32(id) - 1 }
 
 // genOf returns the generation of an ID.
+// Any goroutine.
 func genOf(id uint64) uint32 { return uint32(id >> 32) }
 
 // tableEntry is one slot: the live proc in it, or nil. Stored by the
@@ -67,6 +70,7 @@ type table struct {
 	retired atomic.Uint64
 }
 
+// newTable returns an empty table. Called by New.
 func newTable() *table {
 	t := &table{}
 	dir := []*tableChunk{new(tableChunk)}
@@ -75,6 +79,7 @@ func newTable() *table {
 }
 
 // entry returns slot's entry, or nil if no chunk covers it yet.
+// Any goroutine: lock-free.
 func (t *table) entry(slot uint32) *tableEntry {
 	dir := *t.dir.Load()
 	c := int(slot >> chunkBits)
@@ -144,6 +149,7 @@ func (t *table) alloc(c *slotCache) (uint64, bool) {
 }
 
 // refill moves up to slotBatch free IDs from the shared list to c.
+// Called by the owner of c; takes freeMu.
 func (t *table) refill(c *slotCache) {
 	t.freeMu.Lock()
 	n := min(slotBatch, len(t.free))
@@ -153,6 +159,7 @@ func (t *table) refill(c *slotCache) {
 }
 
 // grow adds chunks until slot is covered.
+// Any goroutine: takes growMu.
 func (t *table) grow(slot uint32) {
 	t.growMu.Lock()
 	defer t.growMu.Unlock()
@@ -169,6 +176,7 @@ func (t *table) grow(slot uint32) {
 }
 
 // publish makes p visible to lookups under its ID.
+// Called by the goroutine starting p, once.
 func (t *table) publish(p *proc) {
 	t.entry(slotOf(p.id)).p.Store(p)
 }
@@ -203,6 +211,7 @@ func (t *table) release(id uint64, c *slotCache) {
 
 // forEach calls f for every live proc. Procs published or released
 // meanwhile may or may not be seen.
+// Any goroutine.
 func (t *table) forEach(f func(*proc)) {
 	dir := *t.dir.Load()
 	n := t.fresh.Load()

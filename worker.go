@@ -135,6 +135,7 @@ func (w *worker) setTestHookStep(h *func()) {
 	}
 }
 
+// newWorker returns worker id of s. Called by New.
 func newWorker(s *Scheduler, id int) *worker {
 	w := &worker{
 		s:     s,
@@ -252,6 +253,7 @@ func (w *worker) findLocal() *proc {
 // popGlobalOne takes one process from the global queue, for the periodic
 // turn: a batch would land on top of the worker's own queue, which it
 // works newest first, and bury what was there.
+// Owner only.
 func (w *worker) popGlobalOne() *proc {
 	q := &w.s.global
 	if q.Empty() {
@@ -307,6 +309,7 @@ func (w *worker) queueLen() int {
 
 // slotCache returns the worker's process-table slot cache; nil for a nil
 // worker (callers outside the workers).
+// Any goroutine.
 func (w *worker) slotCache() *slotCache {
 	if w == nil {
 		return nil
@@ -316,6 +319,7 @@ func (w *worker) slotCache() *slotCache {
 
 // popGlobal takes a batch from the global queue: the first to run now,
 // the rest onto the worker's own queue, kept in FIFO order.
+// Owner only.
 func (w *worker) popGlobal() *proc {
 	q := &w.s.global
 	if q.Empty() {
@@ -349,6 +353,7 @@ func (w *worker) popGlobal() *proc {
 // starting at a random one. From a worker whose current run has held it
 // for the watchdog's threshold it also takes the process in the next slot,
 // which would otherwise wait for that run to end.
+// Owner only.
 func (w *worker) steal() *proc {
 	ws := w.s.workers
 	n := len(ws)
@@ -383,6 +388,7 @@ func (w *worker) steal() *proc {
 	return nil
 }
 
+// random returns the next number of the worker's xorshift generator. Owner only.
 func (w *worker) random() uint64 {
 	x := w.rng
 	x ^= x << 13
@@ -401,6 +407,7 @@ func (w *worker) pushLocal(p *proc) {
 
 // run claims p and steps it until it waits, finishes or uses up its
 // budget.
+// Owner only.
 func (w *worker) run(p *proc) {
 	s := w.s
 	w.runCount++
@@ -521,6 +528,7 @@ func (w *worker) run(p *proc) {
 // that look sets it again and the next CAS fails too: no event is left
 // behind a waiting process, and no step runs with an empty batch because
 // of an event that the last drain already took.
+// Worker only, with p Running.
 func (w *worker) settle(p *proc, running, next uint64) bool {
 	for {
 		if p.state.CompareAndSwap(running, next) {
@@ -543,6 +551,7 @@ func (w *worker) settle(p *proc, running, next uint64) bool {
 
 // requeue puts p, still Running, behind other work: on the global queue,
 // where every worker looks within globalCheckInterval ticks.
+// Worker only, with p Running.
 func (w *worker) requeue(p *proc) {
 	p.state.Store(stReady)
 	w.count(cRequeues)
@@ -552,6 +561,7 @@ func (w *worker) requeue(p *proc) {
 
 // tracedStep is step inside a runtime/trace region named "step", with the
 // process's PID and entry point logged, for when a trace is being taken.
+// Worker only, with p Running.
 func (w *worker) tracedStep(p *proc) error {
 	ctx := context.Background()
 	r := trace.StartRegion(ctx, "step")
@@ -564,6 +574,7 @@ func (w *worker) tracedStep(p *proc) error {
 // watches the worker, it marks the step's start and end in stepMark (see
 // stepMarked); otherwise it costs one load of the worker's own memory more
 // than the call.
+// Worker only, with p Running.
 func (w *worker) step(p *proc) (err error) {
 	if f := w.stepFlags.Load(); f != 0 {
 		return w.stepMarked(p, f)
@@ -573,6 +584,7 @@ func (w *worker) step(p *proc) (err error) {
 }
 
 // stepMarked is step while stepFlags f is not zero.
+// Worker only, with p Running.
 func (w *worker) stepMarked(p *proc, f uint32) (err error) {
 	w.enterStep(f)
 	defer w.leaveStep(f)
@@ -581,6 +593,7 @@ func (w *worker) stepMarked(p *proc, f uint32) (err error) {
 }
 
 // recoverStep, deferred around Step, turns a panic in it into *err.
+// Worker only, with p Running.
 func (w *worker) recoverStep(p *proc, err *error) {
 	if v := recover(); v != nil {
 		perr := newPanicError("Step", v)
@@ -615,12 +628,14 @@ func (w *worker) leaveStep(f uint32) {
 func (w *worker) markStep() { w.stepMark.Store(w.stepMark.Load() + 1) }
 
 // end completes the Running process p.
+// Worker only, with p Running.
 func (w *worker) end(p *proc, result payload.Payload, err error) {
 	p.state.Store(stEnded)
 	w.s.finish(p, via{w: w}, result, err, false)
 }
 
 // force completes the Running process p at a shutdown deadline.
+// Worker only, with p Running.
 func (w *worker) force(p *proc) {
 	p.state.Store(stEnded)
 	w.s.finish(p, via{w: w}, payload.Payload{}, ErrForced, true)
@@ -649,6 +664,7 @@ func (h *handoff) offer(p *proc) bool {
 	return true
 }
 
+// begin opens the handoff before a handler runs. Owner only.
 func (h *handoff) begin() {
 	h.mu.Lock()
 	h.open = true
@@ -656,6 +672,7 @@ func (h *handoff) begin() {
 }
 
 // end closes the handoff and moves what it received to dq.
+// Owner only.
 func (h *handoff) end(w *worker) {
 	h.mu.Lock()
 	h.open = false
