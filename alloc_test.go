@@ -19,7 +19,7 @@ import (
 // steady-state step, per message send->step, and per
 // yield->complete->step.
 //
-// Method. Each test has a function f that drives sAllocOps operations
+// Method. Each test has a function f that drives allocOps operations
 // through the scheduler and waits until the scheduler has carried them
 // out, on a channel made beforehand: a blocked channel receive and a
 // buffered send allocate nothing. Messages are pointers and completion
@@ -33,46 +33,46 @@ import (
 //     parallel and steals, parking and wake-ups happen as in production.
 //     runtime.MemStats.Mallocs, the heap allocations of every goroutine
 //     (workers, their alarms, handlers, the test), is read around
-//     sAllocParallelRuns calls of f, and the operations are counted
+//     allocParallelRuns calls of f, and the operations are counted
 //     exactly, by the processes or by the driving loop. Fewer than one
-//     allocation per sAllocOps operations is accepted: that absorbs the
+//     allocation per allocOps operations is accepted: that absorbs the
 //     runtime's own rare allocations (a new OS thread, a GC worker) and
 //     the one-time buffers of a worker that meets the process for the
 //     first time (its event slice, its parker's channel), while a path
 //     that allocates once per operation, or even once per hundred, fails
 //     by orders of magnitude.
-//   - With testing.AllocsPerRun(sAllocRuns, f), which reads Mallocs
-//     around sAllocRuns calls and returns the total divided by
-//     sAllocRuns, rounded down; it must be 0. AllocsPerRun sets
+//   - With testing.AllocsPerRun(allocRuns, f), which reads Mallocs
+//     around allocRuns calls and returns the total divided by
+//     allocRuns, rounded down; it must be 0. AllocsPerRun sets
 //     GOMAXPROCS to 1 meanwhile, so a process that never waits keeps the
-//     only P until it is preempted and does more than sAllocOps
-//     operations per call; 0 then means fewer than sAllocRuns
-//     allocations in at least sAllocRuns*sAllocOps operations.
+//     only P until it is preempted and does more than allocOps
+//     operations per call; 0 then means fewer than allocRuns
+//     allocations in at least allocRuns*allocOps operations.
 //
-// Under the race detector the same measurements, with sAllocRaceRuns runs
-// each, only have to stay under sRaceAllocBound per operation: the race
+// Under the race detector the same measurements, with allocRaceRuns runs
+// each, only have to stay under raceAllocBound per operation: the race
 // runtime may allocate where a normal build does not (sync.Pool, for one,
 // drops a quarter of its items at random). As of this writing every path
 // measures 0 per operation under race too.
 const (
-	sAllocOps          = 1000
-	sAllocRuns         = 20
-	sAllocParallelRuns = 50
+	allocOps          = 1000
+	allocRuns         = 20
+	allocParallelRuns = 50
 	// Under the race detector, where round trips cost ten times more and
 	// only a bound is checked, fewer runs are enough.
-	sAllocRaceRuns = 5
-	// sRaceAllocBound is the most allocations per operation accepted
+	allocRaceRuns = 5
+	// raceAllocBound is the most allocations per operation accepted
 	// under the race detector.
-	sRaceAllocBound = 0.25
+	raceAllocBound = 0.25
 )
 
-// sAllocToken is the message of the allocation tests; a pointer in an
+// allocToken is the message of the allocation tests; a pointer in an
 // interface needs no allocation.
-type sAllocToken struct{ _ [8]byte }
+type allocToken struct{ _ [8]byte }
 
-// sCheckAllocs measures f as described above. count returns the number of
+// checkAllocs measures f as described above. count returns the number of
 // operations carried out so far.
-func sCheckAllocs(t *testing.T, what string, count func() int64, f func()) {
+func checkAllocs(t *testing.T, what string, count func() int64, f func()) {
 	t.Helper()
 	for range 3 {
 		f() // warm up
@@ -80,9 +80,9 @@ func sCheckAllocs(t *testing.T, what string, count func() int64, f func()) {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	m0, c0 := ms.Mallocs, count()
-	runs := sAllocParallelRuns
+	runs := allocParallelRuns
 	if raceEnabled {
-		runs = sAllocRaceRuns
+		runs = allocRaceRuns
 	}
 	for range runs {
 		f()
@@ -92,42 +92,42 @@ func sCheckAllocs(t *testing.T, what string, count func() int64, f func()) {
 	perOp := float64(allocs) / float64(ops)
 
 	if raceEnabled {
-		runs = sAllocRaceRuns
+		runs = allocRaceRuns
 	} else {
-		runs = sAllocRuns
+		runs = allocRuns
 	}
 	perRun := testing.AllocsPerRun(runs, f)
 
 	t.Logf("%s: AllocsPerRun %.0f per %d operations; in parallel %d allocations in %d operations (%.4f per operation); race detector %v",
-		what, perRun, sAllocOps, allocs, ops, perOp, raceEnabled)
+		what, perRun, allocOps, allocs, ops, perOp, raceEnabled)
 	if raceEnabled {
-		if perOp > sRaceAllocBound || perRun/sAllocOps > sRaceAllocBound {
-			t.Errorf("%s: %.3f allocations per operation (%.3f serially) under the race detector, want at most %v", what, perOp, perRun/sAllocOps, sRaceAllocBound)
+		if perOp > raceAllocBound || perRun/allocOps > raceAllocBound {
+			t.Errorf("%s: %.3f allocations per operation (%.3f serially) under the race detector, want at most %v", what, perOp, perRun/allocOps, raceAllocBound)
 		}
 		return
 	}
 	if perRun != 0 {
-		t.Errorf("%s: testing.AllocsPerRun: %.0f allocations per %d operations, want 0", what, perRun, sAllocOps)
+		t.Errorf("%s: testing.AllocsPerRun: %.0f allocations per %d operations, want 0", what, perRun, allocOps)
 	}
-	if allocs*sAllocOps >= uint64(ops) {
+	if allocs*allocOps >= uint64(ops) {
 		t.Errorf("%s: %d allocations in %d operations in parallel (%.4f per operation), want 0", what, allocs, ops, perOp)
 	}
 }
 
-// sAllocHook signals a waiting test once a counter reaches a mark: the
+// allocHook signals a waiting test once a counter reaches a mark: the
 // test sets the mark and receives on signal; the process counts and, on
 // reaching the mark, clears it with a CAS (so one signal per mark) and
 // sends on the 1-buffered channel, which therefore never blocks.
-type sAllocHook struct {
+type allocHook struct {
 	count  atomic.Int64
 	mark   atomic.Int64 // 0: no one waits
 	signal chan struct{}
 }
 
-func sNewAllocHook() *sAllocHook { return &sAllocHook{signal: make(chan struct{}, 1)} }
+func newAllocHook() *allocHook { return &allocHook{signal: make(chan struct{}, 1)} }
 
 // add counts n operations. Step only.
-func (h *sAllocHook) add(n int64) {
+func (h *allocHook) add(n int64) {
 	c := h.count.Add(n)
 	if m := h.mark.Load(); m != 0 && c >= m && h.mark.CompareAndSwap(m, 0) {
 		h.signal <- struct{}{}
@@ -135,17 +135,17 @@ func (h *sAllocHook) add(n int64) {
 }
 
 // await blocks until ops more operations have been counted.
-func (h *sAllocHook) await(ops int) {
+func (h *allocHook) await(ops int) {
 	h.mark.Store(h.count.Load() + int64(ops))
 	<-h.signal
 }
 
-// sAllocSpinner continues forever, counting its steps, until cancelled.
-type sAllocSpinner struct{ hook *sAllocHook }
+// allocSpinner continues forever, counting its steps, until cancelled.
+type allocSpinner struct{ hook *allocHook }
 
-func (p *sAllocSpinner) Init(context.Context, string, payload.Payloads) error { return nil }
-func (p *sAllocSpinner) Close()                                               {}
-func (p *sAllocSpinner) Step(evs []sched.Event, out *sched.StepOutput) error {
+func (p *allocSpinner) Init(context.Context, string, payload.Payloads) error { return nil }
+func (p *allocSpinner) Close()                                               {}
+func (p *allocSpinner) Step(evs []sched.Event, out *sched.StepOutput) error {
 	for i := range evs {
 		if evs[i].Type == sched.EventCancel {
 			out.Done(payload.Payload{})
@@ -157,17 +157,17 @@ func (p *sAllocSpinner) Step(evs []sched.Event, out *sched.StepOutput) error {
 	return nil
 }
 
-// sAllocPinger answers every message by telling it back to its sender;
+// allocPinger answers every message by telling it back to its sender;
 // serve, if set, starts the rally. It counts the messages it receives.
-type sAllocPinger struct {
-	hook  *sAllocHook
+type allocPinger struct {
+	hook  *allocHook
 	serve relay.PID
-	tok   *sAllocToken
+	tok   *allocToken
 }
 
-func (p *sAllocPinger) Init(context.Context, string, payload.Payloads) error { return nil }
-func (p *sAllocPinger) Close()                                               {}
-func (p *sAllocPinger) Step(evs []sched.Event, out *sched.StepOutput) error {
+func (p *allocPinger) Init(context.Context, string, payload.Payloads) error { return nil }
+func (p *allocPinger) Close()                                               {}
+func (p *allocPinger) Step(evs []sched.Event, out *sched.StepOutput) error {
 	if !p.serve.IsZero() {
 		out.Tell(p.serve, p.tok)
 		p.serve = relay.PID{}
@@ -190,13 +190,13 @@ func (p *sAllocPinger) Step(evs []sched.Event, out *sched.StepOutput) error {
 	return nil
 }
 
-// sAllocSink signals once per message, for a test that sends one message
+// allocSink signals once per message, for a test that sends one message
 // at a time and waits for its step.
-type sAllocSink struct{ signal chan struct{} }
+type allocSink struct{ signal chan struct{} }
 
-func (p *sAllocSink) Init(context.Context, string, payload.Payloads) error { return nil }
-func (p *sAllocSink) Close()                                               {}
-func (p *sAllocSink) Step(evs []sched.Event, out *sched.StepOutput) error {
+func (p *allocSink) Init(context.Context, string, payload.Payloads) error { return nil }
+func (p *allocSink) Close()                                               {}
+func (p *allocSink) Step(evs []sched.Event, out *sched.StepOutput) error {
 	for i := range evs {
 		switch evs[i].Type {
 		case sched.EventCancel:
@@ -209,20 +209,20 @@ func (p *sAllocSink) Step(evs []sched.Event, out *sched.StepOutput) error {
 	return nil
 }
 
-// sAllocYielder yields cmd again each time the previous yield completes,
+// allocYielder yields cmd again each time the previous yield completes,
 // counting completions, until cancelled; with sleep set it sleeps for d
 // instead.
-type sAllocYielder struct {
-	hook  *sAllocHook
+type allocYielder struct {
+	hook  *allocHook
 	cmd   sched.CommandID
 	sleep bool
 	d     time.Duration
 	tag   uint64
 }
 
-func (p *sAllocYielder) Init(context.Context, string, payload.Payloads) error { return nil }
-func (p *sAllocYielder) Close()                                               {}
-func (p *sAllocYielder) Step(evs []sched.Event, out *sched.StepOutput) error {
+func (p *allocYielder) Init(context.Context, string, payload.Payloads) error { return nil }
+func (p *allocYielder) Close()                                               {}
+func (p *allocYielder) Step(evs []sched.Event, out *sched.StepOutput) error {
 	n := int64(0)
 	for i := range evs {
 		switch evs[i].Type {
@@ -247,10 +247,10 @@ func (p *sAllocYielder) Step(evs []sched.Event, out *sched.StepOutput) error {
 	return nil
 }
 
-// sAllocScheduler starts a scheduler for an allocation test, shut down
+// allocScheduler starts a scheduler for an allocation test, shut down
 // when the test ends: every process of these tests answers the cancel
 // event of Shutdown by finishing.
-func sAllocScheduler(t *testing.T, workers int, opts ...sched.Option) *sched.Scheduler {
+func allocScheduler(t *testing.T, workers int, opts ...sched.Option) *sched.Scheduler {
 	t.Helper()
 	s, err := sched.New(append([]sched.Option{sched.WithWorkers(workers)}, opts...)...)
 	require.NoError(t, err)
@@ -264,53 +264,53 @@ func sAllocScheduler(t *testing.T, workers int, opts ...sched.Option) *sched.Sch
 	return s
 }
 
-func sAllocSubmit(t *testing.T, s *sched.Scheduler, p sched.Process) relay.PID {
+func allocSubmit(t *testing.T, s *sched.Scheduler, p sched.Process) relay.PID {
 	t.Helper()
 	h, err := s.Submit(context.Background(), p, "alloc", nil)
 	require.NoError(t, err)
 	return h.PID()
 }
 
-var sAllocWorkers = []int{1, 4}
+var allocWorkers = []int{1, 4}
 
 func TestAllocSteadyStateStep(t *testing.T) {
-	for _, workers := range sAllocWorkers {
+	for _, workers := range allocWorkers {
 		t.Run(fmt.Sprintf("workers=%d", workers), func(t *testing.T) {
-			s := sAllocScheduler(t, workers)
-			hook := sNewAllocHook()
-			sAllocSubmit(t, s, &sAllocSpinner{hook: hook})
-			sCheckAllocs(t, "step that continues", hook.count.Load, func() {
-				hook.await(sAllocOps)
+			s := allocScheduler(t, workers)
+			hook := newAllocHook()
+			allocSubmit(t, s, &allocSpinner{hook: hook})
+			checkAllocs(t, "step that continues", hook.count.Load, func() {
+				hook.await(allocOps)
 			})
 		})
 	}
 }
 
 func TestAllocTellBetweenProcesses(t *testing.T) {
-	for _, workers := range sAllocWorkers {
+	for _, workers := range allocWorkers {
 		t.Run(fmt.Sprintf("workers=%d", workers), func(t *testing.T) {
-			s := sAllocScheduler(t, workers)
-			hook := sNewAllocHook()
-			tok := &sAllocToken{}
-			pong := sAllocSubmit(t, s, &sAllocPinger{hook: hook, tok: tok})
-			sAllocSubmit(t, s, &sAllocPinger{hook: hook, tok: tok, serve: pong})
-			sCheckAllocs(t, "StepOutput.Tell -> step", hook.count.Load, func() {
-				hook.await(sAllocOps)
+			s := allocScheduler(t, workers)
+			hook := newAllocHook()
+			tok := &allocToken{}
+			pong := allocSubmit(t, s, &allocPinger{hook: hook, tok: tok})
+			allocSubmit(t, s, &allocPinger{hook: hook, tok: tok, serve: pong})
+			checkAllocs(t, "StepOutput.Tell -> step", hook.count.Load, func() {
+				hook.await(allocOps)
 			})
 		})
 	}
 }
 
 func TestAllocTellFromOutside(t *testing.T) {
-	for _, workers := range sAllocWorkers {
+	for _, workers := range allocWorkers {
 		t.Run(fmt.Sprintf("workers=%d", workers), func(t *testing.T) {
-			s := sAllocScheduler(t, workers)
-			sink := &sAllocSink{signal: make(chan struct{}, 1)}
-			pid := sAllocSubmit(t, s, sink)
-			tok := &sAllocToken{}
+			s := allocScheduler(t, workers)
+			sink := &allocSink{signal: make(chan struct{}, 1)}
+			pid := allocSubmit(t, s, sink)
+			tok := &allocToken{}
 			var told int64
 			tell := func() {
-				for range sAllocOps {
+				for range allocOps {
 					told++
 					if err := s.Tell(pid, tok); err != nil {
 						t.Fatal(err)
@@ -318,19 +318,19 @@ func TestAllocTellFromOutside(t *testing.T) {
 					<-sink.signal // the sink stepped and is going idle again
 				}
 			}
-			sCheckAllocs(t, "Scheduler.Tell to an idle process -> step", func() int64 { return told }, tell)
+			checkAllocs(t, "Scheduler.Tell to an idle process -> step", func() int64 { return told }, tell)
 		})
 	}
 }
 
 func TestAllocYieldSyncHandler(t *testing.T) {
-	for _, workers := range sAllocWorkers {
+	for _, workers := range allocWorkers {
 		t.Run(fmt.Sprintf("workers=%d", workers), func(t *testing.T) {
-			s := sAllocScheduler(t, workers, sched.WithHandler(sCmdSync, sSyncHandler))
-			hook := sNewAllocHook()
-			sAllocSubmit(t, s, &sAllocYielder{hook: hook, cmd: sCmdSync})
-			sCheckAllocs(t, "yield -> Call.Complete in the handler -> step", hook.count.Load, func() {
-				hook.await(sAllocOps)
+			s := allocScheduler(t, workers, sched.WithHandler(cmdSync, completeAtOnce))
+			hook := newAllocHook()
+			allocSubmit(t, s, &allocYielder{hook: hook, cmd: cmdSync})
+			checkAllocs(t, "yield -> Call.Complete in the handler -> step", hook.count.Load, func() {
+				hook.await(allocOps)
 			})
 		})
 	}
@@ -338,19 +338,19 @@ func TestAllocYieldSyncHandler(t *testing.T) {
 
 func TestAllocCompleteYieldFromOutside(t *testing.T) {
 	for _, via := range []string{"Scheduler.CompleteYield", "Completion.Complete"} {
-		for _, workers := range sAllocWorkers {
+		for _, workers := range allocWorkers {
 			t.Run(fmt.Sprintf("%s/workers=%d", via, workers), func(t *testing.T) {
 				// At most one yield is outstanding, so the handler's
 				// send on the 1-buffered channel never blocks.
 				reqs := make(chan sched.Completion, 1)
-				s := sAllocScheduler(t, workers, sched.WithHandler(sCmdAsync, func(c sched.Call) error {
+				s := allocScheduler(t, workers, sched.WithHandler(cmdAsync, func(c sched.Call) error {
 					reqs <- c.Completion()
 					return nil
 				}))
-				sAllocSubmit(t, s, &sAllocYielder{hook: sNewAllocHook(), cmd: sCmdAsync})
+				allocSubmit(t, s, &allocYielder{hook: newAllocHook(), cmd: cmdAsync})
 				var completed int64
 				complete := func() {
-					for range sAllocOps {
+					for range allocOps {
 						completed++
 						c := <-reqs // the process yielded and its handler ran
 						var err error
@@ -364,7 +364,7 @@ func TestAllocCompleteYieldFromOutside(t *testing.T) {
 						}
 					}
 				}
-				sCheckAllocs(t, "yield -> "+via+" from outside -> step", func() int64 { return completed }, complete)
+				checkAllocs(t, "yield -> "+via+" from outside -> step", func() int64 { return completed }, complete)
 			})
 		}
 	}
@@ -382,13 +382,13 @@ func TestAllocSleepRoundTrip(t *testing.T) {
 		sleeps = append(sleeps, 20*time.Microsecond)
 	}
 	for _, d := range sleeps {
-		for _, workers := range sAllocWorkers {
+		for _, workers := range allocWorkers {
 			t.Run(fmt.Sprintf("sleep=%v/workers=%d", d, workers), func(t *testing.T) {
-				s := sAllocScheduler(t, workers)
-				hook := sNewAllocHook()
-				sAllocSubmit(t, s, &sAllocYielder{hook: hook, sleep: true, d: d})
-				sCheckAllocs(t, fmt.Sprintf("Sleep(%v) -> timer fired -> step", d), hook.count.Load, func() {
-					hook.await(sAllocOps)
+				s := allocScheduler(t, workers)
+				hook := newAllocHook()
+				allocSubmit(t, s, &allocYielder{hook: hook, sleep: true, d: d})
+				checkAllocs(t, fmt.Sprintf("Sleep(%v) -> timer fired -> step", d), hook.count.Load, func() {
+					hook.await(allocOps)
 				})
 			})
 		}

@@ -1,7 +1,6 @@
 package scheduler_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"sort"
@@ -22,22 +21,22 @@ func TestSubmitResult(t *testing.T) {
 		get  func(t *testing.T, s *sched.Scheduler, h sched.Handle) (payload.Payload, error)
 	}{
 		{"Wait", func(t *testing.T, _ *sched.Scheduler, h sched.Handle) (payload.Payload, error) {
-			ctx, cancel := context.WithTimeout(context.Background(), tTimeout)
+			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 			defer cancel()
 			return h.Wait(ctx)
 		}},
 		{"Done then Result", func(t *testing.T, s *sched.Scheduler, h sched.Handle) (payload.Payload, error) {
-			return tWait(t, s, h)
+			return waitEnd(t, s, h)
 		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := tNewScheduler(t)
-			p := &tProc{step: func(p *tProc, _ int, _ []sched.Event, out *sched.StepOutput) error {
+			s := newScheduler(t)
+			p := &probe{step: func(p *probe, _ int, _ []sched.Event, out *sched.StepOutput) error {
 				out.Done(p.input.At(0))
 				return nil
 			}}
-			h := tSubmit(t, s, p, "hello")
+			h := submit(t, s, p, "hello")
 			res, err := tt.get(t, s, h)
 			require.NoError(t, err)
 			got, err := payload.As[string](res)
@@ -48,19 +47,19 @@ func TestSubmitResult(t *testing.T) {
 			res2, err2 := h.Result()
 			require.NoError(t, err2)
 			assert.Equal(t, res, res2)
-			tRequireLife(t, p)
+			requireLifecycle(t, p)
 		})
 	}
 }
 
 func TestHandleBeforeEnd(t *testing.T) {
-	s := tNewScheduler(t)
-	p := &tProc{step: tUntilMessage}
-	h := tSubmit(t, s, p)
+	s := newScheduler(t)
+	p := &probe{step: untilMessage}
+	h := submit(t, s, p)
 
 	_, err := h.Result()
 	require.ErrorIs(t, err, sched.ErrNotEnded, "Result while the process waits for a message")
-	assert.False(t, tIsClosed(h.Done()), "Done closed while the process waits for a message")
+	assert.False(t, isClosed(h.Done()), "Done closed while the process waits for a message")
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -68,7 +67,7 @@ func TestHandleBeforeEnd(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled, "Wait with a done context returns its error")
 
 	require.NoError(t, s.Tell(h.PID(), 42))
-	res, err := tWait(t, s, h)
+	res, err := waitEnd(t, s, h)
 	require.NoError(t, err)
 	assert.Equal(t, 42, res.Value())
 }
@@ -76,7 +75,7 @@ func TestHandleBeforeEnd(t *testing.T) {
 func TestZeroHandle(t *testing.T) {
 	var h sched.Handle
 	assert.True(t, h.PID().IsZero())
-	assert.True(t, tIsClosed(h.Done()), "zero Handle's Done is closed")
+	assert.True(t, isClosed(h.Done()), "zero Handle's Done is closed")
 	_, err := h.Wait(context.Background())
 	require.ErrorIs(t, err, sched.ErrProcessNotFound)
 	_, err = h.Result()
@@ -87,22 +86,22 @@ func TestZeroHandle(t *testing.T) {
 // table slots are freed and taken again, and checks that no PID comes
 // back, including those of processes whose Init failed in between.
 func TestPIDsNeverReused(t *testing.T) {
-	s := tNewScheduler(t, sched.WithNode(3))
+	s := newScheduler(t, sched.WithNode(3))
 	const waves, perWave = 20, 100
 	seen := make(map[relay.PID]int)
 	for wave := range waves {
 		hs := make([]sched.Handle, 0, perWave)
 		for i := range perWave {
 			if i%10 == 0 {
-				_, err := s.Submit(context.Background(), &tProc{init: func(context.Context, string, payload.Payloads) error {
-					return tErr("no")
+				_, err := s.Submit(context.Background(), &probe{init: func(context.Context, string, payload.Payloads) error {
+					return testError("no")
 				}}, "run", nil)
 				require.ErrorIs(t, err, sched.ErrInit)
 			}
-			hs = append(hs, tSubmit(t, s, &tProc{step: tDone(i)}))
+			hs = append(hs, submit(t, s, &probe{step: doneWith(i)}))
 		}
 		for _, h := range hs {
-			_, err := tWait(t, s, h)
+			_, err := waitEnd(t, s, h)
 			require.NoError(t, err)
 			pid := h.PID()
 			if prev, dup := seen[pid]; dup {
@@ -112,7 +111,7 @@ func TestPIDsNeverReused(t *testing.T) {
 		}
 		// Let the ended processes free their slots, so that the next
 		// wave reuses them.
-		tEventually(t, "no live process", func() bool { return s.Stats().Processes.Live == 0 })
+		eventually(t, "no live process", func() bool { return s.Stats().Processes.Live == 0 })
 	}
 	require.Len(t, seen, waves*perWave)
 	for pid := range seen {
@@ -134,17 +133,17 @@ func TestInitGetsMethodAndInput(t *testing.T) {
 		{"values", "resize", payload.Values(640, "px", true)},
 		{"bytes", "load", payload.Payloads{payload.Bytes([]byte("abc"))}},
 	}
-	s := tNewScheduler(t)
+	s := newScheduler(t)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := &tProc{step: tDone(nil)}
+			p := &probe{step: doneWith(nil)}
 			h, err := s.Submit(context.Background(), p, tt.method, tt.input)
 			require.NoError(t, err)
-			_, err = tWait(t, s, h)
+			_, err = waitEnd(t, s, h)
 			require.NoError(t, err)
 			assert.Equal(t, tt.method, p.method)
 			assert.Equal(t, tt.input, p.input)
-			tRequireLife(t, p)
+			requireLifecycle(t, p)
 		})
 	}
 }
@@ -152,35 +151,35 @@ func TestInitGetsMethodAndInput(t *testing.T) {
 // TestInitIsSynchronous: Init runs synchronously inside Submit, before
 // any Step.
 func TestInitIsSynchronous(t *testing.T) {
-	s := tNewScheduler(t)
+	s := newScheduler(t)
 	var initDone bool
-	p := &tProc{
+	p := &probe{
 		init: func(context.Context, string, payload.Payloads) error {
 			initDone = true // no lock: Submit has not returned yet
 			return nil
 		},
-		step: tDone(nil),
+		step: doneWith(nil),
 	}
-	h := tSubmit(t, s, p)
+	h := submit(t, s, p)
 	assert.True(t, initDone, "Init ran before Submit returned")
-	_, err := tWait(t, s, h)
+	_, err := waitEnd(t, s, h)
 	require.NoError(t, err)
 }
 
 func TestProcessContext(t *testing.T) {
 	t.Run("Self and values", func(t *testing.T) {
-		s := tNewScheduler(t)
+		s := newScheduler(t)
 		var initSelf relay.PID
 		var initValue any
-		p := &tProc{
+		p := &probe{
 			init: func(ctx context.Context, _ string, _ payload.Payloads) error {
 				initSelf, _ = sched.Self(ctx)
-				initValue = ctx.Value(tKey{})
+				initValue = ctx.Value(ctxKey{})
 				return nil
 			},
-			step: tUntilMessage,
+			step: untilMessage,
 		}
-		ctx := context.WithValue(context.Background(), tKey{}, "v")
+		ctx := context.WithValue(context.Background(), ctxKey{}, "v")
 		h, err := s.Submit(ctx, p, "run", nil)
 		require.NoError(t, err)
 		assert.Equal(t, h.PID(), initSelf, "Self(ctx) in Init")
@@ -200,7 +199,7 @@ func TestProcessContext(t *testing.T) {
 		assert.False(t, deadline, "a process context has no deadline")
 
 		require.NoError(t, s.Tell(h.PID(), "bye"))
-		_, err = tWait(t, s, h)
+		_, err = waitEnd(t, s, h)
 		require.NoError(t, err)
 		assert.Equal(t, h.PID(), p.self, "StepOutput.Self")
 	})
@@ -211,20 +210,20 @@ func TestProcessContext(t *testing.T) {
 	})
 
 	t.Run("Submit ctx cancellation does not reach the process", func(t *testing.T) {
-		s := tNewScheduler(t)
-		ctx, cancel := context.WithCancel(context.WithValue(context.Background(), tKey{}, 7))
-		p := &tProc{step: tUntilMessage}
+		s := newScheduler(t)
+		ctx, cancel := context.WithCancel(context.WithValue(context.Background(), ctxKey{}, 7))
+		p := &probe{step: untilMessage}
 		h, err := s.Submit(ctx, p, "run", nil)
 		require.NoError(t, err)
 		cancel()
 		pctx := p.Ctx()
 		assert.NoError(t, pctx.Err())
-		assert.False(t, tIsClosed(pctx.Done()), "process context done after the Submit ctx was cancelled")
-		assert.Equal(t, 7, pctx.Value(tKey{}), "values of a cancelled Submit ctx stay visible")
+		assert.False(t, isClosed(pctx.Done()), "process context done after the Submit ctx was cancelled")
+		assert.Equal(t, 7, pctx.Value(ctxKey{}), "values of a cancelled Submit ctx stay visible")
 
 		// The process still runs: it answers a message.
 		require.NoError(t, s.Tell(h.PID(), "x"))
-		res, err := tWait(t, s, h)
+		res, err := waitEnd(t, s, h)
 		require.NoError(t, err)
 		assert.Equal(t, "x", res.Value())
 	})
@@ -244,37 +243,37 @@ func TestProcessContext(t *testing.T) {
 		}},
 		{"end", false, func(t *testing.T, s *sched.Scheduler, h sched.Handle) {
 			require.NoError(t, s.Tell(h.PID(), "end"))
-			_, err := tWait(t, s, h)
+			_, err := waitEnd(t, s, h)
 			require.NoError(t, err)
 		}},
 		{"end, Done asked early", true, func(t *testing.T, s *sched.Scheduler, h sched.Handle) {
 			require.NoError(t, s.Tell(h.PID(), "end"))
-			_, err := tWait(t, s, h)
+			_, err := waitEnd(t, s, h)
 			require.NoError(t, err)
 		}},
 	}
 	for _, tt := range tests {
 		t.Run("cancelled at "+tt.name, func(t *testing.T) {
-			s := tNewScheduler(t)
-			p := &tProc{step: tUntilMessage}
-			h := tSubmit(t, s, p)
+			s := newScheduler(t)
+			p := &probe{step: untilMessage}
+			h := submit(t, s, p)
 			pctx := p.Ctx()
 			var done <-chan struct{}
 			if tt.earlyDone {
 				done = pctx.Done()
-				require.False(t, tIsClosed(done))
+				require.False(t, isClosed(done))
 				require.NoError(t, pctx.Err())
 			}
 			tt.end(t, s, h)
 			if done == nil {
 				done = pctx.Done()
 			}
-			tClosed(t, done, "process context Done")
+			receive(t, done, "process context Done")
 			require.ErrorIs(t, pctx.Err(), context.Canceled)
-			tClosed(t, pctx.Done(), "process context Done (asked again)")
-			_, err := tWait(t, s, h)
+			receive(t, pctx.Done(), "process context Done (asked again)")
+			_, err := waitEnd(t, s, h)
 			require.NoError(t, err)
-			tRequireLife(t, p)
+			requireLifecycle(t, p)
 		})
 	}
 }
@@ -299,11 +298,11 @@ func TestFirstStepHasNoEvents(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := tNewScheduler(t, sched.WithWorkers(1))
+			s := newScheduler(t, sched.WithWorkers(1))
 			entered, release := make(chan struct{}), make(chan struct{})
 			var once sync.Once
 			t.Cleanup(func() { once.Do(func() { close(release) }) })
-			blocker := &tProc{step: func(_ *tProc, n int, _ []sched.Event, out *sched.StepOutput) error {
+			blocker := &probe{step: func(_ *probe, n int, _ []sched.Event, out *sched.StepOutput) error {
 				if n == 0 {
 					close(entered)
 					<-release
@@ -312,10 +311,10 @@ func TestFirstStepHasNoEvents(t *testing.T) {
 				}
 				return nil
 			}}
-			hb := tSubmit(t, s, blocker)
-			tClosed(t, entered, "the blocker's step")
+			hb := submit(t, s, blocker)
+			receive(t, entered, "the blocker's step")
 
-			p := &tProc{step: func(_ *tProc, n int, evs []sched.Event, out *sched.StepOutput) error {
+			p := &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
 				if n > 0 {
 					out.Done(payload.Payload{})
 				} else {
@@ -323,19 +322,19 @@ func TestFirstStepHasNoEvents(t *testing.T) {
 				}
 				return nil
 			}}
-			h := tSubmit(t, s, p)
+			h := submit(t, s, p)
 			tt.queue(t, s, h.PID())
 			once.Do(func() { close(release) })
-			_, err := tWait(t, s, h)
+			_, err := waitEnd(t, s, h)
 			require.NoError(t, err)
 			require.NoError(t, s.Terminate(hb.PID()))
-			_, err = tWait(t, s, hb)
+			_, err = waitEnd(t, s, hb)
 			require.NoError(t, err)
 
 			batches := p.Batches()
 			require.NotEmpty(t, batches)
 			assert.Empty(t, batches[0], "events of the first step")
-			tRequireLife(t, p)
+			requireLifecycle(t, p)
 		})
 	}
 }
@@ -344,10 +343,10 @@ func TestFirstStepHasNoEvents(t *testing.T) {
 // every event arrives once, per sender in order, and no step after the
 // first gets an empty batch unless the step before it continued.
 func TestStepBatches(t *testing.T) {
-	s := tNewScheduler(t, sched.WithWorkers(2))
+	s := newScheduler(t, sched.WithWorkers(2))
 	const senders, perSender = 4, 300
 	type msg struct{ sender, seq int }
-	p := &tProc{step: func(p *tProc, n int, evs []sched.Event, out *sched.StepOutput) error {
+	p := &probe{step: func(p *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
 		if n%7 == 3 {
 			out.Continue()
 		}
@@ -356,7 +355,7 @@ func TestStepBatches(t *testing.T) {
 		}
 		return nil
 	}}
-	h := tSubmit(t, s, p)
+	h := submit(t, s, p)
 	var wg sync.WaitGroup
 	errs := make(chan error, senders)
 	for sender := range senders {
@@ -374,9 +373,9 @@ func TestStepBatches(t *testing.T) {
 	for err := range errs {
 		require.NoError(t, err)
 	}
-	_, err := tWait(t, s, h)
+	_, err := waitEnd(t, s, h)
 	require.NoError(t, err)
-	tRequireLife(t, p)
+	requireLifecycle(t, p)
 
 	batches := p.Batches()
 	assert.Empty(t, batches[0], "first step's events")
@@ -401,16 +400,16 @@ func TestStepBatches(t *testing.T) {
 // TestStepEndings: the result or error a Handle reports for each way a
 // step can end a process.
 func TestStepEndings(t *testing.T) {
-	stepErr := tErr("step failed")
-	closePanic := tErr("close exploded")
+	stepErr := testError("step failed")
+	closePanic := testError("close exploded")
 	tests := []struct {
 		name  string
-		p     *tProc
+		p     *probe
 		check func(t *testing.T, res payload.Payload, err error)
 	}{
 		{
 			name: "done",
-			p:    &tProc{step: tDone("result")},
+			p:    &probe{step: doneWith("result")},
 			check: func(t *testing.T, res payload.Payload, err error) {
 				require.NoError(t, err)
 				assert.Equal(t, "result", res.Value())
@@ -418,7 +417,7 @@ func TestStepEndings(t *testing.T) {
 		},
 		{
 			name: "done with zero result",
-			p:    &tProc{step: tDone(nil)},
+			p:    &probe{step: doneWith(nil)},
 			check: func(t *testing.T, res payload.Payload, err error) {
 				require.NoError(t, err)
 				assert.True(t, res.IsZero())
@@ -426,7 +425,7 @@ func TestStepEndings(t *testing.T) {
 		},
 		{
 			name: "done after a few steps",
-			p: &tProc{step: func(_ *tProc, n int, _ []sched.Event, out *sched.StepOutput) error {
+			p: &probe{step: func(_ *probe, n int, _ []sched.Event, out *sched.StepOutput) error {
 				if n < 4 {
 					out.Continue()
 				} else {
@@ -441,7 +440,7 @@ func TestStepEndings(t *testing.T) {
 		},
 		{
 			name: "step error",
-			p: &tProc{step: func(*tProc, int, []sched.Event, *sched.StepOutput) error {
+			p: &probe{step: func(*probe, int, []sched.Event, *sched.StepOutput) error {
 				return fmt.Errorf("wrapped: %w", stepErr)
 			}},
 			check: func(t *testing.T, res payload.Payload, err error) {
@@ -451,7 +450,7 @@ func TestStepEndings(t *testing.T) {
 		},
 		{
 			name: "step error wins over Done",
-			p: &tProc{step: func(_ *tProc, _ int, _ []sched.Event, out *sched.StepOutput) error {
+			p: &probe{step: func(_ *probe, _ int, _ []sched.Event, out *sched.StepOutput) error {
 				out.Done(payload.Of(1))
 				return stepErr
 			}},
@@ -461,7 +460,7 @@ func TestStepEndings(t *testing.T) {
 		},
 		{
 			name: "step panic",
-			p: &tProc{step: func(*tProc, int, []sched.Event, *sched.StepOutput) error {
+			p: &probe{step: func(*probe, int, []sched.Event, *sched.StepOutput) error {
 				panic("boom")
 			}},
 			check: func(t *testing.T, _ payload.Payload, err error) {
@@ -476,7 +475,7 @@ func TestStepEndings(t *testing.T) {
 		},
 		{
 			name: "step panic with an error value",
-			p: &tProc{step: func(*tProc, int, []sched.Event, *sched.StepOutput) error {
+			p: &probe{step: func(*probe, int, []sched.Event, *sched.StepOutput) error {
 				panic(stepErr)
 			}},
 			check: func(t *testing.T, _ payload.Payload, err error) {
@@ -486,7 +485,7 @@ func TestStepEndings(t *testing.T) {
 		},
 		{
 			name: "close panic after success",
-			p:    &tProc{step: tDone("ok"), close: func() { panic(closePanic) }},
+			p:    &probe{step: doneWith("ok"), close: func() { panic(closePanic) }},
 			check: func(t *testing.T, _ payload.Payload, err error) {
 				require.ErrorIs(t, err, sched.ErrPanic)
 				require.ErrorIs(t, err, closePanic)
@@ -497,8 +496,8 @@ func TestStepEndings(t *testing.T) {
 		},
 		{
 			name: "close panic after a step error",
-			p: &tProc{
-				step: func(*tProc, int, []sched.Event, *sched.StepOutput) error {
+			p: &probe{
+				step: func(*probe, int, []sched.Event, *sched.StepOutput) error {
 					return stepErr
 				},
 				close: func() { panic(closePanic) },
@@ -508,18 +507,18 @@ func TestStepEndings(t *testing.T) {
 			},
 		},
 	}
-	s := tNewScheduler(t)
+	s := newScheduler(t)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := tSubmit(t, s, tt.p)
-			res, err := tWait(t, s, h)
+			h := submit(t, s, tt.p)
+			res, err := waitEnd(t, s, h)
 			tt.check(t, res, err)
-			tRequireLife(t, tt.p)
+			requireLifecycle(t, tt.p)
 		})
 	}
 	// The scheduler still serves others after panics.
-	h := tSubmit(t, s, &tProc{step: tDone(1)})
-	_, err := tWait(t, s, h)
+	h := submit(t, s, &probe{step: doneWith(1)})
+	_, err := waitEnd(t, s, h)
 	require.NoError(t, err)
 }
 
@@ -527,60 +526,60 @@ func TestStepEndings(t *testing.T) {
 func TestCloseExactlyOnce(t *testing.T) {
 	tests := []struct {
 		name string
-		p    *tProc
+		p    *probe
 		// end makes the process end and returns its error.
-		end     func(t *testing.T, s *sched.Scheduler, p *tProc) error
+		end     func(t *testing.T, s *sched.Scheduler, p *probe) error
 		wantErr error
 	}{
-		{"done", &tProc{step: tDone(nil)}, tEnd, nil},
-		{"step error", &tProc{step: func(*tProc, int, []sched.Event, *sched.StepOutput) error { return tErr("x") }}, tEnd, tErr("x")},
-		{"step panic", &tProc{step: func(*tProc, int, []sched.Event, *sched.StepOutput) error { panic("x") }}, tEnd, sched.ErrPanic},
-		{"init failure", &tProc{init: func(context.Context, string, payload.Payloads) error { return tErr("x") }}, tSubmitErr, sched.ErrInit},
-		{"init panic", &tProc{init: func(context.Context, string, payload.Payloads) error { panic("x") }}, tSubmitErr, sched.ErrPanic},
-		{"terminate", &tProc{step: tUntilCancel}, func(t *testing.T, s *sched.Scheduler, p *tProc) error {
-			h := tSubmit(t, s, p)
+		{"done", &probe{step: doneWith(nil)}, endOf, nil},
+		{"step error", &probe{step: func(*probe, int, []sched.Event, *sched.StepOutput) error { return testError("x") }}, endOf, testError("x")},
+		{"step panic", &probe{step: func(*probe, int, []sched.Event, *sched.StepOutput) error { panic("x") }}, endOf, sched.ErrPanic},
+		{"init failure", &probe{init: func(context.Context, string, payload.Payloads) error { return testError("x") }}, submitErr, sched.ErrInit},
+		{"init panic", &probe{init: func(context.Context, string, payload.Payloads) error { panic("x") }}, submitErr, sched.ErrPanic},
+		{"terminate", &probe{step: untilCancel}, func(t *testing.T, s *sched.Scheduler, p *probe) error {
+			h := submit(t, s, p)
 			require.NoError(t, s.Terminate(h.PID()))
-			_, err := tWait(t, s, h)
+			_, err := waitEnd(t, s, h)
 			return err
 		}, nil},
-		{"shutdown", &tProc{step: tUntilCancel}, func(t *testing.T, s *sched.Scheduler, p *tProc) error {
-			h := tSubmit(t, s, p)
+		{"shutdown", &probe{step: untilCancel}, func(t *testing.T, s *sched.Scheduler, p *probe) error {
+			h := submit(t, s, p)
 			require.NoError(t, s.Shutdown(context.Background()))
-			_, err := tWait(t, s, h)
+			_, err := waitEnd(t, s, h)
 			return err
 		}, nil},
-		{"forced", &tProc{step: tIgnoreAll}, func(t *testing.T, s *sched.Scheduler, p *tProc) error {
-			h := tSubmit(t, s, p)
+		{"forced", &probe{step: ignoreAll}, func(t *testing.T, s *sched.Scheduler, p *probe) error {
+			h := submit(t, s, p)
 			ctx, cancel := context.WithCancel(context.Background())
 			cancel() // the deadline has passed already
 			require.ErrorIs(t, s.Shutdown(ctx), sched.ErrForced)
-			_, err := tWait(t, s, h)
+			_, err := waitEnd(t, s, h)
 			return err
 		}, sched.ErrForced},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := tNewScheduler(t)
+			s := newScheduler(t)
 			err := tt.end(t, s, tt.p)
 			if tt.wantErr == nil {
 				require.NoError(t, err)
 			} else {
 				require.ErrorIs(t, err, tt.wantErr)
 			}
-			tRequireLife(t, tt.p)
+			requireLifecycle(t, tt.p)
 		})
 	}
 }
 
-// tEnd submits p and waits for its end.
-func tEnd(t *testing.T, s *sched.Scheduler, p *tProc) error {
-	h := tSubmit(t, s, p)
-	_, err := tWait(t, s, h)
+// endOf submits p and waits for its end.
+func endOf(t *testing.T, s *sched.Scheduler, p *probe) error {
+	h := submit(t, s, p)
+	_, err := waitEnd(t, s, h)
 	return err
 }
 
-// tSubmitErr submits p, whose Init fails, and returns Submit's error.
-func tSubmitErr(t *testing.T, s *sched.Scheduler, p *tProc) error {
+// submitErr submits p, whose Init fails, and returns Submit's error.
+func submitErr(t *testing.T, s *sched.Scheduler, p *probe) error {
 	h, err := s.Submit(context.Background(), p, "run", nil)
 	require.Error(t, err)
 	assert.True(t, h.PID().IsZero(), "Submit returned a PID for a process that failed")
@@ -590,13 +589,13 @@ func tSubmitErr(t *testing.T, s *sched.Scheduler, p *tProc) error {
 
 func TestMessages(t *testing.T) {
 	t.Run("Send wakes an idle process", func(t *testing.T) {
-		s := tNewScheduler(t)
-		p := &tProc{step: tUntilMessage}
-		h := tSubmit(t, s, p)
-		tWaitState(t, s, h.PID(), sched.StateIdle)
+		s := newScheduler(t)
+		p := &probe{step: untilMessage}
+		h := submit(t, s, p)
+		waitState(t, s, h.PID(), sched.StateIdle)
 		msg := relay.Message{From: relay.PID{Node: 0, ID: 12345}, To: h.PID(), Data: payload.Of("hi")}
 		require.NoError(t, s.Send(msg))
-		_, err := tWait(t, s, h)
+		_, err := waitEnd(t, s, h)
 		require.NoError(t, err)
 		evs := p.EventsOf(sched.EventMessage)
 		require.Len(t, evs, 1)
@@ -606,12 +605,12 @@ func TestMessages(t *testing.T) {
 	})
 
 	t.Run("Tell wakes an idle process", func(t *testing.T) {
-		s := tNewScheduler(t)
-		p := &tProc{step: tUntilMessage}
-		h := tSubmit(t, s, p)
-		tWaitState(t, s, h.PID(), sched.StateIdle)
+		s := newScheduler(t)
+		p := &probe{step: untilMessage}
+		h := submit(t, s, p)
+		waitState(t, s, h.PID(), sched.StateIdle)
 		require.NoError(t, s.Tell(h.PID(), 99))
-		res, err := tWait(t, s, h)
+		res, err := waitEnd(t, s, h)
 		require.NoError(t, err)
 		assert.Equal(t, 99, res.Value())
 		evs := p.EventsOf(sched.EventMessage)
@@ -620,26 +619,26 @@ func TestMessages(t *testing.T) {
 	})
 
 	t.Run("process to process, in order", func(t *testing.T) {
-		s := tNewScheduler(t)
+		s := newScheduler(t)
 		const n = 200
-		recv := &tProc{step: func(p *tProc, _ int, _ []sched.Event, out *sched.StepOutput) error {
+		recv := &probe{step: func(p *probe, _ int, _ []sched.Event, out *sched.StepOutput) error {
 			if len(p.EventsOf(sched.EventMessage)) == n {
 				out.Done(payload.Payload{})
 			}
 			return nil
 		}}
-		hr := tSubmit(t, s, recv)
-		send := &tProc{step: func(_ *tProc, _ int, _ []sched.Event, out *sched.StepOutput) error {
+		hr := submit(t, s, recv)
+		send := &probe{step: func(_ *probe, _ int, _ []sched.Event, out *sched.StepOutput) error {
 			for i := range n {
 				out.Tell(hr.PID(), i)
 			}
 			out.Done(payload.Payload{}) // the Tells of the final step are still delivered
 			return nil
 		}}
-		hs := tSubmit(t, s, send)
-		_, err := tWait(t, s, hr)
+		hs := submit(t, s, send)
+		_, err := waitEnd(t, s, hr)
 		require.NoError(t, err)
-		_, err = tWait(t, s, hs)
+		_, err = waitEnd(t, s, hs)
 		require.NoError(t, err)
 		for i, ev := range recv.EventsOf(sched.EventMessage) {
 			require.Equal(t, i, ev.Data, "message order")
@@ -648,8 +647,8 @@ func TestMessages(t *testing.T) {
 	})
 
 	t.Run("self Tell", func(t *testing.T) {
-		s := tNewScheduler(t)
-		p := &tProc{step: func(_ *tProc, n int, evs []sched.Event, out *sched.StepOutput) error {
+		s := newScheduler(t)
+		p := &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
 			if n == 0 {
 				out.Tell(out.Self(), "me")
 				return nil
@@ -664,19 +663,19 @@ func TestMessages(t *testing.T) {
 			}
 			return nil
 		}}
-		h := tSubmit(t, s, p)
-		res, err := tWait(t, s, h)
+		h := submit(t, s, p)
+		res, err := waitEnd(t, s, h)
 		require.NoError(t, err)
 		assert.Equal(t, "me", res.Value())
 	})
 
 	t.Run("Tell to a dead PID bounces", func(t *testing.T) {
-		s := tNewScheduler(t)
-		dead := tSubmit(t, s, &tProc{step: tDone(nil)})
-		_, err := tWait(t, s, dead)
+		s := newScheduler(t)
+		dead := submit(t, s, &probe{step: doneWith(nil)})
+		_, err := waitEnd(t, s, dead)
 		require.NoError(t, err)
 		for _, target := range []relay.PID{dead.PID(), {ID: 1 << 40}, {Node: 9, ID: dead.PID().ID}} {
-			p := &tProc{step: func(_ *tProc, n int, evs []sched.Event, out *sched.StepOutput) error {
+			p := &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
 				if n == 0 {
 					out.Tell(target, "lost")
 					return nil
@@ -684,8 +683,8 @@ func TestMessages(t *testing.T) {
 				out.Done(payload.Payload{})
 				return nil
 			}}
-			h := tSubmit(t, s, p)
-			_, err := tWait(t, s, h)
+			h := submit(t, s, p)
+			_, err := waitEnd(t, s, h)
 			require.NoError(t, err)
 			evs := p.Events()
 			require.Len(t, evs, 1, "events: %v", evs)
@@ -696,7 +695,7 @@ func TestMessages(t *testing.T) {
 			assert.Equal(t, "lost", ev.Data, "Data of a bounce is the message")
 		}
 		// Per-step counters are published when a worker runs out of work.
-		tEventually(t, "Bounced == 3", func() bool { return s.Stats().Messages.Bounced == 3 })
+		eventually(t, "Bounced == 3", func() bool { return s.Stats().Messages.Bounced == 3 })
 	})
 }
 
@@ -704,11 +703,11 @@ func TestMessages(t *testing.T) {
 // ErrProcessNotFound for a PID that never existed, has ended, or belongs
 // to another node.
 func TestNotFound(t *testing.T) {
-	s := tNewScheduler(t, sched.WithNode(1))
-	ended := tSubmit(t, s, &tProc{step: tDone(nil)})
-	_, err := tWait(t, s, ended)
+	s := newScheduler(t, sched.WithNode(1))
+	ended := submit(t, s, &probe{step: doneWith(nil)})
+	_, err := waitEnd(t, s, ended)
 	require.NoError(t, err)
-	live := tSubmit(t, s, &tProc{step: tUntilCancel})
+	live := submit(t, s, &probe{step: untilCancel})
 
 	targets := []struct {
 		name string
@@ -737,11 +736,11 @@ func TestNotFound(t *testing.T) {
 		}
 	}
 	// The live process was not disturbed.
-	info, ok := tFindProcess(s, live.PID())
+	info, ok := findProcess(s, live.PID())
 	require.True(t, ok)
 	assert.Zero(t, info.Queued, "events queued to the live process")
 	require.NoError(t, s.Terminate(live.PID()))
-	_, err = tWait(t, s, live)
+	_, err = waitEnd(t, s, live)
 	require.NoError(t, err)
 }
 
@@ -760,7 +759,7 @@ func TestOptions(t *testing.T) {
 		{"WithHandler(a reserved ID)", sched.WithHandler(sched.CommandID(1), h), sched.ErrInvalidCommand},
 		{"WithHandler(the last reserved ID)", sched.WithHandler(sched.FirstUserCommand-1, h), sched.ErrInvalidCommand},
 		{"WithHandler(FirstUserCommand-1)", sched.WithHandler(sched.FirstUserCommand-1, h), sched.ErrInvalidCommand},
-		{"WithHandler(nil)", sched.WithHandler(tCmd, nil), sched.ErrInvalidCommand},
+		{"WithHandler(nil)", sched.WithHandler(cmdTest, nil), sched.ErrInvalidCommand},
 	}
 	for _, tt := range bad {
 		t.Run(tt.name, func(t *testing.T) {
@@ -771,27 +770,27 @@ func TestOptions(t *testing.T) {
 	}
 
 	t.Run("WithNode", func(t *testing.T) {
-		s := tNewScheduler(t, sched.WithNode(7))
+		s := newScheduler(t, sched.WithNode(7))
 		assert.Equal(t, uint32(7), s.Node())
-		h := tSubmit(t, s, &tProc{step: tUntilMessage})
+		h := submit(t, s, &probe{step: untilMessage})
 		assert.Equal(t, uint32(7), h.PID().Node)
 		require.NoError(t, s.Tell(h.PID(), 1))
-		_, err := tWait(t, s, h)
+		_, err := waitEnd(t, s, h)
 		require.NoError(t, err)
 	})
 
 	t.Run("defaults and nil options", func(t *testing.T) {
-		s := tNewScheduler(t, nil)
+		s := newScheduler(t, nil)
 		assert.Equal(t, uint32(0), s.Node())
 		assert.GreaterOrEqual(t, s.Stats().Workers, 1)
-		h := tSubmit(t, s, &tProc{step: tDone(nil)})
+		h := submit(t, s, &probe{step: doneWith(nil)})
 		assert.Equal(t, uint32(0), h.PID().Node)
-		_, err := tWait(t, s, h)
+		_, err := waitEnd(t, s, h)
 		require.NoError(t, err)
 	})
 
 	t.Run("WithWorkers", func(t *testing.T) {
-		s := tNewScheduler(t, sched.WithWorkers(3), sched.WithGlobalBatch(1))
+		s := newScheduler(t, sched.WithWorkers(3), sched.WithGlobalBatch(1))
 		assert.Equal(t, 3, s.Stats().Workers)
 		st := s.Stats()
 		assert.Equal(t, 3, st.Workers)
@@ -805,8 +804,8 @@ func TestOptions(t *testing.T) {
 			budget   int
 			requeued bool
 		}{{4, true}, {sched.DefaultStepBudget, false}} {
-			s := tNewScheduler(t, sched.WithWorkers(1), sched.WithStepBudget(tc.budget))
-			h := tSubmit(t, s, &tProc{step: func(_ *tProc, n int, _ []sched.Event, out *sched.StepOutput) error {
+			s := newScheduler(t, sched.WithWorkers(1), sched.WithStepBudget(tc.budget))
+			h := submit(t, s, &probe{step: func(_ *probe, n int, _ []sched.Event, out *sched.StepOutput) error {
 				if n < 9 {
 					out.Continue()
 				} else {
@@ -814,11 +813,11 @@ func TestOptions(t *testing.T) {
 				}
 				return nil
 			}})
-			_, err := tWait(t, s, h)
+			_, err := waitEnd(t, s, h)
 			require.NoError(t, err)
 			// Steps and Requeues are published together, when the worker
 			// runs out of work.
-			tEventually(t, "Steps >= 10", func() bool { return s.Stats().Steps >= 10 })
+			eventually(t, "Steps >= 10", func() bool { return s.Stats().Steps >= 10 })
 			st := s.Stats()
 			if tc.requeued {
 				assert.GreaterOrEqual(t, st.Requeues, uint64(2), "budget %d, 10 steps", tc.budget)
@@ -832,25 +831,25 @@ func TestOptions(t *testing.T) {
 
 // TestStats runs a known workload and checks the counters.
 func TestStats(t *testing.T) {
-	s := tNewScheduler(t, sched.WithWorkers(2))
+	s := newScheduler(t, sched.WithWorkers(2))
 	var hs []sched.Handle
 	const ok, failing, panicking, initFailing = 5, 2, 1, 2
 	for range ok {
-		hs = append(hs, tSubmit(t, s, &tProc{step: tDone(nil)}))
+		hs = append(hs, submit(t, s, &probe{step: doneWith(nil)}))
 	}
 	for range failing {
-		hs = append(hs, tSubmit(t, s, &tProc{step: func(*tProc, int, []sched.Event, *sched.StepOutput) error { return tErr("x") }}))
+		hs = append(hs, submit(t, s, &probe{step: func(*probe, int, []sched.Event, *sched.StepOutput) error { return testError("x") }}))
 	}
 	for range panicking {
-		hs = append(hs, tSubmit(t, s, &tProc{step: func(*tProc, int, []sched.Event, *sched.StepOutput) error { panic("x") }}))
+		hs = append(hs, submit(t, s, &probe{step: func(*probe, int, []sched.Event, *sched.StepOutput) error { panic("x") }}))
 	}
 	for range initFailing {
-		_, err := s.Submit(context.Background(), &tProc{init: func(context.Context, string, payload.Payloads) error { return tErr("x") }}, "run", nil)
+		_, err := s.Submit(context.Background(), &probe{init: func(context.Context, string, payload.Payloads) error { return testError("x") }}, "run", nil)
 		require.ErrorIs(t, err, sched.ErrInit)
 	}
 	// One process tells a PID that does not exist, then finishes on the
 	// bounce: two steps, one yield, one message sent and bounced.
-	hs = append(hs, tSubmit(t, s, &tProc{step: func(_ *tProc, n int, _ []sched.Event, out *sched.StepOutput) error {
+	hs = append(hs, submit(t, s, &probe{step: func(_ *probe, n int, _ []sched.Event, out *sched.StepOutput) error {
 		if n == 0 {
 			out.Tell(relay.PID{ID: 1 << 50}, "x")
 		} else {
@@ -859,12 +858,12 @@ func TestStats(t *testing.T) {
 		return nil
 	}}))
 	for _, h := range hs {
-		_, _ = tWait(t, s, h)
+		_, _ = waitEnd(t, s, h)
 	}
 	// Process counts are exact at once; the per-step counters once the
 	// workers have run out of work.
-	tEventually(t, "Live == 0", func() bool { return s.Stats().Processes.Live == 0 })
-	tEventually(t, "per-step counters", func() bool {
+	eventually(t, "Live == 0", func() bool { return s.Stats().Processes.Live == 0 })
+	eventually(t, "per-step counters", func() bool {
 		st := s.Stats()
 		return st.Messages.Sent == 1 && st.Steps >= ok+failing+panicking+2
 	})
@@ -892,62 +891,60 @@ func TestStats(t *testing.T) {
 
 func TestProcesses(t *testing.T) {
 	completions := make(chan sched.Completion, 1)
-	s := tNewScheduler(t, sched.WithHandler(tCmd, func(c sched.Call) error {
+	s := newScheduler(t, sched.WithHandler(cmdTest, func(c sched.Call) error {
 		completions <- c.Completion()
 		return nil
 	}))
-	idle := tSubmit(t, s, &tProc{step: tUntilMessage})
-	hb, err := s.Submit(context.Background(), &tProc{step: tYieldOnce(5, func(out *sched.StepOutput) {
-		out.Yield(5, tCmd, nil)
+	idle := submit(t, s, &probe{step: untilMessage})
+	hb, err := s.Submit(context.Background(), &probe{step: yieldOnce(5, func(out *sched.StepOutput) {
+		out.Yield(5, cmdTest, nil)
 	})}, "fetch", nil)
 	require.NoError(t, err)
-	c := tRecv(t, completions, "the handler's call")
+	c := receive(t, completions, "the handler's call")
 
-	info := tWaitState(t, s, idle.PID(), sched.StateIdle)
+	info := waitState(t, s, idle.PID(), sched.StateIdle)
 	assert.Equal(t, "run", info.Method)
 	assert.Zero(t, info.Pending)
 	assert.Zero(t, info.Queued)
 
-	info = tWaitState(t, s, hb.PID(), sched.StateBlocked)
+	info = waitState(t, s, hb.PID(), sched.StateBlocked)
 	assert.Equal(t, "fetch", info.Method)
 	assert.Equal(t, 1, info.Pending)
 	assert.Zero(t, info.Queued)
 
-	var buf bytes.Buffer
-	tWriteProcesses(&buf, s)
-	dump := buf.String()
+	dump := dumpState(s)
 	assert.Contains(t, dump, idle.PID().String()+` method="run" state=Idle`)
 	assert.Contains(t, dump, hb.PID().String()+` method="fetch" state=Blocked`)
 	assert.Contains(t, dump, "pending=1")
 	assert.Contains(t, dump, "stats:")
 
 	require.NoError(t, c.Complete("data", nil))
-	res, err := tWait(t, s, hb)
+	res, err := waitEnd(t, s, hb)
 	require.NoError(t, err)
 	assert.Equal(t, "data", res.Value())
 	require.NoError(t, s.Tell(idle.PID(), 1))
-	_, err = tWait(t, s, idle)
+	_, err = waitEnd(t, s, idle)
 	require.NoError(t, err)
-	tEventually(t, "no process listed", func() bool { return len(s.Processes()) == 0 })
+	eventually(t, "no process listed", func() bool { return len(s.Processes()) == 0 })
 }
 
 // TestProcessesOrder: Processes is documented as ordered by PID. PIDs
 // whose IDs differ in their number of digits must still come in PID
 // order, not in the order of their strings ("<0.10>" before "<0.9>").
 func TestProcessesOrder(t *testing.T) {
-	s := tNewScheduler(t)
+	s := newScheduler(t)
 	// Two failed Inits free the same table slot twice, so that the next
 	// process there has a later generation, and twelve processes make
 	// IDs of one and two digits in fresh slots.
 	for range 2 {
-		_, err := s.Submit(context.Background(), &tProc{init: func(context.Context, string, payload.Payloads) error {
-			return tErr("x")
+		_, err := s.Submit(context.Background(), &probe{init: func(context.Context, string, payload.Payloads) error {
+			return testError("x")
 		}}, "run", nil)
 		require.ErrorIs(t, err, sched.ErrInit)
 	}
 	var pids []relay.PID
 	for range 12 {
-		pids = append(pids, tSubmit(t, s, &tProc{step: tUntilCancel}).PID())
+		pids = append(pids, submit(t, s, &probe{step: untilCancel}).PID())
 	}
 	sort.Slice(pids, func(i, j int) bool {
 		if pids[i].Node != pids[j].Node {
@@ -968,10 +965,10 @@ func TestProcessesOrder(t *testing.T) {
 // TestManyMethodNames: processes with more distinct entry points than
 // are interned still report their own.
 func TestManyMethodNames(t *testing.T) {
-	s := tNewScheduler(t)
+	s := newScheduler(t)
 	for i := range 5000 {
 		method := fmt.Sprintf("m%d", i)
-		h, err := s.Submit(context.Background(), &tProc{step: tUntilCancel, init: func(_ context.Context, got string, _ payload.Payloads) error {
+		h, err := s.Submit(context.Background(), &probe{step: untilCancel, init: func(_ context.Context, got string, _ payload.Payloads) error {
 			if got != method {
 				return fmt.Errorf("Init got %q, want %q", got, method)
 			}
@@ -979,7 +976,7 @@ func TestManyMethodNames(t *testing.T) {
 		}}, method, nil)
 		require.NoError(t, err)
 		if i%1000 == 999 {
-			info, ok := tFindProcess(s, h.PID())
+			info, ok := findProcess(s, h.PID())
 			require.True(t, ok)
 			require.Equal(t, method, info.Method)
 		}

@@ -18,21 +18,21 @@ import (
 // goroutine each, and run once it is done.
 func TestContextsWaitWithoutGoroutines(t *testing.T) {
 	calls := make(chan sched.Call, 1)
-	s := tNewScheduler(t, sched.WithHandler(tCmd, func(c sched.Call) error {
+	s := newScheduler(t, sched.WithHandler(cmdTest, func(c sched.Call) error {
 		calls <- c
 		return nil
 	}))
-	p := &tProc{step: func(_ *tProc, n int, evs []sched.Event, out *sched.StepOutput) error {
+	p := &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
 		if n == 0 {
-			out.Yield(1, tCmd, nil)
+			out.Yield(1, cmdTest, nil)
 		}
-		if tHasCancel(evs) {
+		if hasCancel(evs) {
 			out.Done(payload.Payload{})
 		}
 		return nil // lives on after the completion, until its cancel
 	}}
-	h := tSubmit(t, s, p)
-	call := tRecv(t, calls, "the call")
+	h := submit(t, s, p)
+	call := receive(t, calls, "the call")
 
 	const n = 100
 	before := runtime.NumGoroutine()
@@ -52,13 +52,13 @@ func TestContextsWaitWithoutGoroutines(t *testing.T) {
 	assert.True(t, stop(), "stopped before it ran")
 
 	require.NoError(t, call.Complete("done", nil)) // ends the call's context
-	assert.Equal(t, "call", tRecv(t, ran, "the call context's AfterFunc"))
+	assert.Equal(t, "call", receive(t, ran, "the call context's AfterFunc"))
 	require.NoError(t, s.Terminate(h.PID())) // ends the process context
-	_, err := tWait(t, s, h)
+	_, err := waitEnd(t, s, h)
 	require.NoError(t, err)
-	assert.Equal(t, "process", tRecv(t, ran, "the process context's AfterFunc"))
+	assert.Equal(t, "process", receive(t, ran, "the process context's AfterFunc"))
 	for _, ctx := range derived {
-		tClosed(t, ctx.Done(), "a derived context")
+		receive(t, ctx.Done(), "a derived context")
 	}
 	assert.ErrorIs(t, context.Cause(derived[0]), sched.ErrTerminated, "the process context's cause reaches derived contexts")
 	select {
@@ -70,23 +70,23 @@ func TestContextsWaitWithoutGoroutines(t *testing.T) {
 
 func TestCompleteFrom(t *testing.T) {
 	calls := make(chan sched.Call, 1)
-	s := tNewScheduler(t, sched.WithHandler(tCmd, func(c sched.Call) error {
+	s := newScheduler(t, sched.WithHandler(cmdTest, func(c sched.Call) error {
 		calls <- c
 		return nil
 	}))
-	p := &tProc{step: func(_ *tProc, n int, evs []sched.Event, out *sched.StepOutput) error {
+	p := &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
 		if n == 0 {
-			out.Yield(1, tCmd, nil)
+			out.Yield(1, cmdTest, nil)
 		}
-		if ev, ok := tCompletion(evs, 1); ok {
+		if ev, ok := completionOf(evs, 1); ok {
 			out.Done(payload.Of(ev))
 		}
 		return nil
 	}}
-	h := tSubmit(t, s, p)
+	h := submit(t, s, p)
 	from := relay.PID{Node: 7, ID: 9}
-	require.NoError(t, tRecv(t, calls, "the call").Completion().CompleteFrom(from, "x", nil))
-	res, err := tWait(t, s, h)
+	require.NoError(t, receive(t, calls, "the call").Completion().CompleteFrom(from, "x", nil))
+	res, err := waitEnd(t, s, h)
 	require.NoError(t, err)
 	ev := res.Value().(sched.Event)
 	assert.Equal(t, from, ev.From)

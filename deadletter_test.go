@@ -13,19 +13,19 @@ import (
 	"github.com/procsched/scheduler/relay"
 )
 
-// tDeadLetters collects what the DeadLetter hook gets.
-type tDeadLetters struct {
+// deadLetterLog collects what the DeadLetter hook gets.
+type deadLetterLog struct {
 	mu  sync.Mutex
 	got []sched.DeadLetter
 }
 
-func (d *tDeadLetters) hook(dl sched.DeadLetter) {
+func (d *deadLetterLog) hook(dl sched.DeadLetter) {
 	d.mu.Lock()
 	d.got = append(d.got, dl)
 	d.mu.Unlock()
 }
 
-func (d *tDeadLetters) all() []sched.DeadLetter {
+func (d *deadLetterLog) all() []sched.DeadLetter {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return append([]sched.DeadLetter(nil), d.got...)
@@ -33,10 +33,10 @@ func (d *tDeadLetters) all() []sched.DeadLetter {
 
 func TestDeadLetters(t *testing.T) {
 	t.Run("messages left unread when the recipient ends", func(t *testing.T) {
-		var dl tDeadLetters
-		s := tNewScheduler(t, sched.WithWorkers(1), sched.WithHooks(sched.Hooks{DeadLetter: dl.hook}))
+		var dl deadLetterLog
+		s := newScheduler(t, sched.WithWorkers(1), sched.WithHooks(sched.Hooks{DeadLetter: dl.hook}))
 		gate := make(chan struct{})
-		h := tSubmit(t, s, &tProc{step: func(_ *tProc, n int, evs []sched.Event, out *sched.StepOutput) error {
+		h := submit(t, s, &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
 			if n == 0 {
 				<-gate
 				return nil
@@ -44,12 +44,12 @@ func TestDeadLetters(t *testing.T) {
 			out.DoneAfter(1, payload.Payload{}) // reads "a" only
 			return nil
 		}})
-		tWaitState(t, s, h.PID(), sched.StateRunning)
+		waitState(t, s, h.PID(), sched.StateRunning)
 		for _, m := range []string{"a", "b", "c"} {
 			require.NoError(t, s.Send(relay.Message{From: relay.PID{ID: 77}, To: h.PID(), Data: m}))
 		}
 		close(gate)
-		_, err := tWait(t, s, h)
+		_, err := waitEnd(t, s, h)
 		require.NoError(t, err)
 		got := dl.all()
 		require.Len(t, got, 2)
@@ -61,10 +61,10 @@ func TestDeadLetters(t *testing.T) {
 	})
 
 	t.Run("a bounce for a sender that has ended", func(t *testing.T) {
-		var dl tDeadLetters
-		s := tNewScheduler(t, sched.WithHooks(sched.Hooks{DeadLetter: dl.hook}))
-		ended := tSubmit(t, s, &tProc{step: tDone(1)})
-		_, err := tWait(t, s, ended)
+		var dl deadLetterLog
+		s := newScheduler(t, sched.WithHooks(sched.Hooks{DeadLetter: dl.hook}))
+		ended := submit(t, s, &probe{step: doneWith(1)})
+		_, err := waitEnd(t, s, ended)
 		require.NoError(t, err)
 		why := errors.New("not delivered")
 		err = s.Send(relay.Message{From: relay.PID{ID: 5}, To: ended.PID(), Data: "x", Err: why})
@@ -77,20 +77,20 @@ func TestDeadLetters(t *testing.T) {
 	})
 
 	t.Run("dropped by a full mailbox with nobody to return it to", func(t *testing.T) {
-		var dl tDeadLetters
-		s := tNewScheduler(t, sched.WithHooks(sched.Hooks{DeadLetter: dl.hook}))
+		var dl deadLetterLog
+		s := newScheduler(t, sched.WithHooks(sched.Hooks{DeadLetter: dl.hook}))
 		gate := make(chan struct{})
-		h, err := s.Submit(t.Context(), &tProc{step: func(_ *tProc, n int, evs []sched.Event, out *sched.StepOutput) error {
+		h, err := s.Submit(t.Context(), &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
 			if n == 0 {
 				<-gate
 			}
-			if tHasCancel(evs) {
+			if hasCancel(evs) {
 				out.Done(payload.Payload{})
 			}
 			return nil
 		}}, "run", nil, sched.Mailbox(1, sched.MailboxDropOldest))
 		require.NoError(t, err)
-		tWaitState(t, s, h.PID(), sched.StateRunning)
+		waitState(t, s, h.PID(), sched.StateRunning)
 		require.NoError(t, s.Tell(h.PID(), "old"))
 		require.NoError(t, s.Tell(h.PID(), "new"))
 		close(gate)

@@ -35,7 +35,7 @@ func TestUserCommand(t *testing.T) {
 		{"Completion from a goroutine", func(_ *sched.Scheduler, c sched.Call, wg *sync.WaitGroup, errs chan<- error) error {
 			comp := c.Completion()
 			if comp.PID() != c.PID || comp.Tag() != c.Tag {
-				errs <- tErr("Completion names another yield")
+				errs <- testError("Completion names another yield")
 				return nil
 			}
 			arg := c.Arg.(string)
@@ -54,28 +54,28 @@ func TestUserCommand(t *testing.T) {
 			t.Cleanup(wg.Wait)
 			errs := make(chan error, 1)
 			calls := make(chan sched.Call, 1)
-			s := tNewScheduler(t)
-			require.NoError(t, s.SetHandler(tCmd, func(c sched.Call) error {
+			s := newScheduler(t)
+			require.NoError(t, s.SetHandler(cmdTest, func(c sched.Call) error {
 				calls <- c
 				return tt.handle(s, c, &wg, errs)
 			}))
-			p := &tProc{step: tYieldOnce(7, func(out *sched.StepOutput) { out.Yield(7, tCmd, "ping") })}
-			h := tSubmit(t, s, p)
-			res, err := tWait(t, s, h)
+			p := &probe{step: yieldOnce(7, func(out *sched.StepOutput) { out.Yield(7, cmdTest, "ping") })}
+			h := submit(t, s, p)
+			res, err := waitEnd(t, s, h)
 			require.NoError(t, err)
 			assert.Equal(t, "ping!", res.Value())
-			require.NoError(t, tRecv(t, errs, "the completion's error"))
+			require.NoError(t, receive(t, errs, "the completion's error"))
 
-			c := tRecv(t, calls, "the handler's call")
+			c := receive(t, calls, "the handler's call")
 			assert.Equal(t, h.PID(), c.PID)
 			assert.Equal(t, uint64(7), c.Tag)
-			assert.Equal(t, tCmd, c.Cmd)
+			assert.Equal(t, cmdTest, c.Cmd)
 			assert.Equal(t, "ping", c.Arg)
 			evs := p.EventsOf(sched.EventYieldComplete)
 			require.Len(t, evs, 1)
 			assert.Equal(t, uint64(7), evs[0].Tag)
 			assert.NoError(t, evs[0].Error)
-			tRequireLife(t, p)
+			requireLifecycle(t, p)
 		})
 	}
 }
@@ -83,24 +83,24 @@ func TestUserCommand(t *testing.T) {
 // TestYieldFailures: the ways a yield fails, each seen as the completion's
 // error.
 func TestYieldFailures(t *testing.T) {
-	handlerErr := tErr("handler failed")
+	handlerErr := testError("handler failed")
 	tests := []struct {
 		name     string
 		cmd      sched.CommandID
-		h        sched.Handler // registered for tCmd
+		h        sched.Handler // registered for cmdTest
 		want     error         // the completion's error; nil: success with data "ok"
 		wantPErr string        // PanicError.Where, if the error is a panic
 	}{
-		{name: "no handler", cmd: tCmd2, want: sched.ErrUnknownCommand},
+		{name: "no handler", cmd: cmdTest2, want: sched.ErrUnknownCommand},
 		{name: "a reserved ID", cmd: sched.FirstUserCommand - 1, want: sched.ErrInvalidCommand},
-		{name: "handler returns an error", cmd: tCmd, h: func(sched.Call) error { return handlerErr }, want: handlerErr},
-		{name: "handler panics", cmd: tCmd, h: func(sched.Call) error { panic("handler exploded") }, want: sched.ErrPanic, wantPErr: "handler"},
-		{name: "handler completes with an error", cmd: tCmd, h: func(c sched.Call) error { return c.Complete(nil, handlerErr) }, want: handlerErr},
-		{name: "handler completes, then fails", cmd: tCmd, h: func(c sched.Call) error {
+		{name: "handler returns an error", cmd: cmdTest, h: func(sched.Call) error { return handlerErr }, want: handlerErr},
+		{name: "handler panics", cmd: cmdTest, h: func(sched.Call) error { panic("handler exploded") }, want: sched.ErrPanic, wantPErr: "handler"},
+		{name: "handler completes with an error", cmd: cmdTest, h: func(c sched.Call) error { return c.Complete(nil, handlerErr) }, want: handlerErr},
+		{name: "handler completes, then fails", cmd: cmdTest, h: func(c sched.Call) error {
 			_ = c.Complete("ok", nil)
 			return handlerErr
 		}},
-		{name: "handler completes, then panics", cmd: tCmd, h: func(c sched.Call) error {
+		{name: "handler completes, then panics", cmd: cmdTest, h: func(c sched.Call) error {
 			_ = c.Complete("ok", nil)
 			panic("late")
 		}},
@@ -109,12 +109,12 @@ func TestYieldFailures(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var opts []sched.Option
 			if tt.h != nil {
-				opts = append(opts, sched.WithHandler(tCmd, tt.h))
+				opts = append(opts, sched.WithHandler(cmdTest, tt.h))
 			}
-			s := tNewScheduler(t, opts...)
-			p := &tProc{step: tYieldOnce(3, func(out *sched.StepOutput) { out.Yield(3, tt.cmd, nil) })}
-			h := tSubmit(t, s, p)
-			res, err := tWait(t, s, h)
+			s := newScheduler(t, opts...)
+			p := &probe{step: yieldOnce(3, func(out *sched.StepOutput) { out.Yield(3, tt.cmd, nil) })}
+			h := submit(t, s, p)
+			res, err := waitEnd(t, s, h)
 			if tt.want == nil {
 				require.NoError(t, err)
 				assert.Equal(t, "ok", res.Value())
@@ -128,11 +128,11 @@ func TestYieldFailures(t *testing.T) {
 				assert.Equal(t, "handler exploded", pe.Value)
 			}
 			assert.Len(t, p.EventsOf(sched.EventYieldComplete), 1, "completions")
-			tRequireLife(t, p)
+			requireLifecycle(t, p)
 
 			// The scheduler serves others after a failing handler.
-			h2 := tSubmit(t, s, &tProc{step: tDone(1)})
-			_, err = tWait(t, s, h2)
+			h2 := submit(t, s, &probe{step: doneWith(1)})
+			_, err = waitEnd(t, s, h2)
 			require.NoError(t, err)
 		})
 	}
@@ -143,15 +143,15 @@ func TestYieldFailures(t *testing.T) {
 func TestDoubleCompletion(t *testing.T) {
 	type result struct{ first, second error }
 	results := make(chan result, 1)
-	s := tNewScheduler(t, sched.WithHandler(tCmd, func(c sched.Call) error {
+	s := newScheduler(t, sched.WithHandler(cmdTest, func(c sched.Call) error {
 		r := result{first: c.Complete("first", nil)}
 		r.second = c.Complete("second", nil)
 		results <- r
 		return nil
 	}))
-	p := &tProc{step: func(_ *tProc, n int, evs []sched.Event, out *sched.StepOutput) error {
+	p := &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
 		if n == 0 {
-			out.Yield(7, tCmd, nil)
+			out.Yield(7, cmdTest, nil)
 			return nil
 		}
 		for _, ev := range evs {
@@ -161,8 +161,8 @@ func TestDoubleCompletion(t *testing.T) {
 		}
 		return nil
 	}}
-	h := tSubmit(t, s, p)
-	r := tRecv(t, results, "the handler")
+	h := submit(t, s, p)
+	r := receive(t, results, "the handler")
 	require.NoError(t, r.first)
 	require.ErrorIs(t, r.second, sched.ErrYieldNotPending)
 
@@ -171,31 +171,31 @@ func TestDoubleCompletion(t *testing.T) {
 
 	// A second event would have been queued before this message.
 	require.NoError(t, s.Tell(h.PID(), "marker"))
-	_, err := tWait(t, s, h)
+	_, err := waitEnd(t, s, h)
 	require.NoError(t, err)
 	evs := p.EventsOf(sched.EventYieldComplete)
 	require.Len(t, evs, 1, "completion events: %v", evs)
 	assert.Equal(t, "first", evs[0].Data)
-	tRequireLife(t, p)
+	requireLifecycle(t, p)
 }
 
 // TestCompletionAfterEnd: a completion for a process that has ended fails
 // with ErrProcessNotFound.
 func TestCompletionAfterEnd(t *testing.T) {
 	calls := make(chan sched.Call, 1)
-	s := tNewScheduler(t, sched.WithHandler(tCmd, func(c sched.Call) error {
+	s := newScheduler(t, sched.WithHandler(cmdTest, func(c sched.Call) error {
 		calls <- c
 		return nil
 	}))
 	// The process yields and finishes in the same step: the handler still
 	// runs, and the yield is left outstanding.
-	h := tSubmit(t, s, &tProc{step: func(_ *tProc, _ int, _ []sched.Event, out *sched.StepOutput) error {
-		out.Yield(1, tCmd, nil)
+	h := submit(t, s, &probe{step: func(_ *probe, _ int, _ []sched.Event, out *sched.StepOutput) error {
+		out.Yield(1, cmdTest, nil)
 		out.Done(payload.Of("early"))
 		return nil
 	}})
-	c := tRecv(t, calls, "the handler")
-	res, err := tWait(t, s, h)
+	c := receive(t, calls, "the handler")
+	res, err := waitEnd(t, s, h)
 	require.NoError(t, err)
 	assert.Equal(t, "early", res.Value())
 
@@ -209,15 +209,15 @@ func TestCompletionAfterEnd(t *testing.T) {
 // new yield at once with ErrDuplicateTag and leaves the first one alone.
 func TestDuplicateTag(t *testing.T) {
 	comps := make(chan sched.Completion, 2)
-	s := tNewScheduler(t, sched.WithHandler(tCmd, func(c sched.Call) error {
+	s := newScheduler(t, sched.WithHandler(cmdTest, func(c sched.Call) error {
 		comps <- c.Completion()
 		return nil
 	}))
-	p := &tProc{step: func(p *tProc, n int, _ []sched.Event, out *sched.StepOutput) error {
+	p := &probe{step: func(p *probe, n int, _ []sched.Event, out *sched.StepOutput) error {
 		switch n {
 		case 0:
-			out.Yield(7, tCmd, "a")
-			out.Yield(7, tCmd, "b")
+			out.Yield(7, cmdTest, "a")
+			out.Yield(7, cmdTest, "b")
 			out.Sleep(8, time.Hour)
 			out.Sleep(8, time.Hour)
 		default:
@@ -227,14 +227,14 @@ func TestDuplicateTag(t *testing.T) {
 		}
 		return nil
 	}}
-	h := tSubmit(t, s, p)
-	c := tRecv(t, comps, "the handler")
-	tEventually(t, "two duplicate-tag completions", func() bool {
+	h := submit(t, s, p)
+	c := receive(t, comps, "the handler")
+	eventually(t, "two duplicate-tag completions", func() bool {
 		return len(p.EventsOf(sched.EventYieldComplete)) == 2
 	})
 	require.Empty(t, comps, "the handler ran for the duplicate yield")
 	require.NoError(t, c.Complete("a done", nil), "the first yield is still outstanding")
-	_, err := tWait(t, s, h)
+	_, err := waitEnd(t, s, h)
 	require.NoError(t, err)
 
 	evs := p.EventsOf(sched.EventYieldComplete)
@@ -253,50 +253,50 @@ func TestDuplicateTag(t *testing.T) {
 func TestCallContext(t *testing.T) {
 	t.Run("carries the process's values and PID", func(t *testing.T) {
 		calls := make(chan sched.Call, 1)
-		s := tNewScheduler(t, sched.WithHandler(tCmd, func(c sched.Call) error {
+		s := newScheduler(t, sched.WithHandler(cmdTest, func(c sched.Call) error {
 			calls <- c
 			return nil
 		}))
-		h, err := s.Submit(context.WithValue(context.Background(), tKey{}, "v"), &tProc{step: tYieldOnce(1, func(out *sched.StepOutput) { out.Yield(1, tCmd, nil) })}, "run", nil)
+		h, err := s.Submit(context.WithValue(context.Background(), ctxKey{}, "v"), &probe{step: yieldOnce(1, func(out *sched.StepOutput) { out.Yield(1, cmdTest, nil) })}, "run", nil)
 		require.NoError(t, err)
-		c := tRecv(t, calls, "the handler")
+		c := receive(t, calls, "the handler")
 		self, ok := sched.Self(c.Context())
 		require.True(t, ok)
 		assert.Equal(t, h.PID(), self)
-		assert.Equal(t, "v", c.Context().Value(tKey{}))
+		assert.Equal(t, "v", c.Context().Value(ctxKey{}))
 		_, has := c.Context().Deadline()
 		assert.False(t, has)
 		require.NoError(t, c.Complete("ok", nil))
-		_, err = tWait(t, s, h)
+		_, err = waitEnd(t, s, h)
 		require.NoError(t, err)
 	})
 
 	t.Run("is done once the yield completes", func(t *testing.T) {
 		calls := make(chan sched.Call, 1)
-		s := tNewScheduler(t, sched.WithHandler(tCmd, func(c sched.Call) error {
+		s := newScheduler(t, sched.WithHandler(cmdTest, func(c sched.Call) error {
 			calls <- c
 			return nil
 		}))
-		p := &tProc{step: func(_ *tProc, n int, evs []sched.Event, out *sched.StepOutput) error {
+		p := &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
 			if n == 0 {
-				out.Yield(1, tCmd, nil)
+				out.Yield(1, cmdTest, nil)
 			}
-			if tHasCancel(evs) {
+			if hasCancel(evs) {
 				out.Done(payload.Payload{})
 			}
 			return nil // waits on after the completion
 		}}
-		h := tSubmit(t, s, p)
-		c := tRecv(t, calls, "the handler")
+		h := submit(t, s, p)
+		c := receive(t, calls, "the handler")
 		ctx := c.Context()
 		done := ctx.Done()
 		require.NoError(t, ctx.Err())
 		require.NoError(t, c.Complete(nil, nil))
-		tClosed(t, done, "the call context's Done after the completion")
+		receive(t, done, "the call context's Done after the completion")
 		assert.ErrorIs(t, ctx.Err(), context.Canceled)
 		assert.ErrorIs(t, context.Cause(ctx), context.Canceled)
 		require.NoError(t, s.Terminate(h.PID()))
-		_, err := tWait(t, s, h)
+		_, err := waitEnd(t, s, h)
 		require.NoError(t, err)
 	})
 
@@ -304,40 +304,40 @@ func TestCallContext(t *testing.T) {
 	// live context (so cleanup work can finish) until the process ends.
 	t.Run("outlives the cancel and ends with the process", func(t *testing.T) {
 		calls := make(chan sched.Call, 2)
-		s := tNewScheduler(t, sched.WithHandler(tCmd, func(c sched.Call) error {
+		s := newScheduler(t, sched.WithHandler(cmdTest, func(c sched.Call) error {
 			calls <- c
 			return nil
 		}))
 		sawCancel := make(chan struct{})
-		p := &tProc{step: func(_ *tProc, n int, evs []sched.Event, out *sched.StepOutput) error {
+		p := &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
 			switch {
 			case n == 0:
-				out.Yield(1, tCmd, nil) // in flight when the cancel comes
-			case tHasCancel(evs):
-				out.Yield(2, tCmd, nil) // cleanup work
+				out.Yield(1, cmdTest, nil) // in flight when the cancel comes
+			case hasCancel(evs):
+				out.Yield(2, cmdTest, nil) // cleanup work
 				close(sawCancel)
 			default:
-				if _, ok := tCompletion(evs, 2); ok {
+				if _, ok := completionOf(evs, 2); ok {
 					out.Done(payload.Payload{})
 				}
 			}
 			return nil
 		}}
-		h := tSubmit(t, s, p)
-		inflight := tRecv(t, calls, "the first call")
+		h := submit(t, s, p)
+		inflight := receive(t, calls, "the first call")
 		require.NoError(t, s.Terminate(h.PID()))
-		tClosed(t, sawCancel, "the process's step on its cancel")
-		cleanup := tRecv(t, calls, "the cleanup call")
+		receive(t, sawCancel, "the process's step on its cancel")
+		cleanup := receive(t, calls, "the cleanup call")
 		assert.NoError(t, inflight.Context().Err(), "a call in flight is not cancelled by Terminate")
 		assert.NoError(t, cleanup.Context().Err(), "the cleanup call's context is live")
 		done := inflight.Context().Done()
 		require.NoError(t, cleanup.Complete(nil, nil))
-		_, err := tWait(t, s, h)
+		_, err := waitEnd(t, s, h)
 		require.NoError(t, err)
-		tClosed(t, done, "the in-flight call's context at the process's end")
+		receive(t, done, "the in-flight call's context at the process's end")
 		assert.ErrorIs(t, context.Cause(inflight.Context()), sched.ErrEnded)
 		assert.ErrorIs(t, inflight.Complete(nil, nil), sched.ErrProcessNotFound)
-		tRequireLife(t, p)
+		requireLifecycle(t, p)
 	})
 
 	t.Run("of the zero Call", func(t *testing.T) {
@@ -353,20 +353,20 @@ func TestCallTellAndSubmit(t *testing.T) {
 		child                                         sched.Handle
 	}
 	outcomes := make(chan outcome, 1)
-	target := &tProc{step: tUntilMessage}
+	target := &probe{step: untilMessage}
 	var childValue any
-	child := &tProc{
+	child := &probe{
 		init: func(ctx context.Context, _ string, _ payload.Payloads) error {
-			childValue = ctx.Value(tKey{})
+			childValue = ctx.Value(ctxKey{})
 			return nil
 		},
-		step: func(p *tProc, _ int, _ []sched.Event, out *sched.StepOutput) error {
+		step: func(p *probe, _ int, _ []sched.Event, out *sched.StepOutput) error {
 			out.Done(p.input.At(0))
 			return nil
 		},
 	}
 	var targetPID relay.PID
-	s := tNewScheduler(t, sched.WithHandler(tCmd, func(c sched.Call) error {
+	s := newScheduler(t, sched.WithHandler(cmdTest, func(c sched.Call) error {
 		var o outcome
 		o.tellErr = c.Tell(targetPID, "from handler")
 		o.tellLostErr = c.Tell(relay.PID{ID: 1 << 45}, "lost")
@@ -375,43 +375,43 @@ func TestCallTellAndSubmit(t *testing.T) {
 		outcomes <- o
 		return c.Complete(nil, nil)
 	}))
-	ht := tSubmit(t, s, target)
+	ht := submit(t, s, target)
 	targetPID = ht.PID()
-	ctx := context.WithValue(context.Background(), tKey{}, "parent value")
-	hp, err := s.Submit(ctx, &tProc{step: tYieldOnce(1, func(out *sched.StepOutput) { out.Yield(1, tCmd, nil) })}, "run", nil)
+	ctx := context.WithValue(context.Background(), ctxKey{}, "parent value")
+	hp, err := s.Submit(ctx, &probe{step: yieldOnce(1, func(out *sched.StepOutput) { out.Yield(1, cmdTest, nil) })}, "run", nil)
 	require.NoError(t, err)
 
-	o := tRecv(t, outcomes, "the handler")
+	o := receive(t, outcomes, "the handler")
 	require.NoError(t, o.tellErr)
 	require.ErrorIs(t, o.tellLostErr, sched.ErrProcessNotFound)
 	require.NoError(t, o.submitErr)
 	require.ErrorIs(t, o.submitNilErr, sched.ErrNilProcess)
 
-	res, err := tWait(t, s, ht)
+	res, err := waitEnd(t, s, ht)
 	require.NoError(t, err)
 	assert.Equal(t, "from handler", res.Value())
 	msgs := target.EventsOf(sched.EventMessage)
 	require.Len(t, msgs, 1)
 	assert.Equal(t, hp.PID(), msgs[0].From, "Call.Tell sends as the yielding process")
 
-	res, err = tWait(t, s, o.child)
+	res, err = waitEnd(t, s, o.child)
 	require.NoError(t, err)
 	assert.Equal(t, "input", res.Value())
 	assert.Equal(t, "child", child.method)
 	assert.Equal(t, "parent value", childValue, "Call.Submit: values come from the yielding process's context")
-	tRequireLife(t, child)
+	requireLifecycle(t, child)
 
-	_, err = tWait(t, s, hp)
+	_, err = waitEnd(t, s, hp)
 	require.NoError(t, err)
 }
 
 // TestHandleReplaces: Handle replaces an earlier handler for the same
 // command, also one given to New.
 func TestHandleReplaces(t *testing.T) {
-	s := tNewScheduler(t, sched.WithHandler(tCmd, func(c sched.Call) error { return c.Complete("old", nil) }))
-	require.NoError(t, s.SetHandler(tCmd, func(c sched.Call) error { return c.Complete("new", nil) }))
-	h := tSubmit(t, s, &tProc{step: tYieldOnce(1, func(out *sched.StepOutput) { out.Yield(1, tCmd, nil) })})
-	res, err := tWait(t, s, h)
+	s := newScheduler(t, sched.WithHandler(cmdTest, func(c sched.Call) error { return c.Complete("old", nil) }))
+	require.NoError(t, s.SetHandler(cmdTest, func(c sched.Call) error { return c.Complete("new", nil) }))
+	h := submit(t, s, &probe{step: yieldOnce(1, func(out *sched.StepOutput) { out.Yield(1, cmdTest, nil) })})
+	res, err := waitEnd(t, s, h)
 	require.NoError(t, err)
 	assert.Equal(t, "new", res.Value())
 }
@@ -420,18 +420,18 @@ func TestHandleReplaces(t *testing.T) {
 // generic Yield form. The parent yields at its first step with tag 1 and
 // finishes with the completion event as its result.
 func TestBuiltins(t *testing.T) {
-	childErr := tErr("child failed")
+	childErr := testError("child failed")
 	tests := []struct {
 		name  string
-		child *tProc // nil: none
-		yield func(e *tEnv, out *sched.StepOutput)
-		check func(t *testing.T, s *sched.Scheduler, e *tEnv, ev sched.Event)
+		child *probe // nil: none
+		yield func(e *dispatchEnv, out *sched.StepOutput)
+		check func(t *testing.T, s *sched.Scheduler, e *dispatchEnv, ev sched.Event)
 	}{
 		{
 			name:  "Spawn",
-			child: &tProc{step: tUntilMessage},
-			yield: func(e *tEnv, out *sched.StepOutput) { out.Spawn(1, e.child, "kid", payload.Values(3)) },
-			check: func(t *testing.T, s *sched.Scheduler, e *tEnv, ev sched.Event) {
+			child: &probe{step: untilMessage},
+			yield: func(e *dispatchEnv, out *sched.StepOutput) { out.Spawn(1, e.child, "kid", payload.Values(3)) },
+			check: func(t *testing.T, s *sched.Scheduler, e *dispatchEnv, ev sched.Event) {
 				require.NoError(t, ev.Error)
 				pid, ok := ev.Data.(relay.PID)
 				require.True(t, ok, "Data of a Spawn completion is a relay.PID, got %T", ev.Data)
@@ -439,41 +439,41 @@ func TestBuiltins(t *testing.T) {
 				assert.Equal(t, payload.Values(3), e.child.input)
 				// The child is live and addressable by that PID.
 				require.NoError(t, s.Tell(pid, "hi"))
-				tEventually(t, "the child's end", func() bool { return e.child.Closes() == 1 })
+				eventually(t, "the child's end", func() bool { return e.child.Closes() == 1 })
 				assert.Equal(t, pid, e.child.self)
 			},
 		},
 		{
 			name: "SpawnAwait",
-			child: &tProc{step: func(p *tProc, _ int, _ []sched.Event, out *sched.StepOutput) error {
+			child: &probe{step: func(p *probe, _ int, _ []sched.Event, out *sched.StepOutput) error {
 				out.Done(p.input.At(0))
 				return nil
 			}},
-			yield: func(e *tEnv, out *sched.StepOutput) { out.SpawnAwait(1, e.child, "kid", payload.Values(42)) },
-			check: func(t *testing.T, _ *sched.Scheduler, e *tEnv, ev sched.Event) {
+			yield: func(e *dispatchEnv, out *sched.StepOutput) { out.SpawnAwait(1, e.child, "kid", payload.Values(42)) },
+			check: func(t *testing.T, _ *sched.Scheduler, e *dispatchEnv, ev sched.Event) {
 				require.NoError(t, ev.Error)
 				res, ok := ev.Data.(payload.Payload)
 				require.True(t, ok, "Data of a SpawnAwait completion is a payload.Payload, got %T", ev.Data)
 				assert.Equal(t, 42, res.Value())
 				assert.Equal(t, e.child.self, ev.From, "From is the child")
 				assert.False(t, ev.From.IsZero())
-				tRequireLife(t, e.child)
+				requireLifecycle(t, e.child)
 			},
 		},
 		{
 			name:  "SpawnAwait failing child",
-			child: &tProc{step: func(*tProc, int, []sched.Event, *sched.StepOutput) error { return childErr }},
-			yield: func(e *tEnv, out *sched.StepOutput) { out.SpawnAwait(1, e.child, "kid", nil) },
-			check: func(t *testing.T, _ *sched.Scheduler, e *tEnv, ev sched.Event) {
+			child: &probe{step: func(*probe, int, []sched.Event, *sched.StepOutput) error { return childErr }},
+			yield: func(e *dispatchEnv, out *sched.StepOutput) { out.SpawnAwait(1, e.child, "kid", nil) },
+			check: func(t *testing.T, _ *sched.Scheduler, e *dispatchEnv, ev sched.Event) {
 				require.ErrorIs(t, ev.Error, childErr)
 				assert.Equal(t, e.child.self, ev.From)
 			},
 		},
 		{
 			name:  "SpawnAwait child whose Init fails",
-			child: &tProc{init: func(context.Context, string, payload.Payloads) error { return childErr }},
-			yield: func(e *tEnv, out *sched.StepOutput) { out.SpawnAwait(1, e.child, "kid", nil) },
-			check: func(t *testing.T, _ *sched.Scheduler, e *tEnv, ev sched.Event) {
+			child: &probe{init: func(context.Context, string, payload.Payloads) error { return childErr }},
+			yield: func(e *dispatchEnv, out *sched.StepOutput) { out.SpawnAwait(1, e.child, "kid", nil) },
+			check: func(t *testing.T, _ *sched.Scheduler, e *dispatchEnv, ev sched.Event) {
 				require.ErrorIs(t, ev.Error, sched.ErrInit)
 				require.ErrorIs(t, ev.Error, childErr)
 				assert.Equal(t, 1, e.child.Closes())
@@ -482,74 +482,74 @@ func TestBuiltins(t *testing.T) {
 		},
 		{
 			name:  "Spawn nil process",
-			yield: func(_ *tEnv, out *sched.StepOutput) { out.Spawn(1, nil, "kid", nil) },
-			check: tWantErr(sched.ErrNilProcess),
+			yield: func(_ *dispatchEnv, out *sched.StepOutput) { out.Spawn(1, nil, "kid", nil) },
+			check: expectErr(sched.ErrNilProcess),
 		},
 		{
 			name:  "SpawnAwait nil process",
-			yield: func(_ *tEnv, out *sched.StepOutput) { out.SpawnAwait(1, nil, "kid", nil) },
-			check: tWantErr(sched.ErrNilProcess),
+			yield: func(_ *dispatchEnv, out *sched.StepOutput) { out.SpawnAwait(1, nil, "kid", nil) },
+			check: expectErr(sched.ErrNilProcess),
 		},
 		{
 			name:  "Spawn empty method",
-			child: &tProc{},
-			yield: func(e *tEnv, out *sched.StepOutput) { out.Spawn(1, e.child, "", nil) },
-			check: tWantErr(sched.ErrEmptyMethod),
+			child: &probe{},
+			yield: func(e *dispatchEnv, out *sched.StepOutput) { out.Spawn(1, e.child, "", nil) },
+			check: expectErr(sched.ErrEmptyMethod),
 		},
 		{
 			name:  "SpawnAwait empty method",
-			child: &tProc{},
-			yield: func(e *tEnv, out *sched.StepOutput) { out.SpawnAwait(1, e.child, "", nil) },
-			check: tWantErr(sched.ErrEmptyMethod),
+			child: &probe{},
+			yield: func(e *dispatchEnv, out *sched.StepOutput) { out.SpawnAwait(1, e.child, "", nil) },
+			check: expectErr(sched.ErrEmptyMethod),
 		},
 		{
 			name:  "a reserved command ID",
-			yield: func(_ *tEnv, out *sched.StepOutput) { out.Yield(1, sched.CommandID(2), nil) },
-			check: tWantErr(sched.ErrInvalidCommand),
+			yield: func(_ *dispatchEnv, out *sched.StepOutput) { out.Yield(1, sched.CommandID(2), nil) },
+			check: expectErr(sched.ErrInvalidCommand),
 		},
 	}
-	s := tNewScheduler(t)
+	s := newScheduler(t)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			target := &tProc{step: tUntilMessage}
-			ht := tSubmit(t, s, target)
-			e := &tEnv{target: ht.PID(), child: tt.child}
-			parent := &tProc{step: func(_ *tProc, n int, evs []sched.Event, out *sched.StepOutput) error {
+			target := &probe{step: untilMessage}
+			ht := submit(t, s, target)
+			e := &dispatchEnv{target: ht.PID(), child: tt.child}
+			parent := &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
 				if n == 0 {
 					tt.yield(e, out)
 					return nil
 				}
-				if ev, ok := tCompletion(evs, 1); ok {
+				if ev, ok := completionOf(evs, 1); ok {
 					out.Done(payload.Of(ev))
 				}
 				return nil
 			}}
-			h := tSubmit(t, s, parent)
-			res, err := tWait(t, s, h)
+			h := submit(t, s, parent)
+			res, err := waitEnd(t, s, h)
 			require.NoError(t, err)
 			ev, ok := res.Value().(sched.Event)
 			require.True(t, ok)
 			assert.Equal(t, sched.EventYieldComplete, ev.Type)
 			assert.Equal(t, uint64(1), ev.Tag)
 			tt.check(t, s, e, ev)
-			tRequireLife(t, parent)
+			requireLifecycle(t, parent)
 
 			require.NoError(t, s.Terminate(ht.PID()))
-			_, err = tWait(t, s, ht)
+			_, err = waitEnd(t, s, ht)
 			require.NoError(t, err)
 		})
 	}
 }
 
-// tEnv is what a TestBuiltins case works with.
-type tEnv struct {
+// dispatchEnv is what a TestBuiltins case works with.
+type dispatchEnv struct {
 	target relay.PID // a live process that finishes on its first message
-	child  *tProc    // the case's child process, if any
+	child  *probe    // the case's child process, if any
 }
 
-// tWantErr checks that a completion failed with want.
-func tWantErr(want error) func(*testing.T, *sched.Scheduler, *tEnv, sched.Event) {
-	return func(t *testing.T, _ *sched.Scheduler, _ *tEnv, ev sched.Event) {
+// expectErr checks that a completion failed with want.
+func expectErr(want error) func(*testing.T, *sched.Scheduler, *dispatchEnv, sched.Event) {
+	return func(t *testing.T, _ *sched.Scheduler, _ *dispatchEnv, ev sched.Event) {
 		t.Helper()
 		require.ErrorIs(t, ev.Error, want)
 		assert.Nil(t, ev.Data)
@@ -574,17 +574,17 @@ func TestTimers(t *testing.T) {
 			out.SleepUntil(1, start.Add(d).Round(0))
 		}},
 	}
-	s := tNewScheduler(t)
+	s := newScheduler(t)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			start := time.Now()
 			var elapsed time.Duration
-			p := &tProc{step: func(_ *tProc, n int, evs []sched.Event, out *sched.StepOutput) error {
+			p := &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
 				if n == 0 {
 					tt.yield(start, out)
 					return nil
 				}
-				if ev, ok := tCompletion(evs, 1); ok {
+				if ev, ok := completionOf(evs, 1); ok {
 					elapsed = time.Since(start)
 					if ev.Error != nil {
 						return ev.Error
@@ -593,32 +593,32 @@ func TestTimers(t *testing.T) {
 				}
 				return nil
 			}}
-			h := tSubmit(t, s, p)
-			res, err := tWait(t, s, h)
+			h := submit(t, s, p)
+			res, err := waitEnd(t, s, h)
 			require.NoError(t, err)
 			assert.True(t, res.IsZero(), "Data of a timer completion")
 			assert.GreaterOrEqual(t, elapsed, tt.wait, "the timer completed before its deadline")
-			tRequireLife(t, p)
+			requireLifecycle(t, p)
 		})
 	}
-	tEventually(t, "no timer pending", func() bool { return s.Stats().Timers == 0 })
+	eventually(t, "no timer pending", func() bool { return s.Stats().Timers == 0 })
 }
 
-// tSleeper sleeps once for d and finishes with the time it took from
+// sleeper sleeps once for d and finishes with the time it took from
 // start, which is before its Submit.
-type tSleeper struct {
+type sleeper struct {
 	d     time.Duration
 	start time.Time
 }
 
-func (p *tSleeper) Init(context.Context, string, payload.Payloads) error { return nil }
-func (p *tSleeper) Close()                                               {}
-func (p *tSleeper) Step(evs []sched.Event, out *sched.StepOutput) error {
+func (p *sleeper) Init(context.Context, string, payload.Payloads) error { return nil }
+func (p *sleeper) Close()                                               {}
+func (p *sleeper) Step(evs []sched.Event, out *sched.StepOutput) error {
 	if len(evs) == 0 {
 		out.Sleep(0, p.d)
 		return nil
 	}
-	if ev, ok := tCompletion(evs, 0); ok {
+	if ev, ok := completionOf(evs, 0); ok {
 		if ev.Error != nil {
 			return ev.Error
 		}
@@ -631,15 +631,15 @@ func (p *tSleeper) Step(evs []sched.Event, out *sched.StepOutput) error {
 // while the number of goroutines stays that of the workers.
 func TestManySleepers(t *testing.T) {
 	base := runtime.NumGoroutine()
-	s := tNewScheduler(t, sched.WithWorkers(2))
+	s := newScheduler(t, sched.WithWorkers(2))
 	const n = 10_000
 	rng := rand.New(rand.NewPCG(1, 2))
-	sleepers := make([]*tSleeper, n)
+	sleepers := make([]*sleeper, n)
 	hs := make([]sched.Handle, n)
 	maxGoroutines := 0
 	for i := range n {
-		sleepers[i] = &tSleeper{d: time.Duration(1+rng.IntN(50)) * time.Millisecond, start: time.Now()}
-		hs[i] = tSubmit(t, s, sleepers[i])
+		sleepers[i] = &sleeper{d: time.Duration(1+rng.IntN(50)) * time.Millisecond, start: time.Now()}
+		hs[i] = submit(t, s, sleepers[i])
 		if i%500 == 0 {
 			maxGoroutines = max(maxGoroutines, runtime.NumGoroutine())
 		}
@@ -648,7 +648,7 @@ func TestManySleepers(t *testing.T) {
 		if i%500 == 0 {
 			maxGoroutines = max(maxGoroutines, runtime.NumGoroutine())
 		}
-		res, err := tWait(t, s, h)
+		res, err := waitEnd(t, s, h)
 		require.NoError(t, err)
 		took := res.Value().(time.Duration)
 		require.GreaterOrEqual(t, took, sleepers[i].d, "sleeper %d woke early", i)
@@ -656,6 +656,6 @@ func TestManySleepers(t *testing.T) {
 	// The workers, a worker's alarm and perhaps a watchdog, plus a
 	// little slack for the runtime's own: nothing per sleeper.
 	assert.LessOrEqual(t, maxGoroutines-base, s.Stats().Workers+2+3, "goroutines while %d processes sleep", n)
-	tEventually(t, "Live == 0", func() bool { return s.Stats().Processes.Live == 0 })
+	eventually(t, "Live == 0", func() bool { return s.Stats().Processes.Live == 0 })
 	assert.Zero(t, s.Stats().Timers)
 }

@@ -15,10 +15,10 @@ import (
 	"github.com/procsched/scheduler/relay"
 )
 
-// tMethods is a process with two entry points; Init rejects any other
+// methodsProbe is a process with two entry points; Init rejects any other
 // method with an error wrapping ErrUnknownMethod.
-func tMethods() *tProc {
-	return &tProc{
+func methodsProbe() *probe {
+	return &probe{
 		init: func(_ context.Context, method string, _ payload.Payloads) error {
 			switch method {
 			case "add", "sub":
@@ -26,7 +26,7 @@ func tMethods() *tProc {
 			}
 			return fmt.Errorf("method %q: %w", method, sched.ErrUnknownMethod)
 		},
-		step: tDone(nil),
+		step: doneWith(nil),
 	}
 }
 
@@ -35,7 +35,7 @@ func TestSubmitErrors(t *testing.T) {
 	cancel()
 	expired, cancel2 := context.WithDeadline(context.Background(), time.Unix(0, 0))
 	defer cancel2()
-	initErr := tErr("init failed")
+	initErr := testError("init failed")
 
 	tests := []struct {
 		name   string
@@ -46,21 +46,21 @@ func TestSubmitErrors(t *testing.T) {
 		inits  int // Init calls expected
 	}{
 		{"nil process", context.Background(), nil, "run", []error{sched.ErrNilProcess}, 0},
-		{"empty method", context.Background(), &tProc{step: tDone(nil)}, "", []error{sched.ErrEmptyMethod}, 0},
-		{"cancelled ctx", cancelled, &tProc{step: tDone(nil)}, "run", []error{context.Canceled}, 0},
-		{"expired ctx", expired, &tProc{step: tDone(nil)}, "run", []error{context.DeadlineExceeded}, 0},
-		{"unknown method", context.Background(), tMethods(), "mul", []error{sched.ErrInit, sched.ErrUnknownMethod}, 1},
-		{"init error", context.Background(), &tProc{init: func(context.Context, string, payload.Payloads) error {
+		{"empty method", context.Background(), &probe{step: doneWith(nil)}, "", []error{sched.ErrEmptyMethod}, 0},
+		{"cancelled ctx", cancelled, &probe{step: doneWith(nil)}, "run", []error{context.Canceled}, 0},
+		{"expired ctx", expired, &probe{step: doneWith(nil)}, "run", []error{context.DeadlineExceeded}, 0},
+		{"unknown method", context.Background(), methodsProbe(), "mul", []error{sched.ErrInit, sched.ErrUnknownMethod}, 1},
+		{"init error", context.Background(), &probe{init: func(context.Context, string, payload.Payloads) error {
 			return initErr
 		}}, "run", []error{sched.ErrInit, initErr}, 1},
-		{"init panic", context.Background(), &tProc{init: func(context.Context, string, payload.Payloads) error {
+		{"init panic", context.Background(), &probe{init: func(context.Context, string, payload.Payloads) error {
 			panic("init exploded")
 		}}, "run", []error{sched.ErrInit, sched.ErrPanic}, 1},
-		{"init panic with an error", context.Background(), &tProc{init: func(context.Context, string, payload.Payloads) error {
+		{"init panic with an error", context.Background(), &probe{init: func(context.Context, string, payload.Payloads) error {
 			panic(initErr)
 		}}, "run", []error{sched.ErrInit, sched.ErrPanic, initErr}, 1},
 	}
-	s := tNewScheduler(t)
+	s := newScheduler(t)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h, err := s.Submit(tt.ctx, tt.p, tt.method, nil)
@@ -69,7 +69,7 @@ func TestSubmitErrors(t *testing.T) {
 				require.ErrorIs(t, err, want)
 			}
 			assert.True(t, h.PID().IsZero(), "PID of a failed Submit")
-			if p, ok := tt.p.(*tProc); ok {
+			if p, ok := tt.p.(*probe); ok {
 				assert.Equal(t, tt.inits, p.Inits(), "Init calls")
 				assert.Equal(t, tt.inits, p.Closes(), "Close calls: once if Init was called, else never")
 				assert.Zero(t, p.Steps(), "a process that failed to start was stepped")
@@ -79,12 +79,12 @@ func TestSubmitErrors(t *testing.T) {
 
 	// The good entry points of the same process type work.
 	for _, method := range []string{"add", "sub"} {
-		p := tMethods()
+		p := methodsProbe()
 		h, err := s.Submit(context.Background(), p, method, nil)
 		require.NoError(t, err, method)
-		_, err = tWait(t, s, h)
+		_, err = waitEnd(t, s, h)
 		require.NoError(t, err)
-		tRequireLife(t, p)
+		requireLifecycle(t, p)
 	}
 	st := s.Stats()
 	assert.Equal(t, uint64(4), st.Processes.InitFailed, "InitFailed")
@@ -92,8 +92,8 @@ func TestSubmitErrors(t *testing.T) {
 }
 
 func TestInitPanicError(t *testing.T) {
-	s := tNewScheduler(t)
-	_, err := s.Submit(context.Background(), &tProc{init: func(context.Context, string, payload.Payloads) error {
+	s := newScheduler(t)
+	_, err := s.Submit(context.Background(), &probe{init: func(context.Context, string, payload.Payloads) error {
 		panic(42)
 	}}, "run", nil)
 	var pe *sched.PanicError
@@ -165,7 +165,7 @@ func TestHandleRegistration(t *testing.T) {
 		{"first user", sched.FirstUserCommand, h, nil},
 		{"another user", sched.FirstUserCommand + 100, h, nil},
 	}
-	s := tNewScheduler(t)
+	s := newScheduler(t)
 	for _, tt := range tests {
 		t.Run("Handle/"+tt.name, func(t *testing.T) {
 			err := s.SetHandler(tt.cmd, tt.h)
@@ -188,9 +188,9 @@ func TestHandleRegistration(t *testing.T) {
 	}
 
 	// A rejected registration leaves the built-in commands working.
-	p := &tProc{step: tYieldOnce(1, func(out *sched.StepOutput) { out.Sleep(1, 0) })}
-	hd := tSubmit(t, s, p)
-	_, err := tWait(t, s, hd)
+	p := &probe{step: yieldOnce(1, func(out *sched.StepOutput) { out.Sleep(1, 0) })}
+	hd := submit(t, s, p)
+	_, err := waitEnd(t, s, hd)
 	require.NoError(t, err)
 }
 
@@ -220,15 +220,15 @@ func TestStrings(t *testing.T) {
 		{sched.PoolReject.String(), "reject"},
 		{sched.PoolPolicy(7).String(), "PoolPolicy(7)"},
 		{sched.Exit{PID: relay.PID{ID: 2}, Reason: sched.ExitDone}.String(), "<0.2> done"},
-		{sched.Exit{PID: relay.PID{ID: 2}, Reason: sched.ExitFailed, Err: tErr("x")}.String(), "<0.2> failed: x"},
+		{sched.Exit{PID: relay.PID{ID: 2}, Reason: sched.ExitFailed, Err: testError("x")}.String(), "<0.2> failed: x"},
 		{sched.EventYieldComplete.String(), "YieldComplete"},
 		{sched.EventMessage.String(), "Message"},
 		{sched.EventCancel.String(), "Cancel"},
 		{sched.EventType(0).String(), "EventType(0)"},
 		{sched.Event{Type: sched.EventYieldComplete, Tag: 3, Data: "x"}.String(), "YieldComplete(tag=3, data=x)"},
-		{sched.Event{Type: sched.EventYieldComplete, Tag: 3, Error: tErr("bad")}.String(), "YieldComplete(tag=3, error=bad)"},
+		{sched.Event{Type: sched.EventYieldComplete, Tag: 3, Error: testError("bad")}.String(), "YieldComplete(tag=3, error=bad)"},
 		{sched.Event{Type: sched.EventMessage, From: relay.PID{ID: 5}, Data: 1}.String(), "Message(from=<0.5>, data=1)"},
-		{sched.Event{Type: sched.EventMessage, From: relay.PID{ID: 5}, Error: tErr("gone")}.String(), "Message(undelivered to <0.5>: gone)"},
+		{sched.Event{Type: sched.EventMessage, From: relay.PID{ID: 5}, Error: testError("gone")}.String(), "Message(undelivered to <0.5>: gone)"},
 		{sched.Event{Type: sched.EventCancel}.String(), "Cancel"},
 	}
 	for _, tt := range tests {

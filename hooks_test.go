@@ -19,19 +19,19 @@ import (
 	"github.com/procsched/scheduler/relay"
 )
 
-// hRecorder records every hook call.
-type hRecorder struct {
+// hookRecorder records every hook call.
+type hookRecorder struct {
 	mu      sync.Mutex
 	started map[relay.PID]int
 	ended   map[relay.PID][]sched.EndInfo
 	panics  []sched.PanicInfo
 }
 
-func newHRecorder() *hRecorder {
-	return &hRecorder{started: map[relay.PID]int{}, ended: map[relay.PID][]sched.EndInfo{}}
+func newHookRecorder() *hookRecorder {
+	return &hookRecorder{started: map[relay.PID]int{}, ended: map[relay.PID][]sched.EndInfo{}}
 }
 
-func (r *hRecorder) hooks() sched.Hooks {
+func (r *hookRecorder) hooks() sched.Hooks {
 	return sched.Hooks{
 		Start: func(s sched.StartInfo) {
 			r.mu.Lock()
@@ -52,39 +52,39 @@ func (r *hRecorder) hooks() sched.Hooks {
 }
 
 func TestHooksCalledOncePerEvent(t *testing.T) {
-	rec := newHRecorder()
-	s, err := sched.New(sched.WithHooks(rec.hooks()), sched.WithHandler(tCmd, func(sched.Call) error {
+	rec := newHookRecorder()
+	s, err := sched.New(sched.WithHooks(rec.hooks()), sched.WithHandler(cmdTest, func(sched.Call) error {
 		panic("handler panic")
 	}))
 	require.NoError(t, err)
 
 	ctx := context.Background()
 	// One of each ending.
-	done := tSubmit(t, s, &tProc{step: tDone("ok")})
-	failing := tSubmit(t, s, &tProc{step: func(*tProc, int, []sched.Event, *sched.StepOutput) error {
+	done := submit(t, s, &probe{step: doneWith("ok")})
+	failing := submit(t, s, &probe{step: func(*probe, int, []sched.Event, *sched.StepOutput) error {
 		return errors.New("failed")
 	}})
-	panicking := tSubmit(t, s, &tProc{step: func(*tProc, int, []sched.Event, *sched.StepOutput) error {
+	panicking := submit(t, s, &probe{step: func(*probe, int, []sched.Event, *sched.StepOutput) error {
 		panic("step panic")
 	}})
-	yielding := tSubmit(t, s, &tProc{step: func(_ *tProc, n int, evs []sched.Event, out *sched.StepOutput) error {
+	yielding := submit(t, s, &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
 		if n == 0 {
-			out.Yield(7, tCmd, nil) // its handler panics
+			out.Yield(7, cmdTest, nil) // its handler panics
 			return nil
 		}
-		if ev, ok := tCompletion(evs, 7); ok {
+		if ev, ok := completionOf(evs, 7); ok {
 			return ev.Error
 		}
 		return nil
 	}})
-	_, err = s.Submit(ctx, &tProc{init: func(context.Context, string, payload.Payloads) error {
+	_, err = s.Submit(ctx, &probe{init: func(context.Context, string, payload.Payloads) error {
 		panic("init panic")
 	}}, "run", nil)
 	require.ErrorIs(t, err, sched.ErrPanic)
-	ignoring := tSubmit(t, s, &tProc{step: tIgnoreAll}) // forced at shutdown
+	ignoring := submit(t, s, &probe{step: ignoreAll}) // forced at shutdown
 
 	for _, h := range []sched.Handle{done, failing, panicking, yielding} {
-		_, _ = tWait(t, s, h)
+		_, _ = waitEnd(t, s, h)
 	}
 	sctx, cancel := context.WithCancel(ctx)
 	cancel() // force at once
@@ -127,9 +127,9 @@ func TestHooksCalledOncePerEvent(t *testing.T) {
 // process that sleeps reports at least its sleep.
 func TestEndHookDuration(t *testing.T) {
 	ended := make(chan sched.EndInfo, 1)
-	s := tNewScheduler(t, sched.WithHooks(sched.Hooks{End: func(e sched.EndInfo) { ended <- e }}))
+	s := newScheduler(t, sched.WithHooks(sched.Hooks{End: func(e sched.EndInfo) { ended <- e }}))
 	const sleep = 30 * time.Millisecond
-	h := tSubmit(t, s, &tProc{step: func(_ *tProc, n int, _ []sched.Event, out *sched.StepOutput) error {
+	h := submit(t, s, &probe{step: func(_ *probe, n int, _ []sched.Event, out *sched.StepOutput) error {
 		if n == 0 {
 			out.Sleep(1, sleep)
 			return nil
@@ -137,30 +137,30 @@ func TestEndHookDuration(t *testing.T) {
 		out.Done(payload.Payload{})
 		return nil
 	}})
-	_, err := tWait(t, s, h)
+	_, err := waitEnd(t, s, h)
 	require.NoError(t, err)
-	e := tRecv(t, ended, "the End hook")
+	e := receive(t, ended, "the End hook")
 	require.GreaterOrEqual(t, e.Duration, sleep)
 	require.Equal(t, uint64(2), e.Steps)
 }
 
-// hLogCapture is a slog handler that keeps records.
-type hLogCapture struct {
+// logCapture is a slog handler that keeps records.
+type logCapture struct {
 	mu      sync.Mutex
 	records []slog.Record
 }
 
-func (h *hLogCapture) Enabled(context.Context, slog.Level) bool { return true }
-func (h *hLogCapture) Handle(_ context.Context, r slog.Record) error {
+func (h *logCapture) Enabled(context.Context, slog.Level) bool { return true }
+func (h *logCapture) Handle(_ context.Context, r slog.Record) error {
 	h.mu.Lock()
 	h.records = append(h.records, r.Clone())
 	h.mu.Unlock()
 	return nil
 }
-func (h *hLogCapture) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h *hLogCapture) WithGroup(string) slog.Handler      { return h }
+func (h *logCapture) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *logCapture) WithGroup(string) slog.Handler      { return h }
 
-func (h *hLogCapture) levels() map[string]slog.Level {
+func (h *logCapture) levels() map[string]slog.Level {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	out := map[string]slog.Level{}
@@ -171,12 +171,12 @@ func (h *hLogCapture) levels() map[string]slog.Level {
 }
 
 func TestLogger(t *testing.T) {
-	capture := &hLogCapture{}
+	capture := &logCapture{}
 	s, err := sched.New(sched.WithLogger(slog.New(capture)), sched.WithWatchdog(5*time.Millisecond))
 	require.NoError(t, err)
 	release := make(chan struct{})
 	slowEntered := make(chan struct{})
-	slow := tSubmit(t, s, &tProc{step: func(_ *tProc, n int, _ []sched.Event, _ *sched.StepOutput) error {
+	slow := submit(t, s, &probe{step: func(_ *probe, n int, _ []sched.Event, _ *sched.StepOutput) error {
 		if n == 0 {
 			close(slowEntered)
 			<-release
@@ -184,13 +184,13 @@ func TestLogger(t *testing.T) {
 		return nil // ignores the cancel: forced at the deadline
 	}})
 	<-slowEntered
-	tEventually(t, "the slow step is logged", func() bool {
+	eventually(t, "the slow step is logged", func() bool {
 		_, ok := capture.levels()["scheduler: slow step"]
 		return ok
 	})
 	close(release)
-	h := tSubmit(t, s, &tProc{step: func(*tProc, int, []sched.Event, *sched.StepOutput) error { panic("boom") }})
-	_, err = tWait(t, s, h)
+	h := submit(t, s, &probe{step: func(*probe, int, []sched.Event, *sched.StepOutput) error { panic("boom") }})
+	_, err = waitEnd(t, s, h)
 	require.ErrorIs(t, err, sched.ErrPanic)
 	_ = slow
 	ctx, cancel := context.WithCancel(context.Background())
@@ -211,9 +211,9 @@ func TestSilentByDefault(t *testing.T) {
 	old := slog.Default()
 	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, nil)))
 	defer slog.SetDefault(old)
-	s := tNewScheduler(t)
-	h := tSubmit(t, s, &tProc{step: func(*tProc, int, []sched.Event, *sched.StepOutput) error { panic("quiet") }})
-	_, err := tWait(t, s, h)
+	s := newScheduler(t)
+	h := submit(t, s, &probe{step: func(*probe, int, []sched.Event, *sched.StepOutput) error { panic("quiet") }})
+	_, err := waitEnd(t, s, h)
 	require.ErrorIs(t, err, sched.ErrPanic)
 	require.Empty(t, buf.String())
 }
@@ -224,10 +224,10 @@ func TestTraceRegions(t *testing.T) {
 	}
 	var buf bytes.Buffer
 	require.NoError(t, trace.Start(&buf))
-	s := tNewScheduler(t)
-	h, err := s.Submit(context.Background(), &tProc{step: tDone(1)}, "traced-entry", nil)
+	s := newScheduler(t)
+	h, err := s.Submit(context.Background(), &probe{step: doneWith(1)}, "traced-entry", nil)
 	require.NoError(t, err)
-	_, err = tWait(t, s, h)
+	_, err = waitEnd(t, s, h)
 	require.NoError(t, err)
 	trace.Stop()
 	// Strings of the trace (region names, log messages) are stored
@@ -237,7 +237,7 @@ func TestTraceRegions(t *testing.T) {
 }
 
 func TestWorkerGoroutinesCarryPprofLabels(t *testing.T) {
-	s := tNewScheduler(t, sched.WithWorkers(3))
+	s := newScheduler(t, sched.WithWorkers(3))
 	_ = s
 	var buf bytes.Buffer
 	require.NoError(t, pprof.Lookup("goroutine").WriteTo(&buf, 1))

@@ -23,7 +23,7 @@ func TestCompletionReachesOnlyItsOwnYield(t *testing.T) {
 	for _, via := range []string{"Completion", "Call"} {
 		t.Run(via, func(t *testing.T) {
 			calls := make(chan sched.Call, 2)
-			s := tNewScheduler(t, sched.WithHandler(tCmd, func(c sched.Call) error {
+			s := newScheduler(t, sched.WithHandler(cmdTest, func(c sched.Call) error {
 				calls <- c
 				return nil
 			}))
@@ -33,26 +33,26 @@ func TestCompletionReachesOnlyItsOwnYield(t *testing.T) {
 				}
 				return c.Completion().Complete(data, nil)
 			}
-			p := &tProc{step: func(_ *tProc, n int, evs []sched.Event, out *sched.StepOutput) error {
+			p := &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
 				switch n {
 				case 0, 1: // the first step, then the first completion: yield tag 1 (again)
-					out.Yield(1, tCmd, nil)
+					out.Yield(1, cmdTest, nil)
 				default:
 					out.Done(payload.Of(evs[0].Data))
 				}
 				return nil
 			}}
-			h := tSubmit(t, s, p)
-			first := tRecv(t, calls, "the first call")
+			h := submit(t, s, p)
+			first := receive(t, calls, "the first call")
 			require.NoError(t, complete(first, "first"))
-			second := tRecv(t, calls, "the second call, with the same tag")
+			second := receive(t, calls, "the second call, with the same tag")
 			require.Equal(t, first.Tag, second.Tag)
 
 			err := complete(first, "stale")
 			require.ErrorIs(t, err, sched.ErrYieldNotPending, "the first yield's completion, used again")
 			require.NoError(t, complete(second, "second"), "the second yield's own completion")
 
-			res, err := tWait(t, s, h)
+			res, err := waitEnd(t, s, h)
 			require.NoError(t, err)
 			assert.Equal(t, "second", res.Value())
 			evs := p.EventsOf(sched.EventYieldComplete)
@@ -78,12 +78,12 @@ func TestShutdownOnOwnGoroutineStartsItAndReturns(t *testing.T) {
 	}
 	cases := []from{
 		{"Step", func(t *testing.T, shut func()) *sched.Scheduler {
-			s := tNewScheduler(t)
-			tSubmit(t, s, &tProc{step: func(_ *tProc, n int, evs []sched.Event, out *sched.StepOutput) error {
+			s := newScheduler(t)
+			submit(t, s, &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
 				if n == 0 {
 					shut()
 				}
-				if tHasCancel(evs) {
+				if hasCancel(evs) {
 					out.Done(payload.Payload{})
 				}
 				return nil
@@ -91,21 +91,21 @@ func TestShutdownOnOwnGoroutineStartsItAndReturns(t *testing.T) {
 			return s
 		}},
 		{"handler", func(t *testing.T, shut func()) *sched.Scheduler {
-			s := tNewScheduler(t, sched.WithHandler(tCmd, func(c sched.Call) error {
+			s := newScheduler(t, sched.WithHandler(cmdTest, func(c sched.Call) error {
 				shut()
 				return c.Complete(nil, nil)
 			}))
-			tSubmit(t, s, &tProc{step: tYieldOnce(1, func(out *sched.StepOutput) { out.Yield(1, tCmd, nil) })})
+			submit(t, s, &probe{step: yieldOnce(1, func(out *sched.StepOutput) { out.Yield(1, cmdTest, nil) })})
 			return s
 		}},
 		{"Close", func(t *testing.T, shut func()) *sched.Scheduler {
-			s := tNewScheduler(t)
-			tSubmit(t, s, &tProc{step: tDone(1), close: shut})
+			s := newScheduler(t)
+			submit(t, s, &probe{step: doneWith(1), close: shut})
 			return s
 		}},
 		{"End hook", func(t *testing.T, shut func()) *sched.Scheduler {
-			s := tNewScheduler(t, sched.WithHooks(sched.Hooks{End: func(sched.EndInfo) { shut() }}))
-			tSubmit(t, s, &tProc{step: tDone(1)})
+			s := newScheduler(t, sched.WithHooks(sched.Hooks{End: func(sched.EndInfo) { shut() }}))
+			submit(t, s, &probe{step: doneWith(1)})
 			return s
 		}},
 	}
@@ -123,11 +123,11 @@ func TestShutdownOnOwnGoroutineStartsItAndReturns(t *testing.T) {
 			}
 			sp = tc.setup(t, shut)
 			close(ready)
-			err := tRecv(t, got, "the inner Shutdown's return")
+			err := receive(t, got, "the inner Shutdown's return")
 			require.ErrorIs(t, err, sched.ErrShutdownStarted)
 			// The shutdown completes: an outside Shutdown waits for it
 			// and reports that everything ended on its own.
-			ctx, cancel := context.WithTimeout(context.Background(), tTimeout)
+			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 			defer cancel()
 			require.NoError(t, sp.Shutdown(ctx))
 			assert.Zero(t, sp.Stats().Processes.Live)
@@ -141,21 +141,21 @@ func TestShutdownOnOwnGoroutineStartsItAndReturns(t *testing.T) {
 // stopped: cleanups ran and later calls are refused.
 func TestConcurrentShutdownWaitsForTheStop(t *testing.T) {
 	calls := make(chan sched.Call, 1)
-	s := tNewScheduler(t, sched.WithHandler(tCmd, func(c sched.Call) error {
+	s := newScheduler(t, sched.WithHandler(cmdTest, func(c sched.Call) error {
 		calls <- c
 		return nil
 	}))
-	p := &tProc{step: func(_ *tProc, n int, evs []sched.Event, out *sched.StepOutput) error {
-		if tHasCancel(evs) {
-			out.Yield(1, tCmd, nil) // cleanup
+	p := &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+		if hasCancel(evs) {
+			out.Yield(1, cmdTest, nil) // cleanup
 		}
-		if _, ok := tCompletion(evs, 1); ok {
+		if _, ok := completionOf(evs, 1); ok {
 			out.Done(payload.Payload{})
 		}
 		return nil
 	}}
-	h := tSubmit(t, s, p)
-	tWaitState(t, s, h.PID(), sched.StateIdle)
+	h := submit(t, s, p)
+	waitState(t, s, h.PID(), sched.StateIdle)
 
 	type seen struct {
 		err    error
@@ -168,16 +168,16 @@ func TestConcurrentShutdownWaitsForTheStop(t *testing.T) {
 		results <- seen{err, p.Closes(), s.Tell(h.PID(), 1)}
 	}
 	go shut()
-	cleanup := tRecv(t, calls, "the cleanup call")
+	cleanup := receive(t, calls, "the cleanup call")
 	go shut() // the second, concurrent Shutdown
 	require.NoError(t, cleanup.Complete(nil, nil))
 	for range 2 {
-		r := tRecv(t, results, "a Shutdown's return")
+		r := receive(t, results, "a Shutdown's return")
 		require.NoError(t, r.err)
 		assert.Equal(t, 1, r.closes, "Close had run when Shutdown returned")
 		assert.ErrorIs(t, r.tell, sched.ErrClosed, "Tell after Shutdown returned")
 	}
-	tRequireLife(t, p)
+	requireLifecycle(t, p)
 }
 
 // TestEveryShutdownSaysHowItEnded: when a deadline forces processes, the
@@ -185,10 +185,10 @@ func TestConcurrentShutdownWaitsForTheStop(t *testing.T) {
 // the same ErrForced once the scheduler stopped, and so does a later
 // call.
 func TestEveryShutdownSaysHowItEnded(t *testing.T) {
-	s := tNewScheduler(t)
-	p := &tProc{step: tIgnoreAll}
-	h := tSubmit(t, s, p)
-	tWaitState(t, s, h.PID(), sched.StateIdle)
+	s := newScheduler(t)
+	p := &probe{step: ignoreAll}
+	h := submit(t, s, p)
+	waitState(t, s, h.PID(), sched.StateIdle)
 
 	patient := make(chan error, 1)
 	go func() { patient <- s.Shutdown(context.Background()) }()
@@ -197,31 +197,31 @@ func TestEveryShutdownSaysHowItEnded(t *testing.T) {
 	err := s.Shutdown(ctx)
 	require.ErrorIs(t, err, sched.ErrForced)
 	require.ErrorIs(t, err, context.Canceled, "the call whose deadline passed says so")
-	err = tRecv(t, patient, "the Shutdown without a deadline")
+	err = receive(t, patient, "the Shutdown without a deadline")
 	require.ErrorIs(t, err, sched.ErrForced)
 	assert.NotErrorIs(t, err, context.Canceled)
 	err = s.Shutdown(context.Background())
 	require.ErrorIs(t, err, sched.ErrForced, "a call after the stop")
 	_, err = h.Result()
 	assert.ErrorIs(t, err, sched.ErrForced)
-	tRequireLife(t, p)
+	requireLifecycle(t, p)
 }
 
 // TestEveryContextEntryPointRefusesNil: a nil context is refused the same
 // way everywhere, with ErrNilContext, and nothing happens.
 func TestEveryContextEntryPointRefusesNil(t *testing.T) {
 	calls := make(chan sched.Call, 1)
-	s := tNewScheduler(t, sched.WithHandler(tCmd, func(c sched.Call) error {
+	s := newScheduler(t, sched.WithHandler(cmdTest, func(c sched.Call) error {
 		calls <- c
 		return nil
 	}))
-	target := &tProc{step: tUntilMessage}
-	h := tSubmit(t, s, target)
-	parent := &tProc{step: tYieldOnce(1, func(out *sched.StepOutput) { out.Yield(1, tCmd, nil) })}
-	hp := tSubmit(t, s, parent)
-	call := tRecv(t, calls, "the handler")
+	target := &probe{step: untilMessage}
+	h := submit(t, s, target)
+	parent := &probe{step: yieldOnce(1, func(out *sched.StepOutput) { out.Yield(1, cmdTest, nil) })}
+	hp := submit(t, s, parent)
+	call := receive(t, calls, "the handler")
 	var nilCtx context.Context
-	started := &tProc{}
+	started := &probe{}
 	ops := []struct {
 		name string
 		call func() error
@@ -240,11 +240,11 @@ func TestEveryContextEntryPointRefusesNil(t *testing.T) {
 	}
 	assert.Zero(t, started.Inits(), "a refused Submit started the process")
 	require.NoError(t, s.Tell(h.PID(), "real"), "Shutdown(nil) did not shut down")
-	res, err := tWait(t, s, h)
+	res, err := waitEnd(t, s, h)
 	require.NoError(t, err)
 	assert.Equal(t, "real", res.Value(), "the first message the target got; a refused send was delivered")
 	require.NoError(t, call.Complete(nil, nil))
-	_, err = tWait(t, s, hp)
+	_, err = waitEnd(t, s, hp)
 	require.NoError(t, err)
 	_, err = (sched.Handle{}).Wait(nilCtx)
 	assert.ErrorIs(t, err, sched.ErrNilContext, "Wait on the zero Handle")
@@ -255,29 +255,29 @@ func TestEveryContextEntryPointRefusesNil(t *testing.T) {
 // contexts derived from the process context inherit the cause; the
 // context of a process that ended says so.
 func TestCancelCarriesItsCause(t *testing.T) {
-	s := tNewScheduler(t)
-	terminated := &tProc{step: tUntilCancel}
-	ht := tSubmit(t, s, terminated)
+	s := newScheduler(t)
+	terminated := &probe{step: untilCancel}
+	ht := submit(t, s, terminated)
 	derived, cancel := context.WithCancel(terminated.Ctx())
 	defer cancel()
 	require.NoError(t, s.Terminate(ht.PID()))
-	_, err := tWait(t, s, ht)
+	_, err := waitEnd(t, s, ht)
 	require.NoError(t, err)
 	evs := terminated.EventsOf(sched.EventCancel)
 	require.Len(t, evs, 1)
 	assert.ErrorIs(t, evs[0].Error, sched.ErrTerminated)
 	assert.ErrorIs(t, terminated.Ctx().Err(), context.Canceled, "Err is Canceled, as the contract says")
 	assert.ErrorIs(t, context.Cause(terminated.Ctx()), sched.ErrTerminated)
-	tClosed(t, derived.Done(), "a derived context's Done")
+	receive(t, derived.Done(), "a derived context's Done")
 	assert.ErrorIs(t, context.Cause(derived), sched.ErrTerminated, "the cause reaches derived contexts")
 
-	ended := &tProc{step: tDone(1)}
-	_, err = tWait(t, s, tSubmit(t, s, ended))
+	ended := &probe{step: doneWith(1)}
+	_, err = waitEnd(t, s, submit(t, s, ended))
 	require.NoError(t, err)
 	assert.ErrorIs(t, context.Cause(ended.Ctx()), sched.ErrEnded)
 
-	live := &tProc{step: tUntilCancel}
-	hl := tSubmit(t, s, live)
+	live := &probe{step: untilCancel}
+	hl := submit(t, s, live)
 	assert.NoError(t, context.Cause(live.Ctx()), "a live process's context has no cause")
 	require.NoError(t, s.Shutdown(context.Background()))
 	_, err = hl.Result()
@@ -297,20 +297,20 @@ func TestDoneIsFinal(t *testing.T) {
 	}{
 		{"Continue", func(out *sched.StepOutput) { out.Continue() }},
 		{"a yield", func(out *sched.StepOutput) { out.Sleep(1, time.Hour) }},
-		{"Continue and a yield", func(out *sched.StepOutput) { out.Yield(2, tCmd, nil); out.Continue() }},
+		{"Continue and a yield", func(out *sched.StepOutput) { out.Yield(2, cmdTest, nil); out.Continue() }},
 	} {
 		t.Run(after.name, func(t *testing.T) {
-			s := tNewScheduler(t)
-			p := &tProc{step: func(_ *tProc, _ int, _ []sched.Event, out *sched.StepOutput) error {
+			s := newScheduler(t)
+			p := &probe{step: func(_ *probe, _ int, _ []sched.Event, out *sched.StepOutput) error {
 				out.Done(payload.Of("result"))
 				after.write(out)
 				return nil
 			}}
-			res, err := tWait(t, s, tSubmit(t, s, p))
+			res, err := waitEnd(t, s, submit(t, s, p))
 			require.NoError(t, err)
 			assert.Equal(t, "result", res.Value())
 			assert.Equal(t, 1, p.Steps())
-			tRequireLife(t, p)
+			requireLifecycle(t, p)
 		})
 	}
 }
@@ -319,10 +319,10 @@ func TestDoneIsFinal(t *testing.T) {
 // ended are counted in Stats.Messages.Unread: the rest of its batch after
 // DoneAfter, and events that arrived during or after its final step.
 func TestUnreadEventsAreCounted(t *testing.T) {
-	s := tNewScheduler(t, sched.WithWorkers(1))
+	s := newScheduler(t, sched.WithWorkers(1))
 	gate := make(chan struct{})
 	final := make(chan struct{})
-	p := &tProc{step: func(_ *tProc, n int, evs []sched.Event, out *sched.StepOutput) error {
+	p := &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
 		switch n {
 		case 0:
 			<-gate // hold the first step while five messages queue
@@ -333,20 +333,20 @@ func TestUnreadEventsAreCounted(t *testing.T) {
 		}
 		return nil
 	}}
-	h := tSubmit(t, s, p)
-	tWaitState(t, s, h.PID(), sched.StateRunning)
+	h := submit(t, s, p)
+	waitState(t, s, h.PID(), sched.StateRunning)
 	for i := range 5 {
 		require.NoError(t, s.Tell(h.PID(), i))
 	}
 	gate <- struct{}{}
-	tClosed(t, final, "the final step")
+	receive(t, final, "the final step")
 	for i := range 2 {
 		require.NoError(t, s.Tell(h.PID(), 10+i))
 	}
 	gate <- struct{}{}
-	res, err := tWait(t, s, h)
+	res, err := waitEnd(t, s, h)
 	require.NoError(t, err)
 	require.Equal(t, 5, res.Value(), "the final batch")
-	tEventually(t, "the unread count", func() bool { return s.Stats().Messages.Unread == 5 })
+	eventually(t, "the unread count", func() bool { return s.Stats().Messages.Unread == 5 })
 	assert.Equal(t, uint64(5), s.Stats().Messages.Unread, "3 left in the batch after DoneAfter(2), 2 that came later")
 }

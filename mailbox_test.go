@@ -17,28 +17,28 @@ import (
 	"github.com/procsched/scheduler/relay"
 )
 
-// mNote is a numbered message from a sender.
-type mNote struct{ sender, seq int }
+// note is a numbered message from a sender.
+type note struct{ sender, seq int }
 
-// mGated blocks its first step until gate is closed, so that its mailbox
+// gated blocks its first step until gate is closed, so that its mailbox
 // fills meanwhile; then it records every message it gets and finishes on
 // cancel.
-type mGated struct {
+type gated struct {
 	entered chan struct{} // closed by the first step; read by the test
 	gate    chan struct{}
 	stepped bool // Step's own
 	mu      sync.Mutex
-	got     []mNote
+	got     []note
 	bounces []sched.Event
 }
 
-func newGated() *mGated {
-	return &mGated{entered: make(chan struct{}), gate: make(chan struct{})}
+func newGated() *gated {
+	return &gated{entered: make(chan struct{}), gate: make(chan struct{})}
 }
 
-func (g *mGated) Init(context.Context, string, payload.Payloads) error { return nil }
-func (g *mGated) Close()                                               {}
-func (g *mGated) Step(evs []sched.Event, out *sched.StepOutput) error {
+func (g *gated) Init(context.Context, string, payload.Payloads) error { return nil }
+func (g *gated) Close()                                               {}
+func (g *gated) Step(evs []sched.Event, out *sched.StepOutput) error {
 	if !g.stepped {
 		g.stepped = true
 		close(g.entered)
@@ -53,41 +53,32 @@ func (g *mGated) Step(evs []sched.Event, out *sched.StepOutput) error {
 		case ev.Type == sched.EventMessage && ev.Error != nil:
 			g.bounces = append(g.bounces, ev)
 		case ev.Type == sched.EventMessage:
-			g.got = append(g.got, ev.Data.(mNote))
+			g.got = append(g.got, ev.Data.(note))
 		}
 	}
 	return nil
 }
 
-func (g *mGated) received() []mNote {
+func (g *gated) received() []note {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return append([]mNote(nil), g.got...)
+	return append([]note(nil), g.got...)
 }
 
-func mWait(t *testing.T, c <-chan struct{}, what string) {
-	t.Helper()
-	select {
-	case <-c:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("timed out waiting for %s", what)
-	}
-}
-
-// mSubmitGated submits a gated process with the given mailbox options and
+// submitGated submits a gated process with the given mailbox options and
 // waits until its first step holds its worker.
-func mSubmitGated(t *testing.T, s *sched.Scheduler, opts ...sched.SubmitOption) (*mGated, sched.Handle) {
+func submitGated(t *testing.T, s *sched.Scheduler, opts ...sched.SubmitOption) (*gated, sched.Handle) {
 	t.Helper()
 	g := newGated()
 	h, err := s.Submit(context.Background(), g, "gated", nil, opts...)
 	require.NoError(t, err)
-	mWait(t, g.entered, "the gated step")
+	receive(t, g.entered, "the gated step")
 	return g, h
 }
 
-// mFlood sends senders*per numbered messages concurrently with send and
+// flood sends senders*per numbered messages concurrently with send and
 // returns how many sends returned nil, and the errors of the others.
-func mFlood(senders, per int, send func(mNote) error) (int, []error) {
+func flood(senders, per int, send func(note) error) (int, []error) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	ok := 0
@@ -95,7 +86,7 @@ func mFlood(senders, per int, send func(mNote) error) (int, []error) {
 	for sdr := range senders {
 		wg.Go(func() {
 			for seq := range per {
-				err := send(mNote{sdr, seq})
+				err := send(note{sdr, seq})
 				mu.Lock()
 				if err == nil {
 					ok++
@@ -110,9 +101,9 @@ func mFlood(senders, per int, send func(mNote) error) (int, []error) {
 	return ok, errs
 }
 
-// mRequirePerSenderOrder checks that each sender's messages arrived in the
+// requirePerSenderOrder checks that each sender's messages arrived in the
 // order sent.
-func mRequirePerSenderOrder(t *testing.T, got []mNote) {
+func requirePerSenderOrder(t *testing.T, got []note) {
 	t.Helper()
 	last := map[int]int{}
 	for _, m := range got {
@@ -141,13 +132,13 @@ func TestMailboxPolicies(t *testing.T) {
 				var s *sched.Scheduler
 				var opts []sched.SubmitOption
 				if where == "submit option" {
-					s = tNewScheduler(t)
+					s = newScheduler(t)
 					opts = append(opts, sched.Mailbox(capacity, tc.policy))
 				} else {
-					s = tNewScheduler(t, sched.WithMailbox(capacity, tc.policy))
+					s = newScheduler(t, sched.WithMailbox(capacity, tc.policy))
 				}
-				g, h := mSubmitGated(t, s, opts...)
-				ok, errs := mFlood(senders, per, func(m mNote) error {
+				g, h := submitGated(t, s, opts...)
+				ok, errs := flood(senders, per, func(m note) error {
 					if m.seq%2 == 0 {
 						return s.Tell(h.PID(), m)
 					}
@@ -168,30 +159,30 @@ func TestMailboxPolicies(t *testing.T) {
 
 				close(g.gate)
 				require.NoError(t, s.Terminate(h.PID()))
-				_, err := tWait(t, s, h)
+				_, err := waitEnd(t, s, h)
 				require.NoError(t, err)
 				got := g.received()
 				require.Len(t, got, tc.received, "messages read by the process")
-				mRequirePerSenderOrder(t, got)
+				requirePerSenderOrder(t, got)
 			})
 		}
 	}
 }
 
-// mTeller tells its target n messages in its first step and records what
+// teller tells its target n messages in its first step and records what
 // comes back undelivered.
-type mTeller struct {
+type teller struct {
 	target  relay.PID
 	n       int
 	bounced chan sched.Event
 }
 
-func (m *mTeller) Init(context.Context, string, payload.Payloads) error { return nil }
-func (m *mTeller) Close()                                               {}
-func (m *mTeller) Step(evs []sched.Event, out *sched.StepOutput) error {
+func (m *teller) Init(context.Context, string, payload.Payloads) error { return nil }
+func (m *teller) Close()                                               {}
+func (m *teller) Step(evs []sched.Event, out *sched.StepOutput) error {
 	if m.n > 0 {
 		for i := range m.n {
-			out.Tell(m.target, mNote{0, i})
+			out.Tell(m.target, note{0, i})
 		}
 		m.n = 0
 	}
@@ -220,9 +211,9 @@ func TestMailboxProcessSenderLearnsOutcome(t *testing.T) {
 		{sched.MailboxDropOldest, sched.ErrDropped, []int{0, 1}},
 	} {
 		t.Run(tc.policy.String(), func(t *testing.T) {
-			s := tNewScheduler(t, sched.WithWorkers(2))
-			g, h := mSubmitGated(t, s, sched.Mailbox(3, tc.policy))
-			m := &mTeller{target: h.PID(), n: 5, bounced: make(chan sched.Event, 5)}
+			s := newScheduler(t, sched.WithWorkers(2))
+			g, h := submitGated(t, s, sched.Mailbox(3, tc.policy))
+			m := &teller{target: h.PID(), n: 5, bounced: make(chan sched.Event, 5)}
 			mh, err := s.Submit(context.Background(), m, "tell", nil)
 			require.NoError(t, err)
 			var seqs []int
@@ -231,7 +222,7 @@ func TestMailboxProcessSenderLearnsOutcome(t *testing.T) {
 				case ev := <-m.bounced:
 					require.ErrorIs(t, ev.Error, tc.want)
 					require.Equal(t, h.PID(), ev.From, "a bounce comes from the recipient")
-					seqs = append(seqs, ev.Data.(mNote).seq)
+					seqs = append(seqs, ev.Data.(note).seq)
 				case <-time.After(10 * time.Second):
 					t.Fatalf("only %d of %d messages came back", len(seqs), len(tc.seqs))
 				}
@@ -240,7 +231,7 @@ func TestMailboxProcessSenderLearnsOutcome(t *testing.T) {
 			close(g.gate)
 			require.NoError(t, s.Terminate(h.PID()))
 			require.NoError(t, s.Terminate(mh.PID()))
-			_, err = tWait(t, s, h)
+			_, err = waitEnd(t, s, h)
 			require.NoError(t, err)
 			require.Len(t, g.received(), 3)
 			require.Empty(t, m.bounced, "no other message came back")
@@ -249,15 +240,15 @@ func TestMailboxProcessSenderLearnsOutcome(t *testing.T) {
 }
 
 func TestSendContextWaitsForRoom(t *testing.T) {
-	s := tNewScheduler(t)
-	g, h := mSubmitGated(t, s, sched.Mailbox(1, sched.MailboxReject))
-	require.NoError(t, s.Tell(h.PID(), mNote{0, 0}))
-	require.ErrorIs(t, s.Tell(h.PID(), mNote{0, 1}), sched.ErrMailboxFull, "the mailbox is full")
+	s := newScheduler(t)
+	g, h := submitGated(t, s, sched.Mailbox(1, sched.MailboxReject))
+	require.NoError(t, s.Tell(h.PID(), note{0, 0}))
+	require.ErrorIs(t, s.Tell(h.PID(), note{0, 1}), sched.ErrMailboxFull, "the mailbox is full")
 
 	// Cancelled while waiting: the context's error, nothing delivered.
 	ctx, cancel := context.WithCancel(context.Background())
 	cancelled := make(chan error, 1)
-	go func() { cancelled <- s.TellContext(ctx, h.PID(), mNote{1, 0}) }()
+	go func() { cancelled <- s.TellContext(ctx, h.PID(), note{1, 0}) }()
 	cancel()
 	select {
 	case err := <-cancelled:
@@ -269,7 +260,7 @@ func TestSendContextWaitsForRoom(t *testing.T) {
 	// Waiting for room: it returns once the process drained its mailbox.
 	done := make(chan error, 1)
 	go func() {
-		done <- s.SendContext(context.Background(), relay.Message{To: h.PID(), Data: mNote{2, 0}})
+		done <- s.SendContext(context.Background(), relay.Message{To: h.PID(), Data: note{2, 0}})
 	}()
 	for range 100 {
 		runtime.Gosched()
@@ -287,17 +278,17 @@ func TestSendContextWaitsForRoom(t *testing.T) {
 		t.Fatal("SendContext did not return after room was made")
 	}
 	require.NoError(t, s.Terminate(h.PID()))
-	_, err := tWait(t, s, h)
+	_, err := waitEnd(t, s, h)
 	require.NoError(t, err)
-	require.Equal(t, []mNote{{0, 0}, {2, 0}}, g.received())
+	require.Equal(t, []note{{0, 0}, {2, 0}}, g.received())
 }
 
 func TestSendContextProcessEnds(t *testing.T) {
-	s := tNewScheduler(t)
-	g, h := mSubmitGated(t, s, sched.Mailbox(1, sched.MailboxReject))
-	require.NoError(t, s.Tell(h.PID(), mNote{0, 0}))
+	s := newScheduler(t)
+	g, h := submitGated(t, s, sched.Mailbox(1, sched.MailboxReject))
+	require.NoError(t, s.Tell(h.PID(), note{0, 0}))
 	done := make(chan error, 1)
-	go func() { done <- s.TellContext(context.Background(), h.PID(), mNote{1, 0}) }()
+	go func() { done <- s.TellContext(context.Background(), h.PID(), note{1, 0}) }()
 	for range 100 {
 		runtime.Gosched()
 	}
@@ -320,19 +311,19 @@ func TestMailboxOptionsValidated(t *testing.T) {
 	require.ErrorIs(t, err, sched.ErrInvalidOption)
 	_, err = sched.New(sched.WithMailbox(1, sched.MailboxPolicy(9)))
 	require.ErrorIs(t, err, sched.ErrInvalidOption)
-	s := tNewScheduler(t)
-	_, err = s.Submit(context.Background(), &tProc{}, "run", nil, sched.Mailbox(-3, sched.MailboxReject))
+	s := newScheduler(t)
+	_, err = s.Submit(context.Background(), &probe{}, "run", nil, sched.Mailbox(-3, sched.MailboxReject))
 	require.ErrorIs(t, err, sched.ErrInvalidOption)
 	require.Equal(t, "drop-oldest", sched.MailboxDropOldest.String())
 }
 
-// mCounted tracks how many instances are between Init and Close.
-type mCounted struct {
+// countedProc tracks how many instances are between Init and Close.
+type countedProc struct {
 	live, peak *atomic.Int64
 	release    <-chan struct{}
 }
 
-func (m *mCounted) Init(context.Context, string, payload.Payloads) error {
+func (m *countedProc) Init(context.Context, string, payload.Payloads) error {
 	n := m.live.Add(1)
 	for {
 		p := m.peak.Load()
@@ -342,10 +333,10 @@ func (m *mCounted) Init(context.Context, string, payload.Payloads) error {
 	}
 	return nil
 }
-func (m *mCounted) Close() { m.live.Add(-1) }
-func (m *mCounted) Step(evs []sched.Event, out *sched.StepOutput) error {
+func (m *countedProc) Close() { m.live.Add(-1) }
+func (m *countedProc) Step(evs []sched.Event, out *sched.StepOutput) error {
 	if len(evs) == 0 {
-		out.Yield(1, tCmd, nil) // wait for the release
+		out.Yield(1, cmdTest, nil) // wait for the release
 		return nil
 	}
 	out.Done(payload.Payload{})
@@ -355,7 +346,7 @@ func (m *mCounted) Step(evs []sched.Event, out *sched.StepOutput) error {
 func TestMaxProcessesNeverExceeded(t *testing.T) {
 	const limit, submitters = 50, 1000
 	release := make(chan struct{})
-	s := tNewScheduler(t, sched.WithMaxProcesses(limit), sched.WithHandler(tCmd, func(c sched.Call) error {
+	s := newScheduler(t, sched.WithMaxProcesses(limit), sched.WithHandler(cmdTest, func(c sched.Call) error {
 		done := c.Completion()
 		go func() {
 			<-release
@@ -371,7 +362,7 @@ func TestMaxProcessesNeverExceeded(t *testing.T) {
 	for i := range submitters {
 		wg.Go(func() {
 			<-start
-			h, err := s.Submit(context.Background(), &mCounted{live: &live, peak: &peak, release: release}, "run", nil)
+			h, err := s.Submit(context.Background(), &countedProc{live: &live, peak: &peak, release: release}, "run", nil)
 			switch {
 			case err == nil:
 				accepted.Add(1)
@@ -393,13 +384,13 @@ func TestMaxProcessesNeverExceeded(t *testing.T) {
 	// Once they end, there is room again.
 	close(release)
 	handles.Range(func(_, v any) bool {
-		_, err := tWait(t, s, v.(sched.Handle))
+		_, err := waitEnd(t, s, v.(sched.Handle))
 		require.NoError(t, err)
 		return true
 	})
-	h, err := s.Submit(context.Background(), &tProc{step: tDone(1)}, "run", nil)
+	h, err := s.Submit(context.Background(), &probe{step: doneWith(1)}, "run", nil)
 	require.NoError(t, err)
-	_, err = tWait(t, s, h)
+	_, err = waitEnd(t, s, h)
 	require.NoError(t, err)
 	_, err = sched.New(sched.WithMaxProcesses(0))
 	require.ErrorIs(t, err, sched.ErrInvalidOption)

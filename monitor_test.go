@@ -14,27 +14,27 @@ import (
 	"github.com/procsched/scheduler/relay"
 )
 
-// tMonitorOf submits a watcher that monitors pid (tag 1) and ends with the
+// monitorOf submits a watcher that monitors pid (tag 1) and ends with the
 // completion event as its result.
-func tMonitorOf(t *testing.T, s *sched.Scheduler, pid relay.PID) (sched.Handle, *tProc) {
+func monitorOf(t *testing.T, s *sched.Scheduler, pid relay.PID) (sched.Handle, *probe) {
 	t.Helper()
-	w := &tProc{step: func(_ *tProc, n int, evs []sched.Event, out *sched.StepOutput) error {
+	w := &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
 		if n == 0 {
 			out.Monitor(1, pid)
 			return nil
 		}
-		if ev, ok := tCompletion(evs, 1); ok {
+		if ev, ok := completionOf(evs, 1); ok {
 			out.Done(payload.Of(ev))
 		}
 		return nil
 	}}
-	return tSubmit(t, s, w), w
+	return submit(t, s, w), w
 }
 
-// tExit waits for a watcher from tMonitorOf and returns the Exit it got.
-func tExit(t *testing.T, s *sched.Scheduler, h sched.Handle, watched relay.PID) sched.Exit {
+// exitOf waits for a watcher from monitorOf and returns the Exit it got.
+func exitOf(t *testing.T, s *sched.Scheduler, h sched.Handle, watched relay.PID) sched.Exit {
 	t.Helper()
-	res, err := tWait(t, s, h)
+	res, err := waitEnd(t, s, h)
 	require.NoError(t, err)
 	ev := res.Value().(sched.Event)
 	require.NoError(t, ev.Error)
@@ -49,24 +49,24 @@ func TestMonitor(t *testing.T) {
 	errBoom := errors.New("boom")
 	cases := []struct {
 		name   string
-		step   func(*tProc, int, []sched.Event, *sched.StepOutput) error
+		step   func(*probe, int, []sched.Event, *sched.StepOutput) error
 		end    func(s *sched.Scheduler, pid relay.PID)
 		reason sched.ExitReason
 		check  func(t *testing.T, e sched.Exit)
 	}{
-		{"done", tUntilMessage, func(s *sched.Scheduler, pid relay.PID) { _ = s.Tell(pid, "result") }, sched.ExitDone,
+		{"done", untilMessage, func(s *sched.Scheduler, pid relay.PID) { _ = s.Tell(pid, "result") }, sched.ExitDone,
 			func(t *testing.T, e sched.Exit) {
 				assert.Equal(t, "result", e.Result.Value())
 				assert.NoError(t, e.Err)
 			}},
-		{"failed", func(_ *tProc, n int, evs []sched.Event, _ *sched.StepOutput) error {
+		{"failed", func(_ *probe, n int, evs []sched.Event, _ *sched.StepOutput) error {
 			if n > 0 {
 				return errBoom
 			}
 			return nil
 		}, func(s *sched.Scheduler, pid relay.PID) { _ = s.Tell(pid, 1) }, sched.ExitFailed,
 			func(t *testing.T, e sched.Exit) { assert.ErrorIs(t, e.Err, errBoom) }},
-		{"terminated", tUntilCancel, func(s *sched.Scheduler, pid relay.PID) { _ = s.Terminate(pid) }, sched.ExitTerminated,
+		{"terminated", untilCancel, func(s *sched.Scheduler, pid relay.PID) { _ = s.Terminate(pid) }, sched.ExitTerminated,
 			func(t *testing.T, e sched.Exit) {
 				assert.ErrorIs(t, e.Err, sched.ErrTerminated)
 				assert.Equal(t, "cancelled", e.Result.Value())
@@ -74,13 +74,13 @@ func TestMonitor(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			s := tNewScheduler(t)
-			target := tSubmit(t, s, &tProc{step: tc.step})
-			tWaitState(t, s, target.PID(), sched.StateIdle)
-			h, w := tMonitorOf(t, s, target.PID())
-			tWaitState(t, s, h.PID(), sched.StateBlocked)
+			s := newScheduler(t)
+			target := submit(t, s, &probe{step: tc.step})
+			waitState(t, s, target.PID(), sched.StateIdle)
+			h, w := monitorOf(t, s, target.PID())
+			waitState(t, s, h.PID(), sched.StateBlocked)
 			tc.end(s, target.PID())
-			e := tExit(t, s, h, target.PID())
+			e := exitOf(t, s, h, target.PID())
 			assert.Equal(t, tc.reason, e.Reason)
 			tc.check(t, e)
 			assert.Len(t, w.EventsOf(sched.EventYieldComplete), 1, "exactly one event")
@@ -88,46 +88,46 @@ func TestMonitor(t *testing.T) {
 	}
 
 	t.Run("gone at the time of asking", func(t *testing.T) {
-		s := tNewScheduler(t)
-		ended := tSubmit(t, s, &tProc{step: tDone(1)})
-		_, err := tWait(t, s, ended)
+		s := newScheduler(t)
+		ended := submit(t, s, &probe{step: doneWith(1)})
+		_, err := waitEnd(t, s, ended)
 		require.NoError(t, err)
 		for _, pid := range []relay.PID{ended.PID(), {ID: 1<<32 | 9}} {
-			h, _ := tMonitorOf(t, s, pid)
-			e := tExit(t, s, h, pid)
+			h, _ := monitorOf(t, s, pid)
+			e := exitOf(t, s, h, pid)
 			assert.Equal(t, sched.ExitGone, e.Reason)
 			assert.ErrorIs(t, e.Err, sched.ErrProcessNotFound)
 		}
 	})
 
 	t.Run("forced", func(t *testing.T) {
-		s := tNewScheduler(t)
-		target := tSubmit(t, s, &tProc{step: tIgnoreAll})
+		s := newScheduler(t)
+		target := submit(t, s, &probe{step: ignoreAll})
 		var got sched.Exit
 		fired := make(chan struct{})
 		s.Monitor(target.PID(), func(e sched.Exit) { got = e; close(fired) })
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		require.ErrorIs(t, s.Shutdown(ctx), sched.ErrForced)
-		tClosed(t, fired, "the monitor of a forced process")
+		receive(t, fired, "the monitor of a forced process")
 		assert.Equal(t, sched.ExitForced, got.Reason)
 		assert.ErrorIs(t, got.Err, sched.ErrForced)
 	})
 }
 
 func TestOutsideMonitor(t *testing.T) {
-	s := tNewScheduler(t)
-	target := tSubmit(t, s, &tProc{step: tUntilCancel})
+	s := newScheduler(t)
+	target := submit(t, s, &probe{step: untilCancel})
 	exits := make(chan sched.Exit, 3)
 	s.Monitor(target.PID(), func(e sched.Exit) { exits <- e })
 	stopped := s.Monitor(target.PID(), func(e sched.Exit) { exits <- e })
 	assert.True(t, stopped(), "stop before the end")
 	assert.False(t, stopped(), "stop twice")
 	require.NoError(t, s.Terminate(target.PID()))
-	e := tRecv(t, exits, "the monitor's call")
+	e := receive(t, exits, "the monitor's call")
 	assert.Equal(t, sched.ExitTerminated, e.Reason)
 	stop := s.Monitor(target.PID(), func(e sched.Exit) { exits <- e })
-	e = tRecv(t, exits, "the monitor of an ended process")
+	e = receive(t, exits, "the monitor of an ended process")
 	assert.Equal(t, sched.ExitGone, e.Reason)
 	assert.False(t, stop(), "f was called already")
 	select {
@@ -141,16 +141,16 @@ func TestOutsideMonitor(t *testing.T) {
 // concurrently is told exactly once: either how it ended or that it was
 // gone; never not at all, never twice.
 func TestMonitorRacingTheEnd(t *testing.T) {
-	s := tNewScheduler(t)
+	s := newScheduler(t)
 	for i := range 300 {
-		target := tSubmit(t, s, &tProc{step: tUntilCancel})
+		target := submit(t, s, &probe{step: untilCancel})
 		var wg sync.WaitGroup
 		var h sched.Handle
-		var w *tProc
-		wg.Go(func() { h, w = tMonitorOf(t, s, target.PID()) })
+		var w *probe
+		wg.Go(func() { h, w = monitorOf(t, s, target.PID()) })
 		wg.Go(func() { _ = s.Terminate(target.PID()) })
 		wg.Wait()
-		e := tExit(t, s, h, target.PID())
+		e := exitOf(t, s, h, target.PID())
 		require.Contains(t, []sched.ExitReason{sched.ExitTerminated, sched.ExitGone}, e.Reason, "iteration %d", i)
 		require.Len(t, w.EventsOf(sched.EventYieldComplete), 1, "iteration %d: exactly one event", i)
 	}

@@ -16,9 +16,9 @@ import (
 
 func TestNames(t *testing.T) {
 	t.Run("register, look up, send by name", func(t *testing.T) {
-		s := tNewScheduler(t)
-		p := &tProc{step: tUntilMessage}
-		h := tSubmit(t, s, p)
+		s := newScheduler(t)
+		p := &probe{step: untilMessage}
+		h := submit(t, s, p)
 		require.NoError(t, s.Register("db", h.PID()))
 		require.NoError(t, s.Register("db", h.PID()), "the same process again")
 		require.NoError(t, s.Register("store", h.PID()), "a second name")
@@ -26,15 +26,15 @@ func TestNames(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, h.PID(), got)
 		require.NoError(t, s.TellName("store", "hi"))
-		res, err := tWait(t, s, h)
+		res, err := waitEnd(t, s, h)
 		require.NoError(t, err)
 		assert.Equal(t, "hi", res.Value())
 	})
 
 	t.Run("clear errors", func(t *testing.T) {
-		s := tNewScheduler(t)
-		a := tSubmit(t, s, &tProc{step: tUntilCancel})
-		b := tSubmit(t, s, &tProc{step: tUntilCancel})
+		s := newScheduler(t)
+		a := submit(t, s, &probe{step: untilCancel})
+		b := submit(t, s, &probe{step: untilCancel})
 		require.NoError(t, s.Register("x", a.PID()))
 		err := s.Register("x", b.PID())
 		require.ErrorIs(t, err, sched.ErrNameTaken)
@@ -50,23 +50,23 @@ func TestNames(t *testing.T) {
 	})
 
 	t.Run("released when the process ends", func(t *testing.T) {
-		s := tNewScheduler(t)
-		first := tSubmit(t, s, &tProc{step: tUntilCancel})
+		s := newScheduler(t)
+		first := submit(t, s, &probe{step: untilCancel})
 		require.NoError(t, s.Register("svc", first.PID()))
 		require.NoError(t, s.Terminate(first.PID()))
-		_, err := tWait(t, s, first)
+		_, err := waitEnd(t, s, first)
 		require.NoError(t, err)
 		_, err = s.Lookup("svc")
 		require.ErrorIs(t, err, sched.ErrNameNotFound)
-		second := tSubmit(t, s, &tProc{step: tUntilCancel})
+		second := submit(t, s, &probe{step: untilCancel})
 		require.NoError(t, s.Register("svc", second.PID()), "the name is free for the next one")
 	})
 
 	t.Run("a process tells by name; an unknown name bounces", func(t *testing.T) {
-		s := tNewScheduler(t)
-		target := tSubmit(t, s, &tProc{step: tUntilMessage})
+		s := newScheduler(t)
+		target := submit(t, s, &probe{step: untilMessage})
 		require.NoError(t, s.Register("target", target.PID()))
-		p := &tProc{step: func(_ *tProc, n int, evs []sched.Event, out *sched.StepOutput) error {
+		p := &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
 			if n == 0 {
 				out.TellName("target", "by name")
 				out.TellName("nobody", "lost")
@@ -79,11 +79,11 @@ func TestNames(t *testing.T) {
 			}
 			return nil
 		}}
-		h := tSubmit(t, s, p)
-		res, err := tWait(t, s, target)
+		h := submit(t, s, p)
+		res, err := waitEnd(t, s, target)
 		require.NoError(t, err)
 		assert.Equal(t, "by name", res.Value())
-		res, err = tWait(t, s, h)
+		res, err = waitEnd(t, s, h)
 		require.NoError(t, err)
 		ev := res.Value().(sched.Event)
 		assert.ErrorIs(t, ev.Error, sched.ErrNameNotFound)
@@ -95,16 +95,16 @@ func TestNames(t *testing.T) {
 // end either fails or is released by the end; a name never outlives its
 // process.
 func TestNameRegistrationRacingTheEnd(t *testing.T) {
-	s := tNewScheduler(t)
+	s := newScheduler(t)
 	for i := range 500 {
 		name := fmt.Sprint("n", i)
-		h := tSubmit(t, s, &tProc{step: tUntilCancel})
+		h := submit(t, s, &probe{step: untilCancel})
 		var wg sync.WaitGroup
 		var regErr error
 		wg.Go(func() { regErr = s.Register(name, h.PID()) })
 		wg.Go(func() { _ = s.Terminate(h.PID()) })
 		wg.Wait()
-		_, err := tWait(t, s, h)
+		_, err := waitEnd(t, s, h)
 		require.NoError(t, err)
 		if regErr != nil {
 			require.ErrorIs(t, regErr, sched.ErrProcessNotFound)

@@ -12,9 +12,9 @@ import (
 	"github.com/procsched/scheduler/payload"
 )
 
-// tPoolHandler hands every call's work to the blocking pool: work waits
+// poolHandler hands every call's work to the blocking pool: work waits
 // for gate (if not nil), then returns the call's Arg.
-func tPoolHandler(gate <-chan struct{}, running, peak *atomic.Int32) sched.Handler {
+func poolHandler(gate <-chan struct{}, running, peak *atomic.Int32) sched.Handler {
 	return func(c sched.Call) error {
 		return c.Go(func(ctx context.Context) (any, error) {
 			n := running.Add(1)
@@ -41,18 +41,18 @@ func TestBlockingPool(t *testing.T) {
 	t.Run("runs the work and completes the yield, at most size at once", func(t *testing.T) {
 		gate := make(chan struct{})
 		var running, peak atomic.Int32
-		s := tNewScheduler(t, sched.WithBlockingPool(2, 100, sched.PoolWait), sched.WithHandler(tCmd, tPoolHandler(gate, &running, &peak)))
+		s := newScheduler(t, sched.WithBlockingPool(2, 100, sched.PoolWait), sched.WithHandler(cmdTest, poolHandler(gate, &running, &peak)))
 		var hs []sched.Handle
 		for i := range 10 {
-			hs = append(hs, tSubmit(t, s, &tProc{step: tYieldOnce(1, func(out *sched.StepOutput) { out.Yield(1, tCmd, i) })}))
+			hs = append(hs, submit(t, s, &probe{step: yieldOnce(1, func(out *sched.StepOutput) { out.Yield(1, cmdTest, i) })}))
 		}
-		tEventually(t, "two tasks running, eight queued", func() bool {
+		eventually(t, "two tasks running, eight queued", func() bool {
 			st := s.Stats().Pool
 			return st.Running == 2 && st.Queued == 8
 		})
 		close(gate)
 		for i, h := range hs {
-			res, err := tWait(t, s, h)
+			res, err := waitEnd(t, s, h)
 			require.NoError(t, err)
 			assert.Equal(t, i, res.Value())
 		}
@@ -67,26 +67,26 @@ func TestBlockingPool(t *testing.T) {
 			t.Run(policy.String(), func(t *testing.T) {
 				gate := make(chan struct{})
 				var running, peak atomic.Int32
-				s := tNewScheduler(t, sched.WithBlockingPool(1, 1, policy), sched.WithHandler(tCmd, tPoolHandler(gate, &running, &peak)))
-				first := tSubmit(t, s, &tProc{step: tYieldOnce(1, func(out *sched.StepOutput) { out.Yield(1, tCmd, 1) })})
-				tEventually(t, "the first task running", func() bool { return running.Load() == 1 })
-				second := tSubmit(t, s, &tProc{step: tYieldOnce(1, func(out *sched.StepOutput) { out.Yield(1, tCmd, 2) })})
-				tEventually(t, "the second task queued", func() bool { return s.Stats().Pool.Queued == 1 })
-				third := tSubmit(t, s, &tProc{step: tYieldOnce(1, func(out *sched.StepOutput) { out.Yield(1, tCmd, 3) })})
+				s := newScheduler(t, sched.WithBlockingPool(1, 1, policy), sched.WithHandler(cmdTest, poolHandler(gate, &running, &peak)))
+				first := submit(t, s, &probe{step: yieldOnce(1, func(out *sched.StepOutput) { out.Yield(1, cmdTest, 1) })})
+				eventually(t, "the first task running", func() bool { return running.Load() == 1 })
+				second := submit(t, s, &probe{step: yieldOnce(1, func(out *sched.StepOutput) { out.Yield(1, cmdTest, 2) })})
+				eventually(t, "the second task queued", func() bool { return s.Stats().Pool.Queued == 1 })
+				third := submit(t, s, &probe{step: yieldOnce(1, func(out *sched.StepOutput) { out.Yield(1, cmdTest, 3) })})
 				if policy == sched.PoolReject {
-					_, err := tWait(t, s, third)
+					_, err := waitEnd(t, s, third)
 					require.ErrorIs(t, err, sched.ErrPoolFull)
 					assert.Equal(t, uint64(1), s.Stats().Pool.Rejected)
 				} else {
-					tEventually(t, "the third task waiting", func() bool { return s.Stats().Pool.Waiting == 1 })
+					eventually(t, "the third task waiting", func() bool { return s.Stats().Pool.Waiting == 1 })
 				}
 				close(gate)
 				for _, h := range []sched.Handle{first, second} {
-					_, err := tWait(t, s, h)
+					_, err := waitEnd(t, s, h)
 					require.NoError(t, err)
 				}
 				if policy == sched.PoolWait {
-					res, err := tWait(t, s, third)
+					res, err := waitEnd(t, s, third)
 					require.NoError(t, err)
 					assert.Equal(t, 3, res.Value())
 				}
@@ -95,10 +95,10 @@ func TestBlockingPool(t *testing.T) {
 	})
 
 	t.Run("a panic completes the yield with a PanicError", func(t *testing.T) {
-		s := tNewScheduler(t, sched.WithHandler(tCmd, func(c sched.Call) error {
+		s := newScheduler(t, sched.WithHandler(cmdTest, func(c sched.Call) error {
 			return c.Go(func(context.Context) (any, error) { panic("blocking boom") })
 		}))
-		_, err := tWait(t, s, tSubmit(t, s, &tProc{step: tYieldOnce(1, func(out *sched.StepOutput) { out.Yield(1, tCmd, nil) })}))
+		_, err := waitEnd(t, s, submit(t, s, &probe{step: yieldOnce(1, func(out *sched.StepOutput) { out.Yield(1, cmdTest, nil) })}))
 		var perr *sched.PanicError
 		require.ErrorAs(t, err, &perr)
 		assert.Equal(t, "blocking boom", perr.Value)
@@ -107,29 +107,29 @@ func TestBlockingPool(t *testing.T) {
 	t.Run("work for a process that ended is dropped or cancelled", func(t *testing.T) {
 		gate := make(chan struct{})
 		var running, peak atomic.Int32
-		s := tNewScheduler(t, sched.WithBlockingPool(1, 10, sched.PoolWait), sched.WithHandler(tCmd, tPoolHandler(gate, &running, &peak)))
-		ender := func() *tProc {
-			return &tProc{step: func(_ *tProc, n int, evs []sched.Event, out *sched.StepOutput) error {
+		s := newScheduler(t, sched.WithBlockingPool(1, 10, sched.PoolWait), sched.WithHandler(cmdTest, poolHandler(gate, &running, &peak)))
+		ender := func() *probe {
+			return &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
 				if n == 0 {
-					out.Yield(1, tCmd, nil)
+					out.Yield(1, cmdTest, nil)
 				}
-				if tHasCancel(evs) {
+				if hasCancel(evs) {
 					out.Done(payload.Payload{}) // ends without waiting for the work
 				}
 				return nil
 			}}
 		}
-		a := tSubmit(t, s, ender()) // runs, blocked on the gate
-		tEventually(t, "a's task running", func() bool { return running.Load() == 1 })
-		b := tSubmit(t, s, ender()) // queued behind it
-		tEventually(t, "b's task queued", func() bool { return s.Stats().Pool.Queued == 1 })
+		a := submit(t, s, ender()) // runs, blocked on the gate
+		eventually(t, "a's task running", func() bool { return running.Load() == 1 })
+		b := submit(t, s, ender()) // queued behind it
+		eventually(t, "b's task queued", func() bool { return s.Stats().Pool.Queued == 1 })
 		require.NoError(t, s.Terminate(b.PID()))
-		_, err := tWait(t, s, b)
+		_, err := waitEnd(t, s, b)
 		require.NoError(t, err)
 		require.NoError(t, s.Terminate(a.PID())) // cancels a's running work through its context
-		_, err = tWait(t, s, a)
+		_, err = waitEnd(t, s, a)
 		require.NoError(t, err)
-		tEventually(t, "the pool idle", func() bool { st := s.Stats().Pool; return st.Running == 0 })
+		eventually(t, "the pool idle", func() bool { st := s.Stats().Pool; return st.Running == 0 })
 		st := s.Stats().Pool
 		assert.Equal(t, uint64(1), st.Skipped, "b's task never ran")
 		assert.Equal(t, uint64(1), st.Done, "a's task ran and was cancelled")

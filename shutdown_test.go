@@ -17,12 +17,12 @@ import (
 	"github.com/procsched/scheduler/relay"
 )
 
-// tShutdownAsync runs s.Shutdown(ctx) on a goroutine and returns a channel
+// shutdownAsync runs s.Shutdown(ctx) on a goroutine and returns a channel
 // that receives its error. The test's cleanup waits for that goroutine;
 // whatever must happen for Shutdown to return (releasing a blocked Step)
 // belongs in a cleanup registered after this call, since cleanups run
 // last-registered first.
-func tShutdownAsync(t *testing.T, s *sched.Scheduler, ctx context.Context) <-chan error {
+func shutdownAsync(t *testing.T, s *sched.Scheduler, ctx context.Context) <-chan error {
 	errc := make(chan error, 1)
 	done := make(chan struct{})
 	go func() {
@@ -32,8 +32,8 @@ func tShutdownAsync(t *testing.T, s *sched.Scheduler, ctx context.Context) <-cha
 	t.Cleanup(func() {
 		select {
 		case <-done:
-		case <-time.After(tTimeout):
-			t.Errorf("Shutdown did not return within %v", tTimeout)
+		case <-time.After(testTimeout):
+			t.Errorf("Shutdown did not return within %v", testTimeout)
 		}
 	})
 	return errc
@@ -41,9 +41,9 @@ func tShutdownAsync(t *testing.T, s *sched.Scheduler, ctx context.Context) <-cha
 
 func TestTerminate(t *testing.T) {
 	t.Run("cancel is delivered once", func(t *testing.T) {
-		s := tNewScheduler(t)
+		s := newScheduler(t)
 		// The process ignores the cancel and finishes on a message.
-		p := &tProc{step: func(_ *tProc, _ int, evs []sched.Event, out *sched.StepOutput) error {
+		p := &probe{step: func(_ *probe, _ int, evs []sched.Event, out *sched.StepOutput) error {
 			for _, ev := range evs {
 				if ev.Type == sched.EventMessage {
 					out.Done(payload.Payload{})
@@ -51,83 +51,83 @@ func TestTerminate(t *testing.T) {
 			}
 			return nil
 		}}
-		h := tSubmit(t, s, p)
+		h := submit(t, s, p)
 		require.NoError(t, s.Terminate(h.PID()))
 		require.NoError(t, s.Terminate(h.PID()), "second Terminate")
-		tEventually(t, "the cancel event", func() bool { return len(p.EventsOf(sched.EventCancel)) > 0 })
+		eventually(t, "the cancel event", func() bool { return len(p.EventsOf(sched.EventCancel)) > 0 })
 		require.NoError(t, s.Terminate(h.PID()), "Terminate after the cancel was seen")
 		require.NoError(t, s.Tell(h.PID(), "finish"))
-		_, err := tWait(t, s, h)
+		_, err := waitEnd(t, s, h)
 		require.NoError(t, err)
 		assert.Len(t, p.EventsOf(sched.EventCancel), 1, "cancel events")
-		tRequireLife(t, p)
+		requireLifecycle(t, p)
 		require.ErrorIs(t, s.Terminate(h.PID()), sched.ErrProcessNotFound, "Terminate after the end")
 	})
 
 	t.Run("cleanup yield is served", func(t *testing.T) {
 		const d = 20 * time.Millisecond
-		s := tNewScheduler(t)
+		s := newScheduler(t)
 		var cancelledAt time.Time
 		var slept time.Duration
-		p := &tProc{step: func(_ *tProc, _ int, evs []sched.Event, out *sched.StepOutput) error {
-			if tHasCancel(evs) {
+		p := &probe{step: func(_ *probe, _ int, evs []sched.Event, out *sched.StepOutput) error {
+			if hasCancel(evs) {
 				cancelledAt = time.Now()
 				out.Sleep(9, d)
 			}
-			if _, ok := tCompletion(evs, 9); ok {
+			if _, ok := completionOf(evs, 9); ok {
 				slept = time.Since(cancelledAt)
 				out.Done(payload.Of("cleaned up"))
 			}
 			return nil
 		}}
-		h := tSubmit(t, s, p)
+		h := submit(t, s, p)
 		require.NoError(t, s.Terminate(h.PID()))
-		res, err := tWait(t, s, h)
+		res, err := waitEnd(t, s, h)
 		require.NoError(t, err)
 		assert.Equal(t, "cleaned up", res.Value())
 		assert.GreaterOrEqual(t, slept, d)
 		assert.Len(t, p.EventsOf(sched.EventCancel), 1)
-		tRequireLife(t, p)
+		requireLifecycle(t, p)
 	})
 
 	t.Run("wakes a blocked process", func(t *testing.T) {
-		s := tNewScheduler(t)
-		p := &tProc{step: tYieldOnce(1, func(out *sched.StepOutput) { out.Sleep(1, time.Hour) })}
-		h := tSubmit(t, s, p)
-		tWaitState(t, s, h.PID(), sched.StateBlocked)
+		s := newScheduler(t)
+		p := &probe{step: yieldOnce(1, func(out *sched.StepOutput) { out.Sleep(1, time.Hour) })}
+		h := submit(t, s, p)
+		waitState(t, s, h.PID(), sched.StateBlocked)
 		require.NoError(t, s.Terminate(h.PID()))
-		_, err := tWait(t, s, h)
+		_, err := waitEnd(t, s, h)
 		require.NoError(t, err)
-		tRequireLife(t, p)
+		requireLifecycle(t, p)
 	})
 
 	t.Run("unknown PID", func(t *testing.T) {
-		s := tNewScheduler(t)
+		s := newScheduler(t)
 		require.ErrorIs(t, s.Terminate(relay.PID{ID: 1<<32 | 77}), sched.ErrProcessNotFound)
 	})
 }
 
 func TestShutdownGraceful(t *testing.T) {
 	ignore := goleak.IgnoreCurrent()
-	s := tNewScheduler(t, sched.WithWorkers(2))
+	s := newScheduler(t, sched.WithWorkers(2))
 
-	var procs []*tProc
+	var procs []*probe
 	var hs []sched.Handle
-	add := func(p *tProc) {
+	add := func(p *probe) {
 		procs = append(procs, p)
-		hs = append(hs, tSubmit(t, s, p))
+		hs = append(hs, submit(t, s, p))
 	}
 	for range 20 {
-		add(&tProc{step: tUntilCancel}) // idle
+		add(&probe{step: untilCancel}) // idle
 	}
 	for range 10 {
 		// blocked on a timer that would outlive the test
-		add(&tProc{step: tYieldOnce(1, func(out *sched.StepOutput) { out.Sleep(1, time.Hour) })})
+		add(&probe{step: yieldOnce(1, func(out *sched.StepOutput) { out.Sleep(1, time.Hour) })})
 	}
 	for range 4 {
 		// busy: continues until cancelled
-		add(&tProc{step: func(_ *tProc, _ int, evs []sched.Event, out *sched.StepOutput) error {
-			if tHasCancel(evs) {
+		add(&probe{step: func(_ *probe, _ int, evs []sched.Event, out *sched.StepOutput) error {
+			if hasCancel(evs) {
 				out.Done(payload.Payload{})
 			} else {
 				out.Continue()
@@ -137,24 +137,24 @@ func TestShutdownGraceful(t *testing.T) {
 	}
 	for range 3 {
 		// awaits a child, which also ends at the cancel
-		child := &tProc{step: tUntilCancel}
+		child := &probe{step: untilCancel}
 		procs = append(procs, child)
-		add(&tProc{step: func(_ *tProc, n int, evs []sched.Event, out *sched.StepOutput) error {
+		add(&probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
 			if n == 0 {
 				out.SpawnAwait(1, child, "child", nil)
 				return nil
 			}
-			if ev, ok := tCompletion(evs, 1); ok {
+			if ev, ok := completionOf(evs, 1); ok {
 				out.Done(payload.Of(ev.Data))
 			}
 			return nil
 		}})
 	}
 	for _, p := range procs {
-		tEventually(t, "every process to start", func() bool { return p.Steps() > 0 })
+		eventually(t, "every process to start", func() bool { return p.Steps() > 0 })
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), tTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	require.NoError(t, s.Shutdown(ctx))
 
@@ -163,7 +163,7 @@ func TestShutdownGraceful(t *testing.T) {
 		require.NoError(t, err, "process %d (ErrNotEnded: it had not ended when Shutdown returned)", i)
 	}
 	for _, p := range procs {
-		tRequireLife(t, p)
+		requireLifecycle(t, p)
 		assert.Len(t, p.EventsOf(sched.EventCancel), 1)
 	}
 	st := s.Stats()
@@ -185,7 +185,7 @@ func TestShutdownWaitsForCleanup(t *testing.T) {
 	openGate := func() { gateOnce.Do(func() { close(gate) }) }
 	handled := make(chan sched.Call, 1)
 	completeErr := make(chan error, 1)
-	s := tNewScheduler(t, sched.WithHandler(tCmd, func(c sched.Call) error {
+	s := newScheduler(t, sched.WithHandler(cmdTest, func(c sched.Call) error {
 		handled <- c
 		comp := c.Completion()
 		wg.Go(func() {
@@ -194,22 +194,22 @@ func TestShutdownWaitsForCleanup(t *testing.T) {
 		})
 		return nil
 	}))
-	p := &tProc{step: func(_ *tProc, _ int, evs []sched.Event, out *sched.StepOutput) error {
-		if tHasCancel(evs) {
-			out.Yield(2, tCmd, nil)
-			out.Spawn(3, &tProc{step: tDone(nil)}, "late child", nil)
+	p := &probe{step: func(_ *probe, _ int, evs []sched.Event, out *sched.StepOutput) error {
+		if hasCancel(evs) {
+			out.Yield(2, cmdTest, nil)
+			out.Spawn(3, &probe{step: doneWith(nil)}, "late child", nil)
 		}
-		if ev, ok := tCompletion(evs, 2); ok {
+		if ev, ok := completionOf(evs, 2); ok {
 			out.Done(payload.Of(ev.Data))
 		}
 		return nil
 	}}
-	h := tSubmit(t, s, p)
-	tWaitState(t, s, h.PID(), sched.StateIdle)
+	h := submit(t, s, p)
+	waitState(t, s, h.PID(), sched.StateIdle)
 
-	errc := tShutdownAsync(t, s, context.Background())
+	errc := shutdownAsync(t, s, context.Background())
 	t.Cleanup(openGate)
-	c := tRecv(t, handled, "the cleanup yield's handler")
+	c := receive(t, handled, "the cleanup yield's handler")
 
 	// Shutdown cannot have returned: the process waits for its cleanup.
 	select {
@@ -217,26 +217,26 @@ func TestShutdownWaitsForCleanup(t *testing.T) {
 		t.Fatalf("Shutdown returned %v before the cleanup yield completed", err)
 	default:
 	}
-	_, err := s.Submit(context.Background(), &tProc{}, "run", nil)
+	_, err := s.Submit(context.Background(), &probe{}, "run", nil)
 	require.ErrorIs(t, err, sched.ErrClosed, "Submit during Shutdown")
-	_, err = c.Submit(context.Background(), &tProc{}, "run", nil)
+	_, err = c.Submit(context.Background(), &probe{}, "run", nil)
 	require.ErrorIs(t, err, sched.ErrClosed, "Call.Submit during Shutdown")
 	require.NoError(t, s.Tell(h.PID(), "still reachable"), "Tell during Shutdown")
 	require.NoError(t, s.Terminate(h.PID()), "Terminate during Shutdown")
 
 	openGate()
-	require.NoError(t, tRecv(t, completeErr, "the cleanup completion"))
-	require.NoError(t, tRecv(t, errc, "Shutdown"))
+	require.NoError(t, receive(t, completeErr, "the cleanup completion"))
+	require.NoError(t, receive(t, errc, "Shutdown"))
 
-	res, err := tWait(t, s, h)
+	res, err := waitEnd(t, s, h)
 	require.NoError(t, err)
 	assert.Equal(t, "flushed", res.Value())
 	assert.Len(t, p.EventsOf(sched.EventCancel), 1)
-	spawn, ok := tCompletion(p.Events(), 3)
+	spawn, ok := completionOf(p.Events(), 3)
 	if assert.True(t, ok, "the spawn's completion arrived before the end") {
 		assert.ErrorIs(t, spawn.Error, sched.ErrClosed, "spawn during Shutdown")
 	}
-	tRequireLife(t, p)
+	requireLifecycle(t, p)
 }
 
 // TestSubmitsDuringShutdown: submissions refused while Shutdown waits for
@@ -249,7 +249,7 @@ func TestSubmitsDuringShutdown(t *testing.T) {
 	gate := make(chan struct{})
 	var gateOnce sync.Once
 	openGate := func() { gateOnce.Do(func() { close(gate) }) }
-	s := tNewScheduler(t, sched.WithHandler(tCmd, func(c sched.Call) error {
+	s := newScheduler(t, sched.WithHandler(cmdTest, func(c sched.Call) error {
 		comp := c.Completion()
 		wg.Go(func() {
 			<-gate
@@ -257,26 +257,26 @@ func TestSubmitsDuringShutdown(t *testing.T) {
 		})
 		return nil
 	}))
-	p := &tProc{step: func(_ *tProc, _ int, evs []sched.Event, out *sched.StepOutput) error {
-		if tHasCancel(evs) {
-			out.Yield(2, tCmd, nil)
+	p := &probe{step: func(_ *probe, _ int, evs []sched.Event, out *sched.StepOutput) error {
+		if hasCancel(evs) {
+			out.Yield(2, cmdTest, nil)
 		}
-		if _, ok := tCompletion(evs, 2); ok {
+		if _, ok := completionOf(evs, 2); ok {
 			out.Done(payload.Of("cleaned up"))
 		}
 		return nil
 	}}
-	h := tSubmit(t, s, p)
-	tWaitState(t, s, h.PID(), sched.StateIdle)
-	errc := tShutdownAsync(t, s, context.Background())
+	h := submit(t, s, p)
+	waitState(t, s, h.PID(), sched.StateIdle)
+	errc := shutdownAsync(t, s, context.Background())
 	t.Cleanup(openGate)
-	tWaitState(t, s, h.PID(), sched.StateBlocked)
+	waitState(t, s, h.PID(), sched.StateBlocked)
 
 	// Submit until Shutdown returns (which it must not) or for a second.
 	stop := make(chan struct{})
 	var submitters sync.WaitGroup
 	var refused atomic.Int64
-	refusedProc := &tProc{} // never initialised: Submit refuses it first
+	refusedProc := &probe{} // never initialised: Submit refuses it first
 	for range 4 {
 		submitters.Go(func() {
 			for {
@@ -309,22 +309,22 @@ func TestSubmitsDuringShutdown(t *testing.T) {
 	require.Positive(t, refused.Load())
 
 	openGate()
-	require.NoError(t, tRecv(t, errc, "Shutdown"))
-	res, err := tWait(t, s, h)
+	require.NoError(t, receive(t, errc, "Shutdown"))
+	res, err := waitEnd(t, s, h)
 	require.NoError(t, err)
 	assert.Equal(t, "cleaned up", res.Value())
-	tRequireLife(t, p)
+	requireLifecycle(t, p)
 }
 
 // TestShutdownForced: a process that ignores the cancel is closed at the
 // deadline.
 func TestShutdownForced(t *testing.T) {
-	s := tNewScheduler(t)
-	stubborn := &tProc{step: tIgnoreAll}
-	hs := tSubmit(t, s, stubborn)
-	graceful := &tProc{step: tUntilCancel}
-	hg := tSubmit(t, s, graceful)
-	tWaitState(t, s, hs.PID(), sched.StateIdle)
+	s := newScheduler(t)
+	stubborn := &probe{step: ignoreAll}
+	hs := submit(t, s, stubborn)
+	graceful := &probe{step: untilCancel}
+	hg := submit(t, s, graceful)
+	waitState(t, s, hs.PID(), sched.StateIdle)
 	pctx := stubborn.Ctx()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
@@ -334,15 +334,15 @@ func TestShutdownForced(t *testing.T) {
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Contains(t, err.Error(), "1 process")
 
-	_, err = tWait(t, s, hs)
+	_, err = waitEnd(t, s, hs)
 	require.ErrorIs(t, err, sched.ErrForced)
-	tRequireLife(t, stubborn)
+	requireLifecycle(t, stubborn)
 	require.ErrorIs(t, pctx.Err(), context.Canceled)
 	assert.Len(t, stubborn.EventsOf(sched.EventCancel), 1, "the stubborn process was asked first")
 
-	_, err = tWait(t, s, hg)
+	_, err = waitEnd(t, s, hg)
 	require.NoError(t, err)
-	tRequireLife(t, graceful)
+	requireLifecycle(t, graceful)
 
 	st := s.Stats()
 	assert.Equal(t, uint64(1), st.Processes.Forced)
@@ -353,32 +353,32 @@ func TestShutdownForced(t *testing.T) {
 // deadline is closed when the Step returns, exactly once, and not stepped
 // again.
 func TestShutdownForcedDuringStep(t *testing.T) {
-	s := tNewScheduler(t, sched.WithWorkers(2))
+	s := newScheduler(t, sched.WithWorkers(2))
 	entered, release := make(chan struct{}), make(chan struct{})
 	var releaseOnce sync.Once
 	releaseStep := func() { releaseOnce.Do(func() { close(release) }) }
 	t.Cleanup(releaseStep)
-	long := &tProc{step: func(_ *tProc, n int, _ []sched.Event, _ *sched.StepOutput) error {
+	long := &probe{step: func(_ *probe, n int, _ []sched.Event, _ *sched.StepOutput) error {
 		if n == 0 {
 			close(entered)
 			<-release
 		}
 		return nil // ignores the cancel
 	}}
-	hl := tSubmit(t, s, long)
-	tClosed(t, entered, "the long step")
+	hl := submit(t, s, long)
+	receive(t, entered, "the long step")
 	// A second stubborn process tells us when the forcing has begun: it is
 	// closed by the deadline, which marks every process as forced first.
-	idle := &tProc{step: tIgnoreAll}
-	hi := tSubmit(t, s, idle)
-	tWaitState(t, s, hi.PID(), sched.StateIdle)
+	idle := &probe{step: ignoreAll}
+	hi := submit(t, s, idle)
+	waitState(t, s, hi.PID(), sched.StateIdle)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	errc := tShutdownAsync(t, s, ctx)
+	errc := shutdownAsync(t, s, ctx)
 	t.Cleanup(releaseStep)
 
-	_, err := tWait(t, s, hi)
+	_, err := waitEnd(t, s, hi)
 	require.ErrorIs(t, err, sched.ErrForced)
 	assert.Zero(t, long.Closes(), "Close was called while Step was running")
 	select {
@@ -388,12 +388,12 @@ func TestShutdownForcedDuringStep(t *testing.T) {
 	}
 
 	releaseStep()
-	err = tRecv(t, errc, "Shutdown")
+	err = receive(t, errc, "Shutdown")
 	require.ErrorIs(t, err, sched.ErrForced)
 	assert.Contains(t, err.Error(), "2 process")
-	_, err = tWait(t, s, hl)
+	_, err = waitEnd(t, s, hl)
 	require.ErrorIs(t, err, sched.ErrForced)
-	tRequireLife(t, long)
+	requireLifecycle(t, long)
 	assert.Equal(t, 1, long.Steps(), "a forced process was stepped after its long step")
 }
 
@@ -401,15 +401,15 @@ func TestShutdownForcedDuringStep(t *testing.T) {
 // returned, and nothing panics.
 func TestAfterShutdown(t *testing.T) {
 	calls := make(chan sched.Call, 1)
-	s := tNewScheduler(t, sched.WithHandler(tCmd, func(c sched.Call) error {
+	s := newScheduler(t, sched.WithHandler(cmdTest, func(c sched.Call) error {
 		calls <- c
 		return nil
 	}))
-	p := &tProc{step: tYieldOnce(1, func(out *sched.StepOutput) { out.Yield(1, tCmd, nil) })}
-	h := tSubmit(t, s, p)
-	c := tRecv(t, calls, "the handler")
+	p := &probe{step: yieldOnce(1, func(out *sched.StepOutput) { out.Yield(1, cmdTest, nil) })}
+	h := submit(t, s, p)
+	c := receive(t, calls, "the handler")
 	require.NoError(t, s.Shutdown(context.Background()))
-	_, err := tWait(t, s, h)
+	_, err := waitEnd(t, s, h)
 	require.NoError(t, err, "the process ended at the cancel")
 	pid := h.PID()
 
@@ -418,7 +418,7 @@ func TestAfterShutdown(t *testing.T) {
 		call func() error
 	}{
 		{"Submit", func() error {
-			_, err := s.Submit(context.Background(), &tProc{}, "run", nil)
+			_, err := s.Submit(context.Background(), &probe{}, "run", nil)
 			return err
 		}},
 		{"Send", func() error { return s.Send(relay.Message{To: pid}) }},
@@ -430,7 +430,7 @@ func TestAfterShutdown(t *testing.T) {
 		{"Completion.Complete", func() error { return c.Completion().Complete(nil, nil) }},
 		{"Call.Tell", func() error { return c.Tell(pid, 1) }},
 		{"Call.Submit", func() error {
-			_, err := c.Submit(context.Background(), &tProc{}, "run", nil)
+			_, err := c.Submit(context.Background(), &probe{}, "run", nil)
 			return err
 		}},
 	}
@@ -444,13 +444,13 @@ func TestAfterShutdown(t *testing.T) {
 	// Observation still works.
 	assert.Empty(t, s.Processes())
 	assert.Zero(t, s.Stats().Processes.Live)
-	require.ErrorIs(t, s.SetHandler(tCmd2, func(sched.Call) error { return nil }), sched.ErrClosed, "SetHandler after Shutdown")
-	tRequireLife(t, p)
+	require.ErrorIs(t, s.SetHandler(cmdTest2, func(sched.Call) error { return nil }), sched.ErrClosed, "SetHandler after Shutdown")
+	requireLifecycle(t, p)
 }
 
 func TestShutdownEmpty(t *testing.T) {
 	ignore := goleak.IgnoreCurrent()
-	s := tNewScheduler(t, sched.WithWorkers(4))
+	s := newScheduler(t, sched.WithWorkers(4))
 	require.NoError(t, s.Shutdown(context.Background()))
 	goleak.VerifyNone(t, ignore)
 	require.NoError(t, s.Shutdown(context.Background()), "a second Shutdown returns the first one's result")

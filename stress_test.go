@@ -25,14 +25,14 @@ import (
 // The stress tests of the scheduler's contract: exactly-once delivery,
 // per-sender order, no lost wake-up, Close exactly once, shutdown. Each
 // runs several random configurations with more workers than the
-// machine has cores, under the progress watchdog of sAwait: a run that
+// machine has cores, under the progress watchdog of awaitProgress: a run that
 // stops making progress fails with a dump of its processes instead of
 // hanging. Sizes are multiplied by stressScale (scale_test.go).
 
 var errStressBoom = errors.New("stress: boom")
 
-// sMix64 is splitmix64's finaliser: a cheap, well-mixed hash.
-func sMix64(x uint64) uint64 {
+// mix64 is splitmix64's finaliser: a cheap, well-mixed hash.
+func mix64(x uint64) uint64 {
 	x += 0x9E3779B97F4A7C15
 	x = (x ^ x>>30) * 0xBF58476D1CE4E5B9
 	x = (x ^ x>>27) * 0x94D049BB133111EB
@@ -42,61 +42,60 @@ func sMix64(x uint64) uint64 {
 // ---------------------------------------------------------------------
 // 1. Exactly-once, per-sender FIFO delivery.
 
-// sFifoMsg is one numbered message; seq counts per sender, over all
+// fifoMsg is one numbered message; seq counts per sender, over all
 // receivers, so per (sender, receiver) the received seqs must increase.
-type sFifoMsg struct {
+type fifoMsg struct {
 	sender, seq, to int32
 }
 
-type sFifoWorld struct {
-	cfg            sConfig
+type fifoWorld struct {
+	cfg            stressConfig
 	nodes, perNode int // sender processes, each also a receiver
 	exts, perExt   int // external sender goroutines
 	maxPer         int
 	pids           []relay.PID
 	expect         []int          // messages each node must receive
 	got            []atomic.Int32 // deliveries of (sender, seq), at sender*maxPer+seq
-	f              sFailures
-	prog           sProgress
+	f              violations
+	prog           progress
 }
 
 // target is the deterministic receiver of a message, so that the test
 // knows what each node must receive. One node message in eight is a
 // self-send.
-func (w *sFifoWorld) target(sender, seq int) int {
-	h := sMix64(w.cfg.seed ^ uint64(sender)<<32 ^ uint64(seq))
+func (w *fifoWorld) target(sender, seq int) int {
+	h := mix64(w.cfg.seed ^ uint64(sender)<<32 ^ uint64(seq))
 	if sender < w.nodes && h%8 == 0 {
 		return sender
 	}
 	return int(h >> 3 % uint64(w.nodes))
 }
 
-func (w *sFifoWorld) sent(sender int) int {
+func (w *fifoWorld) sent(sender int) int {
 	if sender < w.nodes {
 		return w.perNode
 	}
 	return w.perExt
 }
 
-type sFifoNode struct {
-	w *sFifoWorld
-	sGuard
+type fifoNode struct {
+	w *fifoWorld
+	guard
 	idx      int
 	rng      *rand.Rand
 	started  bool
 	sent     int
 	received int
 	last     []int32 // per sender, the last seq received
-	pending  map[uint64]bool
-	tag      uint64
+	tagSet           // the yields not completed yet
 	// Mirrors for the stall report, which reads them from the test
 	// goroutine.
 	sentA, receivedA, pendingA atomic.Int32
 }
 
-func (n *sFifoNode) Step(evs []sched.Event, out *sched.StepOutput) error {
-	n.sGuard.enter("Step")
-	defer n.sGuard.exit("Step")
+func (n *fifoNode) Step(evs []sched.Event, out *sched.StepOutput) error {
+	n.guard.enter("Step")
+	defer n.guard.exit("Step")
 	w := n.w
 	for _, ev := range evs {
 		switch ev.Type {
@@ -106,21 +105,20 @@ func (n *sFifoNode) Step(evs []sched.Event, out *sched.StepOutput) error {
 				continue
 			}
 			switch m := ev.Data.(type) {
-			case sStart:
+			case startMsg:
 				n.started = true
-			case sFifoMsg:
+			case fifoMsg:
 				n.receive(m, ev.From)
 			case sched.Request:
-				n.receive(m.Body.(sFifoMsg), ev.From)
+				n.receive(m.Body.(fifoMsg), ev.From)
 				out.Reply(m.ReplyTo, nil, nil)
 			default:
 				w.f.addf("node %d: unexpected message %T", n.idx, ev.Data)
 			}
 		case sched.EventYieldComplete:
-			if !n.pending[ev.Tag] {
+			if !n.complete(ev.Tag) {
 				w.f.addf("node %d: completion of tag %d that is not outstanding", n.idx, ev.Tag)
 			}
-			delete(n.pending, ev.Tag)
 			if ev.Error != nil {
 				w.f.addf("node %d: yield %d failed: %v", n.idx, ev.Tag, ev.Error)
 			}
@@ -128,9 +126,9 @@ func (n *sFifoNode) Step(evs []sched.Event, out *sched.StepOutput) error {
 			w.f.addf("node %d: unexpected event %v", n.idx, ev)
 		}
 	}
-	if n.started && len(n.pending) == 0 && n.sent < w.perNode {
+	if n.started && n.outstanding() == 0 && n.sent < w.perNode {
 		for k := 1 + n.rng.IntN(4); k > 0 && n.sent < w.perNode; k-- {
-			m := sFifoMsg{sender: int32(n.idx), seq: int32(n.sent), to: int32(w.target(n.idx, n.sent))}
+			m := fifoMsg{sender: int32(n.idx), seq: int32(n.sent), to: int32(w.target(n.idx, n.sent))}
 			to := w.pids[m.to]
 			if n.rng.IntN(8) == 0 {
 				// A request: a message in order with the Tells
@@ -145,29 +143,23 @@ func (n *sFifoNode) Step(evs []sched.Event, out *sched.StepOutput) error {
 		case 0, 1:
 			out.Continue()
 		case 2:
-			out.Yield(n.newTag(), sCmdSync, nil)
+			out.Yield(n.newTag(), cmdSync, nil)
 		case 3:
-			out.Yield(n.newTag(), sCmdAsync, nil)
+			out.Yield(n.newTag(), cmdAsync, nil)
 		case 4:
 			out.Sleep(n.newTag(), time.Duration(n.rng.IntN(50))*time.Microsecond)
 		}
 	}
-	if n.sent == w.perNode && len(n.pending) == 0 && n.received == w.expect[n.idx] {
+	if n.sent == w.perNode && n.outstanding() == 0 && n.received == w.expect[n.idx] {
 		out.Done(payload.Payload{})
 	}
 	n.sentA.Store(int32(n.sent))
 	n.receivedA.Store(int32(n.received))
-	n.pendingA.Store(int32(len(n.pending)))
+	n.pendingA.Store(int32(n.outstanding()))
 	return nil
 }
 
-func (n *sFifoNode) newTag() uint64 {
-	n.tag++
-	n.pending[n.tag] = true
-	return n.tag
-}
-
-func (n *sFifoNode) receive(m sFifoMsg, from relay.PID) {
+func (n *fifoNode) receive(m fifoMsg, from relay.PID) {
 	w := n.w
 	if int(m.to) != n.idx {
 		w.f.addf("node %d: got message %+v meant for node %d", n.idx, m, m.to)
@@ -200,17 +192,17 @@ func (n *sFifoNode) receive(m sFifoMsg, from relay.PID) {
 // as it happens; a lost message stalls its receiver, and the watchdog
 // lists the messages never delivered.
 func TestStressExactlyOnceFIFO(t *testing.T) {
-	for _, cfg := range sConfigs(t, 1, 10) {
+	for _, cfg := range stressConfigs(t, 1, 10) {
 		if !t.Run(cfg.String(), func(t *testing.T) {
-			sRunFIFO(t, cfg, 64, 1000*stressScale, 4, 4000*stressScale)
+			runFIFO(t, cfg, 64, 1000*stressScale, 4, 4000*stressScale)
 		}) {
 			break // one failing configuration is enough to report
 		}
 	}
 }
 
-func sRunFIFO(t *testing.T, cfg sConfig, nodes, perNode, exts, perExt int) {
-	w := &sFifoWorld{cfg: cfg, nodes: nodes, perNode: perNode, exts: exts, perExt: perExt}
+func runFIFO(t *testing.T, cfg stressConfig, nodes, perNode, exts, perExt int) {
+	w := &fifoWorld{cfg: cfg, nodes: nodes, perNode: perNode, exts: exts, perExt: perExt}
 	w.maxPer = max(perNode, perExt)
 	w.got = make([]atomic.Int32, (nodes+exts)*w.maxPer)
 	w.expect = make([]int, nodes)
@@ -219,19 +211,19 @@ func sRunFIFO(t *testing.T, cfg sConfig, nodes, perNode, exts, perExt int) {
 			w.expect[w.target(sender, seq)]++
 		}
 	}
-	pool := sNewPool(3, cfg.seed, 4)
-	s := sNewScheduler(t, cfg.options(
-		sched.WithHandler(sCmdSync, sSyncHandler),
-		sched.WithHandler(sCmdAsync, sAsyncHandler(pool, &w.f, nil)),
+	pool := newAsyncPool(3, cfg.seed, 4)
+	s := newScheduler(t, cfg.options(
+		sched.WithHandler(cmdSync, completeAtOnce),
+		sched.WithHandler(cmdAsync, completeLater(pool, &w.f, nil)),
 	)...)
 
 	ctx := context.Background()
-	ns := make([]*sFifoNode, nodes)
+	ns := make([]*fifoNode, nodes)
 	hs := make([]sched.Handle, nodes)
 	w.pids = make([]relay.PID, nodes)
 	for i := range ns {
-		ns[i] = &sFifoNode{w: w, idx: i, rng: cfg.rng(uint64(i)), last: make([]int32, nodes+exts), pending: map[uint64]bool{}}
-		ns[i].sGuard = sGuard{name: fmt.Sprintf("node %d", i), f: &w.f}
+		ns[i] = &fifoNode{w: w, idx: i, rng: cfg.rng(uint64(i)), last: make([]int32, nodes+exts)}
+		ns[i].guard = guard{name: fmt.Sprintf("node %d", i), f: &w.f}
 		for j := range ns[i].last {
 			ns[i].last[j] = -1
 		}
@@ -239,7 +231,7 @@ func sRunFIFO(t *testing.T, cfg sConfig, nodes, perNode, exts, perExt int) {
 		require.NoError(t, err)
 		hs[i], w.pids[i] = h, h.PID()
 	}
-	sStartAll(t, s, w.pids)
+	startAll(t, s, w.pids)
 
 	var ext sync.WaitGroup
 	for e := range exts {
@@ -248,7 +240,7 @@ func sRunFIFO(t *testing.T, cfg sConfig, nodes, perNode, exts, perExt int) {
 			defer ext.Done()
 			sender := nodes + e
 			for seq := range perExt {
-				m := sFifoMsg{sender: int32(sender), seq: int32(seq), to: int32(w.target(sender, seq))}
+				m := fifoMsg{sender: int32(sender), seq: int32(seq), to: int32(w.target(sender, seq))}
 				to := w.pids[m.to]
 				var err error
 				if seq%3 == 0 {
@@ -266,7 +258,7 @@ func sRunFIFO(t *testing.T, cfg sConfig, nodes, perNode, exts, perExt int) {
 		}()
 	}
 
-	sAwait(t, s, &w.prog, sAllDone(hs), "exactly-once FIFO", func() string {
+	awaitProgress(t, s, &w.prog, allDone(hs), "exactly-once FIFO", func() string {
 		var b strings.Builder
 		lost := 0
 		for sender := range nodes + exts {
@@ -290,12 +282,12 @@ func sRunFIFO(t *testing.T, cfg sConfig, nodes, perNode, exts, perExt int) {
 	for i, h := range hs {
 		_, err := h.Wait(ctx)
 		require.NoError(t, err, "node %d", i)
-		ns[i].sGuard.checkClosedOnce()
+		ns[i].guard.checkClosedOnce()
 	}
 	missing := 0
 	for sender := range nodes + exts {
 		for seq := range w.sent(sender) {
-			if c := w.got[sender*w.maxPer+seq].Load(); c != 1 && missing < sMaxReported {
+			if c := w.got[sender*w.maxPer+seq].Load(); c != 1 && missing < maxReported {
 				missing++
 				t.Errorf("message (sender %d, seq %d) to node %d delivered %d times, want 1", sender, seq, w.target(sender, seq), c)
 			}
@@ -307,39 +299,38 @@ func sRunFIFO(t *testing.T, cfg sConfig, nodes, perNode, exts, perExt int) {
 // ---------------------------------------------------------------------
 // 2. Never two workers stepping one process at once.
 
-type sExclWorld struct {
+type exclWorld struct {
 	pids []relay.PID
-	f    sFailures
-	prog sProgress
+	f    violations
+	prog progress
 }
 
-// sExclProc is driven by every kind of wake-up at once: messages from
+// exclProc is driven by every kind of wake-up at once: messages from
 // peers and from outside, synchronous, asynchronous and timer
 // completions, and Continue, so that wake-ups race with its steps. Its
 // guard catches any overlap; it also checks that a step without events
 // follows only a Continue, and that every yield completes exactly once.
-type sExclProc struct {
-	w *sExclWorld
-	sGuard
+type exclProc struct {
+	w *exclWorld
+	guard
 	idx       int
 	rng       *rand.Rand
 	started   bool
 	stepped   bool
 	continued bool
 	left      int
-	pending   map[uint64]bool
-	tag       uint64
+	tagSet    // the yields not completed yet
 }
 
-func (p *sExclProc) Close() {
-	p.sGuard.enterClose()
+func (p *exclProc) Close() {
+	p.guard.enterClose()
 	runtime.Gosched() // widen the window in which a late Step would be caught
-	p.sGuard.exitClose()
+	p.guard.exitClose()
 }
 
-func (p *sExclProc) Step(evs []sched.Event, out *sched.StepOutput) error {
-	p.sGuard.enter("Step")
-	defer p.sGuard.exit("Step")
+func (p *exclProc) Step(evs []sched.Event, out *sched.StepOutput) error {
+	p.guard.enter("Step")
+	defer p.guard.exit("Step")
 	w := p.w
 	if p.rng.IntN(4) == 0 {
 		// Hold the flag across a reschedule, so that a second worker
@@ -353,14 +344,13 @@ func (p *sExclProc) Step(evs []sched.Event, out *sched.StepOutput) error {
 	for _, ev := range evs {
 		switch ev.Type {
 		case sched.EventMessage:
-			if _, ok := ev.Data.(sStart); ok {
+			if _, ok := ev.Data.(startMsg); ok {
 				p.started = true
 			}
 		case sched.EventYieldComplete:
-			if !p.pending[ev.Tag] {
+			if !p.complete(ev.Tag) {
 				w.f.addf("proc %d: completion of tag %d that is not outstanding (%v)", p.idx, ev.Tag, ev)
 			}
-			delete(p.pending, ev.Tag)
 			if ev.Error != nil {
 				w.f.addf("proc %d: yield %d failed: %v", p.idx, ev.Tag, ev.Error)
 			}
@@ -374,7 +364,7 @@ func (p *sExclProc) Step(evs []sched.Event, out *sched.StepOutput) error {
 	w.prog.tick()
 	p.left--
 	if p.left <= 0 {
-		if len(p.pending) == 0 {
+		if p.outstanding() == 0 {
 			out.Done(payload.Payload{})
 		}
 		return nil // the outstanding completions wake it
@@ -387,28 +377,22 @@ func (p *sExclProc) Step(evs []sched.Event, out *sched.StepOutput) error {
 		out.Continue()
 		p.continued = true
 	case 1:
-		out.Yield(p.newTag(), sCmdSync, nil)
+		out.Yield(p.newTag(), cmdSync, nil)
 	case 2:
 		for k := 1 + p.rng.IntN(3); k > 0; k-- {
-			out.Yield(p.newTag(), sCmdAsync, nil)
+			out.Yield(p.newTag(), cmdAsync, nil)
 		}
 	case 3:
 		out.Sleep(p.newTag(), time.Duration(p.rng.IntN(100))*time.Microsecond)
 	case 4:
-		out.Yield(p.newTag(), sCmdAsync, nil)
-		out.Yield(p.newTag(), sCmdSync, nil)
+		out.Yield(p.newTag(), cmdAsync, nil)
+		out.Yield(p.newTag(), cmdSync, nil)
 		out.Sleep(p.newTag(), 0)
 	case 5:
 		// Wait for a message: the external senders reach every
 		// process in turn.
 	}
 	return nil
-}
-
-func (p *sExclProc) newTag() uint64 {
-	p.tag++
-	p.pending[p.tag] = true
-	return p.tag
 }
 
 // TestStressNoConcurrentSteps: processes woken at once by peers' and
@@ -420,18 +404,18 @@ func (p *sExclProc) newTag() uint64 {
 // yield completes exactly once, and that a second or bogus completion is
 // refused without delivering anything.
 func TestStressNoConcurrentSteps(t *testing.T) {
-	for _, cfg := range sConfigs(t, 2, 12) {
+	for _, cfg := range stressConfigs(t, 2, 12) {
 		if !t.Run(cfg.String(), func(t *testing.T) {
-			sRunExclusive(t, cfg, 64, 200*stressScale)
+			runExclusive(t, cfg, 64, 200*stressScale)
 		}) {
 			break // one failing configuration is enough to report
 		}
 	}
 }
 
-func sRunExclusive(t *testing.T, cfg sConfig, procs, steps int) {
-	w := &sExclWorld{}
-	pool := sNewPool(3, cfg.seed, 4)
+func runExclusive(t *testing.T, cfg stressConfig, procs, steps int) {
+	w := &exclWorld{}
+	pool := newAsyncPool(3, cfg.seed, 4)
 	// Handlers also tell a peer through their Call, during the handler
 	// (the recipient is handed to the handler's worker) or later from a
 	// pool goroutine (the Call outlives its handler and the handoff is
@@ -439,7 +423,7 @@ func sRunExclusive(t *testing.T, cfg sConfig, procs, steps int) {
 	// asynchronous handler completes through the Call or the Completion,
 	// then completes a second time, which must fail without delivering a
 	// second event.
-	peer := func(c sched.Call) relay.PID { return w.pids[sMix64(c.PID.ID^c.Tag)%uint64(len(w.pids))] }
+	peer := func(c sched.Call) relay.PID { return w.pids[mix64(c.PID.ID^c.Tag)%uint64(len(w.pids))] }
 	tellOK := func(what string, err error) {
 		if err != nil && !errors.Is(err, sched.ErrProcessNotFound) {
 			w.f.addf("%s: %v", what, err)
@@ -471,23 +455,23 @@ func sRunExclusive(t *testing.T, cfg sConfig, procs, steps int) {
 		})
 		return nil
 	}
-	s := sNewScheduler(t, cfg.options(
-		sched.WithHandler(sCmdSync, syncHandler),
-		sched.WithHandler(sCmdAsync, async),
+	s := newScheduler(t, cfg.options(
+		sched.WithHandler(cmdSync, syncHandler),
+		sched.WithHandler(cmdAsync, async),
 	)...)
 	ctx := context.Background()
-	ps := make([]*sExclProc, procs)
+	ps := make([]*exclProc, procs)
 	hs := make([]sched.Handle, procs)
 	w.pids = make([]relay.PID, procs)
 	rng := cfg.rng(1 << 40)
 	for i := range ps {
-		ps[i] = &sExclProc{w: w, idx: i, rng: cfg.rng(uint64(i)), left: steps/2 + rng.IntN(steps), pending: map[uint64]bool{}}
-		ps[i].sGuard = sGuard{name: fmt.Sprintf("proc %d", i), f: &w.f}
+		ps[i] = &exclProc{w: w, idx: i, rng: cfg.rng(uint64(i)), left: steps/2 + rng.IntN(steps)}
+		ps[i].guard = guard{name: fmt.Sprintf("proc %d", i), f: &w.f}
 		h, err := s.Submit(ctx, ps[i], "exclusive", nil)
 		require.NoError(t, err)
 		hs[i], w.pids[i] = h, h.PID()
 	}
-	sStartAll(t, s, w.pids)
+	startAll(t, s, w.pids)
 
 	stop := make(chan struct{})
 	var ext sync.WaitGroup
@@ -527,14 +511,14 @@ func sRunExclusive(t *testing.T, cfg sConfig, procs, steps int) {
 		}()
 	}
 
-	sAwait(t, s, &w.prog, sAllDone(hs), "no concurrent steps", nil)
+	awaitProgress(t, s, &w.prog, allDone(hs), "no concurrent steps", nil)
 	close(stop)
 	ext.Wait()
 	pool.close()
 	for i, h := range hs {
 		_, err := h.Wait(ctx)
 		require.NoError(t, err, "proc %d", i)
-		ps[i].sGuard.checkClosedOnce()
+		ps[i].guard.checkClosedOnce()
 	}
 	w.f.check(t)
 }
@@ -542,29 +526,29 @@ func sRunExclusive(t *testing.T, cfg sConfig, procs, steps int) {
 // ---------------------------------------------------------------------
 // 3. No lost wakeup.
 
-// sKick asks a waker goroutine to Tell pid round, after spinning for
+// wakeKick asks a waker goroutine to Tell pid round, after spinning for
 // delay iterations; if ack is set, the waker sets it once Tell returned.
-type sKick struct {
+type wakeKick struct {
 	pid   relay.PID
 	round int32
 	delay int
 	ack   *atomic.Bool
 }
 
-type sWakeWorld struct {
-	kicks    chan sKick
+type wakeWorld struct {
+	kicks    chan wakeKick
 	maxDelay int
-	f        sFailures
-	prog     sProgress
+	f        violations
+	prog     progress
 }
 
-// sWakeProc never continues: each round it waits for one or two events
+// wakeProc never continues: each round it waits for one or two events
 // sent by other goroutines right as its step ends, timed to land while
 // the worker is between Step and the waiting state, during Step, or just
 // after. A lost wakeup leaves it waiting forever with an event queued.
-type sWakeProc struct {
-	w *sWakeWorld
-	sGuard
+type wakeProc struct {
+	w *wakeWorld
+	guard
 	idx       int
 	rng       *rand.Rand
 	rounds    int
@@ -578,18 +562,18 @@ type sWakeProc struct {
 }
 
 const (
-	sWakeAsync  = iota // async completion (pool, at once) and a kick after the step
-	sWakeDuring        // a kick that lands while Step runs: the Running+flagWake path
-	sWakeIdle          // wait idle for a kick after the step
-	sWakeSync          // a completion during dispatch and a kick after the step
-	sWakeTimer         // a zero timer and a kick after the step
-	sWakeOnly          // only an async completion at once
-	sWakeModes
+	wakeAsync  = iota // async completion (pool, at once) and a kick after the step
+	wakeDuring        // a kick that lands while Step runs: the Running+flagWake path
+	wakeIdle          // wait idle for a kick after the step
+	wakeSync          // a completion during dispatch and a kick after the step
+	wakeTimer         // a zero timer and a kick after the step
+	wakeOnly          // only an async completion at once
+	wakeModes
 )
 
-func (p *sWakeProc) Step(evs []sched.Event, out *sched.StepOutput) error {
-	p.sGuard.enter("Step")
-	defer p.sGuard.exit("Step")
+func (p *wakeProc) Step(evs []sched.Event, out *sched.StepOutput) error {
+	p.guard.enter("Step")
+	defer p.guard.exit("Step")
 	w := p.w
 	for _, ev := range evs {
 		switch ev.Type {
@@ -620,49 +604,49 @@ func (p *sWakeProc) Step(evs []sched.Event, out *sched.StepOutput) error {
 	}
 	p.round++
 	p.tag++
-	p.mode = p.rng.IntN(sWakeModes)
+	p.mode = p.rng.IntN(wakeModes)
 	delay := 0
 	if p.rng.IntN(4) != 0 {
 		delay = p.rng.IntN(w.maxDelay)
 	}
 	switch p.mode {
-	case sWakeAsync:
-		out.Yield(p.tag, sCmdAsync, delay)
+	case wakeAsync:
+		out.Yield(p.tag, cmdAsync, delay)
 		p.needDone = true
 		p.kick(out.Self(), p.rng.IntN(w.maxDelay), nil)
-	case sWakeDuring:
+	case wakeDuring:
 		p.ack.Store(false)
 		p.kick(out.Self(), delay, &p.ack)
 		for !p.ack.Load() {
 			runtime.Gosched()
 		}
-	case sWakeIdle:
+	case wakeIdle:
 		p.kick(out.Self(), delay, nil)
-	case sWakeSync:
-		out.Yield(p.tag, sCmdSync, nil)
+	case wakeSync:
+		out.Yield(p.tag, cmdSync, nil)
 		p.needDone = true
 		p.kick(out.Self(), delay, nil)
-	case sWakeTimer:
+	case wakeTimer:
 		out.Sleep(p.tag, 0)
 		p.needDone = true
 		p.kick(out.Self(), delay, nil)
-	case sWakeOnly:
-		out.Yield(p.tag, sCmdAsync, delay)
+	case wakeOnly:
+		out.Yield(p.tag, cmdAsync, delay)
 		p.needDone = true
 	}
 	return nil
 }
 
-func (p *sWakeProc) kick(self relay.PID, delay int, ack *atomic.Bool) {
+func (p *wakeProc) kick(self relay.PID, delay int, ack *atomic.Bool) {
 	p.needMsg = true
 	select {
-	case p.w.kicks <- sKick{pid: self, round: int32(p.round), delay: delay, ack: ack}:
+	case p.w.kicks <- wakeKick{pid: self, round: int32(p.round), delay: delay, ack: ack}:
 	default:
 		p.w.f.addf("proc %d: kick queue full", p.idx)
 	}
 }
 
-func (p *sWakeProc) report() {
+func (p *wakeProc) report() {
 	var m, d int64
 	if p.needMsg {
 		m = 1
@@ -680,34 +664,34 @@ func (p *sWakeProc) report() {
 // during dispatch). A lost wakeup leaves a process waiting with an event
 // queued; the watchdog then fails with those processes listed.
 func TestStressNoLostWakeup(t *testing.T) {
-	for _, cfg := range sConfigs(t, 3, 12) {
+	for _, cfg := range stressConfigs(t, 3, 12) {
 		if !t.Run(cfg.String(), func(t *testing.T) {
-			sRunWakeups(t, cfg, 64, 800*stressScale)
+			runWakeups(t, cfg, 64, 800*stressScale)
 		}) {
 			break // one failing configuration is enough to report
 		}
 	}
 }
 
-func sRunWakeups(t *testing.T, cfg sConfig, procs, rounds int) {
-	w := &sWakeWorld{kicks: make(chan sKick, procs), maxDelay: 3000}
+func runWakeups(t *testing.T, cfg stressConfig, procs, rounds int) {
+	w := &wakeWorld{kicks: make(chan wakeKick, procs), maxDelay: 3000}
 	// Completions run at once (no pool delay), after a spin chosen by the
 	// process, so they land anywhere from the handler's return to well
 	// after the worker settled the process.
-	pool := sNewPool(3, cfg.seed, 0)
+	pool := newAsyncPool(3, cfg.seed, 0)
 	async := func(c sched.Call) error {
 		comp, delay := c.Completion(), c.Arg.(int)
 		pool.push(func() {
-			sSpin(delay)
+			spin(delay)
 			if err := comp.Complete(nil, nil); err != nil {
 				w.f.addf("async completion of %v tag %d: %v", comp.PID(), comp.Tag(), err)
 			}
 		})
 		return nil
 	}
-	s := sNewScheduler(t, cfg.options(
-		sched.WithHandler(sCmdSync, sSyncHandler),
-		sched.WithHandler(sCmdAsync, async),
+	s := newScheduler(t, cfg.options(
+		sched.WithHandler(cmdSync, completeAtOnce),
+		sched.WithHandler(cmdAsync, async),
 	)...)
 	var wakers sync.WaitGroup
 	for range 4 {
@@ -715,7 +699,7 @@ func sRunWakeups(t *testing.T, cfg sConfig, procs, rounds int) {
 		go func() {
 			defer wakers.Done()
 			for k := range w.kicks {
-				sSpin(k.delay)
+				spin(k.delay)
 				if err := s.Tell(k.pid, k.round); err != nil {
 					w.f.addf("kick %v round %d: %v", k.pid, k.round, err)
 				}
@@ -726,16 +710,16 @@ func sRunWakeups(t *testing.T, cfg sConfig, procs, rounds int) {
 		}()
 	}
 	ctx := context.Background()
-	ps := make([]*sWakeProc, procs)
+	ps := make([]*wakeProc, procs)
 	hs := make([]sched.Handle, procs)
 	for i := range ps {
-		ps[i] = &sWakeProc{w: w, idx: i, rng: cfg.rng(uint64(i)), rounds: rounds}
-		ps[i].sGuard = sGuard{name: fmt.Sprintf("proc %d", i), f: &w.f}
+		ps[i] = &wakeProc{w: w, idx: i, rng: cfg.rng(uint64(i)), rounds: rounds}
+		ps[i].guard = guard{name: fmt.Sprintf("proc %d", i), f: &w.f}
 		h, err := s.Submit(ctx, ps[i], "wake", nil)
 		require.NoError(t, err)
 		hs[i] = h
 	}
-	sAwait(t, s, &w.prog, sAllDone(hs), "no lost wakeup", func() string {
+	awaitProgress(t, s, &w.prog, allDone(hs), "no lost wakeup", func() string {
 		var b strings.Builder
 		for i, p := range ps {
 			r := p.reportedA.Load()
@@ -752,7 +736,7 @@ func sRunWakeups(t *testing.T, cfg sConfig, procs, rounds int) {
 	for i, h := range hs {
 		_, err := h.Wait(ctx)
 		require.NoError(t, err, "proc %d", i)
-		ps[i].sGuard.checkClosedOnce()
+		ps[i].guard.checkClosedOnce()
 	}
 	w.f.check(t)
 }
@@ -760,126 +744,118 @@ func sRunWakeups(t *testing.T, cfg sConfig, procs, rounds int) {
 // ---------------------------------------------------------------------
 // 4. Close exactly once, whatever the ending.
 
-// sEnd is how an sLifeProc ends.
-type sEnd int
+// endKind is how an lifeProc ends.
+type endKind int
 
 const (
-	sEndDone             sEnd = iota // Done after some steps
-	sEndError                        // Step returns an error
-	sEndPanic                        // Step panics
-	sEndClosePanic                   // Done, then Close panics
-	sEndInitError                    // Init returns an error
-	sEndInitPanic                    // Init panics
-	sEndTerminate                    // runs until terminated, answers cancel with Done
-	sEndTerminateError               // runs until terminated, answers cancel with an error
-	sEndTerminateCleanup             // runs until terminated, answers cancel with an async cleanup yield, then Done
-	sEndTerminateBusy                // keeps continuing until terminated
-	sEndTerminateRace                // Done after some steps, terminated at a random moment too
-	sEndShutdown                     // runs until Shutdown cancels it
-	sEndSpawner                      // spawns children of the first six kinds, awaits some, then Done
-	sEndKinds
+	endDone             endKind = iota // Done after some steps
+	endError                           // Step returns an error
+	endPanic                           // Step panics
+	endClosePanic                      // Done, then Close panics
+	endInitError                       // Init returns an error
+	endInitPanic                       // Init panics
+	endTerminate                       // runs until terminated, answers cancel with Done
+	endTerminateError                  // runs until terminated, answers cancel with an error
+	endTerminateCleanup                // runs until terminated, answers cancel with an async cleanup yield, then Done
+	endTerminateBusy                   // keeps continuing until terminated
+	endTerminateRace                   // Done after some steps, terminated at a random moment too
+	endShutdown                        // runs until Shutdown cancels it
+	endSpawner                         // spawns children of the first six kinds, awaits some, then Done
+	endKinds
 )
 
-var sEndNames = [...]string{"done", "error", "panic", "close-panic", "init-error", "init-panic",
+var endNames = [...]string{"done", "error", "panic", "close-panic", "init-error", "init-panic",
 	"terminate", "terminate-error", "terminate-cleanup", "terminate-busy", "terminate-race", "shutdown", "spawner"}
 
-func (k sEnd) String() string { return sEndNames[k] }
+func (k endKind) String() string { return endNames[k] }
 
 // terminated reports whether the test terminates processes of kind k.
-func (k sEnd) terminated() bool { return k >= sEndTerminate && k <= sEndTerminateRace }
+func (k endKind) terminated() bool { return k >= endTerminate && k <= endTerminateRace }
 
-type sLifeWorld struct {
-	cfg    sConfig
-	f      sFailures
-	prog   sProgress
+type lifeWorld struct {
+	cfg    stressConfig
+	f      violations
+	prog   progress
 	mu     sync.Mutex
-	guards []*sGuard // every process created, children included
+	guards []*guard // every process created, children included
 	nevers []sched.Completion
 	seq    atomic.Int64
 }
 
-func (w *sLifeWorld) newProc(kind sEnd, rng *rand.Rand) *sLifeProc {
+func (w *lifeWorld) newProc(kind endKind, rng *rand.Rand) *lifeProc {
 	n := w.seq.Add(1)
-	p := &sLifeProc{w: w, kind: kind, rng: rand.New(rand.NewPCG(w.cfg.seed, uint64(n)<<8)), steps: 1 + rng.IntN(12), pending: map[uint64]bool{}}
-	p.sGuard = sGuard{name: fmt.Sprintf("%v process #%d", kind, n), f: &w.f}
+	p := &lifeProc{w: w, kind: kind, rng: rand.New(rand.NewPCG(w.cfg.seed, uint64(n)<<8)), steps: 1 + rng.IntN(12)}
+	p.guard = guard{name: fmt.Sprintf("%v process #%d", kind, n), f: &w.f}
 	w.mu.Lock()
-	w.guards = append(w.guards, &p.sGuard)
+	w.guards = append(w.guards, &p.guard)
 	w.mu.Unlock()
 	return p
 }
 
-type sLifeProc struct {
-	w *sLifeWorld
-	sGuard
-	kind      sEnd
+type lifeProc struct {
+	w *lifeWorld
+	guard
+	kind      endKind
 	rng       *rand.Rand
 	steps     int
 	n         int
-	pending   map[uint64]bool
-	tag       uint64
+	tagSet    // the yields not completed yet
 	cancelled bool
 	cleaning  bool
-	children  map[uint64]sEnd // awaited children by tag
-	parked    bool            // waiting for the end, on a never-completed yield or idle
+	children  map[uint64]endKind // awaited children by tag
+	parked    bool               // waiting for the end, on a never-completed yield or idle
 }
 
-func (p *sLifeProc) Init(context.Context, string, payload.Payloads) error {
-	p.sGuard.enter("Init")
-	defer p.sGuard.exit("Init")
+func (p *lifeProc) Init(context.Context, string, payload.Payloads) error {
+	p.guard.enter("Init")
+	defer p.guard.exit("Init")
 	switch p.kind {
-	case sEndInitError:
+	case endInitError:
 		return errStressBoom
-	case sEndInitPanic:
+	case endInitPanic:
 		panic(errStressBoom)
 	}
 	return nil
 }
 
-func (p *sLifeProc) Close() {
-	p.sGuard.enterClose()
-	p.sGuard.exitClose()
+func (p *lifeProc) Close() {
+	p.guard.enterClose()
+	p.guard.exitClose()
 	p.w.prog.tick()
-	if p.kind == sEndClosePanic {
+	if p.kind == endClosePanic {
 		panic("close-panic")
 	}
 }
 
-func (p *sLifeProc) newTag() uint64 {
-	p.tag++
-	p.pending[p.tag] = true
-	return p.tag
-}
-
-func (p *sLifeProc) Step(evs []sched.Event, out *sched.StepOutput) error {
-	p.sGuard.enter("Step")
-	defer p.sGuard.exit("Step")
+func (p *lifeProc) Step(evs []sched.Event, out *sched.StepOutput) error {
+	p.guard.enter("Step")
+	defer p.guard.exit("Step")
 	w := p.w
 	cleaned := false
 	for _, ev := range evs {
 		switch ev.Type {
 		case sched.EventCancel:
 			if p.cancelled {
-				w.f.addf("%s: second cancel event", p.sGuard.name)
+				w.f.addf("%s: second cancel event", p.guard.name)
 			}
 			p.cancelled = true
 		case sched.EventYieldComplete:
-			if !p.pending[ev.Tag] {
-				w.f.addf("%s: completion of tag %d that is not outstanding", p.sGuard.name, ev.Tag)
+			if !p.complete(ev.Tag) {
+				w.f.addf("%s: completion of tag %d that is not outstanding", p.guard.name, ev.Tag)
 			}
-			delete(p.pending, ev.Tag)
 			if kind, ok := p.children[ev.Tag]; ok {
 				p.checkChild(kind, ev)
 				delete(p.children, ev.Tag)
 				continue
 			}
 			if ev.Error != nil {
-				w.f.addf("%s: yield %d failed: %v", p.sGuard.name, ev.Tag, ev.Error)
+				w.f.addf("%s: yield %d failed: %v", p.guard.name, ev.Tag, ev.Error)
 			}
 			if ev.Data == "cleanup" {
 				cleaned = true
 			}
 		default:
-			w.f.addf("%s: unexpected event %v", p.sGuard.name, ev)
+			w.f.addf("%s: unexpected event %v", p.guard.name, ev)
 		}
 	}
 	p.n++
@@ -889,29 +865,29 @@ func (p *sLifeProc) Step(evs []sched.Event, out *sched.StepOutput) error {
 			if cleaned {
 				out.Done(payload.Of("cancelled"))
 			}
-		case p.kind == sEndTerminateError:
+		case p.kind == endTerminateError:
 			return errStressBoom
-		case p.kind == sEndTerminateCleanup:
-			out.Yield(p.newTag(), sCmdCleanup, "cleanup")
+		case p.kind == endTerminateCleanup:
+			out.Yield(p.newTag(), cmdCleanup, "cleanup")
 			p.cleaning = true
 		default:
 			out.Done(payload.Of("cancelled"))
 		}
 		return nil
 	}
-	if p.kind == sEndSpawner {
+	if p.kind == endSpawner {
 		return p.spawn(out)
 	}
 	if p.n >= p.steps {
 		switch p.kind {
-		case sEndDone, sEndClosePanic, sEndTerminateRace:
+		case endDone, endClosePanic, endTerminateRace:
 			out.Done(payload.Of(p.kind.String()))
 			return nil
-		case sEndError:
+		case endError:
 			return errStressBoom
-		case sEndPanic:
+		case endPanic:
 			panic(p.kind.String())
-		case sEndTerminateBusy:
+		case endTerminateBusy:
 			out.Continue()
 			return nil
 		}
@@ -920,7 +896,7 @@ func (p *sLifeProc) Step(evs []sched.Event, out *sched.StepOutput) error {
 		if !p.parked {
 			p.parked = true
 			if p.rng.IntN(2) == 0 {
-				out.Yield(p.newTag(), sCmdNever, nil)
+				out.Yield(p.newTag(), cmdNever, nil)
 			}
 		}
 		return nil
@@ -930,14 +906,14 @@ func (p *sLifeProc) Step(evs []sched.Event, out *sched.StepOutput) error {
 }
 
 // activity is a random step of work before the process's end.
-func (p *sLifeProc) activity(out *sched.StepOutput) {
+func (p *lifeProc) activity(out *sched.StepOutput) {
 	switch p.rng.IntN(4) {
 	case 0:
 		out.Continue()
 	case 1:
-		out.Yield(p.newTag(), sCmdSync, nil)
+		out.Yield(p.newTag(), cmdSync, nil)
 	case 2:
-		out.Yield(p.newTag(), sCmdAsync, nil)
+		out.Yield(p.newTag(), cmdAsync, nil)
 	case 3:
 		out.Sleep(p.newTag(), time.Duration(p.rng.IntN(20))*time.Microsecond)
 	}
@@ -945,11 +921,11 @@ func (p *sLifeProc) activity(out *sched.StepOutput) {
 
 // spawn starts the spawner's children in its first step and finishes
 // when every awaited one has reported.
-func (p *sLifeProc) spawn(out *sched.StepOutput) error {
+func (p *lifeProc) spawn(out *sched.StepOutput) error {
 	if p.children == nil {
-		p.children = map[uint64]sEnd{}
+		p.children = map[uint64]endKind{}
 		for range 2 + p.rng.IntN(5) {
-			kind := sEnd(p.rng.IntN(int(sEndInitPanic) + 1))
+			kind := endKind(p.rng.IntN(int(endInitPanic) + 1))
 			child := p.w.newProc(kind, p.rng)
 			tag := p.newTag()
 			if p.rng.IntN(3) == 0 {
@@ -971,7 +947,7 @@ func (p *sLifeProc) spawn(out *sched.StepOutput) error {
 
 // checkChild checks the completion of a spawn yield for a child of kind
 // (or -1-kind for a spawn that is not awaited).
-func (p *sLifeProc) checkChild(kind sEnd, ev sched.Event) {
+func (p *lifeProc) checkChild(kind endKind, ev sched.Event) {
 	w := p.w
 	awaited := kind >= 0
 	if !awaited {
@@ -979,46 +955,46 @@ func (p *sLifeProc) checkChild(kind sEnd, ev sched.Event) {
 	}
 	var ok bool
 	switch {
-	case kind == sEndInitError:
+	case kind == endInitError:
 		ok = errors.Is(ev.Error, sched.ErrInit) && errors.Is(ev.Error, errStressBoom)
-	case kind == sEndInitPanic:
+	case kind == endInitPanic:
 		ok = errors.Is(ev.Error, sched.ErrInit) && errors.Is(ev.Error, sched.ErrPanic)
 	case !awaited:
 		_, isPID := ev.Data.(relay.PID)
 		ok = ev.Error == nil && isPID
-	case kind == sEndDone:
+	case kind == endDone:
 		ok = ev.Error == nil && ev.Data == payload.Of(kind.String()) && !ev.From.IsZero()
-	case kind == sEndError:
+	case kind == endError:
 		ok = errors.Is(ev.Error, errStressBoom)
-	case kind == sEndPanic:
+	case kind == endPanic:
 		var pe *sched.PanicError
 		ok = errors.As(ev.Error, &pe) && pe.Where == "Step"
-	case kind == sEndClosePanic:
+	case kind == endClosePanic:
 		var pe *sched.PanicError
 		ok = errors.As(ev.Error, &pe) && pe.Where == "Close"
 	}
 	if !ok {
-		w.f.addf("%s: child of kind %v (awaited %v) completed with %v", p.sGuard.name, kind, awaited, ev)
+		w.f.addf("%s: child of kind %v (awaited %v) completed with %v", p.guard.name, kind, awaited, ev)
 	}
 }
 
 // checkEnd checks what a process's handle reported.
-func (w *sLifeWorld) checkEnd(kind sEnd, res payload.Payload, err error) error {
+func (w *lifeWorld) checkEnd(kind endKind, res payload.Payload, err error) error {
 	var ok bool
 	switch kind {
-	case sEndDone, sEndSpawner:
+	case endDone, endSpawner:
 		ok = err == nil && res == payload.Of(kind.String())
-	case sEndError, sEndTerminateError:
+	case endError, endTerminateError:
 		ok = errors.Is(err, errStressBoom)
-	case sEndPanic:
+	case endPanic:
 		var pe *sched.PanicError
 		ok = errors.As(err, &pe) && pe.Where == "Step" && pe.Value == kind.String() && len(pe.Stack) > 0
-	case sEndClosePanic:
+	case endClosePanic:
 		var pe *sched.PanicError
 		ok = errors.As(err, &pe) && pe.Where == "Close"
-	case sEndTerminate, sEndTerminateCleanup, sEndTerminateBusy, sEndShutdown:
+	case endTerminate, endTerminateCleanup, endTerminateBusy, endShutdown:
 		ok = err == nil && res == payload.Of("cancelled")
-	case sEndTerminateRace:
+	case endTerminateRace:
 		ok = err == nil && (res == payload.Of("cancelled") || res == payload.Of(kind.String()))
 	}
 	if ok {
@@ -1036,37 +1012,37 @@ func (w *sLifeWorld) checkEnd(kind sEnd, res payload.Payload, err error) error {
 // once, after its last step; every Handle reports the right outcome and
 // every awaited child's result reaches its parent.
 func TestStressCloseExactlyOnce(t *testing.T) {
-	for _, cfg := range sConfigs(t, 4, 24) {
+	for _, cfg := range stressConfigs(t, 4, 24) {
 		if !t.Run(cfg.String(), func(t *testing.T) {
-			sRunLifecycle(t, cfg, 800*stressScale)
+			runLifecycle(t, cfg, 800*stressScale)
 		}) {
 			break // one failing configuration is enough to report
 		}
 	}
 }
 
-func sRunLifecycle(t *testing.T, cfg sConfig, procs int) {
-	w := &sLifeWorld{cfg: cfg}
-	pool := sNewPool(3, cfg.seed, 4)
+func runLifecycle(t *testing.T, cfg stressConfig, procs int) {
+	w := &lifeWorld{cfg: cfg}
+	pool := newAsyncPool(3, cfg.seed, 4)
 	never := func(c sched.Call) error {
 		w.mu.Lock()
 		w.nevers = append(w.nevers, c.Completion())
 		w.mu.Unlock()
 		return nil
 	}
-	s := sNewScheduler(t, cfg.options(
-		sched.WithHandler(sCmdSync, sSyncHandler),
+	s := newScheduler(t, cfg.options(
+		sched.WithHandler(cmdSync, completeAtOnce),
 		// A process that ends with a yield outstanding makes its late
 		// completion fail with ErrProcessNotFound.
-		sched.WithHandler(sCmdAsync, sAsyncHandler(pool, &w.f, sEndedOrClosed)),
-		sched.WithHandler(sCmdCleanup, sAsyncHandler(pool, &w.f, nil)),
-		sched.WithHandler(sCmdNever, never),
+		sched.WithHandler(cmdAsync, completeLater(pool, &w.f, endedOrClosed)),
+		sched.WithHandler(cmdCleanup, completeLater(pool, &w.f, nil)),
+		sched.WithHandler(cmdNever, never),
 	)...)
 	ctx := context.Background()
 	rng := cfg.rng(1 << 40)
 
 	type entry struct {
-		kind sEnd
+		kind endKind
 		h    sched.Handle
 	}
 	var entries []entry
@@ -1074,23 +1050,23 @@ func sRunLifecycle(t *testing.T, cfg sConfig, procs int) {
 	var untilShutdown []sched.Handle
 	var others []sched.Handle
 	for i := range procs {
-		kind := sEnd(i % int(sEndKinds))
-		if kind == sEndTerminateBusy && i >= 2*int(sEndKinds) {
-			kind = sEndTerminate // a few busy loops are enough on two cores
+		kind := endKind(i % int(endKinds))
+		if kind == endTerminateBusy && i >= 2*int(endKinds) {
+			kind = endTerminate // a few busy loops are enough on two cores
 		}
 		p := w.newProc(kind, rng)
 		h, err := s.Submit(ctx, p, "life", nil)
 		switch kind {
-		case sEndInitError, sEndInitPanic:
+		case endInitError, endInitPanic:
 			want := errStressBoom
-			if kind == sEndInitPanic {
+			if kind == endInitPanic {
 				want = sched.ErrPanic
 			}
 			if !errors.Is(err, sched.ErrInit) || !errors.Is(err, want) {
 				t.Errorf("Submit of %v process: got %v, want ErrInit wrapping %v", kind, err, want)
 			}
-			if c := p.sGuard.closes.Load(); c != 1 {
-				t.Errorf("%s: Submit returned with Close called %d times, want 1", p.sGuard.name, c)
+			if c := p.guard.closes.Load(); c != 1 {
+				t.Errorf("%s: Submit returned with Close called %d times, want 1", p.guard.name, c)
 			}
 			continue
 		}
@@ -1101,7 +1077,7 @@ func sRunLifecycle(t *testing.T, cfg sConfig, procs int) {
 		case kind.terminated():
 			toTerminate = append(toTerminate, e)
 			others = append(others, h)
-		case kind == sEndShutdown:
+		case kind == endShutdown:
 			untilShutdown = append(untilShutdown, h)
 		default:
 			others = append(others, h)
@@ -1116,9 +1092,9 @@ func sRunLifecycle(t *testing.T, cfg sConfig, procs int) {
 		defer term.Done()
 		rng := cfg.rng(1 << 41)
 		for _, e := range toTerminate {
-			sSpin(rng.IntN(20000))
+			spin(rng.IntN(20000))
 			err := s.Terminate(e.h.PID())
-			if err != nil && (e.kind != sEndTerminateRace || !errors.Is(err, sched.ErrProcessNotFound)) {
+			if err != nil && (e.kind != endTerminateRace || !errors.Is(err, sched.ErrProcessNotFound)) {
 				w.f.addf("Terminate %v process %v: %v", e.kind, e.h.PID(), err)
 			}
 			if rng.IntN(4) == 0 {
@@ -1128,7 +1104,7 @@ func sRunLifecycle(t *testing.T, cfg sConfig, procs int) {
 			}
 		}
 	}()
-	sAwait(t, s, &w.prog, sAllDone(others), "terminations", nil)
+	awaitProgress(t, s, &w.prog, allDone(others), "terminations", nil)
 	term.Wait()
 
 	shut := make(chan error, 1)
@@ -1137,7 +1113,7 @@ func sRunLifecycle(t *testing.T, cfg sConfig, procs int) {
 		defer cancel()
 		shut <- s.Shutdown(ctx)
 	}()
-	sAwait(t, s, &w.prog, sAllDone(untilShutdown), "shutdown", nil)
+	awaitProgress(t, s, &w.prog, allDone(untilShutdown), "shutdown", nil)
 	require.NoError(t, <-shut, "Shutdown")
 	pool.close()
 	for _, c := range w.nevers {
@@ -1170,10 +1146,10 @@ func sRunLifecycle(t *testing.T, cfg sConfig, procs int) {
 // ---------------------------------------------------------------------
 // 5. Shutdown during heavy traffic.
 
-type sTrafficWorld struct {
+type trafficWorld struct {
 	pids      []relay.PID
-	f         sFailures
-	prog      sProgress
+	f         violations
+	prog      progress
 	received  atomic.Int64
 	busy      chan struct{} // closed when traffic reached its threshold
 	busyOnce  sync.Once
@@ -1186,52 +1162,45 @@ type sTrafficWorld struct {
 	nevers    []sched.Completion
 }
 
-// sIgnore is how a process of the forced-shutdown variant ignores its
+// ignoreMode is how a process of the forced-shutdown variant ignores its
 // cancel event: the ways a process can be alive at a deadline.
-type sIgnore int
+type ignoreMode int
 
 const (
-	sComply      sIgnore = iota // answers cancel with a cleanup yield, then Done
-	sIgnoreIdle                 // waits for messages
-	sIgnoreNever                // waits for a yield nobody completes
-	sIgnoreSleep                // waits for a timer an hour away
-	sIgnoreBusy                 // keeps continuing
-	sIgnoreKinds
+	comply      ignoreMode = iota // answers cancel with a cleanup yield, then Done
+	ignoreIdle                    // waits for messages
+	ignoreNever                   // waits for a yield nobody completes
+	ignoreSleep                   // waits for a timer an hour away
+	ignoreBusy                    // keeps continuing
+	ignoreKinds
 )
 
-type sTrafficProc struct {
-	w *sTrafficWorld
-	sGuard
+type trafficProc struct {
+	w *trafficWorld
+	guard
 	idx       int
 	rng       *rand.Rand
-	ignore    sIgnore
+	ignore    ignoreMode
 	started   bool
 	cancelled bool
 	cleaning  bool
 	spawned   bool
 	spawnTag  uint64
-	pending   map[uint64]bool
-	tag       uint64
+	tagSet    // the yields not completed yet
 }
 
-func (p *sTrafficProc) Close() {
-	p.sGuard.enterClose()
-	p.sGuard.exitClose()
+func (p *trafficProc) Close() {
+	p.guard.enterClose()
+	p.guard.exitClose()
 	p.w.prog.tick()
-	if p.ignore == sComply && p.w.closes.Add(1) == p.w.compliant {
+	if p.ignore == comply && p.w.closes.Add(1) == p.w.compliant {
 		close(p.w.allClosed)
 	}
 }
 
-func (p *sTrafficProc) newTag() uint64 {
-	p.tag++
-	p.pending[p.tag] = true
-	return p.tag
-}
-
-func (p *sTrafficProc) Step(evs []sched.Event, out *sched.StepOutput) error {
-	p.sGuard.enter("Step")
-	defer p.sGuard.exit("Step")
+func (p *trafficProc) Step(evs []sched.Event, out *sched.StepOutput) error {
+	p.guard.enter("Step")
+	defer p.guard.exit("Step")
 	w := p.w
 	cleaned := false
 	for _, ev := range evs {
@@ -1239,7 +1208,7 @@ func (p *sTrafficProc) Step(evs []sched.Event, out *sched.StepOutput) error {
 		case sched.EventCancel:
 			p.cancelled = true
 		case sched.EventMessage:
-			if _, ok := ev.Data.(sStart); ok {
+			if _, ok := ev.Data.(startMsg); ok {
 				p.started = true
 				continue
 			}
@@ -1251,10 +1220,9 @@ func (p *sTrafficProc) Step(evs []sched.Event, out *sched.StepOutput) error {
 				w.busyOnce.Do(func() { close(w.busy) })
 			}
 		case sched.EventYieldComplete:
-			if !p.pending[ev.Tag] {
+			if !p.complete(ev.Tag) {
 				w.f.addf("proc %d: completion of tag %d that is not outstanding", p.idx, ev.Tag)
 			}
-			delete(p.pending, ev.Tag)
 			switch {
 			case ev.Data == "cleanup":
 				if ev.Error != nil {
@@ -1271,7 +1239,7 @@ func (p *sTrafficProc) Step(evs []sched.Event, out *sched.StepOutput) error {
 			}
 		}
 	}
-	if p.cancelled && p.ignore == sComply {
+	if p.cancelled && p.ignore == comply {
 		switch {
 		case p.cleaning:
 			if cleaned {
@@ -1279,12 +1247,12 @@ func (p *sTrafficProc) Step(evs []sched.Event, out *sched.StepOutput) error {
 			}
 		default:
 			p.cleaning = true
-			out.Yield(p.newTag(), sCmdCleanup, "cleanup")
+			out.Yield(p.newTag(), cmdCleanup, "cleanup")
 			if p.rng.IntN(4) == 0 {
 				// New processes are refused from the start of
 				// Shutdown; the spawn yield says so.
 				p.spawned, p.spawnTag = true, p.newTag()
-				out.Spawn(p.spawnTag, &sTrafficProc{}, "child", nil)
+				out.Spawn(p.spawnTag, &trafficProc{}, "child", nil)
 			}
 		}
 		return nil
@@ -1293,11 +1261,11 @@ func (p *sTrafficProc) Step(evs []sched.Event, out *sched.StepOutput) error {
 		return nil
 	}
 	switch p.ignore {
-	case sIgnoreNever, sIgnoreSleep:
+	case ignoreNever, ignoreSleep:
 		if p.cancelled {
 			return nil
 		}
-	case sIgnoreBusy:
+	case ignoreBusy:
 		if p.cancelled {
 			out.Continue()
 			return nil
@@ -1308,9 +1276,9 @@ func (p *sTrafficProc) Step(evs []sched.Event, out *sched.StepOutput) error {
 	}
 	if p.cancelled {
 		switch p.ignore {
-		case sIgnoreNever:
-			out.Yield(p.newTag(), sCmdNever, nil)
-		case sIgnoreSleep:
+		case ignoreNever:
+			out.Yield(p.newTag(), cmdNever, nil)
+		case ignoreSleep:
 			out.Sleep(p.newTag(), time.Hour)
 		}
 		return nil
@@ -1319,7 +1287,7 @@ func (p *sTrafficProc) Step(evs []sched.Event, out *sched.StepOutput) error {
 	case 0:
 		out.Continue()
 	case 1, 2:
-		out.Yield(p.newTag(), sCmdAsync, nil)
+		out.Yield(p.newTag(), cmdAsync, nil)
 	case 3:
 		out.Sleep(p.newTag(), time.Duration(p.rng.IntN(200))*time.Microsecond)
 	case 4:
@@ -1337,9 +1305,9 @@ func (p *sTrafficProc) Step(evs []sched.Event, out *sched.StepOutput) error {
 // scheduler that stops serving before the cleanups complete stalls and is
 // dumped by the watchdog.
 func TestStressShutdownUnderTraffic(t *testing.T) {
-	for _, cfg := range sConfigs(t, 5, 16) {
+	for _, cfg := range stressConfigs(t, 5, 16) {
 		if !t.Run(cfg.String(), func(t *testing.T) {
-			sRunShutdown(t, cfg, 64, 0, false)
+			runShutdown(t, cfg, 64, 0, false)
 		}) {
 			break // one failing configuration is enough to report
 		}
@@ -1356,64 +1324,64 @@ func TestStressShutdownUnderTraffic(t *testing.T) {
 // processes, which must match Stats and the Handles that report
 // ErrForced; every Close is called once and no goroutine is left.
 func TestStressShutdownForced(t *testing.T) {
-	for i, cfg := range sConfigs(t, 6, 16) {
+	for i, cfg := range stressConfigs(t, 6, 16) {
 		name, timed := "exact/", i%2 == 1
 		if timed {
 			name = "timed/"
 		}
 		if !t.Run(name+cfg.String(), func(t *testing.T) {
-			sRunShutdown(t, cfg, 48, 12, timed)
+			runShutdown(t, cfg, 48, 12, timed)
 		}) {
 			break // one failing configuration is enough to report
 		}
 	}
 }
 
-// sRunShutdown runs procs processes of which ignorers ignore cancel,
+// runShutdown runs procs processes of which ignorers ignore cancel,
 // lets traffic build up, and calls Shutdown. With no ignorers the
 // deadline is generous and Shutdown must return nil.
-func sRunShutdown(t *testing.T, cfg sConfig, procs, ignorers int, timed bool) {
+func runShutdown(t *testing.T, cfg stressConfig, procs, ignorers int, timed bool) {
 	ignoreCurrent := goleak.IgnoreCurrent()
-	w := &sTrafficWorld{
+	w := &trafficWorld{
 		busy:      make(chan struct{}),
 		busyAt:    int64(10000 * stressScale),
 		compliant: int64(procs - ignorers),
 		allClosed: make(chan struct{}),
 	}
-	pool := sNewPool(3, cfg.seed, 8)
+	pool := newAsyncPool(3, cfg.seed, 8)
 	never := func(c sched.Call) error {
 		w.mu.Lock()
 		w.nevers = append(w.nevers, c.Completion())
 		w.mu.Unlock()
 		return nil
 	}
-	okErr := sEndedOrClosed
-	s := sNewScheduler(t, cfg.options(
-		sched.WithHandler(sCmdAsync, sAsyncHandler(pool, &w.f, okErr)),
+	okErr := endedOrClosed
+	s := newScheduler(t, cfg.options(
+		sched.WithHandler(cmdAsync, completeLater(pool, &w.f, okErr)),
 		// Cleanup completes later, from a pool goroutine. Only a forced
 		// shutdown may beat it.
-		sched.WithHandler(sCmdCleanup, sAsyncHandler(pool, &w.f, func(err error) bool { return timed && okErr(err) })),
-		sched.WithHandler(sCmdNever, never),
+		sched.WithHandler(cmdCleanup, completeLater(pool, &w.f, func(err error) bool { return timed && okErr(err) })),
+		sched.WithHandler(cmdNever, never),
 	)...)
 	ctx := context.Background()
-	ps := make([]*sTrafficProc, procs)
+	ps := make([]*trafficProc, procs)
 	hs := make([]sched.Handle, procs)
 	w.pids = make([]relay.PID, procs)
 	for i := range ps {
-		ig := sComply
+		ig := comply
 		if i < ignorers {
-			ig = sIgnore(1 + i%int(sIgnoreKinds-1))
-			if ig == sIgnoreBusy && i >= int(sIgnoreKinds-1) {
-				ig = sIgnoreIdle // one busy loop is enough on two cores
+			ig = ignoreMode(1 + i%int(ignoreKinds-1))
+			if ig == ignoreBusy && i >= int(ignoreKinds-1) {
+				ig = ignoreIdle // one busy loop is enough on two cores
 			}
 		}
-		ps[i] = &sTrafficProc{w: w, idx: i, rng: cfg.rng(uint64(i)), ignore: ig, pending: map[uint64]bool{}}
-		ps[i].sGuard = sGuard{name: fmt.Sprintf("proc %d", i), f: &w.f}
+		ps[i] = &trafficProc{w: w, idx: i, rng: cfg.rng(uint64(i)), ignore: ig}
+		ps[i].guard = guard{name: fmt.Sprintf("proc %d", i), f: &w.f}
 		h, err := s.Submit(ctx, ps[i], "traffic", nil)
 		require.NoError(t, err)
 		hs[i], w.pids[i] = h, h.PID()
 	}
-	sStartAll(t, s, w.pids)
+	startAll(t, s, w.pids)
 
 	stopExt := make(chan struct{})
 	var ext sync.WaitGroup
@@ -1438,7 +1406,7 @@ func sRunShutdown(t *testing.T, cfg sConfig, procs, ignorers int, timed bool) {
 			}
 		}()
 	}
-	sAwait(t, s, &w.prog, w.busy, "traffic", nil)
+	awaitProgress(t, s, &w.prog, w.busy, "traffic", nil)
 
 	// Shutdown runs on its own goroutine so that the watchdog can dump
 	// the processes while they are still alive if it stops progressing.
@@ -1462,14 +1430,14 @@ func sRunShutdown(t *testing.T, cfg sConfig, procs, ignorers int, timed bool) {
 	shutDone := make(chan struct{})
 	var shutErr error
 	go func() { shutErr = <-shut; close(shutDone) }()
-	sAwait(t, s, &w.prog, shutDone, "shutdown", nil)
+	awaitProgress(t, s, &w.prog, shutDone, "shutdown", nil)
 
 	close(stopExt)
 	ext.Wait()
 	if err := s.Tell(w.pids[0], -1); !errors.Is(err, sched.ErrClosed) {
 		t.Errorf("Tell after Shutdown: got %v, want ErrClosed", err)
 	}
-	if _, err := s.Submit(ctx, &sTrafficProc{}, "late", nil); !errors.Is(err, sched.ErrClosed) {
+	if _, err := s.Submit(ctx, &trafficProc{}, "late", nil); !errors.Is(err, sched.ErrClosed) {
 		t.Errorf("Submit after Shutdown: got %v, want ErrClosed", err)
 	}
 	pool.close()
@@ -1485,15 +1453,15 @@ func sRunShutdown(t *testing.T, cfg sConfig, procs, ignorers int, timed bool) {
 		switch {
 		case errors.Is(err, sched.ErrForced):
 			forced++
-			if !timed && ps[i].ignore == sComply {
+			if !timed && ps[i].ignore == comply {
 				t.Errorf("proc %d answers cancel but was forced", i)
 			}
 		case err != nil:
 			t.Errorf("proc %d: %v", i, err)
-		case ps[i].ignore != sComply:
+		case ps[i].ignore != comply:
 			t.Errorf("proc %d ignores cancel but ended with no error", i)
 		}
-		ps[i].sGuard.checkClosedOnce()
+		ps[i].guard.checkClosedOnce()
 	}
 	if got := s.Stats().Processes.Forced; got != uint64(forced) {
 		t.Errorf("Stats().Processes.Forced = %d, but %d handles report ErrForced", got, forced)
@@ -1524,26 +1492,26 @@ func sRunShutdown(t *testing.T, cfg sConfig, procs, ignorers int, timed bool) {
 // ---------------------------------------------------------------------
 // 6. Self-sends and spawn trees cannot deadlock.
 
-// sSelfSender tells itself a burst of messages each step, by Tell and by
+// selfSender tells itself a burst of messages each step, by Tell and by
 // requests it answers itself, until it has received n.
-type sSelfSender struct {
-	sGuard
+type selfSender struct {
+	guard
 	rng      *rand.Rand
 	n        int
 	received int
 	expected int // told to itself so far
 	pending  int
-	prog     *sProgress
+	prog     *progress
 }
 
-func (p *sSelfSender) Step(evs []sched.Event, out *sched.StepOutput) error {
-	p.sGuard.enter("Step")
-	defer p.sGuard.exit("Step")
+func (p *selfSender) Step(evs []sched.Event, out *sched.StepOutput) error {
+	p.guard.enter("Step")
+	defer p.guard.exit("Step")
 	for _, ev := range evs {
 		switch ev.Type {
 		case sched.EventMessage:
 			if ev.Error != nil || ev.From != out.Self() {
-				p.sGuard.f.addf("%s: unexpected message %v", p.sGuard.name, ev)
+				p.guard.f.addf("%s: unexpected message %v", p.guard.name, ev)
 			}
 			if req, ok := ev.Data.(sched.Request); ok {
 				out.Reply(req.ReplyTo, nil, nil)
@@ -1553,7 +1521,7 @@ func (p *sSelfSender) Step(evs []sched.Event, out *sched.StepOutput) error {
 		case sched.EventYieldComplete:
 			p.pending--
 			if ev.Error != nil {
-				p.sGuard.f.addf("%s: send yield failed: %v", p.sGuard.name, ev.Error)
+				p.guard.f.addf("%s: send yield failed: %v", p.guard.name, ev.Error)
 			}
 		}
 	}
@@ -1579,11 +1547,11 @@ func (p *sSelfSender) Step(evs []sched.Event, out *sched.StepOutput) error {
 	return nil
 }
 
-// sTreeNode spawns and awaits its children; each child tells its parent
+// treeNode spawns and awaits its children; each child tells its parent
 // a message and finishes with the size of its subtree.
-type sTreeNode struct {
-	sGuard
-	world    *sTreeWorld
+type treeNode struct {
+	guard
+	world    *treeWorld
 	depth    int
 	parent   relay.PID
 	started  bool
@@ -1593,39 +1561,39 @@ type sTreeNode struct {
 	sum      int
 }
 
-type sTreeWorld struct {
-	f      sFailures
-	prog   sProgress
+type treeWorld struct {
+	f      violations
+	prog   progress
 	rng    *rand.Rand // used by one node's Step at a time: guarded by mu
 	mu     sync.Mutex
-	guards []*sGuard
+	guards []*guard
 	branch int
 }
 
-func (w *sTreeWorld) newNode(depth int, parent relay.PID) *sTreeNode {
-	n := &sTreeNode{world: w, depth: depth, parent: parent}
+func (w *treeWorld) newNode(depth int, parent relay.PID) *treeNode {
+	n := &treeNode{world: w, depth: depth, parent: parent}
 	w.mu.Lock()
-	n.sGuard = sGuard{name: fmt.Sprintf("tree node #%d depth %d", len(w.guards), depth), f: &w.f}
-	w.guards = append(w.guards, &n.sGuard)
+	n.guard = guard{name: fmt.Sprintf("tree node #%d depth %d", len(w.guards), depth), f: &w.f}
+	w.guards = append(w.guards, &n.guard)
 	w.mu.Unlock()
 	return n
 }
 
-func (n *sTreeNode) Step(evs []sched.Event, out *sched.StepOutput) error {
-	n.sGuard.enter("Step")
-	defer n.sGuard.exit("Step")
+func (n *treeNode) Step(evs []sched.Event, out *sched.StepOutput) error {
+	n.guard.enter("Step")
+	defer n.guard.exit("Step")
 	w := n.world
 	for _, ev := range evs {
 		switch ev.Type {
 		case sched.EventMessage:
 			if ev.Error != nil {
-				w.f.addf("%s: message bounced: %v", n.sGuard.name, ev)
+				w.f.addf("%s: message bounced: %v", n.guard.name, ev)
 			}
 			n.messages++
 		case sched.EventYieldComplete:
 			size, err := payload.As[int](ev.Data.(payload.Payload))
 			if ev.Error != nil || err != nil {
-				w.f.addf("%s: child completed with %v (%v)", n.sGuard.name, ev, err)
+				w.f.addf("%s: child completed with %v (%v)", n.guard.name, ev, err)
 			}
 			n.sum += size
 			n.awaiting--
@@ -1658,40 +1626,40 @@ func (n *sTreeNode) Step(evs []sched.Event, out *sched.StepOutput) error {
 // tells its parent, must finish (a deadlock stalls and is dumped) with
 // every message and every child's result accounted for.
 func TestStressSelfSendsAndSpawnTrees(t *testing.T) {
-	for _, cfg := range sConfigs(t, 7, 4) {
+	for _, cfg := range stressConfigs(t, 7, 4) {
 		if !t.Run("self/"+cfg.String(), func(t *testing.T) {
-			var f sFailures
-			var prog sProgress
-			s := sNewScheduler(t, cfg.options()...)
+			var f violations
+			var prog progress
+			s := newScheduler(t, cfg.options()...)
 			ctx := context.Background()
 			var hs []sched.Handle
-			var ps []*sSelfSender
+			var ps []*selfSender
 			for i := range 16 {
-				p := &sSelfSender{rng: cfg.rng(uint64(i)), n: 2000 * stressScale, prog: &prog}
-				p.sGuard = sGuard{name: fmt.Sprintf("self-sender %d", i), f: &f}
+				p := &selfSender{rng: cfg.rng(uint64(i)), n: 2000 * stressScale, prog: &prog}
+				p.guard = guard{name: fmt.Sprintf("self-sender %d", i), f: &f}
 				h, err := s.Submit(ctx, p, "self", nil)
 				require.NoError(t, err)
 				hs, ps = append(hs, h), append(ps, p)
 			}
-			sAwait(t, s, &prog, sAllDone(hs), "self-sends", nil)
+			awaitProgress(t, s, &prog, allDone(hs), "self-sends", nil)
 			for i, h := range hs {
 				res, err := h.Wait(ctx)
 				require.NoError(t, err)
 				require.Equal(t, payload.Of(2000*stressScale), res, "self-sender %d", i)
-				ps[i].sGuard.checkClosedOnce()
+				ps[i].guard.checkClosedOnce()
 			}
 			f.check(t)
 		}) {
 			break // one failing configuration is enough to report
 		}
 		if !t.Run("tree/"+cfg.String(), func(t *testing.T) {
-			w := &sTreeWorld{rng: cfg.rng(0), branch: 5}
-			s := sNewScheduler(t, cfg.options()...)
+			w := &treeWorld{rng: cfg.rng(0), branch: 5}
+			s := newScheduler(t, cfg.options()...)
 			ctx := context.Background()
 			root := w.newNode(6+int(cfg.seed%2), relay.PID{})
 			h, err := s.Submit(ctx, root, "node", nil)
 			require.NoError(t, err)
-			sAwait(t, s, &w.prog, h.Done(), "spawn tree", nil)
+			awaitProgress(t, s, &w.prog, h.Done(), "spawn tree", nil)
 			res, err := h.Wait(ctx)
 			require.NoError(t, err)
 			w.mu.Lock()
@@ -1710,29 +1678,29 @@ func TestStressSelfSendsAndSpawnTrees(t *testing.T) {
 // ---------------------------------------------------------------------
 // 7. Fork-join.
 
-// sFib computes fib(n) by spawning and awaiting fib(n-1) and fib(n-2).
-type sFib struct {
+// fibProc computes fib(n) by spawning and awaiting fib(n-1) and fib(n-2).
+type fibProc struct {
 	n, sum, waiting int
 	spawned         *atomic.Int64
-	prog            *sProgress
+	prog            *progress
 }
 
-func (p *sFib) Init(context.Context, string, payload.Payloads) error {
+func (p *fibProc) Init(context.Context, string, payload.Payloads) error {
 	p.spawned.Add(1)
 	return nil
 }
 
-func (p *sFib) Close() {}
+func (p *fibProc) Close() {}
 
-func (p *sFib) Step(evs []sched.Event, out *sched.StepOutput) error {
+func (p *fibProc) Step(evs []sched.Event, out *sched.StepOutput) error {
 	if p.n < 2 {
 		p.prog.tick()
 		out.Done(payload.Of(p.n))
 		return nil
 	}
 	if len(evs) == 0 {
-		out.SpawnAwait(1, &sFib{n: p.n - 1, spawned: p.spawned, prog: p.prog}, "fib", nil)
-		out.SpawnAwait(2, &sFib{n: p.n - 2, spawned: p.spawned, prog: p.prog}, "fib", nil)
+		out.SpawnAwait(1, &fibProc{n: p.n - 1, spawned: p.spawned, prog: p.prog}, "fib", nil)
+		out.SpawnAwait(2, &fibProc{n: p.n - 2, spawned: p.spawned, prog: p.prog}, "fib", nil)
 		p.waiting = 2
 		return nil
 	}
@@ -1767,14 +1735,14 @@ func TestStressFibForkJoin(t *testing.T) {
 		}
 		return a
 	}
-	for _, cfg := range sConfigs(t, 8, 4) {
+	for _, cfg := range stressConfigs(t, 8, 4) {
 		if !t.Run(cfg.String(), func(t *testing.T) {
-			var prog sProgress
+			var prog progress
 			var spawned atomic.Int64
-			s := sNewScheduler(t, cfg.options()...)
-			h, err := s.Submit(context.Background(), &sFib{n: n, spawned: &spawned, prog: &prog}, "fib", nil)
+			s := newScheduler(t, cfg.options()...)
+			h, err := s.Submit(context.Background(), &fibProc{n: n, spawned: &spawned, prog: &prog}, "fib", nil)
 			require.NoError(t, err)
-			sAwait(t, s, &prog, h.Done(), "fib", nil)
+			awaitProgress(t, s, &prog, h.Done(), "fib", nil)
 			res, err := h.Wait(context.Background())
 			require.NoError(t, err)
 			require.Equal(t, payload.Of(fib(n)), res, "fib(%d)", n)

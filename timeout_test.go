@@ -15,45 +15,45 @@ import (
 	"github.com/procsched/scheduler/payload"
 )
 
-// tOneYield submits a process that writes yield at its first step (the
+// oneYield submits a process that writes yield at its first step (the
 // completion it waits for has tag 1) and ends with that completion.
-func tOneYield(t *testing.T, s *sched.Scheduler, yield func(out *sched.StepOutput)) (sched.Handle, *tProc) {
+func oneYield(t *testing.T, s *sched.Scheduler, yield func(out *sched.StepOutput)) (sched.Handle, *probe) {
 	t.Helper()
-	p := &tProc{step: func(_ *tProc, n int, evs []sched.Event, out *sched.StepOutput) error {
+	p := &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
 		if n == 0 {
 			yield(out)
 			return nil
 		}
-		if ev, ok := tCompletion(evs, 1); ok {
+		if ev, ok := completionOf(evs, 1); ok {
 			out.Done(payload.Of(ev))
 		}
 		return nil
 	}}
-	return tSubmit(t, s, p), p
+	return submit(t, s, p), p
 }
 
 func TestTimeout(t *testing.T) {
 	t.Run("a call that does not answer in time", func(t *testing.T) {
 		calls := make(chan sched.Call, 1)
-		s := tNewScheduler(t, sched.WithHandler(tCmd, func(c sched.Call) error {
+		s := newScheduler(t, sched.WithHandler(cmdTest, func(c sched.Call) error {
 			calls <- c
 			return nil
 		}))
 		start := time.Now()
-		h, _ := tOneYield(t, s, func(out *sched.StepOutput) {
-			out.Yield(1, tCmd, nil)
+		h, _ := oneYield(t, s, func(out *sched.StepOutput) {
+			out.Yield(1, cmdTest, nil)
 			out.Timeout(1, 20*time.Millisecond)
 		})
-		c := tRecv(t, calls, "the call")
+		c := receive(t, calls, "the call")
 		ctx := c.Context()
 		deadline, ok := ctx.Deadline()
 		require.True(t, ok, "the handler's context has the deadline")
 		assert.WithinRange(t, deadline, start.Add(20*time.Millisecond), time.Now().Add(20*time.Millisecond))
-		ev := tAnswer(t, s, h)
+		ev := answerOf(t, s, h)
 		require.ErrorIs(t, ev.Error, sched.ErrTimeout)
 		require.ErrorIs(t, ev.Error, context.DeadlineExceeded)
 		assert.False(t, time.Now().Before(deadline), "completed before its deadline")
-		tClosed(t, ctx.Done(), "the call's context")
+		receive(t, ctx.Done(), "the call's context")
 		assert.ErrorIs(t, ctx.Err(), context.DeadlineExceeded)
 		assert.ErrorIs(t, context.Cause(ctx), sched.ErrTimeout)
 		assert.ErrorIs(t, c.Complete("late", nil), sched.ErrProcessNotFound)
@@ -61,28 +61,28 @@ func TestTimeout(t *testing.T) {
 
 	t.Run("a call that answers first leaves nothing behind", func(t *testing.T) {
 		calls := make(chan sched.Call, 1)
-		s := tNewScheduler(t, sched.WithHandler(tCmd, func(c sched.Call) error {
+		s := newScheduler(t, sched.WithHandler(cmdTest, func(c sched.Call) error {
 			calls <- c
 			return nil
 		}))
-		p := &tProc{step: func(_ *tProc, n int, evs []sched.Event, out *sched.StepOutput) error {
+		p := &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
 			if n == 0 {
-				out.Yield(1, tCmd, nil)
+				out.Yield(1, cmdTest, nil)
 				out.Timeout(1, time.Hour)
 			}
-			if tHasCancel(evs) {
+			if hasCancel(evs) {
 				out.Done(payload.Payload{})
 			}
 			return nil // lives on after the answer
 		}}
-		h := tSubmit(t, s, p)
-		c := tRecv(t, calls, "the call")
+		h := submit(t, s, p)
+		c := receive(t, calls, "the call")
 		assert.Equal(t, 1, s.Stats().Timers, "the deadline's timer")
 		require.NoError(t, c.Complete("answer", nil))
 		assert.Equal(t, 0, s.Stats().Timers, "the deadline's timer is released with the answer")
-		tEventually(t, "the answer", func() bool { return len(p.EventsOf(sched.EventYieldComplete)) == 1 })
+		eventually(t, "the answer", func() bool { return len(p.EventsOf(sched.EventYieldComplete)) == 1 })
 		require.NoError(t, s.Terminate(h.PID()))
-		_, err := tWait(t, s, h)
+		_, err := waitEnd(t, s, h)
 		require.NoError(t, err)
 		evs := p.EventsOf(sched.EventYieldComplete)
 		require.Len(t, evs, 1)
@@ -90,34 +90,34 @@ func TestTimeout(t *testing.T) {
 	})
 
 	t.Run("of a yield from an earlier step", func(t *testing.T) {
-		s := tNewScheduler(t, sched.WithHandler(tCmd, func(sched.Call) error { return nil }))
-		p := &tProc{step: func(_ *tProc, n int, evs []sched.Event, out *sched.StepOutput) error {
+		s := newScheduler(t, sched.WithHandler(cmdTest, func(sched.Call) error { return nil }))
+		p := &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
 			switch {
 			case n == 0:
-				out.Yield(1, tCmd, nil)
+				out.Yield(1, cmdTest, nil)
 			case len(evs) > 0 && evs[0].Type == sched.EventMessage:
 				out.Timeout(1, time.Millisecond)
 			default:
-				if ev, ok := tCompletion(evs, 1); ok {
+				if ev, ok := completionOf(evs, 1); ok {
 					out.Done(payload.Of(ev))
 				}
 			}
 			return nil
 		}}
-		h := tSubmit(t, s, p)
-		tWaitState(t, s, h.PID(), sched.StateBlocked)
+		h := submit(t, s, p)
+		waitState(t, s, h.PID(), sched.StateBlocked)
 		require.NoError(t, s.Tell(h.PID(), "set the deadline now"))
-		assert.ErrorIs(t, tAnswer(t, s, h).Error, sched.ErrTimeout)
+		assert.ErrorIs(t, answerOf(t, s, h).Error, sched.ErrTimeout)
 	})
 
 	t.Run("zero or less: at once, and the work never starts", func(t *testing.T) {
 		called := make(chan struct{}, 1)
-		s := tNewScheduler(t, sched.WithHandler(tCmd, func(sched.Call) error { called <- struct{}{}; return nil }))
-		h, _ := tOneYield(t, s, func(out *sched.StepOutput) {
-			out.Yield(1, tCmd, nil)
+		s := newScheduler(t, sched.WithHandler(cmdTest, func(sched.Call) error { called <- struct{}{}; return nil }))
+		h, _ := oneYield(t, s, func(out *sched.StepOutput) {
+			out.Yield(1, cmdTest, nil)
 			out.Timeout(1, 0)
 		})
-		assert.ErrorIs(t, tAnswer(t, s, h).Error, sched.ErrTimeout)
+		assert.ErrorIs(t, answerOf(t, s, h).Error, sched.ErrTimeout)
 		select {
 		case <-called:
 			t.Fatal("the handler ran for a yield whose deadline had passed")
@@ -126,9 +126,9 @@ func TestTimeout(t *testing.T) {
 	})
 
 	t.Run("a request, a monitor, a spawn-await", func(t *testing.T) {
-		s := tNewScheduler(t)
-		silent := tSubmit(t, s, &tProc{step: tUntilCancel})
-		child := &tProc{step: tUntilMessage}
+		s := newScheduler(t)
+		silent := submit(t, s, &probe{step: untilCancel})
+		child := &probe{step: untilMessage}
 		for name, yield := range map[string]func(out *sched.StepOutput){
 			"request": func(out *sched.StepOutput) { out.Request(1, silent.PID(), "q"); out.Timeout(1, time.Millisecond) },
 			"monitor": func(out *sched.StepOutput) { out.Monitor(1, silent.PID()); out.Timeout(1, time.Millisecond) },
@@ -137,8 +137,8 @@ func TestTimeout(t *testing.T) {
 				out.Timeout(1, time.Millisecond)
 			},
 		} {
-			h, _ := tOneYield(t, s, yield)
-			assert.ErrorIs(t, tAnswer(t, s, h).Error, sched.ErrTimeout, name)
+			h, _ := oneYield(t, s, yield)
+			assert.ErrorIs(t, answerOf(t, s, h).Error, sched.ErrTimeout, name)
 		}
 		assert.Zero(t, child.Closes(), "the child runs on")
 		assert.Equal(t, 0, s.Stats().Timers)
@@ -146,11 +146,11 @@ func TestTimeout(t *testing.T) {
 	})
 
 	t.Run("a sleep keeps its own time when that comes first", func(t *testing.T) {
-		s := tNewScheduler(t)
-		h, _ := tOneYield(t, s, func(out *sched.StepOutput) { out.Sleep(1, time.Millisecond); out.Timeout(1, time.Hour) })
-		assert.NoError(t, tAnswer(t, s, h).Error)
-		h, _ = tOneYield(t, s, func(out *sched.StepOutput) { out.Sleep(1, time.Hour); out.Timeout(1, time.Millisecond) })
-		assert.ErrorIs(t, tAnswer(t, s, h).Error, sched.ErrTimeout)
+		s := newScheduler(t)
+		h, _ := oneYield(t, s, func(out *sched.StepOutput) { out.Sleep(1, time.Millisecond); out.Timeout(1, time.Hour) })
+		assert.NoError(t, answerOf(t, s, h).Error)
+		h, _ = oneYield(t, s, func(out *sched.StepOutput) { out.Sleep(1, time.Hour); out.Timeout(1, time.Millisecond) })
+		assert.ErrorIs(t, answerOf(t, s, h).Error, sched.ErrTimeout)
 		assert.Equal(t, 0, s.Stats().Timers)
 	})
 }
@@ -159,7 +159,7 @@ func TestTimeout(t *testing.T) {
 // yield exactly once, with whichever came first, and no timer is left.
 func TestTimeoutRacingCompletion(t *testing.T) {
 	calls := make(chan sched.Call, 1)
-	s := tNewScheduler(t, sched.WithHandler(tCmd, func(c sched.Call) error {
+	s := newScheduler(t, sched.WithHandler(cmdTest, func(c sched.Call) error {
 		calls <- c
 		return nil
 	}))
@@ -167,7 +167,7 @@ func TestTimeoutRacingCompletion(t *testing.T) {
 	answered, timedOut := 0, 0
 	for i := range 400 {
 		d := time.Duration(1+rng.IntN(300)) * time.Microsecond
-		h, p := tOneYield(t, s, func(out *sched.StepOutput) { out.Yield(1, tCmd, nil); out.Timeout(1, d) })
+		h, p := oneYield(t, s, func(out *sched.StepOutput) { out.Yield(1, cmdTest, nil); out.Timeout(1, d) })
 		// A deadline that passed before the yield was carried out
 		// completes it without calling the handler.
 		var c sched.Call
@@ -191,7 +191,7 @@ func TestTimeoutRacingCompletion(t *testing.T) {
 				completeErr = c.Complete(i, nil)
 			})
 		}
-		ev := tAnswer(t, s, h)
+		ev := answerOf(t, s, h)
 		wg.Wait()
 		require.Len(t, p.EventsOf(sched.EventYieldComplete), 1, "iteration %d: exactly one completion", i)
 		switch {

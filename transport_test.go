@@ -14,9 +14,9 @@ import (
 	"github.com/procsched/scheduler/relay"
 )
 
-// tTransport is a transport double: it records what the scheduler hands it
+// fakeTransport is a transport double: it records what the scheduler hands it
 // and refuses messages for the PIDs in refuse with errRefused.
-type tTransport struct {
+type fakeTransport struct {
 	mu     sync.Mutex
 	sent   []relay.Message
 	refuse map[relay.PID]bool
@@ -25,15 +25,15 @@ type tTransport struct {
 
 var errRefused = errors.New("transport: outbound buffer full")
 
-func newTTransport(refuse ...relay.PID) *tTransport {
-	t := &tTransport{refuse: map[relay.PID]bool{}, got: make(chan relay.Message, 64)}
+func newFakeTransport(refuse ...relay.PID) *fakeTransport {
+	t := &fakeTransport{refuse: map[relay.PID]bool{}, got: make(chan relay.Message, 64)}
 	for _, pid := range refuse {
 		t.refuse[pid] = true
 	}
 	return t
 }
 
-func (t *tTransport) Send(msg relay.Message) error {
+func (t *fakeTransport) Send(msg relay.Message) error {
 	if t.refuse[msg.To] {
 		return fmt.Errorf("%w: to %v", errRefused, msg.To)
 	}
@@ -49,36 +49,36 @@ func TestTransport(t *testing.T) {
 	full := relay.PID{Node: 2, ID: 6}
 
 	t.Run("a send to another node goes to the transport", func(t *testing.T) {
-		tr := newTTransport()
-		s := tNewScheduler(t, sched.WithNode(1), sched.WithTransport(tr))
+		tr := newFakeTransport()
+		s := newScheduler(t, sched.WithNode(1), sched.WithTransport(tr))
 		require.NoError(t, s.Tell(remote, payload.Of("hi")))
-		msg := tRecv(t, tr.got, "the forwarded message")
+		msg := receive(t, tr.got, "the forwarded message")
 		assert.Equal(t, relay.Message{To: remote, Data: payload.Of("hi")}, msg)
 		require.NoError(t, s.Send(relay.Message{From: relay.PID{Node: 1, ID: 9}, To: remote, Data: 7}))
-		msg = tRecv(t, tr.got, "the forwarded message")
+		msg = receive(t, tr.got, "the forwarded message")
 		assert.Equal(t, relay.Message{From: relay.PID{Node: 1, ID: 9}, To: remote, Data: 7}, msg)
 		assert.Equal(t, uint64(2), s.Stats().Messages.Forwarded)
 	})
 
 	t.Run("a process's Tell goes out with the process as sender", func(t *testing.T) {
-		tr := newTTransport()
-		s := tNewScheduler(t, sched.WithNode(1), sched.WithTransport(tr))
-		h := tSubmit(t, s, &tProc{step: func(_ *tProc, n int, _ []sched.Event, out *sched.StepOutput) error {
+		tr := newFakeTransport()
+		s := newScheduler(t, sched.WithNode(1), sched.WithTransport(tr))
+		h := submit(t, s, &probe{step: func(_ *probe, n int, _ []sched.Event, out *sched.StepOutput) error {
 			out.Tell(remote, 1)
 			out.Done(payload.Payload{})
 			return nil
 		}})
-		_, err := tWait(t, s, h)
+		_, err := waitEnd(t, s, h)
 		require.NoError(t, err)
-		msg := tRecv(t, tr.got, "the forwarded message")
+		msg := receive(t, tr.got, "the forwarded message")
 		assert.Equal(t, relay.Message{From: h.PID(), To: remote, Data: 1}, msg)
 	})
 
 	t.Run("a refusal by the transport reaches the sender like a local one", func(t *testing.T) {
-		tr := newTTransport(full)
-		s := tNewScheduler(t, sched.WithNode(1), sched.WithTransport(tr))
+		tr := newFakeTransport(full)
+		s := newScheduler(t, sched.WithNode(1), sched.WithTransport(tr))
 		require.ErrorIs(t, s.Tell(full, 1), errRefused)
-		p := &tProc{step: func(_ *tProc, n int, evs []sched.Event, out *sched.StepOutput) error {
+		p := &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
 			if n == 0 {
 				out.Tell(full, "x")
 				return nil
@@ -90,8 +90,8 @@ func TestTransport(t *testing.T) {
 			}
 			return nil
 		}}
-		h := tSubmit(t, s, p)
-		res, err := tWait(t, s, h)
+		h := submit(t, s, p)
+		res, err := waitEnd(t, s, h)
 		require.NoError(t, err)
 		ev := res.Value().(sched.Event)
 		assert.ErrorIs(t, ev.Error, errRefused)
@@ -101,8 +101,8 @@ func TestTransport(t *testing.T) {
 	})
 
 	t.Run("a message handed back later reaches its sender as a bounce", func(t *testing.T) {
-		s := tNewScheduler(t, sched.WithNode(1), sched.WithTransport(newTTransport()))
-		p := &tProc{step: func(_ *tProc, n int, evs []sched.Event, out *sched.StepOutput) error {
+		s := newScheduler(t, sched.WithNode(1), sched.WithTransport(newFakeTransport()))
+		p := &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
 			for _, ev := range evs {
 				if ev.Type == sched.EventMessage {
 					out.Done(payload.Of(ev))
@@ -110,11 +110,11 @@ func TestTransport(t *testing.T) {
 			}
 			return nil
 		}}
-		h := tSubmit(t, s, p)
-		tWaitState(t, s, h.PID(), sched.StateIdle)
+		h := submit(t, s, p)
+		waitState(t, s, h.PID(), sched.StateIdle)
 		gone := fmt.Errorf("%w: %v ended", sched.ErrProcessNotFound, remote)
 		require.NoError(t, s.Send(relay.Message{From: remote, To: h.PID(), Data: "late", Err: gone}))
-		res, err := tWait(t, s, h)
+		res, err := waitEnd(t, s, h)
 		require.NoError(t, err)
 		ev := res.Value().(sched.Event)
 		assert.ErrorIs(t, ev.Error, sched.ErrProcessNotFound)
@@ -128,38 +128,38 @@ func TestTransport(t *testing.T) {
 	})
 
 	t.Run("a local bounce for a sender on another node goes back through the transport", func(t *testing.T) {
-		tr := newTTransport()
-		s := tNewScheduler(t, sched.WithNode(1), sched.WithTransport(tr))
+		tr := newFakeTransport()
+		s := newScheduler(t, sched.WithNode(1), sched.WithTransport(tr))
 		gate := make(chan struct{})
-		p := &tProc{step: func(_ *tProc, n int, evs []sched.Event, out *sched.StepOutput) error {
+		p := &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
 			if n == 1 {
 				<-gate // hold the step so that the mailbox fills
 			}
-			if tHasCancel(evs) {
+			if hasCancel(evs) {
 				out.Done(payload.Payload{})
 			}
 			return nil
 		}}
 		h, err := s.Submit(t.Context(), p, "run", nil, sched.Mailbox(1, sched.MailboxDropOldest))
 		require.NoError(t, err)
-		tWaitState(t, s, h.PID(), sched.StateIdle)
+		waitState(t, s, h.PID(), sched.StateIdle)
 		require.NoError(t, s.Tell(h.PID(), "wake")) // the step that blocks
-		tWaitState(t, s, h.PID(), sched.StateRunning)
+		waitState(t, s, h.PID(), sched.StateRunning)
 		require.NoError(t, s.Send(relay.Message{From: remote, To: h.PID(), Data: "first"}))
 		require.NoError(t, s.Send(relay.Message{From: remote, To: h.PID(), Data: "second"}))
-		msg := tRecv(t, tr.got, "the evicted message, returned")
+		msg := receive(t, tr.got, "the evicted message, returned")
 		close(gate)
 		assert.Equal(t, h.PID(), msg.From)
 		assert.Equal(t, remote, msg.To)
 		assert.Equal(t, "first", msg.Data)
 		assert.ErrorIs(t, msg.Err, sched.ErrDropped)
 		require.NoError(t, s.Terminate(h.PID()))
-		_, err = tWait(t, s, h)
+		_, err = waitEnd(t, s, h)
 		require.NoError(t, err)
 	})
 
 	t.Run("without a transport another node's PID is not found", func(t *testing.T) {
-		s := tNewScheduler(t, sched.WithNode(1))
+		s := newScheduler(t, sched.WithNode(1))
 		assert.ErrorIs(t, s.Tell(remote, 1), sched.ErrProcessNotFound)
 	})
 
