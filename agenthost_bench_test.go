@@ -121,12 +121,10 @@ const (
 
 // ahTwoTags is a session that bounds its fetch with a second timer.
 type ahTwoTags struct {
+	stepOnly
 	id, round int
 	fetching  bool
 }
-
-func (a *ahTwoTags) Init(context.Context, string, payload.Payloads) error { return nil }
-func (a *ahTwoTags) Close()                                               {}
 
 func (a *ahTwoTags) Step(events []sched.Event, out *sched.StepOutput) error {
 	if len(events) == 0 {
@@ -161,11 +159,9 @@ func (a *ahTwoTags) fetch(out *sched.StepOutput) {
 
 // ahTimeoutSession is a session that bounds its fetch with Timeout.
 type ahTimeoutSession struct {
+	stepOnly
 	id, round int
 }
-
-func (a *ahTimeoutSession) Init(context.Context, string, payload.Payloads) error { return nil }
-func (a *ahTimeoutSession) Close()                                               {}
 
 func (a *ahTimeoutSession) Step(events []sched.Event, out *sched.StepOutput) error {
 	if len(events) == 0 {

@@ -141,10 +141,11 @@ func (h *allocHook) await(ops int) {
 }
 
 // allocSpinner continues forever, counting its steps, until cancelled.
-type allocSpinner struct{ hook *allocHook }
+type allocSpinner struct {
+	stepOnly
+	hook *allocHook
+}
 
-func (p *allocSpinner) Init(context.Context, string, payload.Payloads) error { return nil }
-func (p *allocSpinner) Close()                                               {}
 func (p *allocSpinner) Step(evs []sched.Event, out *sched.StepOutput) error {
 	for i := range evs {
 		if evs[i].Type == sched.EventCancel {
@@ -160,13 +161,12 @@ func (p *allocSpinner) Step(evs []sched.Event, out *sched.StepOutput) error {
 // allocPinger answers every message by telling it back to its sender;
 // serve, if set, starts the rally. It counts the messages it receives.
 type allocPinger struct {
+	stepOnly
 	hook  *allocHook
 	serve relay.PID
 	tok   *allocToken
 }
 
-func (p *allocPinger) Init(context.Context, string, payload.Payloads) error { return nil }
-func (p *allocPinger) Close()                                               {}
 func (p *allocPinger) Step(evs []sched.Event, out *sched.StepOutput) error {
 	if !p.serve.IsZero() {
 		out.Tell(p.serve, p.tok)
@@ -192,10 +192,11 @@ func (p *allocPinger) Step(evs []sched.Event, out *sched.StepOutput) error {
 
 // allocSink signals once per message, for a test that sends one message
 // at a time and waits for its step.
-type allocSink struct{ signal chan struct{} }
+type allocSink struct {
+	stepOnly
+	signal chan struct{}
+}
 
-func (p *allocSink) Init(context.Context, string, payload.Payloads) error { return nil }
-func (p *allocSink) Close()                                               {}
 func (p *allocSink) Step(evs []sched.Event, out *sched.StepOutput) error {
 	for i := range evs {
 		switch evs[i].Type {
@@ -213,6 +214,7 @@ func (p *allocSink) Step(evs []sched.Event, out *sched.StepOutput) error {
 // counting completions, until cancelled; with sleep set it sleeps for d
 // instead.
 type allocYielder struct {
+	stepOnly
 	hook  *allocHook
 	cmd   sched.CommandID
 	sleep bool
@@ -220,8 +222,6 @@ type allocYielder struct {
 	tag   uint64
 }
 
-func (p *allocYielder) Init(context.Context, string, payload.Payloads) error { return nil }
-func (p *allocYielder) Close()                                               {}
 func (p *allocYielder) Step(evs []sched.Event, out *sched.StepOutput) error {
 	n := int64(0)
 	for i := range evs {

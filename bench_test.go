@@ -64,12 +64,11 @@ func newBenchScheduler(b *testing.B, opts ...sched.Option) *sched.Scheduler {
 // bouncer answers every message by telling its sender, until it has
 // received max messages.
 type bouncer struct {
+	stepOnly
 	n, max int
 	serve  *relay.PID // whom to start the rally with, if anyone
 }
 
-func (p *bouncer) Init(context.Context, string, payload.Payloads) error { return nil }
-func (p *bouncer) Close()                                               {}
 func (p *bouncer) Step(evs []sched.Event, out *sched.StepOutput) error {
 	if p.serve != nil {
 		out.Tell(*p.serve, p)
@@ -138,10 +137,8 @@ func BenchmarkGoroutinePingPong(b *testing.B) {
 }
 
 // oneStep finishes in its first step.
-type oneStep struct{}
+type oneStep struct{ stepOnly }
 
-func (oneStep) Init(context.Context, string, payload.Payloads) error { return nil }
-func (oneStep) Close()                                               {}
 func (oneStep) Step(_ []sched.Event, out *sched.StepOutput) error {
 	out.Done(payload.Payload{})
 	return nil
@@ -150,11 +147,10 @@ func (oneStep) Step(_ []sched.Event, out *sched.StepOutput) error {
 // spawner spawns n trivial children from inside the scheduler and waits
 // for all of them.
 type spawner struct {
+	stepOnly
 	n, left int
 }
 
-func (p *spawner) Init(context.Context, string, payload.Payloads) error { return nil }
-func (p *spawner) Close()                                               {}
 func (p *spawner) Step(evs []sched.Event, out *sched.StepOutput) error {
 	if p.left == 0 && len(evs) == 0 {
 		p.left = p.n
@@ -209,10 +205,11 @@ func BenchmarkGoroutineSpawn(b *testing.B) {
 }
 
 // sink counts messages and waits.
-type sink struct{ n int }
+type sink struct {
+	stepOnly
+	n int
+}
 
-func (p *sink) Init(context.Context, string, payload.Payloads) error { return nil }
-func (p *sink) Close()                                               {}
 func (p *sink) Step(evs []sched.Event, out *sched.StepOutput) error {
 	for _, ev := range evs {
 		if ev.Type == sched.EventCancel {
@@ -244,10 +241,11 @@ func BenchmarkSendToIdle(b *testing.B) {
 const cmdEcho = sched.FirstUserCommand
 
 // yielder yields cmdEcho n times in sequence.
-type yielder struct{ left int }
+type yielder struct {
+	stepOnly
+	left int
+}
 
-func (p *yielder) Init(context.Context, string, payload.Payloads) error { return nil }
-func (p *yielder) Close()                                               {}
 func (p *yielder) Step(evs []sched.Event, out *sched.StepOutput) error {
 	for _, ev := range evs {
 		if ev.Error != nil {
@@ -330,13 +328,12 @@ func BenchmarkGoroutineRoundTrip(b *testing.B) {
 // skynetNode sums its subtree: a leaf finishes with its number, an inner
 // node spawns ten children and awaits their sums.
 type skynetNode struct {
+	stepOnly
 	num, size int
 	sum       int64
 	got       int
 }
 
-func (n *skynetNode) Init(context.Context, string, payload.Payloads) error { return nil }
-func (n *skynetNode) Close()                                               {}
 func (n *skynetNode) Step(evs []sched.Event, out *sched.StepOutput) error {
 	if n.size == 1 {
 		out.Done(payload.Of(int64(n.num)))
@@ -487,14 +484,13 @@ func lateDuration(rng *uint64, min time.Duration) time.Duration {
 // each sleep, how late the step that sees its completion starts: the
 // time from the deadline to the start of that step.
 type lateSleeper struct {
+	stepOnly
 	rng      uint64
 	min      time.Duration
 	deadline time.Time
 	late     []time.Duration
 }
 
-func (p *lateSleeper) Init(context.Context, string, payload.Payloads) error { return nil }
-func (p *lateSleeper) Close()                                               {}
 func (p *lateSleeper) Step(evs []sched.Event, out *sched.StepOutput) error {
 	now := time.Now()
 	for _, ev := range evs {
@@ -526,10 +522,8 @@ func busyFor(d time.Duration) {
 
 // lateBusy is the background load of BenchmarkTimerLateness: it
 // computes for lateBusyStep per step and continues until cancelled.
-type lateBusy struct{}
+type lateBusy struct{ stepOnly }
 
-func (lateBusy) Init(context.Context, string, payload.Payloads) error { return nil }
-func (lateBusy) Close()                                               {}
 func (lateBusy) Step(evs []sched.Event, out *sched.StepOutput) error {
 	for _, ev := range evs {
 		if ev.Type == sched.EventCancel {

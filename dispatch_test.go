@@ -607,12 +607,11 @@ func TestTimers(t *testing.T) {
 // sleeper sleeps once for d and finishes with the time it took from
 // start, which is before its Submit.
 type sleeper struct {
+	stepOnly
 	d     time.Duration
 	start time.Time
 }
 
-func (p *sleeper) Init(context.Context, string, payload.Payloads) error { return nil }
-func (p *sleeper) Close()                                               {}
 func (p *sleeper) Step(evs []sched.Event, out *sched.StepOutput) error {
 	if len(evs) == 0 {
 		out.Sleep(0, p.d)

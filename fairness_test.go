@@ -32,6 +32,7 @@ func withoutFairness() Option {
 // hot keeps continuing and counts its steps; spin is busy work per step.
 // started, if not nil, is closed at its first step.
 type hot struct {
+	stepOnly
 	steps   *atomic.Int64
 	spin    int
 	started chan struct{}
@@ -43,8 +44,6 @@ type hot struct {
 	from    int64
 }
 
-func (h *hot) Init(context.Context, string, payload.Payloads) error { return nil }
-func (h *hot) Close()                                               {}
 func (h *hot) Step(evs []Event, out *StepOutput) error {
 	n := h.steps.Add(1)
 	if n == 1 && h.started != nil {
@@ -84,12 +83,11 @@ func busyWork(n int) {
 // observer reports, at each step with a message, how many steps every
 // hot process has made so far.
 type observer struct {
+	stepOnly
 	hots   []atomic.Int64
 	counts chan []int64
 }
 
-func (o *observer) Init(context.Context, string, payload.Payloads) error { return nil }
-func (o *observer) Close()                                               {}
 func (o *observer) Step(evs []Event, out *StepOutput) error {
 	for _, ev := range evs {
 		switch ev.Type {
@@ -142,13 +140,6 @@ func mostSteps(baseline, later []int64) int64 {
 // ticks, and a hot process continues inline for at most the step budget.
 const maxHotStepsBeforeTurn = 2*globalCheckInterval + DefaultStepBudget
 
-func shutdownNow(t testing.TB, s *Scheduler) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	require.NoError(t, s.Shutdown(ctx))
-}
-
 // TestStarvationMessageToIdleProcess: with every worker saturated by
 // processes that always continue, a message from outside to an idle
 // process is stepped before any hot process has made more than a bounded
@@ -163,9 +154,7 @@ func shutdownNow(t testing.TB, s *Scheduler) {
 func TestStarvationMessageToIdleProcess(t *testing.T) {
 	for _, workers := range []int{1, 2, 4} {
 		t.Run(fmt.Sprintf("workers=%d", workers), func(t *testing.T) {
-			s, err := New(WithWorkers(workers))
-			require.NoError(t, err)
-			defer shutdownNow(t, s)
+			s := newScheduler(t, WithWorkers(workers))
 			hots := make([]atomic.Int64, 2*workers)
 			obs := &observer{hots: hots, counts: make(chan []int64, 1)}
 			h, err := s.Submit(context.Background(), obs, "observe", nil)
@@ -198,12 +187,11 @@ func TestStarvationMessageToIdleProcess(t *testing.T) {
 // firstStep reports, at its first step, how many steps every hot process
 // has made so far.
 type firstStep struct {
+	stepOnly
 	hots   []atomic.Int64
 	counts chan []int64
 }
 
-func (f *firstStep) Init(context.Context, string, payload.Payloads) error { return nil }
-func (f *firstStep) Close()                                               {}
 func (f *firstStep) Step(_ []Event, out *StepOutput) error {
 	f.counts <- snapshot(f.hots)
 	out.Done(payload.Payload{})
@@ -215,9 +203,7 @@ func (f *firstStep) Step(_ []Event, out *StepOutput) error {
 // worker, for the reason given at TestStarvationMessageToIdleProcess).
 func TestStarvationSubmission(t *testing.T) {
 	const workers = 1
-	s, err := New(WithWorkers(workers))
-	require.NoError(t, err)
-	defer shutdownNow(t, s)
+	s := newScheduler(t, WithWorkers(workers))
 	hots := make([]atomic.Int64, 2*workers)
 	saturate(t, s, hots, 200)
 	for range 30 {
@@ -238,6 +224,7 @@ func TestStarvationSubmission(t *testing.T) {
 
 // rally keeps a message bouncing with its partner forever, counting.
 type rally struct {
+	stepOnly
 	partner *rally
 	self    atomic.Pointer[Handle]
 	hits    *atomic.Int64
@@ -245,8 +232,6 @@ type rally struct {
 	started chan struct{} // closed at the first hit, if not nil
 }
 
-func (r *rally) Init(context.Context, string, payload.Payloads) error { return nil }
-func (r *rally) Close()                                               {}
 func (r *rally) Step(evs []Event, out *StepOutput) error {
 	if r.serve {
 		r.serve = false
@@ -271,9 +256,7 @@ func (r *rally) Step(evs []Event, out *StepOutput) error {
 // through the next slot does not starve a third process on the same
 // worker. With unfair scheduling the third process never runs.
 func TestStarvationPingPongPair(t *testing.T) {
-	s, err := New(WithWorkers(1))
-	require.NoError(t, err)
-	defer shutdownNow(t, s)
+	s := newScheduler(t, WithWorkers(1))
 
 	var hits atomic.Int64
 	started := make(chan struct{})
@@ -322,8 +305,10 @@ func BenchmarkLatencyUnderSaturation(b *testing.B) {
 		{"unfair", []Option{withoutFairness()}},
 	} {
 		b.Run(mode.name, func(b *testing.B) {
-			s, err := New(mode.opts...)
-			require.NoError(b, err)
+			// With unfair scheduling the hot processes never let go of their
+			// workers; they see the cancel at their next step, when the
+			// cleanup shuts the scheduler down.
+			s := newScheduler(b, mode.opts...)
 			lat := make(chan time.Duration, 1)
 			rec := &latencyRecorder{out: lat}
 			h, err := s.Submit(context.Background(), rec, "run", nil)
@@ -353,19 +338,17 @@ func BenchmarkLatencyUnderSaturation(b *testing.B) {
 			b.ReportMetric(float64(samples[len(samples)/2].Microseconds()), "p50-µs")
 			b.ReportMetric(float64(samples[len(samples)*99/100].Microseconds()), "p99-µs")
 			b.ReportMetric(float64(starved), "starved")
-			// With unfair scheduling the hot processes never let go of their
-			// workers; they see the cancel at their next step.
-			shutdownNow(b, s)
 		})
 	}
 }
 
 // latencyRecorder reports, for each message carrying a send time, how
 // long it took to be stepped.
-type latencyRecorder struct{ out chan time.Duration }
+type latencyRecorder struct {
+	stepOnly
+	out chan time.Duration
+}
 
-func (r *latencyRecorder) Init(context.Context, string, payload.Payloads) error { return nil }
-func (r *latencyRecorder) Close()                                               {}
 func (r *latencyRecorder) Step(evs []Event, out *StepOutput) error {
 	for _, ev := range evs {
 		switch ev.Type {
@@ -386,13 +369,12 @@ func (r *latencyRecorder) Step(evs []Event, out *StepOutput) error {
 
 // doneCounter finishes at once and counts; the last of want closes done.
 type doneCounter struct {
+	stepOnly
 	n    *atomic.Int64
 	want int64
 	done chan struct{}
 }
 
-func (d *doneCounter) Init(context.Context, string, payload.Payloads) error { return nil }
-func (d *doneCounter) Close()                                               {}
 func (d *doneCounter) Step(_ []Event, out *StepOutput) error {
 	if d.n.Add(1) == d.want {
 		close(d.done)
@@ -416,9 +398,7 @@ func BenchmarkGlobalBatch(b *testing.B) {
 		{"batch=sized128", []Option{WithGlobalBatch(128)}},
 	} {
 		b.Run(mode.name, func(b *testing.B) {
-			s, err := New(mode.opts...)
-			require.NoError(b, err)
-			defer shutdownNow(b, s)
+			s := newScheduler(b, mode.opts...)
 			var n atomic.Int64
 			done := make(chan struct{})
 			b.ResetTimer()

@@ -24,6 +24,7 @@ type note struct{ sender, seq int }
 // fills meanwhile; then it records every message it gets and finishes on
 // cancel.
 type gated struct {
+	stepOnly
 	entered chan struct{} // closed by the first step; read by the test
 	gate    chan struct{}
 	stepped bool // Step's own
@@ -36,8 +37,6 @@ func newGated() *gated {
 	return &gated{entered: make(chan struct{}), gate: make(chan struct{})}
 }
 
-func (g *gated) Init(context.Context, string, payload.Payloads) error { return nil }
-func (g *gated) Close()                                               {}
 func (g *gated) Step(evs []sched.Event, out *sched.StepOutput) error {
 	if !g.stepped {
 		g.stepped = true
@@ -172,13 +171,12 @@ func TestMailboxPolicies(t *testing.T) {
 // teller tells its target n messages in its first step and records what
 // comes back undelivered.
 type teller struct {
+	stepOnly
 	target  relay.PID
 	n       int
 	bounced chan sched.Event
 }
 
-func (m *teller) Init(context.Context, string, payload.Payloads) error { return nil }
-func (m *teller) Close()                                               {}
 func (m *teller) Step(evs []sched.Event, out *sched.StepOutput) error {
 	if m.n > 0 {
 		for i := range m.n {

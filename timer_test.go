@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -17,21 +16,6 @@ import (
 // Tests of the timer service. They are internal so that they can look
 // into the shards: a timer released must be gone from the heap and the
 // index, not only from Stats.
-
-// timerProc is a process whose steps are a function of the step number
-// (0 for the first) and the events.
-type timerProc struct {
-	step func(n int, evs []Event, out *StepOutput) error
-	n    int
-}
-
-func (p *timerProc) Init(context.Context, string, payload.Payloads) error { return nil }
-func (p *timerProc) Close()                                               {}
-func (p *timerProc) Step(evs []Event, out *StepOutput) error {
-	n := p.n
-	p.n++
-	return p.step(n, evs, out)
-}
 
 // sleepUntilEnd sleeps an hour in its first step and finishes at its
 // cancel event or at a message, whichever comes first.
@@ -46,36 +30,6 @@ func sleepUntilEnd(n int, evs []Event, out *StepOutput) error {
 		}
 	}
 	return nil
-}
-
-// timerTestTimeout bounds every wait of these tests.
-const timerTestTimeout = 10 * time.Second
-
-// waitUntil polls cond until it holds, failing the test after
-// timerTestTimeout; for conditions nothing announces (counters, states).
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timerTestTimeout)
-	for i := 0; !cond(); i++ {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timerTestTimeout, what)
-		}
-		if i < 100 {
-			runtime.Gosched()
-			continue
-		}
-		<-time.After(time.Millisecond)
-	}
-}
-
-// waitHandle waits for h's end.
-func waitHandle(t *testing.T, h Handle) error {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timerTestTimeout)
-	defer cancel()
-	_, err := h.Wait(ctx)
-	require.NotErrorIs(t, err, context.DeadlineExceeded, "process %v did not end", h.PID())
-	return err
 }
 
 // requireNoTimers checks that s holds no timer: none counted, none in
@@ -105,15 +59,14 @@ func TestTimersReleasedWhenProcessesEnd(t *testing.T) {
 	if testing.Short() {
 		n = 2_000
 	}
-	s, err := New(WithWorkers(4))
-	require.NoError(t, err)
-	defer shutdownNow(t, s)
+	s := newScheduler(t, WithWorkers(4))
 	hs := make([]Handle, n)
+	var err error
 	for i := range hs {
-		hs[i], err = s.Submit(context.Background(), &timerProc{step: sleepUntilEnd}, "sleep", nil)
+		hs[i], err = s.Submit(context.Background(), numbered(sleepUntilEnd), "sleep", nil)
 		require.NoError(t, err)
 	}
-	waitUntil(t, fmt.Sprintf("%d timers", n), func() bool { return s.Stats().Timers == n })
+	eventually(t, fmt.Sprintf("%d timers", n), func() bool { return s.Stats().Timers == n })
 	for i, h := range hs {
 		if i%2 == 0 {
 			require.NoError(t, s.Terminate(h.PID()))
@@ -122,7 +75,7 @@ func TestTimersReleasedWhenProcessesEnd(t *testing.T) {
 		}
 	}
 	for _, h := range hs {
-		require.NoError(t, waitHandle(t, h))
+		require.NoError(t, waitEnd(t, h))
 	}
 	requireNoTimers(t, s)
 }
@@ -147,24 +100,23 @@ func TestShutdownReleasesTimers(t *testing.T) {
 		{"forced at the deadline", ignoreCancel, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			s, err := New(WithWorkers(2))
-			require.NoError(t, err)
+			s := newScheduler(t, WithWorkers(2))
 			for range n {
-				_, err := s.Submit(context.Background(), &timerProc{step: tt.step}, "sleep", nil)
+				_, err := s.Submit(context.Background(), numbered(tt.step), "sleep", nil)
 				require.NoError(t, err)
 			}
-			waitUntil(t, fmt.Sprintf("%d timers", n), func() bool { return s.Stats().Timers == n })
+			eventually(t, fmt.Sprintf("%d timers", n), func() bool { return s.Stats().Timers == n })
 			// An entry no process owns, as if a removal had been missed.
 			sh := &s.timers.shards[1]
 			sh.mu.Lock()
 			sh.push(timerEntry{when: s.timers.now() + int64(time.Hour), pid: 1<<32 | 1<<20, seq: 2})
 			sh.publish()
 			sh.mu.Unlock()
-			ctx, cancel := context.WithTimeout(context.Background(), timerTestTimeout)
+			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 			if tt.forced {
 				cancel() // force at once
 			}
-			err = s.Shutdown(ctx)
+			err := s.Shutdown(ctx)
 			cancel()
 			if tt.forced {
 				require.ErrorIs(t, err, ErrForced)
@@ -183,9 +135,7 @@ func TestShutdownReleasesTimers(t *testing.T) {
 // earlier one has been taken from the heap if it was there.
 func TestTimerOfEndedProcessNeverFires(t *testing.T) {
 	const n = 200
-	s, err := New(WithWorkers(1))
-	require.NoError(t, err)
-	defer shutdownNow(t, s)
+	s := newScheduler(t, WithWorkers(1))
 	var mu sync.Mutex
 	fired := map[uint64]int{} // by process ID
 	hook := func(hs *Scheduler, pid, _ uint64) {
@@ -215,23 +165,24 @@ func TestTimerOfEndedProcessNeverFires(t *testing.T) {
 		return nil
 	}
 	hs := make([]Handle, n)
+	var err error
 	for i := range hs {
-		hs[i], err = s.Submit(context.Background(), &timerProc{step: quitter}, "quit", nil)
+		hs[i], err = s.Submit(context.Background(), numbered(quitter), "quit", nil)
 		require.NoError(t, err)
 	}
 	for _, h := range hs {
-		require.NoError(t, waitHandle(t, h))
+		require.NoError(t, waitEnd(t, h))
 	}
-	witness, err := s.Submit(context.Background(), &timerProc{step: func(n int, _ []Event, out *StepOutput) error {
+	witness, err := s.Submit(context.Background(), numbered(func(n int, _ []Event, out *StepOutput) error {
 		if n == 0 {
 			out.Sleep(1, 60*time.Millisecond)
 		} else {
 			out.Done(payload.Payload{})
 		}
 		return nil
-	}}, "witness", nil)
+	}), "witness", nil)
 	require.NoError(t, err)
-	require.NoError(t, waitHandle(t, witness))
+	require.NoError(t, waitEnd(t, witness))
 
 	mu.Lock()
 	defer mu.Unlock()
@@ -256,9 +207,7 @@ func TestTimersOrderAndExactlyOnce(t *testing.T) {
 	}
 	for _, workers := range []int{1, 2, 4} {
 		t.Run(fmt.Sprintf("workers=%d", workers), func(t *testing.T) {
-			s, err := New(WithWorkers(workers))
-			require.NoError(t, err)
-			defer shutdownNow(t, s)
+			s := newScheduler(t, WithWorkers(workers))
 			first := time.Now().Add(30 * time.Millisecond)
 			second := first.Add(time.Millisecond)
 			deadline := func(tag uint64) time.Time {
@@ -270,8 +219,9 @@ func TestTimersOrderAndExactlyOnce(t *testing.T) {
 			got := make([][]uint64, procs)
 			var early sync.Map // process index -> the tag that came early
 			hs := make([]Handle, procs)
+			var err error
 			for i := range procs {
-				hs[i], err = s.Submit(context.Background(), &timerProc{step: func(n int, evs []Event, out *StepOutput) error {
+				hs[i], err = s.Submit(context.Background(), numbered(func(n int, evs []Event, out *StepOutput) error {
 					if n == 0 {
 						for _, tag := range []uint64{5, 1, 6, 2, 7, 3, 8, 4} {
 							out.SleepUntil(tag, deadline(tag))
@@ -292,11 +242,11 @@ func TestTimersOrderAndExactlyOnce(t *testing.T) {
 						out.Done(payload.Payload{})
 					}
 					return nil
-				}}, "order", nil)
+				}), "order", nil)
 				require.NoError(t, err)
 			}
 			for _, h := range hs {
-				require.NoError(t, waitHandle(t, h))
+				require.NoError(t, waitEnd(t, h))
 			}
 			early.Range(func(i, tag any) bool {
 				t.Errorf("process %d: timer %d completed before its deadline", i, tag)
@@ -329,11 +279,9 @@ func TestTimersOrderAndExactlyOnce(t *testing.T) {
 func TestSleepWhileEveryWorkerParks(t *testing.T) {
 	for _, workers := range []int{1, 4} {
 		t.Run(fmt.Sprintf("workers=%d", workers), func(t *testing.T) {
-			s, err := New(WithWorkers(workers), WithWatchdog(0))
-			require.NoError(t, err)
-			defer shutdownNow(t, s)
+			s := newScheduler(t, WithWorkers(workers), WithWatchdog(0))
 			parked := make(chan struct{})
-			h, err := s.Submit(context.Background(), &timerProc{step: func(n int, _ []Event, out *StepOutput) error {
+			h, err := s.Submit(context.Background(), numbered(func(n int, _ []Event, out *StepOutput) error {
 				if n == 0 {
 					out.Sleep(1, 100*time.Millisecond)
 					return nil
@@ -345,13 +293,13 @@ func TestSleepWhileEveryWorkerParks(t *testing.T) {
 				}
 				out.Done(payload.Payload{})
 				return nil
-			}}, "sleep", nil)
+			}), "sleep", nil)
 			require.NoError(t, err)
-			waitUntil(t, "every worker parked with the timer pending", func() bool {
+			eventually(t, "every worker parked with the timer pending", func() bool {
 				return s.idle.count.Load() == int32(workers) && s.Stats().Timers == 1
 			})
 			close(parked)
-			require.NoError(t, waitHandle(t, h))
+			require.NoError(t, waitEnd(t, h))
 		})
 	}
 }

@@ -43,6 +43,7 @@ func (b *barrier) await() {
 // all asleep when the children were queued, and only if those are woken
 // one after another.
 type forker struct {
+	stepOnly
 	s        *Scheduler
 	children int
 	bar      *barrier
@@ -52,8 +53,6 @@ type forker struct {
 	neverParked bool
 }
 
-func (f *forker) Init(context.Context, string, payload.Payloads) error { return nil }
-func (f *forker) Close()                                               {}
 func (f *forker) Step(evs []Event, out *StepOutput) error {
 	if !f.spawned {
 		f.spawned = true
@@ -76,10 +75,11 @@ func (f *forker) Step(evs []Event, out *StepOutput) error {
 }
 
 // barrierChild waits at the barrier in its first step, then ends.
-type barrierChild struct{ bar *barrier }
+type barrierChild struct {
+	stepOnly
+	bar *barrier
+}
 
-func (c *barrierChild) Init(context.Context, string, payload.Payloads) error { return nil }
-func (c *barrierChild) Close()                                               {}
 func (c *barrierChild) Step(evs []Event, out *StepOutput) error {
 	c.bar.await()
 	out.Done(payload.Payload{})
@@ -114,12 +114,9 @@ func TestWakeReachesEveryParkedWorker(t *testing.T) {
 			busyWakes.Add(1)
 		}
 	}
-	var err error
-	s, err = New(WithWorkers(workers), WithWatchdog(0))
-	require.NoError(t, err)
+	s = newScheduler(t, WithWorkers(workers), WithWatchdog(0))
 	testHookWake.Store(&hook)
 	defer testHookWake.Store(nil)
-	defer shutdownNow(t, s)
 
 	for round := range 200 {
 		bar := newBarrier(workers)

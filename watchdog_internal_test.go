@@ -79,12 +79,11 @@ func counting(reports *atomic.Int64) Option {
 // yielder's one step yields the processor until its worker is marked
 // stalled; stalled records whether it was.
 type yielder struct {
+	stepOnly
 	w       *worker
 	stalled bool
 }
 
-func (y *yielder) Init(context.Context, string, payload.Payloads) error { return nil }
-func (y *yielder) Close()                                               {}
 func (y *yielder) Step(_ []Event, out *StepOutput) error {
 	y.stalled = waitForProcessorUntil(y.w.stalledNow)
 	out.Done(payload.Payload{})
@@ -97,9 +96,7 @@ func TestWatchdogIgnoresStepWaitingForProcessor(t *testing.T) {
 	stop := hogProcessors(t)
 	defer stop()
 	var reports atomic.Int64
-	s, err := New(WithWorkers(1), counting(&reports)) // the default threshold
-	require.NoError(t, err)
-	defer shutdownNow(t, s)
+	s := newScheduler(t, WithWorkers(1), counting(&reports)) // the default threshold
 
 	y := &yielder{w: s.workers[0]}
 	h, err := s.Submit(context.Background(), y, "yield", nil)
@@ -117,12 +114,11 @@ func TestWatchdogIgnoresStepWaitingForProcessor(t *testing.T) {
 // rounds of a random-number generator: well under a microsecond for spin
 // 0, about one for 1000, 10 to 20 for 10000.
 type counter struct {
+	stepOnly
 	steps, spin int
 	x           uint64
 }
 
-func (c *counter) Init(context.Context, string, payload.Payloads) error { return nil }
-func (c *counter) Close()                                               {}
 func (c *counter) Step(_ []Event, out *StepOutput) error {
 	x := c.x | 1
 	for range c.spin {
@@ -154,9 +150,7 @@ func TestWatchdogIgnoresWorkerWaitingForProcessor(t *testing.T) {
 	stop := hogProcessors(t)
 	defer stop()
 	var reports atomic.Int64
-	s, err := New(WithWorkers(2), counting(&reports))
-	require.NoError(t, err)
-	defer shutdownNow(t, s)
+	s := newScheduler(t, WithWorkers(2), counting(&reports))
 
 	var steps, stalls, missed atomic.Int64
 	for _, w := range s.workers {
@@ -173,6 +167,7 @@ func TestWatchdogIgnoresWorkerWaitingForProcessor(t *testing.T) {
 		w.setTestHookStep(&hook)
 	}
 	hs := make([]Handle, procs)
+	var err error
 	for i := range hs {
 		hs[i], err = s.Submit(context.Background(), &counter{steps: stepsEach}, "count", nil)
 		require.NoError(t, err)
@@ -194,13 +189,12 @@ func TestWatchdogIgnoresWorkerWaitingForProcessor(t *testing.T) {
 // asks to continue; its second step, marked as the worker is watched by
 // then, arms the hook of the test and ends the process.
 type waitsForWatch struct {
+	stepOnly
 	w     *worker
 	arm   *atomic.Bool
 	steps int
 }
 
-func (p *waitsForWatch) Init(context.Context, string, payload.Payloads) error { return nil }
-func (p *waitsForWatch) Close()                                               {}
 func (p *waitsForWatch) Step(_ []Event, out *StepOutput) error {
 	p.steps++
 	if p.steps == 1 {
@@ -224,9 +218,7 @@ func TestWatchdogIgnoresTimeOutsideStep(t *testing.T) {
 	testHookRunnable.Store(&none)
 	defer testHookRunnable.Store(nil)
 	var reports atomic.Int64
-	s, err := New(WithWorkers(1), WithWatchdog(100*time.Millisecond), counting(&reports))
-	require.NoError(t, err)
-	defer shutdownNow(t, s)
+	s := newScheduler(t, WithWorkers(1), WithWatchdog(100*time.Millisecond), counting(&reports))
 
 	w := s.workers[0]
 	var arm atomic.Bool
@@ -274,10 +266,8 @@ func TestWatchdogWithoutRunnableGauge(t *testing.T) {
 	defer stop()
 	reported := make(chan struct{})
 	var once sync.Once
-	s, err := New(WithWorkers(1), WithWatchdog(20*time.Millisecond),
+	s := newScheduler(t, WithWorkers(1), WithWatchdog(20*time.Millisecond),
 		WithHooks(Hooks{SlowStep: func(SlowStepInfo) { once.Do(func() { close(reported) }) }}))
-	require.NoError(t, err)
-	defer shutdownNow(t, s)
 
 	cond := func() bool {
 		select {
@@ -299,10 +289,11 @@ func TestWatchdogWithoutRunnableGauge(t *testing.T) {
 
 // stepUntil's one step yields the processor until cond holds (or the
 // guard expires).
-type stepUntil struct{ cond func() bool }
+type stepUntil struct {
+	stepOnly
+	cond func() bool
+}
 
-func (p *stepUntil) Init(context.Context, string, payload.Payloads) error { return nil }
-func (p *stepUntil) Close()                                               {}
 func (p *stepUntil) Step(_ []Event, out *StepOutput) error {
 	waitForProcessorUntil(p.cond)
 	out.Done(payload.Payload{})
@@ -319,11 +310,10 @@ func TestWatchdogQuietWhileProcessorsSaturated(t *testing.T) {
 	stop := hogProcessors(t)
 	defer stop()
 	var reports atomic.Int64
-	s, err := New(counting(&reports)) // the default threshold
-	require.NoError(t, err)
-	defer shutdownNow(t, s)
+	s := newScheduler(t, counting(&reports)) // the default threshold
 
 	hs := make([]Handle, procs)
+	var err error
 	cs := make([]*counter, procs)
 	for i := range hs {
 		cs[i] = &counter{steps: stepsEach, spin: spin}
@@ -379,18 +369,15 @@ func BenchmarkWatchdogNoise(b *testing.B) {
 
 func benchWatchdogNoise(b *testing.B, threshold time.Duration) {
 	var reports, longest atomic.Int64
-	s, err := New(WithWatchdog(threshold), WithHooks(Hooks{SlowStep: func(st SlowStepInfo) {
+	s := newScheduler(b, WithWatchdog(threshold), WithHooks(Hooks{SlowStep: func(st SlowStepInfo) {
 		reports.Add(1)
 		if d := int64(st.Duration); d > longest.Load() {
 			longest.Store(d) // the watchdog goroutine is the only writer
 		}
 	}}))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer shutdownNow(b, s)
 	const procs, stepsEach = 100, 1000
 	hs := make([]Handle, procs)
+	var err error
 	for b.Loop() {
 		for i := range hs {
 			hs[i], err = s.Submit(context.Background(), &counter{steps: stepsEach, spin: 1000}, "count", nil)

@@ -18,6 +18,7 @@ import (
 // a waiting process (put in its worker's next slot), then continues; its
 // second step blocks until release is closed.
 type blocker struct {
+	stepOnly
 	children int
 	childRan *atomic.Int64
 	allRan   chan struct{} // closed when every child has run
@@ -27,8 +28,6 @@ type blocker struct {
 	steps    int
 }
 
-func (b *blocker) Init(context.Context, string, payload.Payloads) error { return nil }
-func (b *blocker) Close()                                               {}
 func (b *blocker) Step(_ []sched.Event, out *sched.StepOutput) error {
 	b.steps++
 	switch b.steps {
@@ -51,13 +50,12 @@ func (b *blocker) Step(_ []sched.Event, out *sched.StepOutput) error {
 // counted counts its one step; the step that brings the count to all
 // closes done.
 type counted struct {
+	stepOnly
 	ran  *atomic.Int64
 	all  int64
 	done chan struct{}
 }
 
-func (c *counted) Init(context.Context, string, payload.Payloads) error { return nil }
-func (c *counted) Close()                                               {}
 func (c *counted) Step(_ []sched.Event, out *sched.StepOutput) error {
 	if c.ran.Add(1) == c.all && c.done != nil {
 		close(c.done)
@@ -67,10 +65,11 @@ func (c *counted) Step(_ []sched.Event, out *sched.StepOutput) error {
 }
 
 // waiter signals each message it gets.
-type waiter struct{ got chan struct{} }
+type waiter struct {
+	stepOnly
+	got chan struct{}
+}
 
-func (w *waiter) Init(context.Context, string, payload.Payloads) error { return nil }
-func (w *waiter) Close()                                               {}
 func (w *waiter) Step(evs []sched.Event, out *sched.StepOutput) error {
 	for _, ev := range evs {
 		switch ev.Type {
@@ -138,13 +137,12 @@ func TestWatchdogReportsSlowStepAndWorkMovesOn(t *testing.T) {
 // slowStepper's one step holds its worker in the way its kind says until
 // the watchdog has reported it, or the guard expires.
 type slowStepper struct {
+	stepOnly
 	kind     string
 	reported chan struct{}
 	x        uint64 // what "computes" computed
 }
 
-func (p *slowStepper) Init(context.Context, string, payload.Payloads) error { return nil }
-func (p *slowStepper) Close()                                               {}
 func (p *slowStepper) Step(_ []sched.Event, out *sched.StepOutput) error {
 	guard := time.After(10 * time.Second)
 	done := func() bool {
