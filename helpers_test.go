@@ -488,11 +488,16 @@ func (e testError) Error() string { return string(e) }
 // ctxKey is a context key type.
 type ctxKey struct{}
 
-// The stress tests' machinery (the stress_*_test.go files): random
-// configurations, a progress watchdog, an invariant-violation collector
-// that any goroutine may report to, a guard that detects overlapping calls
-// into one process, and a goroutine pool that completes yields
-// asynchronously, as a handler that hands its work off would.
+// The stress tests' machinery. The stress tests (stress_*_test.go, one
+// file per property) run several random configurations with more workers
+// than the machine has cores, under the progress watchdog of
+// awaitProgress: a run that stops making progress fails with a dump of
+// its processes instead of hanging. Sizes are multiplied by stressScale
+// (scale_test.go). The machinery: random configurations, the progress
+// watchdog, an invariant-violation collector that any goroutine may
+// report to, a guard that detects overlapping calls into one process, and
+// a goroutine pool that completes yields asynchronously, as a handler
+// that hands its work off would.
 
 // stallTimeout is how long a stress run may go without progress before it
 // is declared stuck and fails with a dump of its processes.
@@ -532,8 +537,10 @@ var stressSeed = func() uint64 {
 	return 0
 }()
 
-// stressConfigs returns n configurations, alternating 4 and 8 workers, derived
-// from base and stressSeed so that every test gets its own seeds.
+// stressConfigs returns n configurations, alternating 4 and 8 workers,
+// derived from base and stressSeed so that every test gets its own seeds.
+// Under -short (without the stress build tag) only the first two are
+// returned: the same seeds, fewer runs.
 func stressConfigs(t *testing.T, base uint64, n int) []stressConfig {
 	t.Helper()
 	if stressSeed != 0 {
@@ -549,8 +556,15 @@ func stressConfigs(t *testing.T, base uint64, n int) []stressConfig {
 			batch:   1 + rng.IntN(32),
 		}
 	}
+	if testing.Short() && stressScale == 1 {
+		cfgs = cfgs[:min(n, shortStressRuns)]
+	}
 	return cfgs
 }
+
+// shortStressRuns is how many configurations of each stress test run
+// under -short.
+const shortStressRuns = 2
 
 func (c stressConfig) String() string {
 	return fmt.Sprintf("w%d_budget%d_batch%d_seed%x", c.workers, c.budget, c.batch, c.seed)
@@ -847,3 +861,14 @@ func spin(n int) {
 }
 
 var spinSink atomic.Uint64
+
+// errStressBoom is the error of the stress processes that fail on purpose.
+var errStressBoom = errors.New("stress: boom")
+
+// mix64 is splitmix64's finaliser: a cheap, well-mixed hash.
+func mix64(x uint64) uint64 {
+	x += 0x9E3779B97F4A7C15
+	x = (x ^ x>>30) * 0xBF58476D1CE4E5B9
+	x = (x ^ x>>27) * 0x94D049BB133111EB
+	return x ^ x>>31
+}
