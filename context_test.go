@@ -68,27 +68,152 @@ func TestContextsWaitWithoutGoroutines(t *testing.T) {
 	}
 }
 
-func TestCompleteFrom(t *testing.T) {
-	calls := make(chan sched.Call, 1)
-	s := newScheduler(t, sched.WithHandler(cmdTest, func(c sched.Call) error {
-		calls <- c
-		return nil
-	}))
-	p := &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
-		if n == 0 {
-			out.Yield(1, cmdTest, nil)
+func TestProcessContext(t *testing.T) {
+	t.Run("Self and values", func(t *testing.T) {
+		s := newScheduler(t)
+		var initSelf relay.PID
+		var initValue any
+		p := &probe{
+			init: func(ctx context.Context, _ string, _ payload.Payloads) error {
+				initSelf, _ = sched.Self(ctx)
+				initValue = ctx.Value(ctxKey{})
+				return nil
+			},
+			step: untilMessage,
 		}
-		if ev, ok := completionOf(evs, 1); ok {
-			out.Done(payload.Of(ev))
-		}
-		return nil
-	}}
-	h := submit(t, s, p)
-	from := relay.PID{Node: 7, ID: 9}
-	require.NoError(t, receive(t, calls, "the call").Completion().CompleteFrom(from, "x", nil))
-	res, err := waitEnd(t, s, h)
+		ctx := context.WithValue(context.Background(), ctxKey{}, "v")
+		h, err := s.Submit(ctx, p, "run", nil)
+		require.NoError(t, err)
+		assert.Equal(t, h.PID(), initSelf, "Self(ctx) in Init")
+		assert.Equal(t, "v", initValue, "Submit ctx value seen in Init")
+
+		pctx := p.Ctx()
+		self, ok := sched.Self(pctx)
+		require.True(t, ok)
+		assert.Equal(t, h.PID(), self)
+		// A context derived from the process context still names it.
+		derived, cancel := context.WithCancel(pctx)
+		defer cancel()
+		self, ok = sched.Self(derived)
+		require.True(t, ok)
+		assert.Equal(t, h.PID(), self)
+		_, deadline := pctx.Deadline()
+		assert.False(t, deadline, "a process context has no deadline")
+
+		require.NoError(t, s.Tell(h.PID(), "bye"))
+		_, err = waitEnd(t, s, h)
+		require.NoError(t, err)
+		assert.Equal(t, h.PID(), p.self, "StepOutput.Self")
+	})
+
+	t.Run("Self of another context", func(t *testing.T) {
+		_, ok := sched.Self(context.Background())
+		assert.False(t, ok)
+	})
+
+	t.Run("Submit ctx cancellation does not reach the process", func(t *testing.T) {
+		s := newScheduler(t)
+		ctx, cancel := context.WithCancel(context.WithValue(context.Background(), ctxKey{}, 7))
+		p := &probe{step: untilMessage}
+		h, err := s.Submit(ctx, p, "run", nil)
+		require.NoError(t, err)
+		cancel()
+		pctx := p.Ctx()
+		assert.NoError(t, pctx.Err())
+		assert.False(t, isClosed(pctx.Done()), "process context done after the Submit ctx was cancelled")
+		assert.Equal(t, 7, pctx.Value(ctxKey{}), "values of a cancelled Submit ctx stay visible")
+
+		// The process still runs: it answers a message.
+		require.NoError(t, s.Tell(h.PID(), "x"))
+		res, err := waitEnd(t, s, h)
+		require.NoError(t, err)
+		assert.Equal(t, "x", res.Value())
+	})
+
+	// The process context is cancelled when the process is terminated
+	// and when it ends, whether or not Done was asked for beforehand.
+	tests := []struct {
+		name      string
+		earlyDone bool // call Done before the cancellation
+		end       func(t *testing.T, s *sched.Scheduler, h sched.Handle)
+	}{
+		{"terminate", false, func(t *testing.T, s *sched.Scheduler, h sched.Handle) {
+			require.NoError(t, s.Terminate(h.PID()))
+		}},
+		{"terminate, Done asked early", true, func(t *testing.T, s *sched.Scheduler, h sched.Handle) {
+			require.NoError(t, s.Terminate(h.PID()))
+		}},
+		{"end", false, func(t *testing.T, s *sched.Scheduler, h sched.Handle) {
+			require.NoError(t, s.Tell(h.PID(), "end"))
+			_, err := waitEnd(t, s, h)
+			require.NoError(t, err)
+		}},
+		{"end, Done asked early", true, func(t *testing.T, s *sched.Scheduler, h sched.Handle) {
+			require.NoError(t, s.Tell(h.PID(), "end"))
+			_, err := waitEnd(t, s, h)
+			require.NoError(t, err)
+		}},
+	}
+	for _, tt := range tests {
+		t.Run("cancelled at "+tt.name, func(t *testing.T) {
+			s := newScheduler(t)
+			p := &probe{step: untilMessage}
+			h := submit(t, s, p)
+			pctx := p.Ctx()
+			var done <-chan struct{}
+			if tt.earlyDone {
+				done = pctx.Done()
+				require.False(t, isClosed(done))
+				require.NoError(t, pctx.Err())
+			}
+			tt.end(t, s, h)
+			if done == nil {
+				done = pctx.Done()
+			}
+			receive(t, done, "process context Done")
+			require.ErrorIs(t, pctx.Err(), context.Canceled)
+			receive(t, pctx.Done(), "process context Done (asked again)")
+			_, err := waitEnd(t, s, h)
+			require.NoError(t, err)
+			requireLifecycle(t, p)
+		})
+	}
+}
+
+// TestCancelCarriesItsCause: the EventCancel and the process context say
+// whether the process was terminated or the scheduler is shutting down;
+// contexts derived from the process context inherit the cause; the
+// context of a process that ended says so.
+func TestCancelCarriesItsCause(t *testing.T) {
+	s := newScheduler(t)
+	terminated := &probe{step: untilCancel}
+	ht := submit(t, s, terminated)
+	derived, cancel := context.WithCancel(terminated.Ctx())
+	defer cancel()
+	require.NoError(t, s.Terminate(ht.PID()))
+	_, err := waitEnd(t, s, ht)
 	require.NoError(t, err)
-	ev := res.Value().(sched.Event)
-	assert.Equal(t, from, ev.From)
-	assert.Equal(t, "x", ev.Data)
+	evs := terminated.EventsOf(sched.EventCancel)
+	require.Len(t, evs, 1)
+	assert.ErrorIs(t, evs[0].Error, sched.ErrTerminated)
+	assert.ErrorIs(t, terminated.Ctx().Err(), context.Canceled, "Err is Canceled, as the contract says")
+	assert.ErrorIs(t, context.Cause(terminated.Ctx()), sched.ErrTerminated)
+	receive(t, derived.Done(), "a derived context's Done")
+	assert.ErrorIs(t, context.Cause(derived), sched.ErrTerminated, "the cause reaches derived contexts")
+
+	ended := &probe{step: doneWith(1)}
+	_, err = waitEnd(t, s, submit(t, s, ended))
+	require.NoError(t, err)
+	assert.ErrorIs(t, context.Cause(ended.Ctx()), sched.ErrEnded)
+
+	live := &probe{step: untilCancel}
+	hl := submit(t, s, live)
+	assert.NoError(t, context.Cause(live.Ctx()), "a live process's context has no cause")
+	require.NoError(t, s.Shutdown(context.Background()))
+	_, err = hl.Result()
+	require.NoError(t, err)
+	evs = live.EventsOf(sched.EventCancel)
+	require.Len(t, evs, 1)
+	assert.ErrorIs(t, evs[0].Error, sched.ErrShuttingDown)
+	assert.ErrorIs(t, context.Cause(live.Ctx()), sched.ErrShuttingDown)
 }

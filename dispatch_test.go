@@ -2,8 +2,6 @@ package scheduler_test
 
 import (
 	"context"
-	"math/rand/v2"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -556,105 +554,317 @@ func expectErr(want error) func(*testing.T, *sched.Scheduler, *dispatchEnv, sche
 	}
 }
 
-// TestTimers: the timer command in its four forms completes, never
-// before its deadline.
-func TestTimers(t *testing.T) {
-	const d = 30 * time.Millisecond
-	tests := []struct {
-		name  string
-		wait  time.Duration // the least time before the completion
-		yield func(start time.Time, out *sched.StepOutput)
-	}{
-		{"Sleep", d, func(_ time.Time, out *sched.StepOutput) { out.Sleep(1, d) }},
-		{"SleepUntil", d, func(start time.Time, out *sched.StepOutput) { out.SleepUntil(1, start.Add(d)) }},
-		{"Sleep 0", 0, func(_ time.Time, out *sched.StepOutput) { out.Sleep(1, 0) }},
-		{"Sleep negative", 0, func(_ time.Time, out *sched.StepOutput) { out.Sleep(1, -time.Hour) }},
-		{"SleepUntil the past", 0, func(start time.Time, out *sched.StepOutput) { out.SleepUntil(1, start.Add(-time.Hour)) }},
-		{"SleepUntil without monotonic clock", d, func(start time.Time, out *sched.StepOutput) {
-			out.SleepUntil(1, start.Add(d).Round(0))
-		}},
-	}
-	s := newScheduler(t)
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			start := time.Now()
-			var elapsed time.Duration
-			p := &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
-				if n == 0 {
-					tt.yield(start, out)
-					return nil
-				}
+func TestCancel(t *testing.T) {
+	t.Run("a user command: no completion, a clear error, the call's context done", func(t *testing.T) {
+		calls := make(chan sched.Call, 1)
+		s := newScheduler(t, sched.WithHandler(cmdTest, func(c sched.Call) error {
+			calls <- c
+			return nil
+		}))
+		cancelled := make(chan struct{})
+		p := &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+			switch n {
+			case 0:
+				out.Yield(1, cmdTest, nil)
+			case 1: // woken by a message: cancel, and yield the tag again at once
+				out.Cancel(1)
+				out.Sleep(1, 0)
+				close(cancelled)
+			default:
 				if ev, ok := completionOf(evs, 1); ok {
-					elapsed = time.Since(start)
-					if ev.Error != nil {
-						return ev.Error
-					}
-					out.Done(payload.Of(ev.Data))
+					out.Done(payload.Of(ev))
+				}
+			}
+			return nil
+		}}
+		h := submit(t, s, p)
+		c := receive(t, calls, "the call")
+		ctx := c.Context()
+		require.NoError(t, s.Tell(h.PID(), "cancel now"))
+		receive(t, cancelled, "the cancelling step")
+		receive(t, ctx.Done(), "the call's context")
+		assert.ErrorIs(t, context.Cause(ctx), sched.ErrYieldCancelled)
+		res, err := waitEnd(t, s, h)
+		require.NoError(t, err)
+		ev := res.Value().(sched.Event)
+		assert.Nil(t, ev.Data, "the completion is the new yield's (the sleep), not the cancelled call's")
+		err = c.Complete("late", nil)
+		assert.ErrorIs(t, err, sched.ErrProcessNotFound)
+		assert.Len(t, p.EventsOf(sched.EventYieldComplete), 1)
+		assert.Equal(t, uint64(1), s.Stats().Cancelled)
+	})
+
+	t.Run("a completion that arrives while the cancelling step runs is dropped", func(t *testing.T) {
+		calls := make(chan sched.Call, 1)
+		s := newScheduler(t, sched.WithHandler(cmdTest, func(c sched.Call) error {
+			calls <- c
+			return nil
+		}))
+		inStep, completed := make(chan struct{}), make(chan struct{})
+		p := &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+			switch n {
+			case 0:
+				out.Yield(1, cmdTest, nil)
+			case 1:
+				close(inStep)
+				<-completed // the completion is queued now, behind this step
+				out.Cancel(1)
+				out.Sleep(2, 0)
+			default:
+				if _, ok := completionOf(evs, 2); ok {
+					out.Done(payload.Payload{})
+				}
+			}
+			return nil
+		}}
+		h := submit(t, s, p)
+		c := receive(t, calls, "the call")
+		require.NoError(t, s.Tell(h.PID(), "cancel"))
+		receive(t, inStep, "the cancelling step")
+		require.NoError(t, c.Complete("raced", nil), "completed before the cancel took effect")
+		close(completed)
+		_, err := waitEnd(t, s, h)
+		require.NoError(t, err)
+		for _, ev := range p.EventsOf(sched.EventYieldComplete) {
+			assert.Equal(t, uint64(2), ev.Tag, "the cancelled yield's completion was read")
+		}
+	})
+
+	t.Run("a monitor stops watching; a spawn-await stops waiting", func(t *testing.T) {
+		s := newScheduler(t)
+		target := submit(t, s, &probe{step: untilCancel})
+		child := &probe{step: untilMessage}
+		w := &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+			switch n {
+			case 0:
+				out.Monitor(1, target.PID())
+				out.SpawnAwait(2, child, "run", nil)
+			case 1:
+				out.Cancel(1)
+				out.Cancel(2)
+				out.Sleep(3, 0)
+			default:
+				if _, ok := completionOf(evs, 3); ok {
+					out.Done(payload.Payload{})
+				}
+			}
+			return nil
+		}}
+		h := submit(t, s, w)
+		waitState(t, s, h.PID(), sched.StateBlocked)
+		require.NoError(t, s.Tell(h.PID(), "cancel"))
+		_, err := waitEnd(t, s, h)
+		require.NoError(t, err)
+		require.NoError(t, s.Terminate(target.PID()))
+		_, err = waitEnd(t, s, target)
+		require.NoError(t, err)
+		for _, ev := range w.EventsOf(sched.EventYieldComplete) {
+			assert.Equal(t, uint64(3), ev.Tag, "only the sleep completed")
+		}
+		assert.Zero(t, child.Closes(), "the child runs on")
+		require.Len(t, s.Processes(), 1)
+		require.NoError(t, s.Tell(s.Processes()[0].PID, "end"))
+		eventually(t, "the child's end", func() bool { return child.Closes() == 1 })
+	})
+
+	t.Run("a request stops waiting; its answer is a late reply", func(t *testing.T) {
+		s := newScheduler(t)
+		requests := make(chan sched.Request, 1)
+		srv := submit(t, s, &probe{step: func(_ *probe, _ int, evs []sched.Event, out *sched.StepOutput) error {
+			for _, ev := range evs {
+				if req, ok := ev.Data.(sched.Request); ok {
+					requests <- req
+				}
+				if ev.Type == sched.EventCancel {
+					out.Done(payload.Payload{})
+				}
+			}
+			return nil
+		}})
+		asker := submit(t, s, &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+			switch n {
+			case 0:
+				out.Request(1, srv.PID(), "q")
+			case 1:
+				out.Cancel(1)
+			}
+			if hasCancel(evs) {
+				out.Done(payload.Payload{})
+			}
+			return nil
+		}})
+		req := receive(t, requests, "the request")
+		require.NoError(t, s.Tell(asker.PID(), "cancel"))
+		eventually(t, "the cancel", func() bool { return s.Stats().Cancelled == 1 })
+		assert.ErrorIs(t, s.Reply(req.ReplyTo, "late", nil), sched.ErrYieldNotPending)
+		assert.Equal(t, uint64(1), s.Stats().DeadLetters.LateReplies)
+		require.NoError(t, s.Terminate(asker.PID()))
+	})
+}
+
+// TestCancelRacingCompletion: a completion racing the cancel of its yield
+// is either read before the cancel (in the batch of the step that wrote
+// it) or never; no completion of the tag is read after that step.
+func TestCancelRacingCompletion(t *testing.T) {
+	calls := make(chan sched.Call, 1)
+	s := newScheduler(t, sched.WithHandler(cmdTest, func(c sched.Call) error {
+		calls <- c
+		return nil
+	}))
+	for i := range 300 {
+		cancelStep := -1
+		var mu sync.Mutex
+		p := &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+			switch n {
+			case 0:
+				out.Yield(1, cmdTest, nil)
+			case 1:
+				mu.Lock()
+				cancelStep = n
+				mu.Unlock()
+				out.Cancel(1)
+				out.Sleep(2, 0)
+			default:
+				if _, ok := completionOf(evs, 2); ok {
+					out.Done(payload.Payload{})
+				}
+			}
+			return nil
+		}}
+		h := submit(t, s, p)
+		c := receive(t, calls, "the call")
+		var wg sync.WaitGroup
+		wg.Go(func() { _ = c.Complete(i, nil) })
+		wg.Go(func() { _ = s.Tell(h.PID(), "cancel") })
+		wg.Wait()
+		_, err := waitEnd(t, s, h)
+		require.NoError(t, err)
+		for step, batch := range p.Batches() {
+			mu.Lock()
+			after := cancelStep >= 0 && step > cancelStep
+			mu.Unlock()
+			if _, ok := completionOf(batch, 1); ok && after {
+				t.Fatalf("iteration %d: the cancelled yield's completion was read at step %d, after the cancel at step %d", i, step, cancelStep)
+			}
+		}
+	}
+}
+
+// TestCompletionReachesOnlyItsOwnYield: a completion made for one yield
+// never completes a later yield that reuses its tag, through either a
+// Completion or the Call it came from.
+func TestCompletionReachesOnlyItsOwnYield(t *testing.T) {
+	for _, via := range []string{"Completion", "Call"} {
+		t.Run(via, func(t *testing.T) {
+			calls := make(chan sched.Call, 2)
+			s := newScheduler(t, sched.WithHandler(cmdTest, func(c sched.Call) error {
+				calls <- c
+				return nil
+			}))
+			complete := func(c sched.Call, data any) error {
+				if via == "Call" {
+					return c.Complete(data, nil)
+				}
+				return c.Completion().Complete(data, nil)
+			}
+			p := &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+				switch n {
+				case 0, 1: // the first step, then the first completion: yield tag 1 (again)
+					out.Yield(1, cmdTest, nil)
+				default:
+					out.Done(payload.Of(evs[0].Data))
 				}
 				return nil
 			}}
 			h := submit(t, s, p)
+			first := receive(t, calls, "the first call")
+			require.NoError(t, complete(first, "first"))
+			second := receive(t, calls, "the second call, with the same tag")
+			require.Equal(t, first.Tag, second.Tag)
+
+			err := complete(first, "stale")
+			require.ErrorIs(t, err, sched.ErrYieldNotPending, "the first yield's completion, used again")
+			require.NoError(t, complete(second, "second"), "the second yield's own completion")
+
 			res, err := waitEnd(t, s, h)
 			require.NoError(t, err)
-			assert.True(t, res.IsZero(), "Data of a timer completion")
-			assert.GreaterOrEqual(t, elapsed, tt.wait, "the timer completed before its deadline")
-			requireLifecycle(t, p)
+			assert.Equal(t, "second", res.Value())
+			evs := p.EventsOf(sched.EventYieldComplete)
+			require.Len(t, evs, 2, "one event per yield")
+			assert.Equal(t, "first", evs[0].Data)
+			assert.Equal(t, "second", evs[1].Data)
 		})
 	}
-	eventually(t, "no timer pending", func() bool { return s.Stats().Timers == 0 })
 }
 
-// sleeper sleeps once for d and finishes with the time it took from
-// start, which is before its Submit.
-type sleeper struct {
-	stepOnly
-	d     time.Duration
-	start time.Time
+func TestHandleRegistration(t *testing.T) {
+	h := func(sched.Call) error { return nil }
+	tests := []struct {
+		name string
+		cmd  sched.CommandID
+		h    sched.Handler
+		want error // nil: accepted
+	}{
+		{"zero", 0, h, sched.ErrInvalidCommand},
+		{"reserved 1", sched.CommandID(1), h, sched.ErrInvalidCommand},
+		{"reserved 4", sched.CommandID(4), h, sched.ErrInvalidCommand},
+		{"reserved 15", sched.FirstUserCommand - 1, h, sched.ErrInvalidCommand},
+		{"last reserved", sched.FirstUserCommand - 1, h, sched.ErrInvalidCommand},
+		{"nil handler", sched.FirstUserCommand, nil, sched.ErrInvalidCommand},
+		{"huge", 1 << 30, h, sched.ErrInvalidCommand},
+		{"first user", sched.FirstUserCommand, h, nil},
+		{"another user", sched.FirstUserCommand + 100, h, nil},
+	}
+	s := newScheduler(t)
+	for _, tt := range tests {
+		t.Run("Handle/"+tt.name, func(t *testing.T) {
+			err := s.SetHandler(tt.cmd, tt.h)
+			if tt.want == nil {
+				require.NoError(t, err)
+			} else {
+				require.ErrorIs(t, err, tt.want)
+			}
+		})
+		t.Run("WithHandler/"+tt.name, func(t *testing.T) {
+			s2, err := sched.New(sched.WithWorkers(1), sched.WithHandler(tt.cmd, tt.h))
+			if tt.want == nil {
+				require.NoError(t, err)
+				require.NoError(t, s2.Shutdown(context.Background()))
+			} else {
+				require.ErrorIs(t, err, tt.want)
+				require.Nil(t, s2)
+			}
+		})
+	}
+
+	// A rejected registration leaves the built-in commands working.
+	p := &probe{step: yieldOnce(1, func(out *sched.StepOutput) { out.Sleep(1, 0) })}
+	hd := submit(t, s, p)
+	_, err := waitEnd(t, s, hd)
+	require.NoError(t, err)
 }
 
-func (p *sleeper) Step(evs []sched.Event, out *sched.StepOutput) error {
-	if len(evs) == 0 {
-		out.Sleep(0, p.d)
+func TestCompleteFrom(t *testing.T) {
+	calls := make(chan sched.Call, 1)
+	s := newScheduler(t, sched.WithHandler(cmdTest, func(c sched.Call) error {
+		calls <- c
 		return nil
-	}
-	if ev, ok := completionOf(evs, 0); ok {
-		if ev.Error != nil {
-			return ev.Error
+	}))
+	p := &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+		if n == 0 {
+			out.Yield(1, cmdTest, nil)
 		}
-		out.Done(payload.Of(time.Since(p.start)))
-	}
-	return nil
-}
-
-// TestManySleepers: thousands of sleeping processes all wake, none early,
-// while the number of goroutines stays that of the workers.
-func TestManySleepers(t *testing.T) {
-	base := runtime.NumGoroutine()
-	s := newScheduler(t, sched.WithWorkers(2))
-	const n = 10_000
-	rng := rand.New(rand.NewPCG(1, 2))
-	sleepers := make([]*sleeper, n)
-	hs := make([]sched.Handle, n)
-	maxGoroutines := 0
-	for i := range n {
-		sleepers[i] = &sleeper{d: time.Duration(1+rng.IntN(50)) * time.Millisecond, start: time.Now()}
-		hs[i] = submit(t, s, sleepers[i])
-		if i%500 == 0 {
-			maxGoroutines = max(maxGoroutines, runtime.NumGoroutine())
+		if ev, ok := completionOf(evs, 1); ok {
+			out.Done(payload.Of(ev))
 		}
-	}
-	for i, h := range hs {
-		if i%500 == 0 {
-			maxGoroutines = max(maxGoroutines, runtime.NumGoroutine())
-		}
-		res, err := waitEnd(t, s, h)
-		require.NoError(t, err)
-		took := res.Value().(time.Duration)
-		require.GreaterOrEqual(t, took, sleepers[i].d, "sleeper %d woke early", i)
-	}
-	// The workers, a worker's alarm and perhaps a watchdog, plus a
-	// little slack for the runtime's own: nothing per sleeper.
-	assert.LessOrEqual(t, maxGoroutines-base, s.Stats().Workers+2+3, "goroutines while %d processes sleep", n)
-	eventually(t, "Live == 0", func() bool { return s.Stats().Processes.Live == 0 })
-	assert.Zero(t, s.Stats().Timers)
+		return nil
+	}}
+	h := submit(t, s, p)
+	from := relay.PID{Node: 7, ID: 9}
+	require.NoError(t, receive(t, calls, "the call").Completion().CompleteFrom(from, "x", nil))
+	res, err := waitEnd(t, s, h)
+	require.NoError(t, err)
+	ev := res.Value().(sched.Event)
+	assert.Equal(t, from, ev.From)
+	assert.Equal(t, "x", ev.Data)
 }

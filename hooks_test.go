@@ -1,13 +1,8 @@
 package scheduler_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"log/slog"
-	"runtime/pprof"
-	"runtime/trace"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -142,107 +137,4 @@ func TestEndHookDuration(t *testing.T) {
 	e := receive(t, ended, "the End hook")
 	require.GreaterOrEqual(t, e.Duration, sleep)
 	require.Equal(t, uint64(2), e.Steps)
-}
-
-// logCapture is a slog handler that keeps records.
-type logCapture struct {
-	mu      sync.Mutex
-	records []slog.Record
-}
-
-func (h *logCapture) Enabled(context.Context, slog.Level) bool { return true }
-func (h *logCapture) Handle(_ context.Context, r slog.Record) error {
-	h.mu.Lock()
-	h.records = append(h.records, r.Clone())
-	h.mu.Unlock()
-	return nil
-}
-func (h *logCapture) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h *logCapture) WithGroup(string) slog.Handler      { return h }
-
-func (h *logCapture) levels() map[string]slog.Level {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	out := map[string]slog.Level{}
-	for _, r := range h.records {
-		out[r.Message] = r.Level
-	}
-	return out
-}
-
-func TestLogger(t *testing.T) {
-	capture := &logCapture{}
-	s, err := sched.New(sched.WithLogger(slog.New(capture)), sched.WithWatchdog(5*time.Millisecond))
-	require.NoError(t, err)
-	release := make(chan struct{})
-	slowEntered := make(chan struct{})
-	slow := submit(t, s, &probe{step: func(_ *probe, n int, _ []sched.Event, _ *sched.StepOutput) error {
-		if n == 0 {
-			close(slowEntered)
-			<-release
-		}
-		return nil // ignores the cancel: forced at the deadline
-	}})
-	<-slowEntered
-	eventually(t, "the slow step is logged", func() bool {
-		_, ok := capture.levels()["scheduler: slow step"]
-		return ok
-	})
-	close(release)
-	h := submit(t, s, &probe{step: func(*probe, int, []sched.Event, *sched.StepOutput) error { panic("boom") }})
-	_, err = waitEnd(t, s, h)
-	require.ErrorIs(t, err, sched.ErrPanic)
-	_ = slow
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	require.ErrorIs(t, s.Shutdown(ctx), sched.ErrForced) // slow ignores cancel: forced
-
-	levels := capture.levels()
-	require.Equal(t, slog.LevelWarn, levels["scheduler: slow step"])
-	require.Equal(t, slog.LevelError, levels["scheduler: recovered a panic"])
-	require.Equal(t, slog.LevelWarn, levels["scheduler: process forced to close at the shutdown deadline"])
-	require.Equal(t, slog.LevelInfo, levels["scheduler: shutting down"])
-	require.Equal(t, slog.LevelInfo, levels["scheduler: shut down"])
-}
-
-func TestSilentByDefault(t *testing.T) {
-	// With no logger the scheduler must not write to the default logger.
-	var buf bytes.Buffer
-	old := slog.Default()
-	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, nil)))
-	defer slog.SetDefault(old)
-	s := newScheduler(t)
-	h := submit(t, s, &probe{step: func(*probe, int, []sched.Event, *sched.StepOutput) error { panic("quiet") }})
-	_, err := waitEnd(t, s, h)
-	require.ErrorIs(t, err, sched.ErrPanic)
-	require.Empty(t, buf.String())
-}
-
-func TestTraceRegions(t *testing.T) {
-	if trace.IsEnabled() {
-		t.Skip("a trace is already being taken by the test binary") // go test -trace
-	}
-	var buf bytes.Buffer
-	require.NoError(t, trace.Start(&buf))
-	s := newScheduler(t)
-	h, err := s.Submit(context.Background(), &probe{step: doneWith(1)}, "traced-entry", nil)
-	require.NoError(t, err)
-	_, err = waitEnd(t, s, h)
-	require.NoError(t, err)
-	trace.Stop()
-	// Strings of the trace (region names, log messages) are stored
-	// verbatim in its string table.
-	require.Contains(t, buf.String(), "step", "the step region")
-	require.Contains(t, buf.String(), h.PID().String()+" traced-entry", "the logged PID and method")
-}
-
-func TestWorkerGoroutinesCarryPprofLabels(t *testing.T) {
-	s := newScheduler(t, sched.WithWorkers(3))
-	_ = s
-	var buf bytes.Buffer
-	require.NoError(t, pprof.Lookup("goroutine").WriteTo(&buf, 1))
-	out := buf.String()
-	for _, want := range []string{`"procsched":"worker"`, `"worker":"0"`, `"worker":"2"`} {
-		require.True(t, strings.Contains(out, want), "goroutine profile lacks label %s", want)
-	}
 }

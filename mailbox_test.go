@@ -2,7 +2,6 @@ package scheduler_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -339,57 +338,4 @@ func (m *countedProc) Step(evs []sched.Event, out *sched.StepOutput) error {
 	}
 	out.Done(payload.Payload{})
 	return nil
-}
-
-func TestMaxProcessesNeverExceeded(t *testing.T) {
-	const limit, submitters = 50, 1000
-	release := make(chan struct{})
-	s := newScheduler(t, sched.WithMaxProcesses(limit), sched.WithHandler(cmdTest, func(c sched.Call) error {
-		done := c.Completion()
-		go func() {
-			<-release
-			_ = done.Complete(nil, nil)
-		}()
-		return nil
-	}))
-	var live, peak atomic.Int64
-	var accepted, refused atomic.Int64
-	var handles sync.Map
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i := range submitters {
-		wg.Go(func() {
-			<-start
-			h, err := s.Submit(context.Background(), &countedProc{live: &live, peak: &peak, release: release}, "run", nil)
-			switch {
-			case err == nil:
-				accepted.Add(1)
-				handles.Store(i, h)
-			case errors.Is(err, sched.ErrTooManyProcesses):
-				refused.Add(1)
-			default:
-				t.Errorf("Submit: %v", err)
-			}
-		})
-	}
-	close(start)
-	wg.Wait()
-	require.Equal(t, int64(submitters), accepted.Load()+refused.Load())
-	require.Equal(t, int64(limit), accepted.Load(), "exactly the limit is admitted while none has ended")
-	require.LessOrEqual(t, peak.Load(), int64(limit), "processes between Init and Close")
-	require.Equal(t, uint64(submitters-limit), s.Stats().Processes.Rejected)
-
-	// Once they end, there is room again.
-	close(release)
-	handles.Range(func(_, v any) bool {
-		_, err := waitEnd(t, s, v.(sched.Handle))
-		require.NoError(t, err)
-		return true
-	})
-	h, err := s.Submit(context.Background(), &probe{step: doneWith(1)}, "run", nil)
-	require.NoError(t, err)
-	_, err = waitEnd(t, s, h)
-	require.NoError(t, err)
-	_, err = sched.New(sched.WithMaxProcesses(0))
-	require.ErrorIs(t, err, sched.ErrInvalidOption)
 }

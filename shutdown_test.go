@@ -39,74 +39,6 @@ func shutdownAsync(t *testing.T, s *sched.Scheduler, ctx context.Context) <-chan
 	return errc
 }
 
-func TestTerminate(t *testing.T) {
-	t.Run("cancel is delivered once", func(t *testing.T) {
-		s := newScheduler(t)
-		// The process ignores the cancel and finishes on a message.
-		p := &probe{step: func(_ *probe, _ int, evs []sched.Event, out *sched.StepOutput) error {
-			for _, ev := range evs {
-				if ev.Type == sched.EventMessage {
-					out.Done(payload.Payload{})
-				}
-			}
-			return nil
-		}}
-		h := submit(t, s, p)
-		require.NoError(t, s.Terminate(h.PID()))
-		require.NoError(t, s.Terminate(h.PID()), "second Terminate")
-		eventually(t, "the cancel event", func() bool { return len(p.EventsOf(sched.EventCancel)) > 0 })
-		require.NoError(t, s.Terminate(h.PID()), "Terminate after the cancel was seen")
-		require.NoError(t, s.Tell(h.PID(), "finish"))
-		_, err := waitEnd(t, s, h)
-		require.NoError(t, err)
-		assert.Len(t, p.EventsOf(sched.EventCancel), 1, "cancel events")
-		requireLifecycle(t, p)
-		require.ErrorIs(t, s.Terminate(h.PID()), sched.ErrProcessNotFound, "Terminate after the end")
-	})
-
-	t.Run("cleanup yield is served", func(t *testing.T) {
-		const d = 20 * time.Millisecond
-		s := newScheduler(t)
-		var cancelledAt time.Time
-		var slept time.Duration
-		p := &probe{step: func(_ *probe, _ int, evs []sched.Event, out *sched.StepOutput) error {
-			if hasCancel(evs) {
-				cancelledAt = time.Now()
-				out.Sleep(9, d)
-			}
-			if _, ok := completionOf(evs, 9); ok {
-				slept = time.Since(cancelledAt)
-				out.Done(payload.Of("cleaned up"))
-			}
-			return nil
-		}}
-		h := submit(t, s, p)
-		require.NoError(t, s.Terminate(h.PID()))
-		res, err := waitEnd(t, s, h)
-		require.NoError(t, err)
-		assert.Equal(t, "cleaned up", res.Value())
-		assert.GreaterOrEqual(t, slept, d)
-		assert.Len(t, p.EventsOf(sched.EventCancel), 1)
-		requireLifecycle(t, p)
-	})
-
-	t.Run("wakes a blocked process", func(t *testing.T) {
-		s := newScheduler(t)
-		p := &probe{step: yieldOnce(1, func(out *sched.StepOutput) { out.Sleep(1, time.Hour) })}
-		h := submit(t, s, p)
-		waitState(t, s, h.PID(), sched.StateBlocked)
-		require.NoError(t, s.Terminate(h.PID()))
-		_, err := waitEnd(t, s, h)
-		require.NoError(t, err)
-		requireLifecycle(t, p)
-	})
-
-	t.Run("unknown PID", func(t *testing.T) {
-		s := newScheduler(t)
-		require.ErrorIs(t, s.Terminate(relay.PID{ID: 1<<32 | 77}), sched.ErrProcessNotFound)
-	})
-}
-
 func TestShutdownGraceful(t *testing.T) {
 	ignore := goleak.IgnoreCurrent()
 	s := newScheduler(t, sched.WithWorkers(2))
@@ -454,4 +386,148 @@ func TestShutdownEmpty(t *testing.T) {
 	require.NoError(t, s.Shutdown(context.Background()))
 	goleak.VerifyNone(t, ignore)
 	require.NoError(t, s.Shutdown(context.Background()), "a second Shutdown returns the first one's result")
+}
+
+// TestShutdownOnOwnGoroutineStartsItAndReturns: Shutdown called from a
+// Step, a handler, Close or the End hook cannot wait for the stop (its
+// caller is part of what must stop): it begins the shutdown and returns
+// ErrShutdownStarted at once, and the shutdown completes.
+func TestShutdownOnOwnGoroutineStartsItAndReturns(t *testing.T) {
+	// shutdownFrom returns a function that calls Shutdown once, sending
+	// its result on got.
+	type from struct {
+		name string
+		// setup builds the scheduler and submits a process whose code
+		// calls shut; the test then waits for shut's result.
+		setup func(t *testing.T, shut func()) *sched.Scheduler
+	}
+	cases := []from{
+		{"Step", func(t *testing.T, shut func()) *sched.Scheduler {
+			s := newScheduler(t)
+			submit(t, s, &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+				if n == 0 {
+					shut()
+				}
+				if hasCancel(evs) {
+					out.Done(payload.Payload{})
+				}
+				return nil
+			}})
+			return s
+		}},
+		{"handler", func(t *testing.T, shut func()) *sched.Scheduler {
+			s := newScheduler(t, sched.WithHandler(cmdTest, func(c sched.Call) error {
+				shut()
+				return c.Complete(nil, nil)
+			}))
+			submit(t, s, &probe{step: yieldOnce(1, func(out *sched.StepOutput) { out.Yield(1, cmdTest, nil) })})
+			return s
+		}},
+		{"Close", func(t *testing.T, shut func()) *sched.Scheduler {
+			s := newScheduler(t)
+			submit(t, s, &probe{step: doneWith(1), close: shut})
+			return s
+		}},
+		{"End hook", func(t *testing.T, shut func()) *sched.Scheduler {
+			s := newScheduler(t, sched.WithHooks(sched.Hooks{End: func(sched.EndInfo) { shut() }}))
+			submit(t, s, &probe{step: doneWith(1)})
+			return s
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := make(chan error, 1)
+			var sp *sched.Scheduler
+			ready := make(chan struct{})
+			shut := func() {
+				<-ready
+				select {
+				case got <- sp.Shutdown(context.Background()):
+				default: // called again (a later process): once is enough
+				}
+			}
+			sp = tc.setup(t, shut)
+			close(ready)
+			err := receive(t, got, "the inner Shutdown's return")
+			require.ErrorIs(t, err, sched.ErrShutdownStarted)
+			// The shutdown completes: an outside Shutdown waits for it
+			// and reports that everything ended on its own.
+			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+			defer cancel()
+			require.NoError(t, sp.Shutdown(ctx))
+			assert.Zero(t, sp.Stats().Processes.Live)
+			assert.ErrorIs(t, sp.Tell(relay.PID{ID: 1}, 1), sched.ErrClosed)
+		})
+	}
+}
+
+// TestConcurrentShutdownWaitsForTheStop: a second Shutdown made while the
+// first waits for a cleanup yield returns only once the scheduler has
+// stopped: cleanups ran and later calls are refused.
+func TestConcurrentShutdownWaitsForTheStop(t *testing.T) {
+	calls := make(chan sched.Call, 1)
+	s := newScheduler(t, sched.WithHandler(cmdTest, func(c sched.Call) error {
+		calls <- c
+		return nil
+	}))
+	p := &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+		if hasCancel(evs) {
+			out.Yield(1, cmdTest, nil) // cleanup
+		}
+		if _, ok := completionOf(evs, 1); ok {
+			out.Done(payload.Payload{})
+		}
+		return nil
+	}}
+	h := submit(t, s, p)
+	waitState(t, s, h.PID(), sched.StateIdle)
+
+	type seen struct {
+		err    error
+		closes int
+		tell   error
+	}
+	results := make(chan seen, 2)
+	shut := func() {
+		err := s.Shutdown(context.Background())
+		results <- seen{err, p.Closes(), s.Tell(h.PID(), 1)}
+	}
+	go shut()
+	cleanup := receive(t, calls, "the cleanup call")
+	go shut() // the second, concurrent Shutdown
+	require.NoError(t, cleanup.Complete(nil, nil))
+	for range 2 {
+		r := receive(t, results, "a Shutdown's return")
+		require.NoError(t, r.err)
+		assert.Equal(t, 1, r.closes, "Close had run when Shutdown returned")
+		assert.ErrorIs(t, r.tell, sched.ErrClosed, "Tell after Shutdown returned")
+	}
+	requireLifecycle(t, p)
+}
+
+// TestEveryShutdownSaysHowItEnded: when a deadline forces processes, the
+// call whose deadline passed says so, a call without a deadline returns
+// the same ErrForced once the scheduler stopped, and so does a later
+// call.
+func TestEveryShutdownSaysHowItEnded(t *testing.T) {
+	s := newScheduler(t)
+	p := &probe{step: ignoreAll}
+	h := submit(t, s, p)
+	waitState(t, s, h.PID(), sched.StateIdle)
+
+	patient := make(chan error, 1)
+	go func() { patient <- s.Shutdown(context.Background()) }()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := s.Shutdown(ctx)
+	require.ErrorIs(t, err, sched.ErrForced)
+	require.ErrorIs(t, err, context.Canceled, "the call whose deadline passed says so")
+	err = receive(t, patient, "the Shutdown without a deadline")
+	require.ErrorIs(t, err, sched.ErrForced)
+	assert.NotErrorIs(t, err, context.Canceled)
+	err = s.Shutdown(context.Background())
+	require.ErrorIs(t, err, sched.ErrForced, "a call after the stop")
+	_, err = h.Result()
+	assert.ErrorIs(t, err, sched.ErrForced)
+	requireLifecycle(t, p)
 }

@@ -7,10 +7,11 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	sched "github.com/procsched/scheduler"
 	"github.com/procsched/scheduler/payload"
 	"github.com/procsched/scheduler/relay"
-	"github.com/stretchr/testify/require"
 )
 
 // Stress: self-sends and spawn trees cannot deadlock: a process that

@@ -11,10 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	sched "github.com/procsched/scheduler"
 	"github.com/procsched/scheduler/payload"
 	"github.com/procsched/scheduler/relay"
-	"github.com/stretchr/testify/require"
 )
 
 // Stress: every message is delivered exactly once, and the messages of

@@ -5,9 +5,10 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	sched "github.com/procsched/scheduler"
 	"github.com/procsched/scheduler/payload"
-	"github.com/stretchr/testify/require"
 )
 
 // Stress: fork-join by spawn and await computes the right result on every

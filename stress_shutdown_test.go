@@ -13,11 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
 	sched "github.com/procsched/scheduler"
 	"github.com/procsched/scheduler/payload"
 	"github.com/procsched/scheduler/relay"
-	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 )
 
 // Stress: Shutdown during heavy traffic ends every process and loses

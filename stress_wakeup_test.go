@@ -10,10 +10,11 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	sched "github.com/procsched/scheduler"
 	"github.com/procsched/scheduler/payload"
 	"github.com/procsched/scheduler/relay"
-	"github.com/stretchr/testify/require"
 )
 
 // Stress: no wake-up is lost. A process that waits is woken by every

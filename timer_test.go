@@ -1,419 +1,315 @@
-package scheduler
+package scheduler_test
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	sched "github.com/procsched/scheduler"
 	"github.com/procsched/scheduler/payload"
 )
 
-// Tests of the timer service. They are internal so that they can look
-// into the shards: a timer released must be gone from the heap and the
-// index, not only from Stats.
+// oneYield submits a process that writes yield at its first step (the
+// completion it waits for has tag 1) and ends with that completion.
+func oneYield(t *testing.T, s *sched.Scheduler, yield func(out *sched.StepOutput)) (sched.Handle, *probe) {
+	t.Helper()
+	p := &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+		if n == 0 {
+			yield(out)
+			return nil
+		}
+		if ev, ok := completionOf(evs, 1); ok {
+			out.Done(payload.Of(ev))
+		}
+		return nil
+	}}
+	return submit(t, s, p), p
+}
 
-// sleepUntilEnd sleeps an hour in its first step and finishes at its
-// cancel event or at a message, whichever comes first.
-func sleepUntilEnd(n int, evs []Event, out *StepOutput) error {
-	if n == 0 {
-		out.Sleep(1, time.Hour)
+func TestTimeout(t *testing.T) {
+	t.Run("a call that does not answer in time", func(t *testing.T) {
+		calls := make(chan sched.Call, 1)
+		s := newScheduler(t, sched.WithHandler(cmdTest, func(c sched.Call) error {
+			calls <- c
+			return nil
+		}))
+		start := time.Now()
+		h, _ := oneYield(t, s, func(out *sched.StepOutput) {
+			out.Yield(1, cmdTest, nil)
+			out.Timeout(1, 20*time.Millisecond)
+		})
+		c := receive(t, calls, "the call")
+		ctx := c.Context()
+		deadline, ok := ctx.Deadline()
+		require.True(t, ok, "the handler's context has the deadline")
+		assert.WithinRange(t, deadline, start.Add(20*time.Millisecond), time.Now().Add(20*time.Millisecond))
+		ev := answerOf(t, s, h)
+		require.ErrorIs(t, ev.Error, sched.ErrTimeout)
+		require.ErrorIs(t, ev.Error, context.DeadlineExceeded)
+		assert.False(t, time.Now().Before(deadline), "completed before its deadline")
+		receive(t, ctx.Done(), "the call's context")
+		assert.ErrorIs(t, ctx.Err(), context.DeadlineExceeded)
+		assert.ErrorIs(t, context.Cause(ctx), sched.ErrTimeout)
+		assert.ErrorIs(t, c.Complete("late", nil), sched.ErrProcessNotFound)
+	})
+
+	t.Run("a call that answers first leaves nothing behind", func(t *testing.T) {
+		calls := make(chan sched.Call, 1)
+		s := newScheduler(t, sched.WithHandler(cmdTest, func(c sched.Call) error {
+			calls <- c
+			return nil
+		}))
+		p := &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+			if n == 0 {
+				out.Yield(1, cmdTest, nil)
+				out.Timeout(1, time.Hour)
+			}
+			if hasCancel(evs) {
+				out.Done(payload.Payload{})
+			}
+			return nil // lives on after the answer
+		}}
+		h := submit(t, s, p)
+		c := receive(t, calls, "the call")
+		assert.Equal(t, 1, s.Stats().Timers, "the deadline's timer")
+		require.NoError(t, c.Complete("answer", nil))
+		assert.Equal(t, 0, s.Stats().Timers, "the deadline's timer is released with the answer")
+		eventually(t, "the answer", func() bool { return len(p.EventsOf(sched.EventYieldComplete)) == 1 })
+		require.NoError(t, s.Terminate(h.PID()))
+		_, err := waitEnd(t, s, h)
+		require.NoError(t, err)
+		evs := p.EventsOf(sched.EventYieldComplete)
+		require.Len(t, evs, 1)
+		assert.Equal(t, "answer", evs[0].Data)
+	})
+
+	t.Run("of a yield from an earlier step", func(t *testing.T) {
+		s := newScheduler(t, sched.WithHandler(cmdTest, func(sched.Call) error { return nil }))
+		p := &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+			switch {
+			case n == 0:
+				out.Yield(1, cmdTest, nil)
+			case len(evs) > 0 && evs[0].Type == sched.EventMessage:
+				out.Timeout(1, time.Millisecond)
+			default:
+				if ev, ok := completionOf(evs, 1); ok {
+					out.Done(payload.Of(ev))
+				}
+			}
+			return nil
+		}}
+		h := submit(t, s, p)
+		waitState(t, s, h.PID(), sched.StateBlocked)
+		require.NoError(t, s.Tell(h.PID(), "set the deadline now"))
+		assert.ErrorIs(t, answerOf(t, s, h).Error, sched.ErrTimeout)
+	})
+
+	t.Run("zero or less: at once, and the work never starts", func(t *testing.T) {
+		called := make(chan struct{}, 1)
+		s := newScheduler(t, sched.WithHandler(cmdTest, func(sched.Call) error { called <- struct{}{}; return nil }))
+		h, _ := oneYield(t, s, func(out *sched.StepOutput) {
+			out.Yield(1, cmdTest, nil)
+			out.Timeout(1, 0)
+		})
+		assert.ErrorIs(t, answerOf(t, s, h).Error, sched.ErrTimeout)
+		select {
+		case <-called:
+			t.Fatal("the handler ran for a yield whose deadline had passed")
+		default:
+		}
+	})
+
+	t.Run("a request, a monitor, a spawn-await", func(t *testing.T) {
+		s := newScheduler(t)
+		silent := submit(t, s, &probe{step: untilCancel})
+		child := &probe{step: untilMessage}
+		for name, yield := range map[string]func(out *sched.StepOutput){
+			"request": func(out *sched.StepOutput) { out.Request(1, silent.PID(), "q"); out.Timeout(1, time.Millisecond) },
+			"monitor": func(out *sched.StepOutput) { out.Monitor(1, silent.PID()); out.Timeout(1, time.Millisecond) },
+			"spawn-await": func(out *sched.StepOutput) {
+				out.SpawnAwait(1, child, "run", nil)
+				out.Timeout(1, time.Millisecond)
+			},
+		} {
+			h, _ := oneYield(t, s, yield)
+			assert.ErrorIs(t, answerOf(t, s, h).Error, sched.ErrTimeout, name)
+		}
+		assert.Zero(t, child.Closes(), "the child runs on")
+		assert.Equal(t, 0, s.Stats().Timers)
+		require.NoError(t, s.Terminate(silent.PID()))
+	})
+
+	t.Run("a sleep keeps its own time when that comes first", func(t *testing.T) {
+		s := newScheduler(t)
+		h, _ := oneYield(t, s, func(out *sched.StepOutput) { out.Sleep(1, time.Millisecond); out.Timeout(1, time.Hour) })
+		assert.NoError(t, answerOf(t, s, h).Error)
+		h, _ = oneYield(t, s, func(out *sched.StepOutput) { out.Sleep(1, time.Hour); out.Timeout(1, time.Millisecond) })
+		assert.ErrorIs(t, answerOf(t, s, h).Error, sched.ErrTimeout)
+		assert.Equal(t, 0, s.Stats().Timers)
+	})
+}
+
+// TestTimeoutRacingCompletion: an answer racing the deadline completes the
+// yield exactly once, with whichever came first, and no timer is left.
+func TestTimeoutRacingCompletion(t *testing.T) {
+	calls := make(chan sched.Call, 1)
+	s := newScheduler(t, sched.WithHandler(cmdTest, func(c sched.Call) error {
+		calls <- c
+		return nil
+	}))
+	rng := rand.New(rand.NewPCG(1, 2))
+	answered, timedOut := 0, 0
+	for i := range 400 {
+		d := time.Duration(1+rng.IntN(300)) * time.Microsecond
+		h, p := oneYield(t, s, func(out *sched.StepOutput) { out.Yield(1, cmdTest, nil); out.Timeout(1, d) })
+		// A deadline that passed before the yield was carried out
+		// completes it without calling the handler.
+		var c sched.Call
+		called := false
+		select {
+		case c = <-calls:
+			called = true
+		case <-h.Done():
+			select {
+			case c = <-calls:
+				called = true
+			default:
+			}
+		}
+		var wg sync.WaitGroup
+		completeErr := sched.ErrYieldNotPending
+		if called {
+			pause := time.Duration(rng.IntN(300)) * time.Microsecond
+			wg.Go(func() {
+				time.Sleep(pause) // the race, not a wait
+				completeErr = c.Complete(i, nil)
+			})
+		}
+		ev := answerOf(t, s, h)
+		wg.Wait()
+		require.Len(t, p.EventsOf(sched.EventYieldComplete), 1, "iteration %d: exactly one completion", i)
+		switch {
+		case completeErr == nil:
+			require.NoError(t, ev.Error, "iteration %d: the answer came first", i)
+			require.Equal(t, i, ev.Data)
+			answered++
+		case errors.Is(completeErr, sched.ErrYieldNotPending), errors.Is(completeErr, sched.ErrProcessNotFound):
+			require.ErrorIs(t, ev.Error, sched.ErrTimeout, "iteration %d: the deadline came first", i)
+			timedOut++
+		default:
+			t.Fatalf("iteration %d: Complete: %v", i, completeErr)
+		}
+	}
+	assert.Equal(t, 0, s.Stats().Timers, "timers left")
+	t.Logf("answered first %d times, timed out %d times", answered, timedOut)
+}
+
+// TestTimers: the timer command in its four forms completes, never
+// before its deadline.
+func TestTimers(t *testing.T) {
+	const d = 30 * time.Millisecond
+	tests := []struct {
+		name  string
+		wait  time.Duration // the least time before the completion
+		yield func(start time.Time, out *sched.StepOutput)
+	}{
+		{"Sleep", d, func(_ time.Time, out *sched.StepOutput) { out.Sleep(1, d) }},
+		{"SleepUntil", d, func(start time.Time, out *sched.StepOutput) { out.SleepUntil(1, start.Add(d)) }},
+		{"Sleep 0", 0, func(_ time.Time, out *sched.StepOutput) { out.Sleep(1, 0) }},
+		{"Sleep negative", 0, func(_ time.Time, out *sched.StepOutput) { out.Sleep(1, -time.Hour) }},
+		{"SleepUntil the past", 0, func(start time.Time, out *sched.StepOutput) { out.SleepUntil(1, start.Add(-time.Hour)) }},
+		{"SleepUntil without monotonic clock", d, func(start time.Time, out *sched.StepOutput) {
+			out.SleepUntil(1, start.Add(d).Round(0))
+		}},
+	}
+	s := newScheduler(t)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			start := time.Now()
+			var elapsed time.Duration
+			p := &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+				if n == 0 {
+					tt.yield(start, out)
+					return nil
+				}
+				if ev, ok := completionOf(evs, 1); ok {
+					elapsed = time.Since(start)
+					if ev.Error != nil {
+						return ev.Error
+					}
+					out.Done(payload.Of(ev.Data))
+				}
+				return nil
+			}}
+			h := submit(t, s, p)
+			res, err := waitEnd(t, s, h)
+			require.NoError(t, err)
+			assert.True(t, res.IsZero(), "Data of a timer completion")
+			assert.GreaterOrEqual(t, elapsed, tt.wait, "the timer completed before its deadline")
+			requireLifecycle(t, p)
+		})
+	}
+	eventually(t, "no timer pending", func() bool { return s.Stats().Timers == 0 })
+}
+
+// sleeper sleeps once for d and finishes with the time it took from
+// start, which is before its Submit.
+type sleeper struct {
+	stepOnly
+	d     time.Duration
+	start time.Time
+}
+
+func (p *sleeper) Step(evs []sched.Event, out *sched.StepOutput) error {
+	if len(evs) == 0 {
+		out.Sleep(0, p.d)
 		return nil
 	}
-	for _, ev := range evs {
-		if ev.Type == EventCancel || ev.Type == EventMessage {
-			out.Done(payload.Payload{})
+	if ev, ok := completionOf(evs, 0); ok {
+		if ev.Error != nil {
+			return ev.Error
 		}
+		out.Done(payload.Of(time.Since(p.start)))
 	}
 	return nil
 }
 
-// requireNoTimers checks that s holds no timer: none counted, none in
-// any heap or index, and no heap buffer kept beyond the size a shard
-// keeps anyway.
-func requireNoTimers(t *testing.T, s *Scheduler) {
-	t.Helper()
-	require.Zero(t, s.Stats().Timers, "Stats.Timers")
-	for i := range s.timers.shards {
-		sh := &s.timers.shards[i]
-		sh.mu.Lock()
-		n, c, idx := len(sh.heap), cap(sh.heap), sh.index.len()
-		sh.mu.Unlock()
-		require.Zero(t, n, "shard %d: entries in the heap", i)
-		require.Zero(t, idx, "shard %d: entries in the index", i)
-		require.LessOrEqual(t, c, timerShrinkMin, "shard %d: heap buffer kept", i)
-		require.Equal(t, int64(noTimer), sh.first.Load(), "shard %d: earliest deadline", i)
+// TestManySleepers: thousands of sleeping processes all wake, none early,
+// while the number of goroutines stays that of the workers.
+func TestManySleepers(t *testing.T) {
+	base := runtime.NumGoroutine()
+	s := newScheduler(t, sched.WithWorkers(2))
+	const n = 10_000
+	rng := rand.New(rand.NewPCG(1, 2))
+	sleepers := make([]*sleeper, n)
+	hs := make([]sched.Handle, n)
+	maxGoroutines := 0
+	for i := range n {
+		sleepers[i] = &sleeper{d: time.Duration(1+rng.IntN(50)) * time.Millisecond, start: time.Now()}
+		hs[i] = submit(t, s, sleepers[i])
+		if i%500 == 0 {
+			maxGoroutines = max(maxGoroutines, runtime.NumGoroutine())
+		}
 	}
-}
-
-// TestTimersReleasedWhenProcessesEnd: processes that sleep an hour and
-// then end, half terminated and half finishing at a message, leave no
-// timer behind, at once: not counted by Stats, not in any shard, their
-// memory given back.
-func TestTimersReleasedWhenProcessesEnd(t *testing.T) {
-	n := 20_000
-	if testing.Short() {
-		n = 2_000
-	}
-	s := newScheduler(t, WithWorkers(4))
-	hs := make([]Handle, n)
-	var err error
-	for i := range hs {
-		hs[i], err = s.Submit(context.Background(), numbered(sleepUntilEnd), "sleep", nil)
-		require.NoError(t, err)
-	}
-	eventually(t, fmt.Sprintf("%d timers", n), func() bool { return s.Stats().Timers == n })
 	for i, h := range hs {
-		if i%2 == 0 {
-			require.NoError(t, s.Terminate(h.PID()))
-		} else {
-			require.NoError(t, s.Tell(h.PID(), "end"))
+		if i%500 == 0 {
+			maxGoroutines = max(maxGoroutines, runtime.NumGoroutine())
 		}
-	}
-	for _, h := range hs {
-		require.NoError(t, waitEnd(t, h))
-	}
-	requireNoTimers(t, s)
-}
-
-// TestShutdownReleasesTimers: after Shutdown no timer is left, whether
-// the sleepers ended at their cancel event or were forced at the
-// deadline, and whatever else a shard still held.
-func TestShutdownReleasesTimers(t *testing.T) {
-	const n = 1_000
-	ignoreCancel := func(n int, _ []Event, out *StepOutput) error {
-		if n == 0 {
-			out.Sleep(1, time.Hour)
-		}
-		return nil
-	}
-	for _, tt := range []struct {
-		name   string
-		step   func(int, []Event, *StepOutput) error
-		forced bool
-	}{
-		{"ended at cancel", sleepUntilEnd, false},
-		{"forced at the deadline", ignoreCancel, true},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			s := newScheduler(t, WithWorkers(2))
-			for range n {
-				_, err := s.Submit(context.Background(), numbered(tt.step), "sleep", nil)
-				require.NoError(t, err)
-			}
-			eventually(t, fmt.Sprintf("%d timers", n), func() bool { return s.Stats().Timers == n })
-			// An entry no process owns, as if a removal had been missed.
-			sh := &s.timers.shards[1]
-			sh.mu.Lock()
-			sh.push(timerEntry{when: s.timers.now() + int64(time.Hour), pid: 1<<32 | 1<<20, seq: 2})
-			sh.publish()
-			sh.mu.Unlock()
-			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-			if tt.forced {
-				cancel() // force at once
-			}
-			err := s.Shutdown(ctx)
-			cancel()
-			if tt.forced {
-				require.ErrorIs(t, err, ErrForced)
-				require.Equal(t, uint64(n), s.Stats().Processes.Forced)
-			} else {
-				require.NoError(t, err)
-			}
-			requireNoTimers(t, s)
-		})
-	}
-}
-
-// TestTimerOfEndedProcessNeverFires: the timer of a process that ended
-// before its deadline is never fired. With one worker there is one heap,
-// which fires in deadline order, so once a later timer has fired every
-// earlier one has been taken from the heap if it was there.
-func TestTimerOfEndedProcessNeverFires(t *testing.T) {
-	const n = 200
-	s := newScheduler(t, WithWorkers(1))
-	var mu sync.Mutex
-	fired := map[uint64]int{} // by process ID
-	hook := func(hs *Scheduler, pid, _ uint64) {
-		if hs != s {
-			return
-		}
-		mu.Lock()
-		fired[pid]++
-		mu.Unlock()
-	}
-	testHookTimerFire.Store(&hook)
-	defer testHookTimerFire.Store(nil)
-
-	// Each sleeper sets a timer for 30ms and one due at once, and ends
-	// when the second fires.
-	quitter := func(n int, evs []Event, out *StepOutput) error {
-		if n == 0 {
-			out.Sleep(1, 30*time.Millisecond)
-			out.Sleep(2, 0)
-			return nil
-		}
-		for _, ev := range evs {
-			if ev.Type == EventYieldComplete && ev.Tag == 2 {
-				out.Done(payload.Payload{})
-			}
-		}
-		return nil
-	}
-	hs := make([]Handle, n)
-	var err error
-	for i := range hs {
-		hs[i], err = s.Submit(context.Background(), numbered(quitter), "quit", nil)
+		res, err := waitEnd(t, s, h)
 		require.NoError(t, err)
+		took := res.Value().(time.Duration)
+		require.GreaterOrEqual(t, took, sleepers[i].d, "sleeper %d woke early", i)
 	}
-	for _, h := range hs {
-		require.NoError(t, waitEnd(t, h))
-	}
-	witness, err := s.Submit(context.Background(), numbered(func(n int, _ []Event, out *StepOutput) error {
-		if n == 0 {
-			out.Sleep(1, 60*time.Millisecond)
-		} else {
-			out.Done(payload.Payload{})
-		}
-		return nil
-	}), "witness", nil)
-	require.NoError(t, err)
-	require.NoError(t, waitEnd(t, witness))
-
-	mu.Lock()
-	defer mu.Unlock()
-	for _, h := range hs {
-		require.Equal(t, 1, fired[h.PID().ID], "timers fired for %v, which ended after its first", h.PID())
-	}
-	require.Equal(t, 1, fired[witness.PID().ID], "timers fired for the witness")
-	require.Len(t, fired, n+1, "processes timers were fired for")
-}
-
-// TestTimersOrderAndExactlyOnce: many processes set timers for one
-// deadline and a later one, interleaved; each timer completes exactly
-// once and never before its deadline, and the timers set for one
-// deadline complete in the order the process set them. With one worker,
-// which fires every timer itself, the earlier deadline's timers also
-// complete first; with several, two workers may fire the two deadlines
-// at once.
-func TestTimersOrderAndExactlyOnce(t *testing.T) {
-	procs := 300
-	if testing.Short() {
-		procs = 100
-	}
-	for _, workers := range []int{1, 2, 4} {
-		t.Run(fmt.Sprintf("workers=%d", workers), func(t *testing.T) {
-			s := newScheduler(t, WithWorkers(workers))
-			first := time.Now().Add(30 * time.Millisecond)
-			second := first.Add(time.Millisecond)
-			deadline := func(tag uint64) time.Time {
-				if tag > 4 {
-					return second
-				}
-				return first
-			}
-			got := make([][]uint64, procs)
-			var early sync.Map // process index -> the tag that came early
-			hs := make([]Handle, procs)
-			var err error
-			for i := range procs {
-				hs[i], err = s.Submit(context.Background(), numbered(func(n int, evs []Event, out *StepOutput) error {
-					if n == 0 {
-						for _, tag := range []uint64{5, 1, 6, 2, 7, 3, 8, 4} {
-							out.SleepUntil(tag, deadline(tag))
-						}
-						return nil
-					}
-					now := time.Now()
-					for _, ev := range evs {
-						if ev.Type != EventYieldComplete {
-							continue
-						}
-						if now.Before(deadline(ev.Tag)) {
-							early.Store(i, ev.Tag)
-						}
-						got[i] = append(got[i], ev.Tag)
-					}
-					if len(got[i]) >= 8 {
-						out.Done(payload.Payload{})
-					}
-					return nil
-				}), "order", nil)
-				require.NoError(t, err)
-			}
-			for _, h := range hs {
-				require.NoError(t, waitEnd(t, h))
-			}
-			early.Range(func(i, tag any) bool {
-				t.Errorf("process %d: timer %d completed before its deadline", i, tag)
-				return true
-			})
-			for i := range got {
-				require.ElementsMatch(t, []uint64{1, 2, 3, 4, 5, 6, 7, 8}, got[i], "process %d: completions", i)
-				var first, second []uint64
-				for _, tag := range got[i] {
-					if tag <= 4 {
-						first = append(first, tag)
-					} else {
-						second = append(second, tag)
-					}
-				}
-				require.Equal(t, []uint64{1, 2, 3, 4}, first, "process %d: completions of the first deadline", i)
-				require.Equal(t, []uint64{5, 6, 7, 8}, second, "process %d: completions of the second deadline", i)
-				if workers == 1 {
-					require.Equal(t, []uint64{1, 2, 3, 4, 5, 6, 7, 8}, got[i], "process %d: completions", i)
-				}
-			}
-			requireNoTimers(t, s)
-		})
-	}
-}
-
-// TestSleepWhileEveryWorkerParks: a timer due while every worker is
-// parked still completes: a parked worker (the watcher) wakes up for it.
-// The watchdog is off, so nothing else runs.
-func TestSleepWhileEveryWorkerParks(t *testing.T) {
-	for _, workers := range []int{1, 4} {
-		t.Run(fmt.Sprintf("workers=%d", workers), func(t *testing.T) {
-			s := newScheduler(t, WithWorkers(workers), WithWatchdog(0))
-			parked := make(chan struct{})
-			h, err := s.Submit(context.Background(), numbered(func(n int, _ []Event, out *StepOutput) error {
-				if n == 0 {
-					out.Sleep(1, 100*time.Millisecond)
-					return nil
-				}
-				select {
-				case <-parked:
-				default:
-					return fmt.Errorf("woke before every worker had parked")
-				}
-				out.Done(payload.Payload{})
-				return nil
-			}), "sleep", nil)
-			require.NoError(t, err)
-			eventually(t, "every worker parked with the timer pending", func() bool {
-				return s.idle.count.Load() == int32(workers) && s.Stats().Timers == 1
-			})
-			close(parked)
-			require.NoError(t, waitEnd(t, h))
-		})
-	}
-}
-
-// TestTimerShardAgainstModel drives a shard's heap and index with random
-// pushes, removals by seq and pops of the earliest, and checks them
-// against a plain map: the earliest entry, the index of every entry, the
-// count, and the shrinking of a heap that empties.
-func TestTimerShardAgainstModel(t *testing.T) {
-	for seed := range uint64(10) {
-		rng := rand.New(rand.NewPCG(seed, 11))
-		var sh timerShard
-		model := map[uint64]timerEntry{} // by seq
-		seq := uint64(0)
-		check := func(op int) {
-			t.Helper()
-			require.Equal(t, len(model), len(sh.heap), "seed %d op %d: heap size", seed, op)
-			require.Equal(t, len(model), sh.index.len(), "seed %d op %d: index size", seed, op)
-			for i := range sh.heap {
-				e := &sh.heap[i]
-				pos, ok := sh.index.get(e.seq)
-				require.True(t, ok && pos == uint64(i), "seed %d op %d: index of seq %d", seed, op, e.seq)
-				if i > 0 {
-					require.False(t, e.before(&sh.heap[(i-1)/4]), "seed %d op %d: heap order at %d", seed, op, i)
-				}
-			}
-		}
-		for op := range 20_000 {
-			switch r := rng.IntN(10); {
-			case r < 5 || len(model) == 0: // push, often with equal deadlines
-				seq++
-				e := timerEntry{when: int64(rng.IntN(1000)), pid: rng.Uint64(), seq: seq}
-				sh.push(e)
-				model[seq] = e
-			case r < 7: // remove a random present seq
-				var victim uint64
-				for s := range model {
-					victim = s
-					break
-				}
-				pos, ok := sh.index.get(victim)
-				require.True(t, ok)
-				got := sh.removeAt(int(pos))
-				require.Equal(t, model[victim], got)
-				delete(model, victim)
-			default: // pop the earliest
-				var want timerEntry
-				first := true
-				for _, e := range model {
-					if first || e.before(&want) {
-						want, first = e, false
-					}
-				}
-				got := sh.removeAt(0)
-				require.Equal(t, want, got, "seed %d op %d: earliest", seed, op)
-				delete(model, got.seq)
-			}
-			if op%97 == 0 {
-				check(op)
-			}
-		}
-		check(-1)
-		for len(sh.heap) > 0 {
-			delete(model, sh.removeAt(0).seq)
-		}
-		sh.trim(1, nil)
-		require.Empty(t, model)
-		require.LessOrEqual(t, cap(sh.heap), timerShrinkMin, "seed %d: heap buffer after emptying", seed)
-	}
-}
-
-// TestTimerShardTrim: a heap that drops below a quarter of its buffer
-// keeps the buffer until it has stayed small for timerShrinkAfter (so
-// that timers coming and going in waves do not regrow it every wave),
-// then moves to a buffer twice its length with a rebuilt index; an empty
-// heap gives its memory back at once.
-func TestTimerShardTrim(t *testing.T) {
-	var sh timerShard
-	fill := func(n int) {
-		for i := range n {
-			sh.push(timerEntry{when: int64(i), pid: 1, seq: uint64(len(sh.heap) + 1 + i*1000)})
-		}
-	}
-	fill(4096)
-	big := cap(sh.heap)
-	for len(sh.heap) > 100 {
-		sh.removeAt(0)
-	}
-	now := int64(time.Hour)
-	sh.trim(now, nil)
-	require.Equal(t, big, cap(sh.heap), "shrunk at once")
-	sh.trim(now+timerShrinkAfter/2, nil)
-	require.Equal(t, big, cap(sh.heap), "shrunk before staying small for timerShrinkAfter")
-	// A wave comes back: the clock restarts.
-	fill(2000)
-	sh.trim(now+timerShrinkAfter, nil)
-	for len(sh.heap) > 100 {
-		sh.removeAt(0)
-	}
-	sh.trim(now+timerShrinkAfter+1, nil)
-	require.Equal(t, big, cap(sh.heap), "shrunk though the heap was big again in between")
-	sh.trim(now+2*timerShrinkAfter+1, nil)
-	require.Equal(t, 200, cap(sh.heap), "not shrunk after staying small")
-	require.Equal(t, 100, sh.index.len())
-	for i := range sh.heap {
-		pos, ok := sh.index.get(sh.heap[i].seq)
-		require.True(t, ok)
-		require.Equal(t, uint64(i), pos)
-	}
-	fill(4096)
-	for len(sh.heap) > 0 {
-		sh.removeAt(0)
-	}
-	sh.trim(now+2*timerShrinkAfter+2, nil)
-	require.Zero(t, cap(sh.heap), "empty heap kept its buffer")
-	require.Zero(t, sh.index.len())
+	// The workers, a worker's alarm and perhaps a watchdog, plus a
+	// little slack for the runtime's own: nothing per sleeper.
+	assert.LessOrEqual(t, maxGoroutines-base, s.Stats().Workers+2+3, "goroutines while %d processes sleep", n)
+	eventually(t, "Live == 0", func() bool { return s.Stats().Processes.Live == 0 })
+	assert.Zero(t, s.Stats().Timers)
 }

@@ -13,8 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/procsched/scheduler/payload"
 	"github.com/stretchr/testify/require"
+
+	"github.com/procsched/scheduler/payload"
 )
 
 // The watchdog must report a step only for the time the step itself took:

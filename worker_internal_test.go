@@ -9,8 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/procsched/scheduler/payload"
 	"github.com/stretchr/testify/require"
+
+	"github.com/procsched/scheduler/payload"
 )
 
 // withoutFairness switches off the fairness mechanisms, to show what

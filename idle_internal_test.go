@@ -7,8 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/procsched/scheduler/payload"
 	"github.com/stretchr/testify/require"
+
+	"github.com/procsched/scheduler/payload"
 )
 
 // barrier lets n parties through together: each arrives and then waits

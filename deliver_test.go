@@ -1,0 +1,396 @@
+package scheduler_test
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	sched "github.com/procsched/scheduler"
+	"github.com/procsched/scheduler/payload"
+	"github.com/procsched/scheduler/relay"
+)
+
+func TestMessages(t *testing.T) {
+	t.Run("Send wakes an idle process", func(t *testing.T) {
+		s := newScheduler(t)
+		p := &probe{step: untilMessage}
+		h := submit(t, s, p)
+		waitState(t, s, h.PID(), sched.StateIdle)
+		msg := relay.Message{From: relay.PID{Node: 0, ID: 12345}, To: h.PID(), Data: payload.Of("hi")}
+		require.NoError(t, s.Send(msg))
+		_, err := waitEnd(t, s, h)
+		require.NoError(t, err)
+		evs := p.EventsOf(sched.EventMessage)
+		require.Len(t, evs, 1)
+		assert.Equal(t, msg.Data, evs[0].Data, "Data is the body, not the envelope")
+		assert.Equal(t, msg.From, evs[0].From)
+		assert.NoError(t, evs[0].Error)
+	})
+
+	t.Run("Tell wakes an idle process", func(t *testing.T) {
+		s := newScheduler(t)
+		p := &probe{step: untilMessage}
+		h := submit(t, s, p)
+		waitState(t, s, h.PID(), sched.StateIdle)
+		require.NoError(t, s.Tell(h.PID(), 99))
+		res, err := waitEnd(t, s, h)
+		require.NoError(t, err)
+		assert.Equal(t, 99, res.Value())
+		evs := p.EventsOf(sched.EventMessage)
+		require.Len(t, evs, 1)
+		assert.True(t, evs[0].From.IsZero(), "From of Scheduler.Tell")
+	})
+
+	t.Run("process to process, in order", func(t *testing.T) {
+		s := newScheduler(t)
+		const n = 200
+		recv := &probe{step: func(p *probe, _ int, _ []sched.Event, out *sched.StepOutput) error {
+			if len(p.EventsOf(sched.EventMessage)) == n {
+				out.Done(payload.Payload{})
+			}
+			return nil
+		}}
+		hr := submit(t, s, recv)
+		send := &probe{step: func(_ *probe, _ int, _ []sched.Event, out *sched.StepOutput) error {
+			for i := range n {
+				out.Tell(hr.PID(), i)
+			}
+			out.Done(payload.Payload{}) // the Tells of the final step are still delivered
+			return nil
+		}}
+		hs := submit(t, s, send)
+		_, err := waitEnd(t, s, hr)
+		require.NoError(t, err)
+		_, err = waitEnd(t, s, hs)
+		require.NoError(t, err)
+		for i, ev := range recv.EventsOf(sched.EventMessage) {
+			require.Equal(t, i, ev.Data, "message order")
+			require.Equal(t, hs.PID(), ev.From, "From of StepOutput.Tell")
+		}
+	})
+
+	t.Run("self Tell", func(t *testing.T) {
+		s := newScheduler(t)
+		p := &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+			if n == 0 {
+				out.Tell(out.Self(), "me")
+				return nil
+			}
+			for _, ev := range evs {
+				if ev.Type == sched.EventMessage {
+					if ev.From != out.Self() {
+						return fmt.Errorf("From = %v, want %v", ev.From, out.Self())
+					}
+					out.Done(payload.Of(ev.Data))
+				}
+			}
+			return nil
+		}}
+		h := submit(t, s, p)
+		res, err := waitEnd(t, s, h)
+		require.NoError(t, err)
+		assert.Equal(t, "me", res.Value())
+	})
+
+	t.Run("Tell to a dead PID bounces", func(t *testing.T) {
+		s := newScheduler(t)
+		dead := submit(t, s, &probe{step: doneWith(nil)})
+		_, err := waitEnd(t, s, dead)
+		require.NoError(t, err)
+		for _, target := range []relay.PID{dead.PID(), {ID: 1 << 40}, {Node: 9, ID: dead.PID().ID}} {
+			p := &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+				if n == 0 {
+					out.Tell(target, "lost")
+					return nil
+				}
+				out.Done(payload.Payload{})
+				return nil
+			}}
+			h := submit(t, s, p)
+			_, err := waitEnd(t, s, h)
+			require.NoError(t, err)
+			evs := p.Events()
+			require.Len(t, evs, 1, "events: %v", evs)
+			ev := evs[0]
+			assert.Equal(t, sched.EventMessage, ev.Type)
+			require.ErrorIs(t, ev.Error, sched.ErrProcessNotFound)
+			assert.Equal(t, target, ev.From, "From of a bounce names the target")
+			assert.Equal(t, "lost", ev.Data, "Data of a bounce is the message")
+		}
+		// Per-step counters are published when a worker runs out of work.
+		eventually(t, "Bounced == 3", func() bool { return s.Stats().Messages.Bounced == 3 })
+	})
+}
+
+// TestNotFound: every call that addresses a process fails with
+// ErrProcessNotFound for a PID that never existed, has ended, or belongs
+// to another node.
+func TestNotFound(t *testing.T) {
+	s := newScheduler(t, sched.WithNode(1))
+	ended := submit(t, s, &probe{step: doneWith(nil)})
+	_, err := waitEnd(t, s, ended)
+	require.NoError(t, err)
+	live := submit(t, s, &probe{step: untilCancel})
+
+	targets := []struct {
+		name string
+		pid  relay.PID
+	}{
+		{"never existed", relay.PID{Node: 1, ID: 1<<32 | 999}},
+		{"zero", relay.PID{}},
+		{"ended", ended.PID()},
+		{"another node", relay.PID{Node: 2, ID: live.PID().ID}},
+	}
+	ops := []struct {
+		name string
+		call func(pid relay.PID) error
+	}{
+		{"Send", func(pid relay.PID) error { return s.Send(relay.Message{To: pid}) }},
+		{"Tell", func(pid relay.PID) error { return s.Tell(pid, 1) }},
+		{"Terminate", func(pid relay.PID) error { return s.Terminate(pid) }},
+		{"CompleteYield", func(pid relay.PID) error { return s.CompleteYield(pid, 1, nil, nil) }},
+	}
+	for _, target := range targets {
+		for _, op := range ops {
+			t.Run(op.name+"/"+target.name, func(t *testing.T) {
+				err := op.call(target.pid)
+				require.ErrorIs(t, err, sched.ErrProcessNotFound)
+			})
+		}
+	}
+	// The live process was not disturbed.
+	info, ok := findProcess(s, live.PID())
+	require.True(t, ok)
+	assert.Zero(t, info.Queued, "events queued to the live process")
+	require.NoError(t, s.Terminate(live.PID()))
+	_, err = waitEnd(t, s, live)
+	require.NoError(t, err)
+}
+
+// fakeTransport is a transport double: it records what the scheduler hands it
+// and refuses messages for the PIDs in refuse with errRefused.
+type fakeTransport struct {
+	mu     sync.Mutex
+	sent   []relay.Message
+	refuse map[relay.PID]bool
+	got    chan relay.Message // every accepted message, also
+}
+
+var errRefused = errors.New("transport: outbound buffer full")
+
+func newFakeTransport(refuse ...relay.PID) *fakeTransport {
+	t := &fakeTransport{refuse: map[relay.PID]bool{}, got: make(chan relay.Message, 64)}
+	for _, pid := range refuse {
+		t.refuse[pid] = true
+	}
+	return t
+}
+
+func (t *fakeTransport) Send(msg relay.Message) error {
+	if t.refuse[msg.To] {
+		return fmt.Errorf("%w: to %v", errRefused, msg.To)
+	}
+	t.mu.Lock()
+	t.sent = append(t.sent, msg)
+	t.mu.Unlock()
+	t.got <- msg
+	return nil
+}
+
+func TestTransport(t *testing.T) {
+	remote := relay.PID{Node: 2, ID: 5}
+	full := relay.PID{Node: 2, ID: 6}
+
+	t.Run("a send to another node goes to the transport", func(t *testing.T) {
+		tr := newFakeTransport()
+		s := newScheduler(t, sched.WithNode(1), sched.WithTransport(tr))
+		require.NoError(t, s.Tell(remote, payload.Of("hi")))
+		msg := receive(t, tr.got, "the forwarded message")
+		assert.Equal(t, relay.Message{To: remote, Data: payload.Of("hi")}, msg)
+		require.NoError(t, s.Send(relay.Message{From: relay.PID{Node: 1, ID: 9}, To: remote, Data: 7}))
+		msg = receive(t, tr.got, "the forwarded message")
+		assert.Equal(t, relay.Message{From: relay.PID{Node: 1, ID: 9}, To: remote, Data: 7}, msg)
+		assert.Equal(t, uint64(2), s.Stats().Messages.Forwarded)
+	})
+
+	t.Run("a process's Tell goes out with the process as sender", func(t *testing.T) {
+		tr := newFakeTransport()
+		s := newScheduler(t, sched.WithNode(1), sched.WithTransport(tr))
+		h := submit(t, s, &probe{step: func(_ *probe, n int, _ []sched.Event, out *sched.StepOutput) error {
+			out.Tell(remote, 1)
+			out.Done(payload.Payload{})
+			return nil
+		}})
+		_, err := waitEnd(t, s, h)
+		require.NoError(t, err)
+		msg := receive(t, tr.got, "the forwarded message")
+		assert.Equal(t, relay.Message{From: h.PID(), To: remote, Data: 1}, msg)
+	})
+
+	t.Run("a refusal by the transport reaches the sender like a local one", func(t *testing.T) {
+		tr := newFakeTransport(full)
+		s := newScheduler(t, sched.WithNode(1), sched.WithTransport(tr))
+		require.ErrorIs(t, s.Tell(full, 1), errRefused)
+		p := &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+			if n == 0 {
+				out.Tell(full, "x")
+				return nil
+			}
+			for _, ev := range evs {
+				if ev.Type == sched.EventMessage && ev.Error != nil {
+					out.Done(payload.Of(ev))
+				}
+			}
+			return nil
+		}}
+		h := submit(t, s, p)
+		res, err := waitEnd(t, s, h)
+		require.NoError(t, err)
+		ev := res.Value().(sched.Event)
+		assert.ErrorIs(t, ev.Error, errRefused)
+		assert.Equal(t, full, ev.From, "From of a bounce is the recipient not reached")
+		assert.Equal(t, "x", ev.Data)
+		assert.Equal(t, uint64(1), s.Stats().Messages.Bounced)
+	})
+
+	t.Run("a message handed back later reaches its sender as a bounce", func(t *testing.T) {
+		s := newScheduler(t, sched.WithNode(1), sched.WithTransport(newFakeTransport()))
+		p := &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+			for _, ev := range evs {
+				if ev.Type == sched.EventMessage {
+					out.Done(payload.Of(ev))
+				}
+			}
+			return nil
+		}}
+		h := submit(t, s, p)
+		waitState(t, s, h.PID(), sched.StateIdle)
+		gone := fmt.Errorf("%w: %v ended", sched.ErrProcessNotFound, remote)
+		require.NoError(t, s.Send(relay.Message{From: remote, To: h.PID(), Data: "late", Err: gone}))
+		res, err := waitEnd(t, s, h)
+		require.NoError(t, err)
+		ev := res.Value().(sched.Event)
+		assert.ErrorIs(t, ev.Error, sched.ErrProcessNotFound)
+		assert.Equal(t, remote, ev.From)
+		assert.Equal(t, "late", ev.Data)
+		assert.Equal(t, uint64(1), s.Stats().Messages.Bounced)
+		// Handed back for a process that has ended: not found, never
+		// bounced again.
+		err = s.Send(relay.Message{From: remote, To: h.PID(), Data: "later", Err: gone})
+		assert.ErrorIs(t, err, sched.ErrProcessNotFound)
+	})
+
+	t.Run("a local bounce for a sender on another node goes back through the transport", func(t *testing.T) {
+		tr := newFakeTransport()
+		s := newScheduler(t, sched.WithNode(1), sched.WithTransport(tr))
+		gate := make(chan struct{})
+		p := &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+			if n == 1 {
+				<-gate // hold the step so that the mailbox fills
+			}
+			if hasCancel(evs) {
+				out.Done(payload.Payload{})
+			}
+			return nil
+		}}
+		h, err := s.Submit(t.Context(), p, "run", nil, sched.Mailbox(1, sched.MailboxDropOldest))
+		require.NoError(t, err)
+		waitState(t, s, h.PID(), sched.StateIdle)
+		require.NoError(t, s.Tell(h.PID(), "wake")) // the step that blocks
+		waitState(t, s, h.PID(), sched.StateRunning)
+		require.NoError(t, s.Send(relay.Message{From: remote, To: h.PID(), Data: "first"}))
+		require.NoError(t, s.Send(relay.Message{From: remote, To: h.PID(), Data: "second"}))
+		msg := receive(t, tr.got, "the evicted message, returned")
+		close(gate)
+		assert.Equal(t, h.PID(), msg.From)
+		assert.Equal(t, remote, msg.To)
+		assert.Equal(t, "first", msg.Data)
+		assert.ErrorIs(t, msg.Err, sched.ErrDropped)
+		require.NoError(t, s.Terminate(h.PID()))
+		_, err = waitEnd(t, s, h)
+		require.NoError(t, err)
+	})
+
+	t.Run("without a transport another node's PID is not found", func(t *testing.T) {
+		s := newScheduler(t, sched.WithNode(1))
+		assert.ErrorIs(t, s.Tell(remote, 1), sched.ErrProcessNotFound)
+	})
+
+	t.Run("a nil transport is refused", func(t *testing.T) {
+		_, err := sched.New(sched.WithTransport(nil))
+		assert.ErrorIs(t, err, sched.ErrInvalidOption)
+	})
+}
+
+func TestTerminate(t *testing.T) {
+	t.Run("cancel is delivered once", func(t *testing.T) {
+		s := newScheduler(t)
+		// The process ignores the cancel and finishes on a message.
+		p := &probe{step: func(_ *probe, _ int, evs []sched.Event, out *sched.StepOutput) error {
+			for _, ev := range evs {
+				if ev.Type == sched.EventMessage {
+					out.Done(payload.Payload{})
+				}
+			}
+			return nil
+		}}
+		h := submit(t, s, p)
+		require.NoError(t, s.Terminate(h.PID()))
+		require.NoError(t, s.Terminate(h.PID()), "second Terminate")
+		eventually(t, "the cancel event", func() bool { return len(p.EventsOf(sched.EventCancel)) > 0 })
+		require.NoError(t, s.Terminate(h.PID()), "Terminate after the cancel was seen")
+		require.NoError(t, s.Tell(h.PID(), "finish"))
+		_, err := waitEnd(t, s, h)
+		require.NoError(t, err)
+		assert.Len(t, p.EventsOf(sched.EventCancel), 1, "cancel events")
+		requireLifecycle(t, p)
+		require.ErrorIs(t, s.Terminate(h.PID()), sched.ErrProcessNotFound, "Terminate after the end")
+	})
+
+	t.Run("cleanup yield is served", func(t *testing.T) {
+		const d = 20 * time.Millisecond
+		s := newScheduler(t)
+		var cancelledAt time.Time
+		var slept time.Duration
+		p := &probe{step: func(_ *probe, _ int, evs []sched.Event, out *sched.StepOutput) error {
+			if hasCancel(evs) {
+				cancelledAt = time.Now()
+				out.Sleep(9, d)
+			}
+			if _, ok := completionOf(evs, 9); ok {
+				slept = time.Since(cancelledAt)
+				out.Done(payload.Of("cleaned up"))
+			}
+			return nil
+		}}
+		h := submit(t, s, p)
+		require.NoError(t, s.Terminate(h.PID()))
+		res, err := waitEnd(t, s, h)
+		require.NoError(t, err)
+		assert.Equal(t, "cleaned up", res.Value())
+		assert.GreaterOrEqual(t, slept, d)
+		assert.Len(t, p.EventsOf(sched.EventCancel), 1)
+		requireLifecycle(t, p)
+	})
+
+	t.Run("wakes a blocked process", func(t *testing.T) {
+		s := newScheduler(t)
+		p := &probe{step: yieldOnce(1, func(out *sched.StepOutput) { out.Sleep(1, time.Hour) })}
+		h := submit(t, s, p)
+		waitState(t, s, h.PID(), sched.StateBlocked)
+		require.NoError(t, s.Terminate(h.PID()))
+		_, err := waitEnd(t, s, h)
+		require.NoError(t, err)
+		requireLifecycle(t, p)
+	})
+
+	t.Run("unknown PID", func(t *testing.T) {
+		s := newScheduler(t)
+		require.ErrorIs(t, s.Terminate(relay.PID{ID: 1<<32 | 77}), sched.ErrProcessNotFound)
+	})
+}

@@ -1,0 +1,41 @@
+package scheduler_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	sched "github.com/procsched/scheduler"
+)
+
+func TestHandleBeforeEnd(t *testing.T) {
+	s := newScheduler(t)
+	p := &probe{step: untilMessage}
+	h := submit(t, s, p)
+
+	_, err := h.Result()
+	require.ErrorIs(t, err, sched.ErrNotEnded, "Result while the process waits for a message")
+	assert.False(t, isClosed(h.Done()), "Done closed while the process waits for a message")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = h.Wait(ctx)
+	require.ErrorIs(t, err, context.Canceled, "Wait with a done context returns its error")
+
+	require.NoError(t, s.Tell(h.PID(), 42))
+	res, err := waitEnd(t, s, h)
+	require.NoError(t, err)
+	assert.Equal(t, 42, res.Value())
+}
+
+func TestZeroHandle(t *testing.T) {
+	var h sched.Handle
+	assert.True(t, h.PID().IsZero())
+	assert.True(t, isClosed(h.Done()), "zero Handle's Done is closed")
+	_, err := h.Wait(context.Background())
+	require.ErrorIs(t, err, sched.ErrProcessNotFound)
+	_, err = h.Result()
+	require.ErrorIs(t, err, sched.ErrProcessNotFound)
+}

@@ -1,0 +1,178 @@
+package scheduler_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	sched "github.com/procsched/scheduler"
+	"github.com/procsched/scheduler/payload"
+)
+
+func TestOptions(t *testing.T) {
+	h := func(sched.Call) error { return nil }
+	bad := []struct {
+		name string
+		opt  sched.Option
+		want error
+	}{
+		{"WithWorkers(0)", sched.WithWorkers(0), sched.ErrInvalidOption},
+		{"WithWorkers(-1)", sched.WithWorkers(-1), sched.ErrInvalidOption},
+		{"WithStepBudget(0)", sched.WithStepBudget(0), sched.ErrInvalidOption},
+		{"WithStepBudget(-5)", sched.WithStepBudget(-5), sched.ErrInvalidOption},
+		{"WithGlobalBatch(0)", sched.WithGlobalBatch(0), sched.ErrInvalidOption},
+		{"WithHandler(a reserved ID)", sched.WithHandler(sched.CommandID(1), h), sched.ErrInvalidCommand},
+		{"WithHandler(the last reserved ID)", sched.WithHandler(sched.FirstUserCommand-1, h), sched.ErrInvalidCommand},
+		{"WithHandler(FirstUserCommand-1)", sched.WithHandler(sched.FirstUserCommand-1, h), sched.ErrInvalidCommand},
+		{"WithHandler(nil)", sched.WithHandler(cmdTest, nil), sched.ErrInvalidCommand},
+	}
+	for _, tt := range bad {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := sched.New(tt.opt)
+			require.ErrorIs(t, err, tt.want)
+			require.Nil(t, s)
+		})
+	}
+
+	t.Run("WithNode", func(t *testing.T) {
+		s := newScheduler(t, sched.WithNode(7))
+		assert.Equal(t, uint32(7), s.Node())
+		h := submit(t, s, &probe{step: untilMessage})
+		assert.Equal(t, uint32(7), h.PID().Node)
+		require.NoError(t, s.Tell(h.PID(), 1))
+		_, err := waitEnd(t, s, h)
+		require.NoError(t, err)
+	})
+
+	t.Run("defaults and nil options", func(t *testing.T) {
+		s := newScheduler(t, nil)
+		assert.Equal(t, uint32(0), s.Node())
+		assert.GreaterOrEqual(t, s.Stats().Workers, 1)
+		h := submit(t, s, &probe{step: doneWith(nil)})
+		assert.Equal(t, uint32(0), h.PID().Node)
+		_, err := waitEnd(t, s, h)
+		require.NoError(t, err)
+	})
+
+	t.Run("WithWorkers", func(t *testing.T) {
+		s := newScheduler(t, sched.WithWorkers(3), sched.WithGlobalBatch(1))
+		assert.Equal(t, 3, s.Stats().Workers)
+		st := s.Stats()
+		assert.Equal(t, 3, st.Workers)
+		assert.Len(t, st.WorkerQueues, 3)
+	})
+
+	// A process that keeps continuing is requeued after its budget of
+	// consecutive steps.
+	t.Run("WithStepBudget", func(t *testing.T) {
+		for _, tc := range []struct {
+			budget   int
+			requeued bool
+		}{{4, true}, {sched.DefaultStepBudget, false}} {
+			s := newScheduler(t, sched.WithWorkers(1), sched.WithStepBudget(tc.budget))
+			h := submit(t, s, &probe{step: func(_ *probe, n int, _ []sched.Event, out *sched.StepOutput) error {
+				if n < 9 {
+					out.Continue()
+				} else {
+					out.Done(payload.Payload{})
+				}
+				return nil
+			}})
+			_, err := waitEnd(t, s, h)
+			require.NoError(t, err)
+			// Steps and Requeues are published together, when the worker
+			// runs out of work.
+			eventually(t, "Steps >= 10", func() bool { return s.Stats().Steps >= 10 })
+			st := s.Stats()
+			if tc.requeued {
+				assert.GreaterOrEqual(t, st.Requeues, uint64(2), "budget %d, 10 steps", tc.budget)
+			} else {
+				assert.Zero(t, st.Requeues, "budget %d, 10 steps", tc.budget)
+			}
+			assert.GreaterOrEqual(t, st.Steps, uint64(10))
+		}
+	})
+}
+
+// logCapture is a slog handler that keeps records.
+type logCapture struct {
+	mu      sync.Mutex
+	records []slog.Record
+}
+
+func (h *logCapture) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h *logCapture) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	h.records = append(h.records, r.Clone())
+	h.mu.Unlock()
+	return nil
+}
+
+func (h *logCapture) WithAttrs([]slog.Attr) slog.Handler { return h }
+
+func (h *logCapture) WithGroup(string) slog.Handler { return h }
+
+func (h *logCapture) levels() map[string]slog.Level {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := map[string]slog.Level{}
+	for _, r := range h.records {
+		out[r.Message] = r.Level
+	}
+	return out
+}
+
+func TestLogger(t *testing.T) {
+	capture := &logCapture{}
+	s, err := sched.New(sched.WithLogger(slog.New(capture)), sched.WithWatchdog(5*time.Millisecond))
+	require.NoError(t, err)
+	release := make(chan struct{})
+	slowEntered := make(chan struct{})
+	slow := submit(t, s, &probe{step: func(_ *probe, n int, _ []sched.Event, _ *sched.StepOutput) error {
+		if n == 0 {
+			close(slowEntered)
+			<-release
+		}
+		return nil // ignores the cancel: forced at the deadline
+	}})
+	<-slowEntered
+	eventually(t, "the slow step is logged", func() bool {
+		_, ok := capture.levels()["scheduler: slow step"]
+		return ok
+	})
+	close(release)
+	h := submit(t, s, &probe{step: func(*probe, int, []sched.Event, *sched.StepOutput) error { panic("boom") }})
+	_, err = waitEnd(t, s, h)
+	require.ErrorIs(t, err, sched.ErrPanic)
+	_ = slow
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.ErrorIs(t, s.Shutdown(ctx), sched.ErrForced) // slow ignores cancel: forced
+
+	levels := capture.levels()
+	require.Equal(t, slog.LevelWarn, levels["scheduler: slow step"])
+	require.Equal(t, slog.LevelError, levels["scheduler: recovered a panic"])
+	require.Equal(t, slog.LevelWarn, levels["scheduler: process forced to close at the shutdown deadline"])
+	require.Equal(t, slog.LevelInfo, levels["scheduler: shutting down"])
+	require.Equal(t, slog.LevelInfo, levels["scheduler: shut down"])
+}
+
+func TestSilentByDefault(t *testing.T) {
+	// With no logger the scheduler must not write to the default logger.
+	var buf bytes.Buffer
+	old := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, nil)))
+	defer slog.SetDefault(old)
+	s := newScheduler(t)
+	h := submit(t, s, &probe{step: func(*probe, int, []sched.Event, *sched.StepOutput) error { panic("quiet") }})
+	_, err := waitEnd(t, s, h)
+	require.ErrorIs(t, err, sched.ErrPanic)
+	require.Empty(t, buf.String())
+}

@@ -1,0 +1,416 @@
+package scheduler_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	sched "github.com/procsched/scheduler"
+	"github.com/procsched/scheduler/payload"
+)
+
+func TestSubmitResult(t *testing.T) {
+	tests := []struct {
+		name string
+		get  func(t *testing.T, s *sched.Scheduler, h sched.Handle) (payload.Payload, error)
+	}{
+		{"Wait", func(t *testing.T, _ *sched.Scheduler, h sched.Handle) (payload.Payload, error) {
+			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+			defer cancel()
+			return h.Wait(ctx)
+		}},
+		{"Done then Result", func(t *testing.T, s *sched.Scheduler, h sched.Handle) (payload.Payload, error) {
+			return waitEnd(t, s, h)
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newScheduler(t)
+			p := &probe{step: func(p *probe, _ int, _ []sched.Event, out *sched.StepOutput) error {
+				out.Done(p.input.At(0))
+				return nil
+			}}
+			h := submit(t, s, p, "hello")
+			res, err := tt.get(t, s, h)
+			require.NoError(t, err)
+			got, err := payload.As[string](res)
+			require.NoError(t, err)
+			assert.Equal(t, "hello", got)
+
+			// The result stays available after the end.
+			res2, err2 := h.Result()
+			require.NoError(t, err2)
+			assert.Equal(t, res, res2)
+			requireLifecycle(t, p)
+		})
+	}
+}
+
+func TestInitGetsMethodAndInput(t *testing.T) {
+	tests := []struct {
+		name   string
+		method string
+		input  payload.Payloads
+	}{
+		{"no input", "run", nil},
+		{"values", "resize", payload.Values(640, "px", true)},
+		{"bytes", "load", payload.Payloads{payload.Bytes([]byte("abc"))}},
+	}
+	s := newScheduler(t)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := &probe{step: doneWith(nil)}
+			h, err := s.Submit(context.Background(), p, tt.method, tt.input)
+			require.NoError(t, err)
+			_, err = waitEnd(t, s, h)
+			require.NoError(t, err)
+			assert.Equal(t, tt.method, p.method)
+			assert.Equal(t, tt.input, p.input)
+			requireLifecycle(t, p)
+		})
+	}
+}
+
+// TestInitIsSynchronous: Init runs synchronously inside Submit, before
+// any Step.
+func TestInitIsSynchronous(t *testing.T) {
+	s := newScheduler(t)
+	var initDone bool
+	p := &probe{
+		init: func(context.Context, string, payload.Payloads) error {
+			initDone = true // no lock: Submit has not returned yet
+			return nil
+		},
+		step: doneWith(nil),
+	}
+	h := submit(t, s, p)
+	assert.True(t, initDone, "Init ran before Submit returned")
+	_, err := waitEnd(t, s, h)
+	require.NoError(t, err)
+}
+
+// TestStepEndings: the result or error a Handle reports for each way a
+// step can end a process.
+func TestStepEndings(t *testing.T) {
+	stepErr := testError("step failed")
+	closePanic := testError("close exploded")
+	tests := []struct {
+		name  string
+		p     *probe
+		check func(t *testing.T, res payload.Payload, err error)
+	}{
+		{
+			name: "done",
+			p:    &probe{step: doneWith("result")},
+			check: func(t *testing.T, res payload.Payload, err error) {
+				require.NoError(t, err)
+				assert.Equal(t, "result", res.Value())
+			},
+		},
+		{
+			name: "done with zero result",
+			p:    &probe{step: doneWith(nil)},
+			check: func(t *testing.T, res payload.Payload, err error) {
+				require.NoError(t, err)
+				assert.True(t, res.IsZero())
+			},
+		},
+		{
+			name: "done after a few steps",
+			p: &probe{step: func(_ *probe, n int, _ []sched.Event, out *sched.StepOutput) error {
+				if n < 4 {
+					out.Continue()
+				} else {
+					out.Done(payload.Of(n))
+				}
+				return nil
+			}},
+			check: func(t *testing.T, res payload.Payload, err error) {
+				require.NoError(t, err)
+				assert.Equal(t, 4, res.Value())
+			},
+		},
+		{
+			name: "step error",
+			p: &probe{step: func(*probe, int, []sched.Event, *sched.StepOutput) error {
+				return fmt.Errorf("wrapped: %w", stepErr)
+			}},
+			check: func(t *testing.T, res payload.Payload, err error) {
+				require.ErrorIs(t, err, stepErr)
+				assert.True(t, res.IsZero())
+			},
+		},
+		{
+			name: "step error wins over Done",
+			p: &probe{step: func(_ *probe, _ int, _ []sched.Event, out *sched.StepOutput) error {
+				out.Done(payload.Of(1))
+				return stepErr
+			}},
+			check: func(t *testing.T, _ payload.Payload, err error) {
+				require.ErrorIs(t, err, stepErr)
+			},
+		},
+		{
+			name: "step panic",
+			p: &probe{step: func(*probe, int, []sched.Event, *sched.StepOutput) error {
+				panic("boom")
+			}},
+			check: func(t *testing.T, _ payload.Payload, err error) {
+				require.ErrorIs(t, err, sched.ErrPanic)
+				var pe *sched.PanicError
+				require.ErrorAs(t, err, &pe)
+				assert.Equal(t, "Step", pe.Where)
+				assert.Equal(t, "boom", pe.Value)
+				assert.Contains(t, string(pe.Stack), "TestStepEndings", "the stack names the panicking function")
+				assert.Contains(t, err.Error(), "boom")
+			},
+		},
+		{
+			name: "step panic with an error value",
+			p: &probe{step: func(*probe, int, []sched.Event, *sched.StepOutput) error {
+				panic(stepErr)
+			}},
+			check: func(t *testing.T, _ payload.Payload, err error) {
+				require.ErrorIs(t, err, sched.ErrPanic)
+				require.ErrorIs(t, err, stepErr, "PanicError unwraps to an error panic value")
+			},
+		},
+		{
+			name: "close panic after success",
+			p:    &probe{step: doneWith("ok"), close: func() { panic(closePanic) }},
+			check: func(t *testing.T, _ payload.Payload, err error) {
+				require.ErrorIs(t, err, sched.ErrPanic)
+				require.ErrorIs(t, err, closePanic)
+				var pe *sched.PanicError
+				require.ErrorAs(t, err, &pe)
+				assert.Equal(t, "Close", pe.Where)
+			},
+		},
+		{
+			name: "close panic after a step error",
+			p: &probe{
+				step: func(*probe, int, []sched.Event, *sched.StepOutput) error {
+					return stepErr
+				},
+				close: func() { panic(closePanic) },
+			},
+			check: func(t *testing.T, _ payload.Payload, err error) {
+				require.ErrorIs(t, err, stepErr, "the step's error is the one reported")
+			},
+		},
+	}
+	s := newScheduler(t)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := submit(t, s, tt.p)
+			res, err := waitEnd(t, s, h)
+			tt.check(t, res, err)
+			requireLifecycle(t, tt.p)
+		})
+	}
+	// The scheduler still serves others after panics.
+	h := submit(t, s, &probe{step: doneWith(1)})
+	_, err := waitEnd(t, s, h)
+	require.NoError(t, err)
+}
+
+// TestCloseExactlyOnce covers every way a process can end.
+func TestCloseExactlyOnce(t *testing.T) {
+	tests := []struct {
+		name string
+		p    *probe
+		// end makes the process end and returns its error.
+		end     func(t *testing.T, s *sched.Scheduler, p *probe) error
+		wantErr error
+	}{
+		{"done", &probe{step: doneWith(nil)}, endOf, nil},
+		{"step error", &probe{step: func(*probe, int, []sched.Event, *sched.StepOutput) error { return testError("x") }}, endOf, testError("x")},
+		{"step panic", &probe{step: func(*probe, int, []sched.Event, *sched.StepOutput) error { panic("x") }}, endOf, sched.ErrPanic},
+		{"init failure", &probe{init: func(context.Context, string, payload.Payloads) error { return testError("x") }}, submitErr, sched.ErrInit},
+		{"init panic", &probe{init: func(context.Context, string, payload.Payloads) error { panic("x") }}, submitErr, sched.ErrPanic},
+		{"terminate", &probe{step: untilCancel}, func(t *testing.T, s *sched.Scheduler, p *probe) error {
+			h := submit(t, s, p)
+			require.NoError(t, s.Terminate(h.PID()))
+			_, err := waitEnd(t, s, h)
+			return err
+		}, nil},
+		{"shutdown", &probe{step: untilCancel}, func(t *testing.T, s *sched.Scheduler, p *probe) error {
+			h := submit(t, s, p)
+			require.NoError(t, s.Shutdown(context.Background()))
+			_, err := waitEnd(t, s, h)
+			return err
+		}, nil},
+		{"forced", &probe{step: ignoreAll}, func(t *testing.T, s *sched.Scheduler, p *probe) error {
+			h := submit(t, s, p)
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel() // the deadline has passed already
+			require.ErrorIs(t, s.Shutdown(ctx), sched.ErrForced)
+			_, err := waitEnd(t, s, h)
+			return err
+		}, sched.ErrForced},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newScheduler(t)
+			err := tt.end(t, s, tt.p)
+			if tt.wantErr == nil {
+				require.NoError(t, err)
+			} else {
+				require.ErrorIs(t, err, tt.wantErr)
+			}
+			requireLifecycle(t, tt.p)
+		})
+	}
+}
+
+// endOf submits p and waits for its end.
+func endOf(t *testing.T, s *sched.Scheduler, p *probe) error {
+	h := submit(t, s, p)
+	_, err := waitEnd(t, s, h)
+	return err
+}
+
+// submitErr submits p, whose Init fails, and returns Submit's error.
+func submitErr(t *testing.T, s *sched.Scheduler, p *probe) error {
+	h, err := s.Submit(context.Background(), p, "run", nil)
+	require.Error(t, err)
+	assert.True(t, h.PID().IsZero(), "Submit returned a PID for a process that failed")
+	assert.Zero(t, p.Steps(), "a process whose Init failed was stepped")
+	return err
+}
+
+// methodsProbe is a process with two entry points; Init rejects any other
+// method with an error wrapping ErrUnknownMethod.
+func methodsProbe() *probe {
+	return &probe{
+		init: func(_ context.Context, method string, _ payload.Payloads) error {
+			switch method {
+			case "add", "sub":
+				return nil
+			}
+			return fmt.Errorf("method %q: %w", method, sched.ErrUnknownMethod)
+		},
+		step: doneWith(nil),
+	}
+}
+
+func TestSubmitErrors(t *testing.T) {
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	expired, cancel2 := context.WithDeadline(context.Background(), time.Unix(0, 0))
+	defer cancel2()
+	initErr := testError("init failed")
+
+	tests := []struct {
+		name   string
+		ctx    context.Context
+		p      sched.Process
+		method string
+		want   []error
+		inits  int // Init calls expected
+	}{
+		{"nil process", context.Background(), nil, "run", []error{sched.ErrNilProcess}, 0},
+		{"empty method", context.Background(), &probe{step: doneWith(nil)}, "", []error{sched.ErrEmptyMethod}, 0},
+		{"cancelled ctx", cancelled, &probe{step: doneWith(nil)}, "run", []error{context.Canceled}, 0},
+		{"expired ctx", expired, &probe{step: doneWith(nil)}, "run", []error{context.DeadlineExceeded}, 0},
+		{"unknown method", context.Background(), methodsProbe(), "mul", []error{sched.ErrInit, sched.ErrUnknownMethod}, 1},
+		{"init error", context.Background(), &probe{init: func(context.Context, string, payload.Payloads) error {
+			return initErr
+		}}, "run", []error{sched.ErrInit, initErr}, 1},
+		{"init panic", context.Background(), &probe{init: func(context.Context, string, payload.Payloads) error {
+			panic("init exploded")
+		}}, "run", []error{sched.ErrInit, sched.ErrPanic}, 1},
+		{"init panic with an error", context.Background(), &probe{init: func(context.Context, string, payload.Payloads) error {
+			panic(initErr)
+		}}, "run", []error{sched.ErrInit, sched.ErrPanic, initErr}, 1},
+	}
+	s := newScheduler(t)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h, err := s.Submit(tt.ctx, tt.p, tt.method, nil)
+			require.Error(t, err)
+			for _, want := range tt.want {
+				require.ErrorIs(t, err, want)
+			}
+			assert.True(t, h.PID().IsZero(), "PID of a failed Submit")
+			if p, ok := tt.p.(*probe); ok {
+				assert.Equal(t, tt.inits, p.Inits(), "Init calls")
+				assert.Equal(t, tt.inits, p.Closes(), "Close calls: once if Init was called, else never")
+				assert.Zero(t, p.Steps(), "a process that failed to start was stepped")
+			}
+		})
+	}
+
+	// The good entry points of the same process type work.
+	for _, method := range []string{"add", "sub"} {
+		p := methodsProbe()
+		h, err := s.Submit(context.Background(), p, method, nil)
+		require.NoError(t, err, method)
+		_, err = waitEnd(t, s, h)
+		require.NoError(t, err)
+		requireLifecycle(t, p)
+	}
+	st := s.Stats()
+	assert.Equal(t, uint64(4), st.Processes.InitFailed, "InitFailed")
+	assert.Equal(t, uint64(2), st.Processes.Submitted, "Submitted")
+}
+
+func TestMaxProcessesNeverExceeded(t *testing.T) {
+	const limit, submitters = 50, 1000
+	release := make(chan struct{})
+	s := newScheduler(t, sched.WithMaxProcesses(limit), sched.WithHandler(cmdTest, func(c sched.Call) error {
+		done := c.Completion()
+		go func() {
+			<-release
+			_ = done.Complete(nil, nil)
+		}()
+		return nil
+	}))
+	var live, peak atomic.Int64
+	var accepted, refused atomic.Int64
+	var handles sync.Map
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range submitters {
+		wg.Go(func() {
+			<-start
+			h, err := s.Submit(context.Background(), &countedProc{live: &live, peak: &peak, release: release}, "run", nil)
+			switch {
+			case err == nil:
+				accepted.Add(1)
+				handles.Store(i, h)
+			case errors.Is(err, sched.ErrTooManyProcesses):
+				refused.Add(1)
+			default:
+				t.Errorf("Submit: %v", err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	require.Equal(t, int64(submitters), accepted.Load()+refused.Load())
+	require.Equal(t, int64(limit), accepted.Load(), "exactly the limit is admitted while none has ended")
+	require.LessOrEqual(t, peak.Load(), int64(limit), "processes between Init and Close")
+	require.Equal(t, uint64(submitters-limit), s.Stats().Processes.Rejected)
+
+	// Once they end, there is room again.
+	close(release)
+	handles.Range(func(_, v any) bool {
+		_, err := waitEnd(t, s, v.(sched.Handle))
+		require.NoError(t, err)
+		return true
+	})
+	h, err := s.Submit(context.Background(), &probe{step: doneWith(1)}, "run", nil)
+	require.NoError(t, err)
+	_, err = waitEnd(t, s, h)
+	require.NoError(t, err)
+	_, err = sched.New(sched.WithMaxProcesses(0))
+	require.ErrorIs(t, err, sched.ErrInvalidOption)
+}

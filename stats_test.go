@@ -1,0 +1,109 @@
+package scheduler_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	sched "github.com/procsched/scheduler"
+	"github.com/procsched/scheduler/payload"
+	"github.com/procsched/scheduler/relay"
+)
+
+// TestStats runs a known workload and checks the counters.
+func TestStats(t *testing.T) {
+	s := newScheduler(t, sched.WithWorkers(2))
+	var hs []sched.Handle
+	const ok, failing, panicking, initFailing = 5, 2, 1, 2
+	for range ok {
+		hs = append(hs, submit(t, s, &probe{step: doneWith(nil)}))
+	}
+	for range failing {
+		hs = append(hs, submit(t, s, &probe{step: func(*probe, int, []sched.Event, *sched.StepOutput) error { return testError("x") }}))
+	}
+	for range panicking {
+		hs = append(hs, submit(t, s, &probe{step: func(*probe, int, []sched.Event, *sched.StepOutput) error { panic("x") }}))
+	}
+	for range initFailing {
+		_, err := s.Submit(context.Background(), &probe{init: func(context.Context, string, payload.Payloads) error { return testError("x") }}, "run", nil)
+		require.ErrorIs(t, err, sched.ErrInit)
+	}
+	// One process tells a PID that does not exist, then finishes on the
+	// bounce: two steps, one yield, one message sent and bounced.
+	hs = append(hs, submit(t, s, &probe{step: func(_ *probe, n int, _ []sched.Event, out *sched.StepOutput) error {
+		if n == 0 {
+			out.Tell(relay.PID{ID: 1 << 50}, "x")
+		} else {
+			out.Done(payload.Payload{})
+		}
+		return nil
+	}}))
+	for _, h := range hs {
+		_, _ = waitEnd(t, s, h)
+	}
+	// Process counts are exact at once; the per-step counters once the
+	// workers have run out of work.
+	eventually(t, "Live == 0", func() bool { return s.Stats().Processes.Live == 0 })
+	eventually(t, "per-step counters", func() bool {
+		st := s.Stats()
+		return st.Messages.Sent == 1 && st.Steps >= ok+failing+panicking+2
+	})
+
+	check := func(t *testing.T, st sched.Stats) {
+		t.Helper()
+		assert.Equal(t, 2, st.Workers)
+		assert.Equal(t, int64(0), st.Processes.Live)
+		assert.Equal(t, uint64(ok+failing+panicking+1), st.Processes.Submitted, "Submitted")
+		assert.Equal(t, uint64(initFailing), st.Processes.InitFailed, "InitFailed")
+		assert.Equal(t, uint64(ok+failing+panicking+1), st.Processes.Ended, "Ended")
+		assert.Equal(t, uint64(failing+panicking), st.Processes.Failed, "Failed")
+		assert.Zero(t, st.Processes.Forced, "Forced")
+		assert.GreaterOrEqual(t, st.Steps, uint64(ok+failing+panicking+2), "Steps")
+		assert.GreaterOrEqual(t, st.Yields, uint64(1), "Yields")
+		assert.Equal(t, uint64(1), st.Messages.Sent, "Sent")
+		assert.Equal(t, uint64(1), st.Messages.Bounced, "Bounced")
+		assert.Zero(t, st.Timers, "Timers")
+		assert.Len(t, st.WorkerQueues, 2)
+	}
+	check(t, s.Stats())
+	require.NoError(t, s.Shutdown(context.Background()))
+	check(t, s.Stats())
+}
+
+// TestUnreadEventsAreCounted: events a process did not read because it
+// ended are counted in Stats.Messages.Unread: the rest of its batch after
+// DoneAfter, and events that arrived during or after its final step.
+func TestUnreadEventsAreCounted(t *testing.T) {
+	s := newScheduler(t, sched.WithWorkers(1))
+	gate := make(chan struct{})
+	final := make(chan struct{})
+	p := &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+		switch n {
+		case 0:
+			<-gate // hold the first step while five messages queue
+		default:
+			close(final)
+			<-gate // hold the final step while two more arrive
+			out.DoneAfter(2, payload.Of(len(evs)))
+		}
+		return nil
+	}}
+	h := submit(t, s, p)
+	waitState(t, s, h.PID(), sched.StateRunning)
+	for i := range 5 {
+		require.NoError(t, s.Tell(h.PID(), i))
+	}
+	gate <- struct{}{}
+	receive(t, final, "the final step")
+	for i := range 2 {
+		require.NoError(t, s.Tell(h.PID(), 10+i))
+	}
+	gate <- struct{}{}
+	res, err := waitEnd(t, s, h)
+	require.NoError(t, err)
+	require.Equal(t, 5, res.Value(), "the final batch")
+	eventually(t, "the unread count", func() bool { return s.Stats().Messages.Unread == 5 })
+	assert.Equal(t, uint64(5), s.Stats().Messages.Unread, "3 left in the batch after DoneAfter(2), 2 that came later")
+}

@@ -1,0 +1,166 @@
+package scheduler_test
+
+import (
+	"bytes"
+	"context"
+	"runtime/pprof"
+	"runtime/trace"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	sched "github.com/procsched/scheduler"
+	"github.com/procsched/scheduler/payload"
+	"github.com/procsched/scheduler/relay"
+)
+
+// TestFirstStepHasNoEvents: the first Step gets no events, even when
+// events were queued before it ran (Process: "The first call has no
+// events"). One worker is kept busy so that the events arrive before the
+// new process's first step.
+func TestFirstStepHasNoEvents(t *testing.T) {
+	tests := []struct {
+		name  string
+		queue func(t *testing.T, s *sched.Scheduler, pid relay.PID)
+	}{
+		{"nothing queued", func(*testing.T, *sched.Scheduler, relay.PID) {}},
+		{"messages queued", func(t *testing.T, s *sched.Scheduler, pid relay.PID) {
+			require.NoError(t, s.Tell(pid, 1))
+			require.NoError(t, s.Tell(pid, 2))
+		}},
+		{"cancel queued", func(t *testing.T, s *sched.Scheduler, pid relay.PID) {
+			require.NoError(t, s.Terminate(pid))
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newScheduler(t, sched.WithWorkers(1))
+			entered, release := make(chan struct{}), make(chan struct{})
+			var once sync.Once
+			t.Cleanup(func() { once.Do(func() { close(release) }) })
+			blocker := &probe{step: func(_ *probe, n int, _ []sched.Event, out *sched.StepOutput) error {
+				if n == 0 {
+					close(entered)
+					<-release
+				} else {
+					out.Done(payload.Payload{})
+				}
+				return nil
+			}}
+			hb := submit(t, s, blocker)
+			receive(t, entered, "the blocker's step")
+
+			p := &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+				if n > 0 {
+					out.Done(payload.Payload{})
+				} else {
+					out.Continue() // so that "nothing queued" also gets a second step
+				}
+				return nil
+			}}
+			h := submit(t, s, p)
+			tt.queue(t, s, h.PID())
+			once.Do(func() { close(release) })
+			_, err := waitEnd(t, s, h)
+			require.NoError(t, err)
+			require.NoError(t, s.Terminate(hb.PID()))
+			_, err = waitEnd(t, s, hb)
+			require.NoError(t, err)
+
+			batches := p.Batches()
+			require.NotEmpty(t, batches)
+			assert.Empty(t, batches[0], "events of the first step")
+			requireLifecycle(t, p)
+		})
+	}
+}
+
+// TestStepBatches: concurrent senders, a process that sometimes continues;
+// every event arrives once, per sender in order, and no step after the
+// first gets an empty batch unless the step before it continued.
+func TestStepBatches(t *testing.T) {
+	s := newScheduler(t, sched.WithWorkers(2))
+	const senders, perSender = 4, 300
+	type msg struct{ sender, seq int }
+	p := &probe{step: func(p *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+		if n%7 == 3 {
+			out.Continue()
+		}
+		if len(p.Events()) == senders*perSender {
+			out.Done(payload.Payload{})
+		}
+		return nil
+	}}
+	h := submit(t, s, p)
+	var wg sync.WaitGroup
+	errs := make(chan error, senders)
+	for sender := range senders {
+		wg.Go(func() {
+			for seq := range perSender {
+				if err := s.Tell(h.PID(), msg{sender, seq}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	_, err := waitEnd(t, s, h)
+	require.NoError(t, err)
+	requireLifecycle(t, p)
+
+	batches := p.Batches()
+	assert.Empty(t, batches[0], "first step's events")
+	for i := 1; i < len(batches); i++ {
+		if continued := (i-1)%7 == 3; !continued { // as the step function decides
+			assert.NotEmpty(t, batches[i], "step %d got no events though step %d asked to wait", i, i-1)
+		}
+	}
+	next := make([]int, senders)
+	for _, ev := range p.Events() {
+		require.Equal(t, sched.EventMessage, ev.Type, "event %v", ev)
+		m := ev.Data.(msg)
+		require.Equal(t, next[m.sender], m.seq, "message order of sender %d", m.sender)
+		next[m.sender]++
+		assert.True(t, ev.From.IsZero(), "From of a message told from outside")
+	}
+	for sender, n := range next {
+		assert.Equal(t, perSender, n, "messages from sender %d", sender)
+	}
+}
+
+func TestTraceRegions(t *testing.T) {
+	if trace.IsEnabled() {
+		t.Skip("a trace is already being taken by the test binary") // go test -trace
+	}
+	var buf bytes.Buffer
+	require.NoError(t, trace.Start(&buf))
+	s := newScheduler(t)
+	h, err := s.Submit(context.Background(), &probe{step: doneWith(1)}, "traced-entry", nil)
+	require.NoError(t, err)
+	_, err = waitEnd(t, s, h)
+	require.NoError(t, err)
+	trace.Stop()
+	// Strings of the trace (region names, log messages) are stored
+	// verbatim in its string table.
+	require.Contains(t, buf.String(), "step", "the step region")
+	require.Contains(t, buf.String(), h.PID().String()+" traced-entry", "the logged PID and method")
+}
+
+func TestWorkerGoroutinesCarryPprofLabels(t *testing.T) {
+	s := newScheduler(t, sched.WithWorkers(3))
+	_ = s
+	var buf bytes.Buffer
+	require.NoError(t, pprof.Lookup("goroutine").WriteTo(&buf, 1))
+	out := buf.String()
+	for _, want := range []string{`"procsched":"worker"`, `"worker":"0"`, `"worker":"2"`} {
+		require.True(t, strings.Contains(out, want), "goroutine profile lacks label %s", want)
+	}
+}
