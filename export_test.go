@@ -1,4 +1,21 @@
 package scheduler
 
+import "github.com/procsched/scheduler/relay"
+
 // Exported for the external test package's benchmarks.
 var WithoutFairness = withoutFairness
+
+// SendersWaitForRoom reports whether a SendContext or TellContext waits
+// for room in pid's full mailbox now: the mark a waiting sender leaves
+// under the process's lock, which the next drain clears as it wakes the
+// senders. It lets a test wait until a sender is known to be waiting
+// instead of hoping that it is. Any goroutine.
+func SendersWaitForRoom(s *Scheduler, pid relay.PID) bool {
+	p := s.table.lookup(pid.ID)
+	if p == nil {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.flags&pfRoomWaiters != 0
+}

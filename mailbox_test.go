@@ -3,7 +3,6 @@ package scheduler_test
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -25,7 +24,8 @@ type note struct{ sender, seq int }
 type gated struct {
 	stepOnly
 	entered chan struct{} // closed by the first step; read by the test
-	gate    chan struct{}
+	gate    chan struct{} // closed by open
+	opened  sync.Once
 	stepped bool // Step's own
 	mu      sync.Mutex
 	got     []note
@@ -57,6 +57,9 @@ func (g *gated) Step(evs []sched.Event, out *sched.StepOutput) error {
 	return nil
 }
 
+// open lets the first step go on. Any goroutine; more than once is fine.
+func (g *gated) open() { g.opened.Do(func() { close(g.gate) }) }
+
 func (g *gated) received() []note {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -70,6 +73,10 @@ func submitGated(t *testing.T, s *sched.Scheduler, opts ...sched.SubmitOption) (
 	g := newGated()
 	h, err := s.Submit(context.Background(), g, "gated", nil, opts...)
 	require.NoError(t, err)
+	// A test that fails while the gate is shut must not leave the step
+	// blocked: the scheduler's shutdown, a cleanup registered earlier,
+	// runs after this one.
+	t.Cleanup(g.open)
 	receive(t, g.entered, "the gated step")
 	return g, h
 }
@@ -155,7 +162,7 @@ func TestMailboxPolicies(t *testing.T) {
 					require.Equal(t, uint64(total-capacity), st.Dropped)
 				}
 
-				close(g.gate)
+				g.open()
 				require.NoError(t, s.Terminate(h.PID()))
 				_, err := waitEnd(t, s, h)
 				require.NoError(t, err)
@@ -225,7 +232,7 @@ func TestMailboxProcessSenderLearnsOutcome(t *testing.T) {
 				}
 			}
 			require.ElementsMatch(t, tc.seqs, seqs)
-			close(g.gate)
+			g.open()
 			require.NoError(t, s.Terminate(h.PID()))
 			require.NoError(t, s.Terminate(mh.PID()))
 			_, err = waitEnd(t, s, h)
@@ -236,70 +243,65 @@ func TestMailboxProcessSenderLearnsOutcome(t *testing.T) {
 	}
 }
 
+// TestSendContextWaitsForRoom: a SendContext to a full mailbox waits (it
+// is seen waiting before the test makes room) and delivers once the
+// process drains its mailbox; a TellContext seen waiting returns its
+// context's error when cancelled and delivers nothing.
 func TestSendContextWaitsForRoom(t *testing.T) {
 	s := newScheduler(t)
+
+	// Cancelled while waiting: the context's error, nothing delivered.
+	gc, hc := submitGated(t, s, sched.Mailbox(1, sched.MailboxReject))
+	require.NoError(t, s.Tell(hc.PID(), note{0, 0}))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancelled := make(chan error, 1)
+	go func() { cancelled <- s.TellContext(ctx, hc.PID(), note{1, 0}) }()
+	eventually(t, "TellContext to wait for room", func() bool { return sched.SendersWaitForRoom(s, hc.PID()) })
+	cancel()
+	require.ErrorIs(t, receive(t, cancelled, "TellContext's return after its context was cancelled"), context.Canceled)
+	gc.open()
+	require.NoError(t, s.Terminate(hc.PID()))
+	_, err := waitEnd(t, s, hc)
+	require.NoError(t, err)
+	require.Equal(t, []note{{0, 0}}, gc.received(), "the cancelled TellContext delivered nothing")
+
+	// Waiting for room: it returns once the process drained its mailbox.
 	g, h := submitGated(t, s, sched.Mailbox(1, sched.MailboxReject))
 	require.NoError(t, s.Tell(h.PID(), note{0, 0}))
 	require.ErrorIs(t, s.Tell(h.PID(), note{0, 1}), sched.ErrMailboxFull, "the mailbox is full")
-
-	// Cancelled while waiting: the context's error, nothing delivered.
-	ctx, cancel := context.WithCancel(context.Background())
-	cancelled := make(chan error, 1)
-	go func() { cancelled <- s.TellContext(ctx, h.PID(), note{1, 0}) }()
-	cancel()
-	select {
-	case err := <-cancelled:
-		require.ErrorIs(t, err, context.Canceled)
-	case <-time.After(10 * time.Second):
-		t.Fatal("TellContext did not return after its context was cancelled")
-	}
-
-	// Waiting for room: it returns once the process drained its mailbox.
 	done := make(chan error, 1)
 	go func() {
 		done <- s.SendContext(context.Background(), relay.Message{To: h.PID(), Data: note{2, 0}})
 	}()
-	for range 100 {
-		runtime.Gosched()
-	}
+	eventually(t, "SendContext to wait for room", func() bool { return sched.SendersWaitForRoom(s, h.PID()) })
 	select {
 	case err := <-done:
 		t.Fatalf("SendContext returned %v while the mailbox was full", err)
 	default:
 	}
-	close(g.gate) // the process drains the first message: room
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("SendContext did not return after room was made")
-	}
+	g.open() // the process drains the first message: room
+	require.NoError(t, receive(t, done, "SendContext's return after room was made"))
 	require.NoError(t, s.Terminate(h.PID()))
-	_, err := waitEnd(t, s, h)
+	_, err = waitEnd(t, s, h)
 	require.NoError(t, err)
 	require.Equal(t, []note{{0, 0}, {2, 0}}, g.received())
 }
 
+// TestSendContextProcessEnds: a TellContext seen waiting for room in the
+// mailbox of a process that then ends returns: the waiter learns that the
+// recipient is gone, or gets in if the drain came first.
 func TestSendContextProcessEnds(t *testing.T) {
 	s := newScheduler(t)
 	g, h := submitGated(t, s, sched.Mailbox(1, sched.MailboxReject))
 	require.NoError(t, s.Tell(h.PID(), note{0, 0}))
 	done := make(chan error, 1)
 	go func() { done <- s.TellContext(context.Background(), h.PID(), note{1, 0}) }()
-	for range 100 {
-		runtime.Gosched()
-	}
-	// The process finishes with its mailbox still full: the waiter learns
-	// that the recipient is gone, or gets in if the drain came first.
+	eventually(t, "TellContext to wait for room", func() bool { return sched.SendersWaitForRoom(s, h.PID()) })
+	// The process finishes with its mailbox still full.
 	require.NoError(t, s.Terminate(h.PID()))
-	close(g.gate)
-	select {
-	case err := <-done:
-		if err != nil {
-			require.ErrorIs(t, err, sched.ErrProcessNotFound)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("TellContext did not return after the process ended")
+	g.open()
+	if err := receive(t, done, "TellContext's return after the process ended"); err != nil {
+		require.ErrorIs(t, err, sched.ErrProcessNotFound)
 	}
 }
 
