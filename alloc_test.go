@@ -247,23 +247,6 @@ func (p *allocYielder) Step(evs []sched.Event, out *sched.StepOutput) error {
 	return nil
 }
 
-// allocScheduler starts a scheduler for an allocation test, shut down
-// when the test ends: every process of these tests answers the cancel
-// event of Shutdown by finishing.
-func allocScheduler(t *testing.T, workers int, opts ...sched.Option) *sched.Scheduler {
-	t.Helper()
-	s, err := sched.New(append([]sched.Option{sched.WithWorkers(workers)}, opts...)...)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := s.Shutdown(ctx); err != nil {
-			t.Errorf("Shutdown: %v", err)
-		}
-	})
-	return s
-}
-
 func allocSubmit(t *testing.T, s *sched.Scheduler, p sched.Process) relay.PID {
 	t.Helper()
 	h, err := s.Submit(context.Background(), p, "alloc", nil)
@@ -276,7 +259,7 @@ var allocWorkers = []int{1, 4}
 func TestAllocSteadyStateStep(t *testing.T) {
 	for _, workers := range allocWorkers {
 		t.Run(fmt.Sprintf("workers=%d", workers), func(t *testing.T) {
-			s := allocScheduler(t, workers)
+			s := newScheduler(t, sched.WithWorkers(workers))
 			hook := newAllocHook()
 			allocSubmit(t, s, &allocSpinner{hook: hook})
 			checkAllocs(t, "step that continues", hook.count.Load, func() {
@@ -289,7 +272,7 @@ func TestAllocSteadyStateStep(t *testing.T) {
 func TestAllocTellBetweenProcesses(t *testing.T) {
 	for _, workers := range allocWorkers {
 		t.Run(fmt.Sprintf("workers=%d", workers), func(t *testing.T) {
-			s := allocScheduler(t, workers)
+			s := newScheduler(t, sched.WithWorkers(workers))
 			hook := newAllocHook()
 			tok := &allocToken{}
 			pong := allocSubmit(t, s, &allocPinger{hook: hook, tok: tok})
@@ -304,7 +287,7 @@ func TestAllocTellBetweenProcesses(t *testing.T) {
 func TestAllocTellFromOutside(t *testing.T) {
 	for _, workers := range allocWorkers {
 		t.Run(fmt.Sprintf("workers=%d", workers), func(t *testing.T) {
-			s := allocScheduler(t, workers)
+			s := newScheduler(t, sched.WithWorkers(workers))
 			sink := &allocSink{signal: make(chan struct{}, 1)}
 			pid := allocSubmit(t, s, sink)
 			tok := &allocToken{}
@@ -326,7 +309,7 @@ func TestAllocTellFromOutside(t *testing.T) {
 func TestAllocYieldSyncHandler(t *testing.T) {
 	for _, workers := range allocWorkers {
 		t.Run(fmt.Sprintf("workers=%d", workers), func(t *testing.T) {
-			s := allocScheduler(t, workers, sched.WithHandler(cmdSync, completeAtOnce))
+			s := newScheduler(t, sched.WithWorkers(workers), sched.WithHandler(cmdSync, completeAtOnce))
 			hook := newAllocHook()
 			allocSubmit(t, s, &allocYielder{hook: hook, cmd: cmdSync})
 			checkAllocs(t, "yield -> Call.Complete in the handler -> step", hook.count.Load, func() {
@@ -343,7 +326,7 @@ func TestAllocCompleteYieldFromOutside(t *testing.T) {
 				// At most one yield is outstanding, so the handler's
 				// send on the 1-buffered channel never blocks.
 				reqs := make(chan sched.Completion, 1)
-				s := allocScheduler(t, workers, sched.WithHandler(cmdAsync, func(c sched.Call) error {
+				s := newScheduler(t, sched.WithWorkers(workers), sched.WithHandler(cmdAsync, func(c sched.Call) error {
 					reqs <- c.Completion()
 					return nil
 				}))
@@ -384,7 +367,7 @@ func TestAllocSleepRoundTrip(t *testing.T) {
 	for _, d := range sleeps {
 		for _, workers := range allocWorkers {
 			t.Run(fmt.Sprintf("sleep=%v/workers=%d", d, workers), func(t *testing.T) {
-				s := allocScheduler(t, workers)
+				s := newScheduler(t, sched.WithWorkers(workers))
 				hook := newAllocHook()
 				allocSubmit(t, s, &allocYielder{hook: hook, sleep: true, d: d})
 				checkAllocs(t, fmt.Sprintf("Sleep(%v) -> timer fired -> step", d), hook.count.Load, func() {

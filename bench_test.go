@@ -21,44 +21,37 @@ import (
 //
 //	go test -run '^$' -bench . -benchmem -count 6 . | tee new.txt
 
-// pollStats makes newBenchScheduler start a goroutine that reads the
+// pollStats makes pollStatsDuring start a goroutine that reads the
 // scheduler's Stats every 10 milliseconds: monitoring far more eager than
 // a service's metrics scraper.
 var pollStats bool
 
-func newBenchScheduler(b *testing.B, opts ...sched.Option) *sched.Scheduler {
-	b.Helper()
-	s, err := sched.New(opts...)
-	if err != nil {
-		b.Fatal(err)
+// pollStatsDuring reads s's Stats every 10 milliseconds until the
+// benchmark ends, if pollStats is set.
+func pollStatsDuring(b *testing.B, s *sched.Scheduler) {
+	if !pollStats {
+		return
 	}
-	var stop, polled chan struct{}
-	if pollStats {
-		stop, polled = make(chan struct{}), make(chan struct{})
-		go func() {
-			defer close(polled)
-			t := time.NewTicker(10 * time.Millisecond)
-			defer t.Stop()
-			for {
-				select {
-				case <-t.C:
-					_ = s.Stats()
-				case <-stop:
-					return
-				}
+	stop, polled := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(polled)
+		t := time.NewTicker(10 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				_ = s.Stats()
+			case <-stop:
+				return
 			}
-		}()
-	}
+		}
+	}()
+	// Registered after newScheduler's cleanup, so it runs before it: the
+	// polling stops before the scheduler shuts down.
 	b.Cleanup(func() {
-		if stop != nil {
-			close(stop)
-			<-polled
-		}
-		if err := s.Shutdown(context.Background()); err != nil {
-			b.Error(err)
-		}
+		close(stop)
+		<-polled
 	})
-	return s
 }
 
 // bouncer answers every message by telling its sender, until it has
@@ -98,7 +91,8 @@ func (p *bouncer) Step(evs []sched.Event, out *sched.StepOutput) error {
 func BenchmarkPingPong(b *testing.B) { benchPingPong(b) }
 
 func benchPingPong(b *testing.B, opts ...sched.Option) {
-	s := newBenchScheduler(b, opts...)
+	s := newScheduler(b, opts...)
+	pollStatsDuring(b, s)
 	ctx := context.Background()
 	half := b.N/2 + 1
 	pong, err := s.Submit(ctx, &bouncer{max: half}, "run", nil)
@@ -177,7 +171,8 @@ func (p *spawner) Step(evs []sched.Event, out *sched.StepOutput) error {
 func BenchmarkSpawn(b *testing.B) { benchSpawn(b) }
 
 func benchSpawn(b *testing.B, opts ...sched.Option) {
-	s := newBenchScheduler(b, opts...)
+	s := newScheduler(b, opts...)
+	pollStatsDuring(b, s)
 	ctx := context.Background()
 	for left := b.N; left > 0; left -= 100 {
 		h, err := s.Submit(ctx, &spawner{n: min(left, 100)}, "run", nil)
@@ -223,7 +218,8 @@ func (p *sink) Step(evs []sched.Event, out *sched.StepOutput) error {
 // BenchmarkSendToIdle: Tell from outside to an idle process, which wakes,
 // steps and goes idle again; ns/op per message.
 func BenchmarkSendToIdle(b *testing.B) {
-	s := newBenchScheduler(b)
+	s := newScheduler(b)
+	pollStatsDuring(b, s)
 	h, err := s.Submit(context.Background(), &sink{}, "run", nil)
 	if err != nil {
 		b.Fatal(err)
@@ -267,10 +263,11 @@ func BenchmarkYieldRoundTrip(b *testing.B) { benchYieldRoundTrip(b) }
 
 func benchYieldRoundTrip(b *testing.B, opts ...sched.Option) {
 	reqs := make(chan sched.Completion, 1)
-	s := newBenchScheduler(b, append(opts, sched.WithHandler(cmdEcho, func(c sched.Call) error {
+	s := newScheduler(b, append(opts, sched.WithHandler(cmdEcho, func(c sched.Call) error {
 		reqs <- c.Completion()
 		return nil
 	}))...)
+	pollStatsDuring(b, s)
 	stop := make(chan struct{})
 	go func() {
 		for {
@@ -296,9 +293,10 @@ func benchYieldRoundTrip(b *testing.B, opts ...sched.Option) {
 
 // BenchmarkYieldSync: yield -> handler completes at once -> step.
 func BenchmarkYieldSync(b *testing.B) {
-	s := newBenchScheduler(b, sched.WithHandler(cmdEcho, func(c sched.Call) error {
+	s := newScheduler(b, sched.WithHandler(cmdEcho, func(c sched.Call) error {
 		return c.Complete(nil, nil)
 	}))
+	pollStatsDuring(b, s)
 	h, err := s.Submit(context.Background(), &yielder{left: b.N}, "run", nil)
 	if err != nil {
 		b.Fatal(err)
@@ -368,7 +366,8 @@ func (n *skynetNode) Step(evs []sched.Event, out *sched.StepOutput) error {
 func BenchmarkSkynet(b *testing.B) { benchSkynet(b) }
 
 func benchSkynet(b *testing.B, opts ...sched.Option) {
-	s := newBenchScheduler(b, opts...)
+	s := newScheduler(b, opts...)
+	pollStatsDuring(b, s)
 	ctx := context.Background()
 	for b.Loop() {
 		h, err := s.Submit(ctx, &skynetNode{size: 100_000}, "run", nil)
@@ -577,7 +576,8 @@ func BenchmarkTimerLateness(b *testing.B) {
 }
 
 func benchLatenessSched(b *testing.B, c lateCase, busy int) {
-	s := newBenchScheduler(b)
+	s := newScheduler(b)
+	pollStatsDuring(b, s)
 	ctx := context.Background()
 	for range busy {
 		h, err := s.Submit(ctx, lateBusy{}, "busy", nil)

@@ -32,7 +32,7 @@ func (b *barrier) await() {
 	}
 	select {
 	case <-b.all:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testTimeout):
 		b.timeout.Store(true)
 	}
 }
@@ -57,7 +57,7 @@ type forker struct {
 func (f *forker) Step(evs []Event, out *StepOutput) error {
 	if !f.spawned {
 		f.spawned = true
-		deadline := time.Now().Add(10 * time.Second)
+		deadline := time.Now().Add(testTimeout)
 		for int(f.s.idle.count.Load()) < len(f.s.workers)-1 {
 			if time.Now().After(deadline) {
 				f.neverParked = true

@@ -227,7 +227,7 @@ func TestMailboxProcessSenderLearnsOutcome(t *testing.T) {
 					require.ErrorIs(t, ev.Error, tc.want)
 					require.Equal(t, h.PID(), ev.From, "a bounce comes from the recipient")
 					seqs = append(seqs, ev.Data.(note).seq)
-				case <-time.After(10 * time.Second):
+				case <-time.After(testTimeout):
 					t.Fatalf("only %d of %d messages came back", len(seqs), len(tc.seqs))
 				}
 			}

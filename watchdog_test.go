@@ -104,32 +104,20 @@ func TestWatchdogReportsSlowStepAndWorkMovesOn(t *testing.T) {
 	bh, err := s.Submit(context.Background(), b, "block", nil)
 	require.NoError(t, err)
 
-	select {
-	case <-b.entered:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the blocking step never started")
-	}
+	receive(t, b.entered, "the blocking step to start")
 	// While the step is blocked, the other worker takes what was queued
 	// behind it: the children from its deque, the waiter from its next
 	// slot (after the watchdog marked the worker stalled).
-	select {
-	case <-w.got:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the process in the stuck worker's next slot never ran")
-	}
+	receive(t, w.got, "the process in the stuck worker's next slot to run")
 	select {
 	case <-b.allRan:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testTimeout):
 		t.Fatalf("only %d of 50 children queued behind the stuck step ran", childRan.Load())
 	}
-	select {
-	case st := <-slow:
-		require.Equal(t, bh.PID(), st.PID)
-		require.Equal(t, "block", st.Method)
-		require.GreaterOrEqual(t, st.Duration, 20*time.Millisecond)
-	case <-time.After(10 * time.Second):
-		t.Fatal("the watchdog did not report the slow step")
-	}
+	st := receive(t, slow, "the watchdog's report of the slow step")
+	require.Equal(t, bh.PID(), st.PID)
+	require.Equal(t, "block", st.Method)
+	require.GreaterOrEqual(t, st.Duration, 20*time.Millisecond)
 	require.Equal(t, uint64(1), s.Stats().SlowSteps)
 	require.Empty(t, slow, "one slow step is reported once")
 }
@@ -144,7 +132,7 @@ type slowStepper struct {
 }
 
 func (p *slowStepper) Step(_ []sched.Event, out *sched.StepOutput) error {
-	guard := time.After(10 * time.Second)
+	guard := time.After(testTimeout)
 	done := func() bool {
 		select {
 		case <-p.reported:
@@ -212,13 +200,8 @@ func TestWatchdogReportsSlowSteps(t *testing.T) {
 			p := &slowStepper{kind: tc.kind, reported: make(chan struct{})}
 			h, err := s.Submit(context.Background(), p, "slow", nil)
 			require.NoError(t, err)
-			var st sched.SlowStepInfo
-			select {
-			case st = <-slow:
-				close(p.reported)
-			case <-time.After(10 * time.Second):
-				t.Fatal("the watchdog did not report the slow step")
-			}
+			st := receive(t, slow, "the watchdog's report of the slow step")
+			close(p.reported)
 			_, err = h.Wait(context.Background())
 			require.NoError(t, err)
 			require.Equal(t, h.PID(), st.PID)

@@ -109,11 +109,7 @@ func saturate(t testing.TB, s *Scheduler, counters []atomic.Int64, spin int) {
 		started := make(chan struct{})
 		_, err := s.Submit(context.Background(), &hot{steps: &counters[i], spin: spin, started: started}, "run", nil)
 		require.NoError(t, err)
-		select {
-		case <-started:
-		case <-time.After(30 * time.Second):
-			t.Fatalf("hot process %d never stepped", i)
-		}
+		receive(t, started, fmt.Sprintf("hot process %d to step", i))
 	}
 }
 
@@ -169,12 +165,8 @@ func TestStarvationMessageToIdleProcess(t *testing.T) {
 				// goroutine was descheduled on its way into Tell.
 				require.NoError(t, s.Tell(h.PID(), 1))
 				baseline := snapshot(hots)
-				select {
-				case counts := <-obs.counts:
-					worst = max(worst, mostSteps(baseline, counts))
-				case <-time.After(30 * time.Second):
-					t.Fatalf("the idle process was never stepped (starved)")
-				}
+				counts := receive(t, obs.counts, "the idle process to be stepped (starved?)")
+				worst = max(worst, mostSteps(baseline, counts))
 			}
 			t.Logf("most steps of a hot process before the message was stepped: %d", worst)
 			if workers == 1 {
@@ -212,14 +204,10 @@ func TestStarvationSubmission(t *testing.T) {
 		_, err := s.Submit(context.Background(), f, "run", nil)
 		require.NoError(t, err)
 		baseline := snapshot(hots) // once queued, as in TestStarvationMessageToIdleProcess
-		select {
-		case counts := <-f.counts:
-			d := mostSteps(baseline, counts)
-			require.LessOrEqual(t, d, int64(maxHotStepsBeforeTurn),
-				"a hot process made %d steps before the submission ran", d)
-		case <-time.After(30 * time.Second):
-			t.Fatalf("the submission never ran (starved)")
-		}
+		counts := receive(t, f.counts, "the submission to run (starved?)")
+		d := mostSteps(baseline, counts)
+		require.LessOrEqual(t, d, int64(maxHotStepsBeforeTurn),
+			"a hot process made %d steps before the submission ran", d)
 	}
 }
 
@@ -269,11 +257,7 @@ func TestStarvationPingPongPair(t *testing.T) {
 	hb, err := s.Submit(context.Background(), b, "run", nil)
 	require.NoError(t, err)
 	b.self.Store(&hb)
-	select {
-	case <-started:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the rally never started")
-	}
+	receive(t, started, "the rally to start")
 	// The third process reports how many exchanges the pair made while
 	// it made its first 100 steps: counted in steps, not time.
 	var third atomic.Int64
@@ -284,7 +268,7 @@ func TestStarvationPingPongPair(t *testing.T) {
 	case rallied := <-at:
 		require.Less(t, rallied, int64(100*(globalCheckInterval+maxNextRuns+1)),
 			"the pair made %d exchanges while the third process made 100 steps", rallied)
-	case <-time.After(30 * time.Second):
+	case <-time.After(testTimeout):
 		t.Fatalf("third process starved: %d steps after %d rally messages", third.Load(), hits.Load())
 	}
 }
