@@ -488,6 +488,15 @@ func (e testError) Error() string { return string(e) }
 // ctxKey is a context key type.
 type ctxKey struct{}
 
+// answerOf waits for h's process to end and returns the event it finished
+// with: the answer an asker (newAsker) got.
+func answerOf(t *testing.T, s *sched.Scheduler, h sched.Handle) sched.Event {
+	t.Helper()
+	res, err := waitEnd(t, s, h)
+	require.NoError(t, err)
+	return res.Value().(sched.Event)
+}
+
 // The stress tests' machinery. The stress tests (stress_*_test.go, one
 // file per property) run several random configurations with more workers
 // than the machine has cores, under the progress watchdog of

@@ -53,13 +53,6 @@ func newAsker(ask func(out *sched.StepOutput)) *probe {
 	}}
 }
 
-func answerOf(t *testing.T, s *sched.Scheduler, h sched.Handle) sched.Event {
-	t.Helper()
-	res, err := waitEnd(t, s, h)
-	require.NoError(t, err)
-	return res.Value().(sched.Event)
-}
-
 func TestRequest(t *testing.T) {
 	t.Run("the answer completes the yield", func(t *testing.T) {
 		s := newScheduler(t)

@@ -414,3 +414,31 @@ func TestMaxProcessesNeverExceeded(t *testing.T) {
 	_, err = sched.New(sched.WithMaxProcesses(0))
 	require.ErrorIs(t, err, sched.ErrInvalidOption)
 }
+
+// countedProc tracks how many instances are between Init and Close.
+type countedProc struct {
+	live, peak *atomic.Int64
+	release    <-chan struct{}
+}
+
+func (m *countedProc) Init(context.Context, string, payload.Payloads) error {
+	n := m.live.Add(1)
+	for {
+		p := m.peak.Load()
+		if n <= p || m.peak.CompareAndSwap(p, n) {
+			break
+		}
+	}
+	return nil
+}
+
+func (m *countedProc) Close() { m.live.Add(-1) }
+
+func (m *countedProc) Step(evs []sched.Event, out *sched.StepOutput) error {
+	if len(evs) == 0 {
+		out.Yield(1, cmdTest, nil) // wait for the release
+		return nil
+	}
+	out.Done(payload.Payload{})
+	return nil
+}

@@ -309,7 +309,11 @@ func TestSleepWhileEveryWorkerParks(t *testing.T) {
 // against a plain map: the earliest entry, the index of every entry, the
 // count, and the shrinking of a heap that empties.
 func TestTimerShardAgainstModel(t *testing.T) {
-	for seed := range uint64(10) {
+	seeds := uint64(10)
+	if testing.Short() {
+		seeds = 3
+	}
+	for seed := range seeds {
 		rng := rand.New(rand.NewPCG(seed, 11))
 		var sh timerShard
 		model := map[uint64]timerEntry{} // by seq

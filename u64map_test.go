@@ -12,7 +12,11 @@ import (
 // re-insertions), sequential runs (the usual shape of tags) and the full
 // range (0 and the maximum included).
 func TestU64MapAgainstMap(t *testing.T) {
-	for seed := range uint64(20) {
+	seeds := uint64(20)
+	if testing.Short() {
+		seeds = 5
+	}
+	for seed := range seeds {
 		rng := rand.New(rand.NewPCG(seed, 7))
 		var m u64map
 		model := map[uint64]uint64{}
