@@ -131,12 +131,10 @@ func BenchmarkGoroutinePingPong(b *testing.B) {
 }
 
 // oneStep finishes in its first step.
-type oneStep struct{ stepOnly }
-
-func (oneStep) Step(_ []sched.Event, out *sched.StepOutput) error {
+var oneStep = stepFunc(func(_ []sched.Event, out *sched.StepOutput) error {
 	out.Done(payload.Payload{})
 	return nil
-}
+})
 
 // spawner spawns n trivial children from inside the scheduler and waits
 // for all of them.
@@ -149,7 +147,7 @@ func (p *spawner) Step(evs []sched.Event, out *sched.StepOutput) error {
 	if p.left == 0 && len(evs) == 0 {
 		p.left = p.n
 		for i := range p.n {
-			out.SpawnAwait(uint64(i), oneStep{}, "run", nil)
+			out.SpawnAwait(uint64(i), oneStep, "run", nil)
 		}
 		return nil
 	}
@@ -521,9 +519,7 @@ func busyFor(d time.Duration) {
 
 // lateBusy is the background load of BenchmarkTimerLateness: it
 // computes for lateBusyStep per step and continues until cancelled.
-type lateBusy struct{ stepOnly }
-
-func (lateBusy) Step(evs []sched.Event, out *sched.StepOutput) error {
+var lateBusy = stepFunc(func(evs []sched.Event, out *sched.StepOutput) error {
 	for _, ev := range evs {
 		if ev.Type == sched.EventCancel {
 			out.Done(payload.Payload{})
@@ -533,7 +529,7 @@ func (lateBusy) Step(evs []sched.Event, out *sched.StepOutput) error {
 	busyFor(lateBusyStep)
 	out.Continue()
 	return nil
-}
+})
 
 // BenchmarkTimerLateness measures how late sleepers wake up: procs
 // processes each sleep several times in a row for a random 1 to 5 times
@@ -580,7 +576,7 @@ func benchLatenessSched(b *testing.B, c lateCase, busy int) {
 	pollStatsDuring(b, s)
 	ctx := context.Background()
 	for range busy {
-		h, err := s.Submit(ctx, lateBusy{}, "busy", nil)
+		h, err := s.Submit(ctx, lateBusy, "busy", nil)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -141,17 +141,6 @@ func (stepFunc) Init(context.Context, string, payload.Payloads) error  { return 
 func (f stepFunc) Step(evs []sched.Event, out *sched.StepOutput) error { return f(evs, out) }
 func (stepFunc) Close()                                                {}
 
-// numbered makes a stepFunc of a step function that is also told the
-// step's number (0 for the first).
-func numbered(step func(n int, evs []sched.Event, out *sched.StepOutput) error) stepFunc {
-	n := 0
-	return func(evs []sched.Event, out *sched.StepOutput) error {
-		i := n
-		n++
-		return step(i, evs, out)
-	}
-}
-
 // stepOnly gives a struct process the Init and Close of a stepFunc: it
 // is embedded by test processes that keep state in a struct and need
 // neither. It has no size, so it changes no allocation a test measures.

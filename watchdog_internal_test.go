@@ -278,7 +278,7 @@ func TestWatchdogWithoutRunnableGauge(t *testing.T) {
 			return false
 		}
 	}
-	h, err := s.Submit(context.Background(), &stepUntil{cond: cond}, "yield", nil)
+	h, err := s.Submit(context.Background(), stepUntil(cond), "yield", nil)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*wdGuard)
 	defer cancel()
@@ -288,17 +288,14 @@ func TestWatchdogWithoutRunnableGauge(t *testing.T) {
 	require.Equal(t, uint64(1), s.Stats().SlowSteps)
 }
 
-// stepUntil's one step yields the processor until cond holds (or the
-// guard expires).
-type stepUntil struct {
-	stepOnly
-	cond func() bool
-}
-
-func (p *stepUntil) Step(_ []Event, out *StepOutput) error {
-	waitForProcessorUntil(p.cond)
-	out.Done(payload.Payload{})
-	return nil
+// stepUntil returns a process whose one step yields the processor until
+// cond holds (or the guard expires).
+func stepUntil(cond func() bool) stepFunc {
+	return func(_ []Event, out *StepOutput) error {
+		waitForProcessorUntil(cond)
+		out.Done(payload.Payload{})
+		return nil
+	}
 }
 
 // TestWatchdogQuietWhileProcessorsSaturated: processes make short steps
