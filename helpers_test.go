@@ -560,6 +560,18 @@ func stressConfigs(t *testing.T, base uint64, n int) []stressConfig {
 	return cfgs
 }
 
+// eachConfig runs run as a subtest on each of stressConfigs(t, base, n),
+// and stops at the first that fails: one failing configuration is
+// enough to report.
+func eachConfig(t *testing.T, base uint64, n int, run func(t *testing.T, cfg stressConfig)) {
+	t.Helper()
+	for _, cfg := range stressConfigs(t, base, n) {
+		if !t.Run(cfg.String(), func(t *testing.T) { run(t, cfg) }) {
+			break
+		}
+	}
+}
+
 // shortStressRuns is how many configurations of each stress test run
 // under -short.
 const shortStressRuns = 2

@@ -293,13 +293,9 @@ func (w *lifeWorld) checkEnd(kind endKind, res payload.Payload, err error) error
 // once, after its last step; every Handle reports the right outcome and
 // every awaited child's result reaches its parent.
 func TestStressCloseExactlyOnce(t *testing.T) {
-	for _, cfg := range stressConfigs(t, 4, 24) {
-		if !t.Run(cfg.String(), func(t *testing.T) {
-			runLifecycle(t, cfg, 800*stressScale)
-		}) {
-			break // one failing configuration is enough to report
-		}
-	}
+	eachConfig(t, 4, 24, func(t *testing.T, cfg stressConfig) {
+		runLifecycle(t, cfg, 800*stressScale)
+	})
 }
 
 func runLifecycle(t *testing.T, cfg stressConfig, procs int) {

@@ -176,13 +176,9 @@ func (n *fifoNode) receive(m fifoMsg, from relay.PID) {
 // as it happens; a lost message stalls its receiver, and the watchdog
 // lists the messages never delivered.
 func TestStressExactlyOnceFIFO(t *testing.T) {
-	for _, cfg := range stressConfigs(t, 1, 10) {
-		if !t.Run(cfg.String(), func(t *testing.T) {
-			runFIFO(t, cfg, 64, 1000*stressScale, 4, 4000*stressScale)
-		}) {
-			break // one failing configuration is enough to report
-		}
-	}
+	eachConfig(t, 1, 10, func(t *testing.T, cfg stressConfig) {
+		runFIFO(t, cfg, 64, 1000*stressScale, 4, 4000*stressScale)
+	})
 }
 
 func runFIFO(t *testing.T, cfg stressConfig, nodes, perNode, exts, perExt int) {

@@ -130,13 +130,9 @@ func (p *exclProc) Step(evs []sched.Event, out *sched.StepOutput) error {
 // yield completes exactly once, and that a second or bogus completion is
 // refused without delivering anything.
 func TestStressNoConcurrentSteps(t *testing.T) {
-	for _, cfg := range stressConfigs(t, 2, 12) {
-		if !t.Run(cfg.String(), func(t *testing.T) {
-			runExclusive(t, cfg, 64, 200*stressScale)
-		}) {
-			break // one failing configuration is enough to report
-		}
-	}
+	eachConfig(t, 2, 12, func(t *testing.T, cfg stressConfig) {
+		runExclusive(t, cfg, 64, 200*stressScale)
+	})
 }
 
 func runExclusive(t *testing.T, cfg stressConfig, procs, steps int) {

@@ -187,13 +187,9 @@ func (p *trafficProc) Step(evs []sched.Event, out *sched.StepOutput) error {
 // scheduler that stops serving before the cleanups complete stalls and is
 // dumped by the watchdog.
 func TestStressShutdownUnderTraffic(t *testing.T) {
-	for _, cfg := range stressConfigs(t, 5, 16) {
-		if !t.Run(cfg.String(), func(t *testing.T) {
-			runShutdown(t, cfg, 64, 0, false)
-		}) {
-			break // one failing configuration is enough to report
-		}
-	}
+	eachConfig(t, 5, 16, func(t *testing.T, cfg stressConfig) {
+		runShutdown(t, cfg, 64, 0, false)
+	})
 }
 
 // TestStressShutdownForced: processes that ignore their cancel (idle,

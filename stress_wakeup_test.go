@@ -162,13 +162,9 @@ func (p *wakeProc) report() {
 // during dispatch). A lost wakeup leaves a process waiting with an event
 // queued; the watchdog then fails with those processes listed.
 func TestStressNoLostWakeup(t *testing.T) {
-	for _, cfg := range stressConfigs(t, 3, 12) {
-		if !t.Run(cfg.String(), func(t *testing.T) {
-			runWakeups(t, cfg, 64, 800*stressScale)
-		}) {
-			break // one failing configuration is enough to report
-		}
-	}
+	eachConfig(t, 3, 12, func(t *testing.T, cfg stressConfig) {
+		runWakeups(t, cfg, 64, 800*stressScale)
+	})
 }
 
 func runWakeups(t *testing.T, cfg stressConfig, procs, rounds int) {
