@@ -387,40 +387,38 @@ func TestAllocSleepRoundTrip(t *testing.T) {
 // The tests measure with testing.AllocsPerRun and allow a tenth of an
 // allocation per process for the parent's buffers that grow and shrink
 // with each batch; the race runtime may allocate more (see
-// sRaceAllocBound), so under it the bound is half an allocation looser.
+// raceAllocBound), so under it the bound is half an allocation looser.
 const (
-	sStartOps        = 100 // processes started per measured call
-	sStartBatch      = 25  // children spawned per parent step: stays within the small pending set and the kept mailbox
-	sStartAllocSlack = 0.1
+	startOps        = 100 // processes started per measured call
+	startBatch      = 25  // children spawned per parent step: stays within the small pending set and the kept mailbox
+	startAllocSlack = 0.1
 )
 
-// sStartOnce ends in its first step with a pointer result (boxing it
+// startOnce ends in its first step with a pointer result (boxing it
 // allocates nothing), after telling the test on done.
-type sStartOnce struct {
+type startOnce struct {
+	stepOnly
 	done chan<- struct{}
-	tok  *sAllocToken
+	tok  *allocToken
 }
 
-func (p *sStartOnce) Init(context.Context, string, payload.Payloads) error { return nil }
-func (p *sStartOnce) Close()                                               {}
-func (p *sStartOnce) Step(_ []sched.Event, out *sched.StepOutput) error {
+func (p *startOnce) Step(_ []sched.Event, out *sched.StepOutput) error {
 	p.done <- struct{}{}
 	out.Done(payload.Of(p.tok))
 	return nil
 }
 
-// sStartParent spawns sStartBatch children per message it receives,
+// startParent spawns startBatch children per message it receives,
 // awaiting them if await is set.
-type sStartParent struct {
+type startParent struct {
+	stepOnly
 	done  chan<- struct{}
-	tok   *sAllocToken
+	tok   *allocToken
 	await bool
 	tag   uint64
 }
 
-func (p *sStartParent) Init(context.Context, string, payload.Payloads) error { return nil }
-func (p *sStartParent) Close()                                               {}
-func (p *sStartParent) Step(evs []sched.Event, out *sched.StepOutput) error {
+func (p *startParent) Step(evs []sched.Event, out *sched.StepOutput) error {
 	for i := range evs {
 		switch {
 		case evs[i].Type == sched.EventCancel:
@@ -431,32 +429,32 @@ func (p *sStartParent) Step(evs []sched.Event, out *sched.StepOutput) error {
 		case evs[i].Type != sched.EventMessage:
 			continue
 		}
-		for range sStartBatch {
+		for range startBatch {
 			p.tag++
 			if p.await {
-				out.SpawnAwait(p.tag, &sStartOnce{done: p.done, tok: p.tok}, "run", nil)
+				out.SpawnAwait(p.tag, &startOnce{done: p.done, tok: p.tok}, "run", nil)
 			} else {
-				out.Spawn(p.tag, &sStartOnce{done: p.done, tok: p.tok}, "run", nil)
+				out.Spawn(p.tag, &startOnce{done: p.done, tok: p.tok}, "run", nil)
 			}
 		}
 	}
 	return nil
 }
 
-// sCheckStartAllocs measures f, which starts sStartOps processes and
+// checkStartAllocs measures f, which starts startOps processes and
 // waits for them, with testing.AllocsPerRun, and fails if a process
 // costs more than want allocations.
-func sCheckStartAllocs(t *testing.T, what string, want float64, f func()) {
+func checkStartAllocs(t *testing.T, what string, want float64, f func()) {
 	t.Helper()
 	for range 3 {
 		f() // warm up
 	}
-	runs := sAllocRuns
-	bound := want + sStartAllocSlack
+	runs := allocRuns
+	bound := want + startAllocSlack
 	if raceEnabled {
-		runs, bound = sAllocRaceRuns, bound+0.5
+		runs, bound = allocRaceRuns, bound+0.5
 	}
-	perProc := testing.AllocsPerRun(runs, f) / sStartOps
+	perProc := testing.AllocsPerRun(runs, f) / startOps
 	t.Logf("%s: %.2f allocations per process, want at most %v; race detector %v", what, perProc, want, raceEnabled)
 	if perProc > bound {
 		t.Errorf("%s: %.2f allocations per process, want at most %v (the process value and the scheduler's record)", what, perProc, want)
@@ -464,34 +462,34 @@ func sCheckStartAllocs(t *testing.T, what string, want float64, f func()) {
 }
 
 func TestAllocSubmit(t *testing.T) {
-	s := sAllocScheduler(t, 2)
+	s := newScheduler(t, sched.WithWorkers(2))
 	ctx := context.Background()
-	done := make(chan struct{}, sStartOps)
-	tok := &sAllocToken{}
-	sCheckStartAllocs(t, "Submit of a process that ends with a result", 2, func() {
-		for range sStartOps {
-			if _, err := s.Submit(ctx, &sStartOnce{done: done, tok: tok}, "run", nil); err != nil {
+	done := make(chan struct{}, startOps)
+	tok := &allocToken{}
+	checkStartAllocs(t, "Submit of a process that ends with a result", 2, func() {
+		for range startOps {
+			if _, err := s.Submit(ctx, &startOnce{done: done, tok: tok}, "run", nil); err != nil {
 				t.Fatal(err)
 			}
 		}
-		for range sStartOps {
+		for range startOps {
 			<-done
 		}
 	})
 }
 
 func testAllocSpawn(t *testing.T, await bool, what string) {
-	s := sAllocScheduler(t, 2)
-	done := make(chan struct{}, sStartOps)
-	parent := sAllocSubmit(t, s, &sStartParent{done: done, tok: &sAllocToken{}, await: await})
-	msg := &sAllocToken{}
-	sCheckStartAllocs(t, what, 3, func() {
-		for range sStartOps / sStartBatch {
+	s := newScheduler(t, sched.WithWorkers(2))
+	done := make(chan struct{}, startOps)
+	parent := allocSubmit(t, s, &startParent{done: done, tok: &allocToken{}, await: await})
+	msg := &allocToken{}
+	checkStartAllocs(t, what, 3, func() {
+		for range startOps / startBatch {
 			if err := s.Tell(parent, msg); err != nil {
 				t.Fatal(err)
 			}
 		}
-		for range sStartOps {
+		for range startOps {
 			<-done
 		}
 	})
