@@ -149,36 +149,6 @@ type stepOnly struct{}
 func (stepOnly) Init(context.Context, string, payload.Payloads) error { return nil }
 func (stepOnly) Close()                                               {}
 
-// tagSet hands out the yield tags of a process and tracks which of them
-// are outstanding, so that a test can tell a completion it expects from
-// one it does not. Owner only (the process's own steps).
-type tagSet struct {
-	last    uint64
-	pending map[uint64]bool
-}
-
-// newTag returns a fresh tag and marks it outstanding.
-func (ts *tagSet) newTag() uint64 {
-	if ts.pending == nil {
-		ts.pending = map[uint64]bool{}
-	}
-	ts.last++
-	ts.pending[ts.last] = true
-	return ts.last
-}
-
-// complete marks tag completed and reports whether it was outstanding.
-func (ts *tagSet) complete(tag uint64) bool {
-	if !ts.pending[tag] {
-		return false
-	}
-	delete(ts.pending, tag)
-	return true
-}
-
-// outstanding returns how many tags are not completed yet.
-func (ts *tagSet) outstanding() int { return len(ts.pending) }
-
 // receive receives from ch or fails the test after testTimeout.
 func receive[T any](t testing.TB, ch <-chan T, what string) T {
 	t.Helper()
@@ -882,3 +852,33 @@ func mix64(x uint64) uint64 {
 	x = (x ^ x>>27) * 0x94D049BB133111EB
 	return x ^ x>>31
 }
+
+// tagSet hands out the yield tags of a stress process and tracks which
+// of them are outstanding, so that the process can tell a completion it
+// expects from one it does not. Owner only (the process's own steps).
+type tagSet struct {
+	last    uint64
+	pending map[uint64]bool
+}
+
+// newTag returns a fresh tag and marks it outstanding.
+func (ts *tagSet) newTag() uint64 {
+	if ts.pending == nil {
+		ts.pending = map[uint64]bool{}
+	}
+	ts.last++
+	ts.pending[ts.last] = true
+	return ts.last
+}
+
+// complete marks tag completed and reports whether it was outstanding.
+func (ts *tagSet) complete(tag uint64) bool {
+	if !ts.pending[tag] {
+		return false
+	}
+	delete(ts.pending, tag)
+	return true
+}
+
+// outstanding returns how many tags are not completed yet.
+func (ts *tagSet) outstanding() int { return len(ts.pending) }
