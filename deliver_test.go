@@ -15,6 +15,9 @@ import (
 	"github.com/procsched/scheduler/relay"
 )
 
+// Tests of delivery from every entry point (deliver.go): messages,
+// Terminate, unknown PIDs, and the transport to other nodes.
+
 func TestMessages(t *testing.T) {
 	t.Run("Send wakes an idle process", func(t *testing.T) {
 		s := newScheduler(t)

@@ -9,6 +9,10 @@ import (
 	"github.com/procsched/scheduler/relay"
 )
 
+// Tests of the String methods of the enumerations a user prints: event
+// types (event.go) and, in the same table, states, exit reasons,
+// dead-letter reasons and pool policies.
+
 func TestStrings(t *testing.T) {
 	tests := []struct {
 		got, want string

@@ -10,6 +10,8 @@ import (
 	sched "github.com/procsched/scheduler"
 )
 
+// Tests of the Handle (handle.go).
+
 func TestHandleBeforeEnd(t *testing.T) {
 	s := newScheduler(t)
 	p := &probe{step: untilMessage}

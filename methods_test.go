@@ -10,6 +10,8 @@ import (
 	"github.com/procsched/scheduler/payload"
 )
 
+// Tests of the method names (methods.go).
+
 // TestManyMethodNames: processes with more distinct entry points than
 // are interned still report their own.
 func TestManyMethodNames(t *testing.T) {

@@ -15,6 +15,8 @@ import (
 	"github.com/procsched/scheduler/payload"
 )
 
+// Tests of the options (options.go), the logger included.
+
 func TestOptions(t *testing.T) {
 	h := func(sched.Call) error { return nil }
 	bad := []struct {

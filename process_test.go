@@ -11,6 +11,8 @@ import (
 	"github.com/procsched/scheduler/payload"
 )
 
+// Tests of the Process interface and its StepOutput (process.go).
+
 // TestDoneIsFinal: a step that calls Done ends the process whatever it
 // writes after, Continue and yields included.
 func TestDoneIsFinal(t *testing.T) {

@@ -13,6 +13,8 @@ import (
 	"github.com/procsched/scheduler/relay"
 )
 
+// Tests of the process listing (processes.go).
+
 func TestProcesses(t *testing.T) {
 	completions := make(chan sched.Completion, 1)
 	s := newScheduler(t, sched.WithHandler(cmdTest, func(c sched.Call) error {

@@ -16,6 +16,9 @@ import (
 	"github.com/procsched/scheduler/payload"
 )
 
+// Tests of starting and finishing a process (start.go): Submit, Init, the
+// ways a process ends, Close exactly once, and the process limit.
+
 func TestSubmitResult(t *testing.T) {
 	tests := []struct {
 		name string

@@ -12,6 +12,8 @@ import (
 	"github.com/procsched/scheduler/relay"
 )
 
+// Tests of the statistics (stats.go).
+
 // TestStats runs a known workload and checks the counters.
 func TestStats(t *testing.T) {
 	s := newScheduler(t, sched.WithWorkers(2))

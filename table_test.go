@@ -12,6 +12,8 @@ import (
 	"github.com/procsched/scheduler/relay"
 )
 
+// Tests of the process table (table.go): PIDs and their reuse.
+
 // TestPIDsNeverReused submits and finishes waves of processes, so that
 // table slots are freed and taken again, and checks that no PID comes
 // back, including those of processes whose Init failed in between.

@@ -16,6 +16,9 @@ import (
 	"github.com/procsched/scheduler/payload"
 )
 
+// Tests of timers seen from outside (timer.go): sleeps and yield
+// deadlines. timer_internal_test.go looks inside the timer shards.
+
 // oneYield submits a process that writes yield at its first step (the
 // completion it waits for has tag 1) and ends with that completion.
 func oneYield(t *testing.T, s *sched.Scheduler, yield func(out *sched.StepOutput)) (sched.Handle, *probe) {

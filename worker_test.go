@@ -17,6 +17,9 @@ import (
 	"github.com/procsched/scheduler/relay"
 )
 
+// Tests of the worker's loop (worker.go) seen from outside: what a step is
+// given, and what the worker goroutines carry for tracing and profiling.
+
 // TestFirstStepHasNoEvents: the first Step gets no events, even when
 // events were queued before it ran (Process: "The first call has no
 // events"). One worker is kept busy so that the events arrive before the
