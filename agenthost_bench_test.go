@@ -27,7 +27,7 @@ import (
 //     completion, and the timer is released when the fetch wins.
 //
 // It reports steps per session, the figure the second shape improves: a
-// session of ahRounds rounds needs 2 per round (the answer, the user's
+// session of agentRounds rounds needs 2 per round (the answer, the user's
 // next message). The two-tag shape's leftover completions cost a step
 // when they arrive while the session waits for its user; when the
 // machine is overloaded they arrive together with other events and
@@ -48,46 +48,46 @@ func BenchmarkAgentHost(b *testing.B) {
 // timeout between them, the user's think time, and the rounds (user
 // messages) per session.
 const (
-	ahFast    = 2 * time.Millisecond
-	ahSlow    = 60 * time.Millisecond
-	ahTimeout = 30 * time.Millisecond
-	ahThink   = 5 * time.Millisecond
-	ahRounds  = 6
-	ahFetch   = sched.FirstUserCommand + 30
+	agentFast    = 2 * time.Millisecond
+	agentSlow    = 60 * time.Millisecond
+	agentTimeout = 30 * time.Millisecond
+	agentThink   = 5 * time.Millisecond
+	agentRounds  = 6
+	agentFetch   = sched.FirstUserCommand + 30
 )
 
-// ahFetchHandler is the slow service: it answers after ahFast, or ahSlow
+// agentFetchHandler is the slow service: it answers after agentFast, or agentSlow
 // for one call in ten.
-func ahFetchHandler(c sched.Call) error {
-	d := ahFast
+func agentFetchHandler(c sched.Call) error {
+	d := agentFast
 	if c.Arg.(int)%10 == 0 {
-		d = ahSlow
+		d = agentSlow
 	}
 	done := c.Completion()
 	time.AfterFunc(d, func() { _ = done.Complete("answer", nil) })
 	return nil
 }
 
-// ahThinkTime is a user's pause before the next message, spread so that
+// agentThinkTime is a user's pause before the next message, spread so that
 // sessions drift apart.
-func ahThinkTime(id, round int) time.Duration {
-	return ahThink + time.Duration((id*7+round*13)%10)*time.Millisecond/2
+func agentThinkTime(id, round int) time.Duration {
+	return agentThink + time.Duration((id*7+round*13)%10)*time.Millisecond/2
 }
 
 func benchAgentHost(b *testing.B, sessions int, shape string) {
 	b.ReportAllocs()
 	var steps, n float64
 	for b.Loop() {
-		s, err := sched.New(sched.WithHandler(ahFetch, ahFetchHandler))
+		s, err := sched.New(sched.WithHandler(agentFetch, agentFetchHandler))
 		if err != nil {
 			b.Fatal(err)
 		}
 		ctx := context.Background()
 		hs := make([]sched.Handle, sessions)
 		for i := range hs {
-			var p sched.Process = &ahTwoTags{id: i}
+			var p sched.Process = &agentTwoTags{id: i}
 			if shape == "timeout" {
-				p = &ahTimeoutSession{id: i}
+				p = &agentTimeoutSession{id: i}
 			}
 			if hs[i], err = s.Submit(ctx, p, "session", nil); err != nil {
 				b.Fatal(err)
@@ -111,79 +111,79 @@ func benchAgentHost(b *testing.B, sessions int, shape string) {
 
 // Tags of the agent-host sessions: the user's next message, and the
 // fetch. The two-tag shape gives each round's fetch and timer tags of
-// their own (ahTagRound + 2*round and the one after it), as it must: the
+// their own (agentTagRound + 2*round and the one after it), as it must: the
 // loser of one round is still outstanding when the next round starts.
 const (
-	ahTagThink = 1
-	ahTagFetch = 2
-	ahTagRound = 16
+	agentTagThink = 1
+	agentTagFetch = 2
+	agentTagRound = 16
 )
 
-// ahTwoTags is a session that bounds its fetch with a second timer.
-type ahTwoTags struct {
+// agentTwoTags is a session that bounds its fetch with a second timer.
+type agentTwoTags struct {
 	stepOnly
 	id, round int
 	fetching  bool
 }
 
-func (a *ahTwoTags) Step(events []sched.Event, out *sched.StepOutput) error {
+func (a *agentTwoTags) Step(events []sched.Event, out *sched.StepOutput) error {
 	if len(events) == 0 {
 		a.fetch(out) // the first message
 	}
 	for _, ev := range events {
 		switch {
-		case ev.Tag == ahTagThink:
+		case ev.Tag == agentTagThink:
 			a.fetch(out)
-		case a.fetching && ev.Tag >= ahTagRound+2*uint64(a.round):
+		case a.fetching && ev.Tag >= agentTagRound+2*uint64(a.round):
 			// This round's answer or timer, whichever came first: the
 			// round is over. The other one still comes, later, for
 			// nothing, as do the losers of earlier rounds.
 			a.fetching = false
-			if a.round == ahRounds {
+			if a.round == agentRounds {
 				out.Done(payload.Payload{})
 				return nil
 			}
-			out.Sleep(ahTagThink, ahThinkTime(a.id, a.round))
+			out.Sleep(agentTagThink, agentThinkTime(a.id, a.round))
 		}
 	}
 	return nil
 }
 
-func (a *ahTwoTags) fetch(out *sched.StepOutput) {
+func (a *agentTwoTags) fetch(out *sched.StepOutput) {
 	a.round++
 	a.fetching = true
-	tag := ahTagRound + 2*uint64(a.round)
-	out.Yield(tag, ahFetch, a.id+a.round)
-	out.Sleep(tag+1, ahTimeout)
+	tag := agentTagRound + 2*uint64(a.round)
+	out.Yield(tag, agentFetch, a.id+a.round)
+	out.Sleep(tag+1, agentTimeout)
 }
 
-// ahTimeoutSession is a session that bounds its fetch with Timeout.
-type ahTimeoutSession struct {
+// agentTimeoutSession is a session that bounds its fetch with Timeout.
+type agentTimeoutSession struct {
 	stepOnly
 	id, round int
 }
 
-func (a *ahTimeoutSession) Step(events []sched.Event, out *sched.StepOutput) error {
+func (a *agentTimeoutSession) Step(events []sched.Event, out *sched.StepOutput) error {
 	if len(events) == 0 {
 		a.fetch(out)
 	}
 	for _, ev := range events {
 		switch ev.Tag {
-		case ahTagThink:
+		case agentTagThink:
 			a.fetch(out)
-		case ahTagFetch: // the answer, or ErrTimeout
-			if a.round == ahRounds {
+		case agentTagFetch: // the answer, or ErrTimeout
+			if a.round == agentRounds {
 				out.Done(payload.Payload{})
 				return nil
 			}
-			out.Sleep(ahTagThink, ahThinkTime(a.id, a.round))
+			out.Sleep(agentTagThink, agentThinkTime(a.id, a.round))
 		}
 	}
 	return nil
 }
 
-func (a *ahTimeoutSession) fetch(out *sched.StepOutput) {
+func (a *agentTimeoutSession) fetch(out *sched.StepOutput) {
 	a.round++
-	out.Yield(ahTagFetch, ahFetch, a.id+a.round)
-	out.Timeout(ahTagFetch, ahTimeout)
+	out.Yield(agentTagFetch, agentFetch, a.id+a.round)
+	out.Timeout(agentTagFetch, agentTimeout)
 }
