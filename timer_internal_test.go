@@ -137,13 +137,22 @@ func TestTimerOfEndedProcessNeverFires(t *testing.T) {
 	const n = 200
 	s := newScheduler(t, WithWorkers(1))
 	var mu sync.Mutex
-	fired := map[uint64]int{} // by process ID
+	fired := map[uint64]int{}    // timers taken to fire, by process ID
+	afterEnd := map[uint64]int{} // of those, taken once the process had ended
 	hook := func(hs *Scheduler, pid, _ uint64) {
 		if hs != s {
 			return
 		}
+		// One worker fires the timers and runs the steps, so a process
+		// found gone here ended before its timer was taken: the timer
+		// outlived it. (A stalled machine may make both of a process's
+		// timers due in one batch while it still lives; that is fine.)
+		gone := hs.table.lookup(pid) == nil
 		mu.Lock()
 		fired[pid]++
+		if gone {
+			afterEnd[pid]++
+		}
 		mu.Unlock()
 	}
 	testHookTimerFire.Store(&hook)
@@ -186,8 +195,9 @@ func TestTimerOfEndedProcessNeverFires(t *testing.T) {
 
 	mu.Lock()
 	defer mu.Unlock()
+	require.Empty(t, afterEnd, "timers taken to fire after their process ended, by process ID")
 	for _, h := range hs {
-		require.Equal(t, 1, fired[h.PID().ID], "timers fired for %v, which ended after its first", h.PID())
+		require.GreaterOrEqual(t, fired[h.PID().ID], 1, "the due timer of %v never fired", h.PID())
 	}
 	require.Equal(t, 1, fired[witness.PID().ID], "timers fired for the witness")
 	require.Len(t, fired, n+1, "processes timers were fired for")
