@@ -183,6 +183,33 @@ func benchSpawn(b *testing.B, opts ...sched.Option) {
 	}
 }
 
+// BenchmarkSubmit: a goroutine outside the scheduler submits b.N
+// processes that end in their first step, as fast as it can, dropping
+// the handles; ns/op is per process, up to the end of the last one.
+// wakes/op is how many times a parked worker was woken per Submit: a
+// burst should wake few. pops/op is how many times workers took from
+// the global queue per Submit.
+func BenchmarkSubmit(b *testing.B) {
+	s := newScheduler(b)
+	pollStatsDuring(b, s)
+	ctx := context.Background()
+	before := s.Stats()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if _, err := s.Submit(ctx, oneStep, "run", nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for s.Stats().Processes.Live > 0 {
+		runtime.Gosched()
+	}
+	b.StopTimer()
+	after := s.Stats()
+	b.ReportMetric(float64(after.Wakes-before.Wakes)/float64(b.N), "wakes/op")
+	b.ReportMetric(float64(after.GlobalPops-before.GlobalPops)/float64(b.N), "pops/op")
+}
+
 // BenchmarkGoroutineSpawn: the same with goroutines and a WaitGroup-like
 // channel count.
 func BenchmarkGoroutineSpawn(b *testing.B) {
