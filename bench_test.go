@@ -259,6 +259,101 @@ func BenchmarkSendToIdle(b *testing.B) {
 	}
 }
 
+// fanReceivers is how many receivers the fan-out benchmarks feed.
+const fanReceivers = 1000
+
+// fanCounter counts messages and finishes when it has want of them.
+type fanCounter struct {
+	stepOnly
+	want, got int
+}
+
+func (p *fanCounter) Step(evs []sched.Event, out *sched.StepOutput) error {
+	for _, ev := range evs {
+		if ev.Type == sched.EventMessage {
+			p.got++
+		}
+	}
+	if p.got == p.want {
+		out.Done(payload.Payload{})
+	}
+	return nil
+}
+
+// fanner tells left messages round-robin to its receivers, one message
+// to each receiver per step.
+type fanner struct {
+	stepOnly
+	to   []relay.PID
+	left int
+}
+
+func (p *fanner) Step(_ []sched.Event, out *sched.StepOutput) error {
+	for _, to := range p.to[:min(len(p.to), p.left)] {
+		out.Tell(to, p)
+	}
+	p.left -= min(len(p.to), p.left)
+	if p.left > 0 {
+		out.Continue()
+	} else {
+		out.Done(payload.Payload{})
+	}
+	return nil
+}
+
+// BenchmarkFanOut: one process tells b.N messages round-robin to
+// fanReceivers processes; ns/op is per message, up to the last receiver's
+// end. BenchmarkGoroutineFanOut is the same with buffered channels.
+func BenchmarkFanOut(b *testing.B) {
+	s := newScheduler(b)
+	pollStatsDuring(b, s)
+	ctx := context.Background()
+	n := max(b.N/fanReceivers, 1) * fanReceivers
+	hs := make([]sched.Handle, fanReceivers)
+	pids := make([]relay.PID, fanReceivers)
+	for i := range hs {
+		h, err := s.Submit(ctx, &fanCounter{want: n / fanReceivers}, "run", nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		hs[i], pids[i] = h, h.PID()
+	}
+	before := s.Stats().Steps
+	b.ResetTimer()
+	if _, err := s.Submit(ctx, &fanner{to: pids, left: n}, "run", nil); err != nil {
+		b.Fatal(err)
+	}
+	for _, h := range hs {
+		if _, err := h.Wait(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(n)/float64(s.Stats().Steps-before), "msgs/step")
+}
+
+func BenchmarkGoroutineFanOut(b *testing.B) {
+	n := max(b.N/fanReceivers, 1) * fanReceivers
+	chs := make([]chan *int, fanReceivers)
+	var wg sync.WaitGroup
+	for i := range chs {
+		chs[i] = make(chan *int, n/fanReceivers) // never full, as in the harness
+		wg.Add(1)
+		go func(ch chan *int) {
+			defer wg.Done()
+			for range n / fanReceivers {
+				<-ch
+			}
+		}(chs[i])
+	}
+	msg := new(int)
+	b.ResetTimer()
+	for i := range n {
+		chs[i%fanReceivers] <- msg
+	}
+	wg.Wait()
+}
+
 const cmdEcho = sched.FirstUserCommand
 
 // yielder yields cmdEcho n times in sequence.
