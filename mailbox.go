@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"math/bits"
 )
 
 // MailboxPolicy says what happens to a message sent to a full mailbox.
@@ -116,6 +117,9 @@ func (p *proc) pushMessage(ev Event, limit mailboxLimit, wait bool) (woken uint6
 			return 0, nil, room, err
 		}
 	}
+	if p.inboxHint > 0 && len(p.inbox) == cap(p.inbox) {
+		p.regrowInbox()
+	}
 	p.inbox = append(p.inbox, ev)
 	p.msgs++
 	woken = p.markRunnable()
@@ -153,6 +157,24 @@ func (p *proc) full(limit mailboxLimit, wait bool) (evicted *Event, room <-chan 
 		}
 	}
 	return nil, nil, nil
+}
+
+// regrowInbox gives a full mailbox buffer of a process that has had
+// bursts (inboxHint) room in one step instead of the doublings append
+// would take: keptInbox events first, then what the last burst needed.
+// Called with p.mu held.
+func (p *proc) regrowInbox() {
+	n := len(p.inbox)
+	c := keptInbox
+	if n >= keptInbox {
+		c = max(1<<p.inboxHint, 2*n)
+	}
+	if c <= n {
+		return
+	}
+	inbox := make([]Event, n, c)
+	copy(inbox, p.inbox)
+	p.inbox = inbox
 }
 
 // errMailboxWait tells deliver's waiting caller to wait for room.
@@ -282,7 +304,7 @@ func (p *proc) drain(dst []Event) []Event {
 		// Keep the buffer for the next batch while it is well used; a
 		// buffer left by a burst that has passed is let go.
 		if c := cap(p.inbox); c > keptInbox && n < c/4 {
-			p.inbox = nil
+			p.dropInbox()
 		} else {
 			p.inbox = p.inbox[:0]
 		}
@@ -291,6 +313,18 @@ func (p *proc) drain(dst []Event) []Event {
 	p.mu.Unlock()
 	return dst
 }
+
+// dropInbox lets go of a mailbox buffer larger than keptInbox and
+// remembers its size in inboxHint, so the next burst gets its room back in
+// one or two allocations. Called with p.mu held.
+func (p *proc) dropInbox() {
+	p.inboxHint = uint8(min(bits.Len(uint(cap(p.inbox))-1), maxInboxHint))
+	p.inbox = nil
+}
+
+// maxInboxHint bounds inboxHint, so that a burst's room given back in one
+// step is at most a million events.
+const maxInboxHint = 20
 
 // keptInbox is the largest mailbox buffer (in events) that a waiting
 // process keeps; larger ones serve a process under a steady flood only.
@@ -302,7 +336,7 @@ const keptInbox = 64
 func (p *proc) shrinkInbox() {
 	p.mu.Lock()
 	if len(p.inbox) == 0 && p.pending.len(p.extra.Load()) == 0 {
-		p.inbox = nil
+		p.dropInbox()
 		p.bigInbox = false
 	}
 	p.mu.Unlock()

@@ -83,8 +83,12 @@ type proc struct {
 	// keptInbox, to be released if the process goes waiting; set under
 	// mu by drain, read by the worker.
 	bigInbox bool
-	msgs     uint32 // messages (not bounces, completions or cancel) in inbox; guarded by mu
-	methodID uint32 // the entry point (see methodTable); immutable
+	// inboxHint is log2 of the capacity of the last mailbox buffer let
+	// go (see shrinkInbox), or 0: the next buffer grows to it in one step
+	// once a burst needs more than keptInbox. Guarded by mu.
+	inboxHint uint8
+	msgs      uint32 // messages (not bounces, completions or cancel) in inbox; guarded by mu
+	methodID  uint32 // the entry point (see methodTable); immutable
 
 	impl     Process // nil once complete
 	awaiter  uint64  // ID of the parent waiting for this process's end (SpawnAwait), 0 if none
