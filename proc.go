@@ -84,7 +84,7 @@ type proc struct {
 	// mu by drain, read by the worker.
 	bigInbox bool
 	// inboxHint is log2 of the capacity of the last mailbox buffer let
-	// go (see shrinkInbox), or 0: the next buffer grows to it in one step
+	// go (see dropInbox), or 0: the next buffer grows to it in one step
 	// once a burst needs more than keptInbox. Guarded by mu.
 	inboxHint uint8
 	msgs      uint32 // messages (not bounces, completions or cancel) in inbox; guarded by mu
