@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/bits"
+	"sync"
+	"unsafe"
 )
 
 // MailboxPolicy says what happens to a message sent to a full mailbox.
@@ -172,9 +174,41 @@ func (p *proc) regrowInbox() {
 	if c <= n {
 		return
 	}
-	inbox := make([]Event, n, c)
+	inbox := getInboxBuffer(c)[:n]
 	copy(inbox, p.inbox)
+	clear(p.inbox)
+	putInboxBuffer(p.inbox)
 	p.inbox = inbox
+}
+
+// inboxBuffers recycles the large mailbox buffers that processes let go
+// after a burst, so that the next burst, of this process or another,
+// takes one instead of allocating it. inboxBuffers[i] holds buffers of
+// exactly 1<<i events, all zero, each as a pointer to its first event (a
+// pointer goes into an interface without an allocation). A sync.Pool
+// empties itself at garbage collections, so what a passed burst leaves
+// behind is not kept for long.
+var inboxBuffers [maxInboxHint + 1]sync.Pool
+
+// getInboxBuffer returns an empty buffer of capacity c, a power of two,
+// recycled if one is at hand. Any goroutine.
+func getInboxBuffer(c int) []Event {
+	if i := bits.Len(uint(c)) - 1; c >= keptInbox && c == 1<<i && i <= maxInboxHint {
+		if e, ok := inboxBuffers[i].Get().(*Event); ok {
+			return unsafe.Slice(e, c)[:0]
+		}
+	}
+	return make([]Event, 0, c)
+}
+
+// putInboxBuffer gives buf, whose events are all zero and which nobody
+// uses any more, to inboxBuffers if its capacity is one they hold; other
+// buffers are left to the garbage collector. Any goroutine.
+func putInboxBuffer(buf []Event) {
+	c := cap(buf)
+	if i := bits.Len(uint(c)) - 1; c >= keptInbox && c == 1<<i && i <= maxInboxHint {
+		inboxBuffers[i].Put(&buf[:1][0])
+	}
 }
 
 // errMailboxWait tells deliver's waiting caller to wait for room.
@@ -314,11 +348,13 @@ func (p *proc) drain(dst []Event) []Event {
 	return dst
 }
 
-// dropInbox lets go of a mailbox buffer larger than keptInbox and
-// remembers its size in inboxHint, so the next burst gets its room back in
-// one or two allocations. Called with p.mu held.
+// dropInbox lets go of a mailbox buffer larger than keptInbox, whose
+// events are all zero, to inboxBuffers, and remembers its size in
+// inboxHint, so the next burst gets its room back in one or two steps.
+// Called with p.mu held.
 func (p *proc) dropInbox() {
 	p.inboxHint = uint8(min(bits.Len(uint(cap(p.inbox))-1), maxInboxHint))
+	putInboxBuffer(p.inbox)
 	p.inbox = nil
 }
 
