@@ -489,6 +489,7 @@ func benchSkynet(b *testing.B, opts ...sched.Option) {
 	s := newScheduler(b, opts...)
 	pollStatsDuring(b, s)
 	ctx := context.Background()
+	defer reportScheduling(b, s, s.Stats())
 	for b.Loop() {
 		h, err := s.Submit(ctx, &skynetNode{size: 100_000}, "run", nil)
 		if err != nil {
@@ -502,6 +503,18 @@ func benchSkynet(b *testing.B, opts ...sched.Option) {
 			b.Fatalf("sum %d", v)
 		}
 	}
+}
+
+// reportScheduling reports, per operation, how often the workers of s
+// spun, parked and were woken since before was read: where the time goes
+// when the workers do not have the cores to themselves.
+func reportScheduling(b *testing.B, s *sched.Scheduler, before sched.Stats) {
+	after := s.Stats()
+	n := float64(b.N)
+	b.ReportMetric(float64(after.Spins-before.Spins)/n, "spins/op")
+	b.ReportMetric(float64(after.Parks-before.Parks)/n, "parks/op")
+	b.ReportMetric(float64(after.Wakes-before.Wakes)/n, "wakes/op")
+	b.ReportMetric(float64(after.Steals-before.Steals)/n, "steals/op")
 }
 
 func goroutineSkynet(c chan<- int64, num, size int) {
