@@ -193,7 +193,7 @@ var inboxBuffers [maxInboxHint + 1]sync.Pool
 // getInboxBuffer returns an empty buffer of capacity c, a power of two,
 // recycled if one is at hand. Any goroutine.
 func getInboxBuffer(c int) []Event {
-	if i := bits.Len(uint(c)) - 1; c >= keptInbox && c == 1<<i && i <= maxInboxHint {
+	if i, ok := inboxPoolOf(c); ok {
 		if e, ok := inboxBuffers[i].Get().(*Event); ok {
 			return unsafe.Slice(e, c)[:0]
 		}
@@ -205,10 +205,16 @@ func getInboxBuffer(c int) []Event {
 // uses any more, to inboxBuffers if its capacity is one they hold; other
 // buffers are left to the garbage collector. Any goroutine.
 func putInboxBuffer(buf []Event) {
-	c := cap(buf)
-	if i := bits.Len(uint(c)) - 1; c >= keptInbox && c == 1<<i && i <= maxInboxHint {
+	if i, ok := inboxPoolOf(cap(buf)); ok {
 		inboxBuffers[i].Put(&buf[:1][0])
 	}
+}
+
+// inboxPoolOf returns the index in inboxBuffers of buffers of capacity c,
+// if they hold such buffers: powers of two from keptInbox up.
+func inboxPoolOf(c int) (int, bool) {
+	i := bits.Len(uint(c)) - 1
+	return i, c >= keptInbox && c == 1<<i && i <= maxInboxHint
 }
 
 // errMailboxWait tells deliver's waiting caller to wait for room.
