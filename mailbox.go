@@ -211,7 +211,8 @@ func putInboxBuffer(buf []Event) {
 }
 
 // inboxPoolOf returns the index in inboxBuffers of buffers of capacity c,
-// if they hold such buffers: powers of two from keptInbox up.
+// if they hold such buffers: powers of two from keptInbox up. Any
+// goroutine.
 func inboxPoolOf(c int) (int, bool) {
 	i := bits.Len(uint(c)) - 1
 	return i, c >= keptInbox && c == 1<<i && i <= maxInboxHint
