@@ -46,9 +46,12 @@ func TestBlockingPool(t *testing.T) {
 		for i := range 10 {
 			hs = append(hs, submit(t, s, &probe{step: yieldOnce(1, func(out *sched.StepOutput) { out.Yield(1, cmdTest, i) })}))
 		}
+		// Both tasks inside their work (the pool counts a task as
+		// running as soon as a goroutine takes it, before its work
+		// starts), and the pool's counts saying so.
 		eventually(t, "two tasks running, eight queued", func() bool {
 			st := s.Stats().Pool
-			return st.Running == 2 && st.Queued == 8
+			return running.Load() == 2 && st.Running == 2 && st.Queued == 8
 		})
 		close(gate)
 		for i, h := range hs {
