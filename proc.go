@@ -249,7 +249,7 @@ func (p *proc) addPending(tag, seq uint64) bool {
 // drained in between.) Worker only.
 func (p *proc) reservePending(n int) {
 	p.mu.Lock()
-	p.pending.reserve(n, p.extra.Load())
+	p.pending.reserve(n, p)
 	p.mu.Unlock()
 }
 
@@ -409,12 +409,20 @@ func (ps *pendingSet) len(x *procExtra) int {
 // reserve makes room for n more yields in the slice, unless they will not
 // fit it anyway.
 // Called with p.mu held.
-func (ps *pendingSet) reserve(n int, x *procExtra) {
-	if x != nil && x.large != nil {
+func (ps *pendingSet) reserve(n int, p *proc) {
+	if x := p.extra.Load(); x != nil && x.large != nil {
 		return
 	}
 	need := len(ps.small) + n
-	if need <= cap(ps.small) || need > pendingSmallMax {
+	if need > pendingSmallMax {
+		// They will not fit the slice: move to the maps now, sized for
+		// all of them, rather than growing the maps one doubling at a
+		// time (a step that spawns a hundred children would otherwise
+		// allocate each map three times).
+		ps.toLarge(p, need)
+		return
+	}
+	if need <= cap(ps.small) {
 		return
 	}
 	small := make([]pendingYield, len(ps.small), need)
@@ -441,16 +449,25 @@ func (ps *pendingSet) add(tag, seq uint64, p *proc) bool {
 		ps.small = append(ps.small, pendingYield{tag, seq})
 		return true
 	}
+	large := ps.toLarge(p, len(ps.small)+1)
+	large.byTag.add(tag, seq)
+	large.bySeq.add(seq&^seqTimed, tag)
+	return true
+}
+
+// toLarge moves the pending yields from the slice to maps sized for need
+// yields, and returns them. Called with p.mu held.
+func (ps *pendingSet) toLarge(p *proc, need int) *largePending {
 	large := &largePending{}
+	large.byTag.reserve(need)
+	large.bySeq.reserve(need)
 	for _, y := range ps.small {
 		large.byTag.add(y.tag, y.seq)
 		large.bySeq.add(y.seq&^seqTimed, y.tag)
 	}
-	large.byTag.add(tag, seq)
-	large.bySeq.add(seq&^seqTimed, tag)
 	p.getExtra().large = large
 	ps.small = ps.small[:0]
-	return true
+	return large
 }
 
 // removeTag deletes the yield with tag and returns its sequence number,
