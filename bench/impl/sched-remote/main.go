@@ -283,33 +283,44 @@ func waitCount(hs []scheduler.Handle) (int, error) {
 	return total, nil
 }
 
+// drive runs one sender against one echoer: it starts an echoer of n
+// messages on node b and the process newSender makes for it on node a
+// (at entry point method), times the run from the serve message to the
+// sender's end, and returns what the sender and the echoer counted.
+func (c *cluster) drive(m *workload.Meter, n int, method string, newSender func(echo relay.PID) scheduler.Process) (got, echoed int, err error) {
+	ctx := context.Background()
+	e, err := c.b.sched.Submit(ctx, &echoer{want: n}, "echo", nil)
+	if err != nil {
+		return 0, 0, err
+	}
+	h, err := c.a.sched.Submit(ctx, newSender(e.PID()), method, nil)
+	if err != nil {
+		return 0, 0, err
+	}
+	m.Start()
+	if err := c.a.sched.Tell(h.PID(), serve); err != nil {
+		return 0, 0, err
+	}
+	got, err = waitCount([]scheduler.Handle{h})
+	m.Stop()
+	if err != nil {
+		return 0, 0, err
+	}
+	echoed, err = waitCount([]scheduler.Handle{e})
+	return got, echoed, err
+}
+
 func pingPong(m *workload.Meter, sz workload.Sizes) (workload.Outcome, error) {
 	c, err := startCluster()
 	if err != nil {
 		return workload.Outcome{}, err
 	}
 	defer c.stop()
-	ctx := context.Background()
 	n := sz.RemoteRoundTrips
-	e, err := c.b.sched.Submit(ctx, &echoer{want: n}, "echo", nil)
-	if err != nil {
-		return workload.Outcome{}, err
-	}
 	lat := workload.NewLatencies(n)
-	p, err := c.a.sched.Submit(ctx, newPinger(e.PID(), n, lat), "ping", nil)
-	if err != nil {
-		return workload.Outcome{}, err
-	}
-	m.Start()
-	if err := c.a.sched.Tell(p.PID(), serve); err != nil {
-		return workload.Outcome{}, err
-	}
-	got, err := waitCount([]scheduler.Handle{p})
-	m.Stop()
-	if err != nil {
-		return workload.Outcome{}, err
-	}
-	echoed, err := waitCount([]scheduler.Handle{e})
+	got, echoed, err := c.drive(m, n, "ping", func(to relay.PID) scheduler.Process {
+		return newPinger(to, n, lat)
+	})
 	if err != nil {
 		return workload.Outcome{}, err
 	}
@@ -374,27 +385,11 @@ func echo(m *workload.Meter, sz workload.Sizes) (workload.Outcome, error) {
 		return workload.Outcome{}, err
 	}
 	defer c.stop()
-	ctx := context.Background()
 	n, window := sz.RemoteEchoMessages, sz.RemoteEchoWindow
-	e, err := c.b.sched.Submit(ctx, &echoer{want: n}, "echo", nil)
-	if err != nil {
-		return workload.Outcome{}, err
-	}
 	boxed, raw := bodies(window)
-	s, err := c.a.sched.Submit(ctx, &streamer{to: e.PID(), n: n, window: window, boxed: boxed, raw: raw}, "stream", nil)
-	if err != nil {
-		return workload.Outcome{}, err
-	}
-	m.Start()
-	if err := c.a.sched.Tell(s.PID(), serve); err != nil {
-		return workload.Outcome{}, err
-	}
-	got, err := waitCount([]scheduler.Handle{s})
-	m.Stop()
-	if err != nil {
-		return workload.Outcome{}, err
-	}
-	echoed, err := waitCount([]scheduler.Handle{e})
+	got, echoed, err := c.drive(m, n, "stream", func(to relay.PID) scheduler.Process {
+		return &streamer{to: to, n: n, window: window, boxed: boxed, raw: raw}
+	})
 	if err != nil {
 		return workload.Outcome{}, err
 	}
