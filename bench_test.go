@@ -468,7 +468,7 @@ func (n *skynetNode) Step(evs []sched.Event, out *sched.StepOutput) error {
 		if ev.Error != nil {
 			return ev.Error
 		}
-		v, err := payload.As[int64](ev.Data.(payload.Payload))
+		v, err := payload.As[int64](ev.Result())
 		if err != nil {
 			return err
 		}

@@ -20,6 +20,11 @@ func init() {
 	bridge.NewOutput = bridgeNewOutput
 	bridge.ResetOutput = func(out any, self relay.PID) { out.(*StepOutput).reset(self) }
 	bridge.ReadOutput = bridgeReadOutput
+	bridge.Unpack = func(ev any) {
+		if e := ev.(*Event); e.packed == 0 {
+			e.setData(e.Data)
+		}
+	}
 	bridge.WithSelf = func(parent context.Context, pid relay.PID) context.Context {
 		return context.WithValue(parent, selfKey{}, pid)
 	}

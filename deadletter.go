@@ -81,7 +81,7 @@ func (s *Scheduler) deadUnread(to relay.PID, events []Event, v via) {
 	for i := range events {
 		ev := &events[i]
 		if ev.Type == EventMessage {
-			s.deadLetter(relay.Message{From: ev.From, To: to, Data: ev.Data, Err: ev.Error}, DeadUnread, v)
+			s.deadLetter(relay.Message{From: ev.From, To: to, Data: ev.data(), Err: ev.Error}, DeadUnread, v)
 		}
 	}
 }

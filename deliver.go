@@ -98,7 +98,7 @@ func (s *Scheduler) deliverMessage(from, to relay.PID, msg any, v via, wait bool
 	if err != nil {
 		return nil, err
 	}
-	woken, evicted, room, err := p.pushMessage(Event{Type: EventMessage, Data: msg, From: from}, s.limitOf(p), wait)
+	woken, evicted, room, err := p.pushMessage(message(msg, nil, from), s.limitOf(p), wait)
 	if err != nil {
 		if room != nil {
 			return room, err
@@ -109,9 +109,9 @@ func (s *Scheduler) deliverMessage(from, to relay.PID, msg any, v via, wait bool
 		s.count(v, cDropped)
 		why := fmt.Errorf("%w: mailbox of %v was full", ErrDropped, to)
 		if evicted.From.IsZero() {
-			s.deadLetter(relay.Message{To: to, Data: evicted.Data, Err: why}, DeadDropped, v)
+			s.deadLetter(relay.Message{To: to, Data: evicted.data(), Err: why}, DeadDropped, v)
 		} else {
-			s.bounce(evicted.From, Event{Type: EventMessage, Data: evicted.Data, Error: why, From: to}, v)
+			s.bounce(evicted.From, Event{Type: EventMessage, packed: evicted.packed, Data: evicted.Data, Error: why, From: to}, v)
 		}
 	}
 	if w := v.worker(); w != nil {
@@ -150,7 +150,7 @@ func (s *Scheduler) refused(err error, to relay.PID, v via) error {
 // that reaches no process is a dead letter. Bounces are outside any
 // mailbox limit. Any goroutine.
 func (s *Scheduler) bounce(sender relay.PID, ev Event, v via) {
-	msg := relay.Message{From: ev.From, To: sender, Data: ev.Data, Err: ev.Error}
+	msg := relay.Message{From: ev.From, To: sender, Data: ev.data(), Err: ev.Error}
 	if sender.Node != s.node {
 		if s.transport != nil {
 			_ = s.forward(msg, v)
@@ -178,7 +178,7 @@ func (s *Scheduler) returned(msg relay.Message, v via) error {
 	p, err := s.lookup(msg.To)
 	if err == nil {
 		var woken uint64
-		if woken, err = p.push(Event{Type: EventMessage, Data: msg.Data, Error: msg.Err, From: msg.From}); err == nil {
+		if woken, err = p.push(message(msg.Data, msg.Err, msg.From)); err == nil {
 			s.count(v, cBounced)
 			if woken != 0 {
 				s.woke(p, woken, v)
@@ -220,7 +220,7 @@ func (s *Scheduler) woke(p *proc, woken uint64, v via) {
 // the yield was completed already (no second event is delivered), and
 // [ErrClosed] after Shutdown.
 func (s *Scheduler) CompleteYield(pid relay.PID, tag uint64, data any, err error) error {
-	return s.complete(pid, Event{Type: EventYieldComplete, Tag: tag, Data: data, Error: err}, 0, via{})
+	return s.complete(pid, completion(tag, data, err, relay.PID{}), 0, via{})
 }
 
 // complete delivers a completion event: of the yield seq if it is

@@ -30,7 +30,8 @@ func TestMessages(t *testing.T) {
 		require.NoError(t, err)
 		evs := p.EventsOf(sched.EventMessage)
 		require.Len(t, evs, 1)
-		assert.Equal(t, msg.Data, evs[0].Data, "Data is the body, not the envelope")
+		assert.Equal(t, "hi", evs[0].Data, "Data is the body, not the envelope, and the payload arrives unpacked")
+		assert.Equal(t, msg.Data, evs[0].Result())
 		assert.Equal(t, msg.From, evs[0].From)
 		assert.NoError(t, evs[0].Error)
 	})
@@ -89,7 +90,7 @@ func TestMessages(t *testing.T) {
 					if ev.From != out.Self() {
 						return fmt.Errorf("From = %v, want %v", ev.From, out.Self())
 					}
-					out.Done(payload.Of(ev.Data))
+					out.Done(ev.Result())
 				}
 			}
 			return nil

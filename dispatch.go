@@ -59,7 +59,7 @@ func (c Call) Complete(data any, err error) error {
 	if c.s == nil {
 		return ErrProcessNotFound
 	}
-	return c.s.complete(c.PID, Event{Type: EventYieldComplete, Tag: c.Tag, Data: data, Error: err}, c.seq, via{w: c.w, call: true})
+	return c.s.complete(c.PID, completion(c.Tag, data, err, relay.PID{}), c.seq, via{w: c.w, call: true})
 }
 
 // Completion returns the yield's completion value, for handing to the
@@ -122,7 +122,7 @@ func (c Completion) CompleteFrom(from relay.PID, data any, err error) error {
 	if c.s == nil {
 		return ErrProcessNotFound
 	}
-	return c.s.complete(c.pid, Event{Type: EventYieldComplete, Tag: c.tag, Data: data, Error: err, From: from}, c.seq, via{})
+	return c.s.complete(c.pid, completion(c.tag, data, err, from), c.seq, via{})
 }
 
 // SetHandler registers h for command cmd, replacing any previous handler.
@@ -201,7 +201,7 @@ func (w *worker) dispatch(p *proc) {
 			if to, err := w.s.Lookup(y.method); err != nil {
 				w.count(cSent)
 				w.count(cBounced)
-				_, _ = p.push(Event{Type: EventMessage, Data: y.arg, Error: err})
+				_, _ = p.push(message(y.arg, err, relay.PID{}))
 			} else {
 				w.tell(p, to, y.arg)
 			}
@@ -350,7 +350,7 @@ func (w *worker) completeNow(p *proc, seq uint64, data any, err error) {
 // completeNowFrom is completeNow with the event's From set. Worker only,
 // with p Running.
 func (w *worker) completeNowFrom(p *proc, seq uint64, from relay.PID, data any, err error) {
-	if c, e := p.complete(Event{Type: EventYieldComplete, Data: data, Error: err, From: from}, seq, nil); e == nil {
+	if c, e := p.complete(completion(0, data, err, from), seq, nil); e == nil {
 		w.s.letGo(c)
 	}
 }
@@ -406,7 +406,7 @@ func (w *worker) tell(p *proc, to relay.PID, msg any) {
 	w.count(cSent)
 	if err := w.s.deliver(p.pid(), to, msg, via{w: w}); err != nil {
 		w.count(cBounced)
-		_, _ = p.push(Event{Type: EventMessage, Data: msg, Error: err, From: to})
+		_, _ = p.push(message(msg, err, to))
 	}
 }
 

@@ -450,9 +450,8 @@ func TestBuiltins(t *testing.T) {
 			yield: func(e *dispatchEnv, out *sched.StepOutput) { out.SpawnAwait(1, e.child, "kid", payload.Values(42)) },
 			check: func(t *testing.T, _ *sched.Scheduler, e *dispatchEnv, ev sched.Event) {
 				require.NoError(t, ev.Error)
-				res, ok := ev.Data.(payload.Payload)
-				require.True(t, ok, "Data of a SpawnAwait completion is a payload.Payload, got %T", ev.Data)
-				assert.Equal(t, 42, res.Value())
+				assert.Equal(t, 42, ev.Data, "Data of a SpawnAwait completion is the result's value")
+				assert.Equal(t, payload.Of(42), ev.Result(), "Result is the child's result")
 				assert.Equal(t, e.child.self, ev.From, "From is the child")
 				assert.False(t, ev.From.IsZero())
 				requireLifecycle(t, e.child)

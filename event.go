@@ -3,6 +3,7 @@ package scheduler
 import (
 	"fmt"
 
+	"github.com/procsched/scheduler/payload"
 	"github.com/procsched/scheduler/relay"
 )
 
@@ -41,11 +42,25 @@ func (t EventType) String() string {
 // Events are passed to [Process.Step] in the order they arrived; the slice
 // is reused after Step returns, so a process copies any Event it keeps (the
 // values inside, such as Data, are its to keep).
+//
+// Data is what the message or the completion carried, with one rule: a
+// [payload.Payload] arrives unpacked. Data is then the payload's value
+// ([payload.Payload.Value]: the Go value, or the bytes of a bytes or JSON
+// payload), and [Event.Result] returns the payload whole, format
+// included. So the result of an awaited child, which is a payload, is read
+// as ev.Data.(int) when the child finished with payload.Of(42), or as
+// payload.As[int](ev.Result()) whatever its format (a child on another
+// node answers in JSON). Unpacking is what lets the scheduler hand a
+// child's result to its parent without allocating a box for it.
 type Event struct {
-	Type  EventType // what happened
-	Tag   uint64    // the tag of the completed yield (EventYieldComplete)
-	Data  any       // the yield's result (EventYieldComplete) or the message (EventMessage)
-	Error error     // set when a yield failed or a message could not be delivered
+	Type EventType // what happened
+	// packed is 0 when Data is the data as it was given, and 1 plus the
+	// payload's format when Data is the value of a payload (see
+	// setData). It sits in what would be padding, so Event stays 64 bytes.
+	packed uint8
+	Tag    uint64 // the tag of the completed yield (EventYieldComplete)
+	Data   any    // the yield's result (EventYieldComplete) or the message (EventMessage); a payload arrives unpacked
+	Error  error  // set when a yield failed or a message could not be delivered
 	// From is the sender of a message, the zero PID for messages sent from
 	// outside any process, or the child of a yield that spawned and awaited
 	// one (see [StepOutput.SpawnAwait]).
@@ -67,4 +82,75 @@ func (e Event) String() string {
 		return fmt.Sprintf("Message(from=%v, data=%v)", e.From, e.Data)
 	}
 	return e.Type.String()
+}
+
+// Result returns Data as a payload: the payload it was unpacked from,
+// format included, or else [payload.Of](Data). It is how a process reads
+// an awaited child's result or a reply whatever their format, for example
+// payload.As[int](ev.Result()). It allocates nothing for a Go value; for
+// bytes or JSON, rebuilding the payload may allocate the small header
+// that holds the slice.
+func (e Event) Result() payload.Payload {
+	if e.packed != 0 {
+		return repack(payload.Format(e.packed-1), e.Data)
+	}
+	return payload.Of(e.Data)
+}
+
+// setData sets e's Data to data, unpacking it if it is a payload (see
+// Event). Any goroutine, on an Event it alone holds.
+func (e *Event) setData(data any) {
+	if p, ok := data.(payload.Payload); ok {
+		e.setPayload(p)
+		return
+	}
+	e.Data, e.packed = data, 0
+}
+
+// setPayload sets e's Data to p's value and remembers p's format. Any
+// goroutine, on an Event it alone holds.
+func (e *Event) setPayload(p payload.Payload) {
+	e.Data, e.packed = p.Value(), uint8(p.Format())+1
+}
+
+// data returns the data e was made with, exactly as it was given: the
+// payload again if Data was unpacked from one. Forwarding, bouncing and
+// dead letters use it, so what leaves a mailbox is what entered it.
+// Any goroutine.
+func (e *Event) data() any {
+	if e.packed != 0 {
+		return repack(payload.Format(e.packed-1), e.Data)
+	}
+	return e.Data
+}
+
+// repack rebuilds the payload of format f whose value is v, as setPayload
+// took it apart. Any goroutine.
+func repack(f payload.Format, v any) payload.Payload {
+	switch f {
+	case payload.FormatBytes:
+		b, _ := v.([]byte)
+		return payload.Bytes(b)
+	case payload.FormatJSON:
+		b, _ := v.([]byte)
+		return payload.RawJSON(b)
+	}
+	return payload.Of(v) // FormatGo, or FormatNone with v nil
+}
+
+// message returns the EventMessage carrying data (unpacked if it is a
+// payload), err and from. Any goroutine.
+func message(data any, err error, from relay.PID) Event {
+	e := Event{Type: EventMessage, Error: err, From: from}
+	e.setData(data)
+	return e
+}
+
+// completion returns the EventYieldComplete of the yield with tag,
+// carrying data (unpacked if it is a payload), err and from. Any
+// goroutine.
+func completion(tag uint64, data any, err error, from relay.PID) Event {
+	e := Event{Type: EventYieldComplete, Tag: tag, Error: err, From: from}
+	e.setData(data)
+	return e
 }

@@ -4,12 +4,15 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	sched "github.com/procsched/scheduler"
+	"github.com/procsched/scheduler/payload"
 	"github.com/procsched/scheduler/relay"
 )
 
-// Tests of the String methods of the enumerations a user prints: event
+// Tests of the payload rule of events (event.go), and of the String
+// methods of the enumerations a user prints: event
 // types (event.go) and, in the same table, states, exit reasons,
 // dead-letter reasons and pool policies.
 
@@ -53,4 +56,183 @@ func TestStrings(t *testing.T) {
 	for _, tt := range tests {
 		assert.Equal(t, tt.want, tt.got)
 	}
+}
+
+// payloadCases are the data the payload rule is checked with: what was
+// sent, the Data it must arrive as, and the Result it must give.
+func payloadCases() []struct {
+	name     string
+	sent     any
+	wantData any
+	want     payload.Payload
+} {
+	jsonBody := []byte(`{"n":1}`)
+	rawBytes := []byte{1, 2, 3}
+	tok := &struct{ n int }{7}
+	return []struct {
+		name     string
+		sent     any
+		wantData any
+		want     payload.Payload
+	}{
+		{"a Go payload", payload.Of(42), 42, payload.Of(42)},
+		{"a pointer payload", payload.Of(tok), tok, payload.Of(tok)},
+		{"a bytes payload", payload.Bytes(rawBytes), rawBytes, payload.Bytes(rawBytes)},
+		{"a JSON payload", payload.RawJSON(jsonBody), jsonBody, payload.RawJSON(jsonBody)},
+		{"the zero payload", payload.Payload{}, nil, payload.Payload{}},
+		{"a plain value", "hello", "hello", payload.Of("hello")},
+		{"plain bytes", rawBytes, rawBytes, payload.Of(rawBytes)},
+		{"nil", nil, nil, payload.Payload{}},
+	}
+}
+
+// The payload rule (event.go): a payload given as a message, a
+// completion or a child's result arrives unpacked, Data its value and
+// Result the payload whole; anything else arrives as it was given, Result
+// wrapping it.
+func TestEventPayloadArrivesUnpacked(t *testing.T) {
+	cases := payloadCases()
+	check := func(t *testing.T, ev sched.Event, name string, wantType sched.EventType, wantData any, want payload.Payload) {
+		t.Helper()
+		assert.Equal(t, wantType, ev.Type, name)
+		assert.Equal(t, wantData, ev.Data, "%s: Data", name)
+		assert.Equal(t, want, ev.Result(), "%s: Result", name)
+	}
+	collect := func(got chan<- sched.Event) *probe {
+		return &probe{step: func(_ *probe, _ int, evs []sched.Event, out *sched.StepOutput) error {
+			if hasCancel(evs) {
+				out.Done(payload.Payload{})
+				return nil
+			}
+			for _, ev := range evs {
+				got <- ev
+			}
+			return nil
+		}}
+	}
+
+	t.Run("a message", func(t *testing.T) {
+		s := newScheduler(t)
+		got := make(chan sched.Event, len(cases))
+		h := submit(t, s, collect(got))
+		for _, c := range cases {
+			require.NoError(t, s.Tell(h.PID(), c.sent))
+		}
+		for _, c := range cases {
+			check(t, receive(t, got, c.name), c.name, sched.EventMessage, c.wantData, c.want)
+		}
+	})
+
+	t.Run("a completion", func(t *testing.T) {
+		// The handler keeps the yields pending; the test completes them.
+		s := newScheduler(t, sched.WithHandler(cmdEcho, func(sched.Call) error { return nil }))
+		got := make(chan sched.Event, len(cases))
+		yielded := make(chan struct{})
+		h := submit(t, s, &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+			if n == 0 {
+				for i := range cases {
+					out.Yield(uint64(i+1), cmdEcho, nil)
+				}
+				close(yielded)
+			}
+			if hasCancel(evs) {
+				out.Done(payload.Payload{})
+				return nil
+			}
+			for _, ev := range evs {
+				got <- ev
+			}
+			return nil
+		}})
+		receive(t, yielded, "the yields")
+		for i, c := range cases {
+			require.NoError(t, s.CompleteYield(h.PID(), uint64(i+1), c.sent, nil))
+			check(t, receive(t, got, c.name), c.name, sched.EventYieldComplete, c.wantData, c.want)
+		}
+	})
+
+	t.Run("an awaited child's result", func(t *testing.T) {
+		s := newScheduler(t)
+		got := make(chan sched.Event, len(cases))
+		submit(t, s, &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+			if n == 0 {
+				for i, c := range cases {
+					res, ok := c.sent.(payload.Payload)
+					if !ok {
+						res = payload.Of(c.sent)
+					}
+					out.SpawnAwait(uint64(i+1), &probe{step: doneWith(res)}, "child", nil)
+				}
+			}
+			if hasCancel(evs) {
+				out.Done(payload.Payload{})
+				return nil
+			}
+			for _, ev := range evs {
+				got <- ev
+			}
+			return nil
+		}})
+		byTag := map[uint64]sched.Event{}
+		for range cases {
+			ev := receive(t, got, "a child's result")
+			byTag[ev.Tag] = ev
+		}
+		for i, c := range cases {
+			want := c.want // a child's result is always a payload
+			check(t, byTag[uint64(i+1)], c.name, sched.EventYieldComplete, want.Value(), want)
+		}
+	})
+}
+
+// What leaves a mailbox is what entered it: a payload that bounces or
+// becomes a dead letter is the payload again, not its unpacked value.
+func TestEventPayloadLeavesAsItCame(t *testing.T) {
+	sent := payload.RawJSON([]byte(`[1,2]`))
+
+	t.Run("a bounce", func(t *testing.T) {
+		s := newScheduler(t)
+		gone := submit(t, s, &probe{step: doneWith(1)})
+		_, err := waitEnd(t, s, gone)
+		require.NoError(t, err)
+		got := make(chan sched.Event, 1)
+		submit(t, s, &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+			if n == 0 {
+				out.Tell(gone.PID(), sent)
+			}
+			if hasCancel(evs) {
+				out.Done(payload.Payload{})
+				return nil
+			}
+			for _, ev := range evs {
+				got <- ev
+			}
+			return nil
+		}})
+		ev := receive(t, got, "the bounce")
+		require.ErrorIs(t, ev.Error, sched.ErrProcessNotFound)
+		assert.Equal(t, sent, ev.Result(), "the bounce gives back the payload sent")
+	})
+
+	t.Run("a dead letter", func(t *testing.T) {
+		var dl deadLetterLog
+		s := newScheduler(t, sched.WithWorkers(1), sched.WithHooks(sched.Hooks{DeadLetter: dl.hook}))
+		gate := make(chan struct{})
+		h := submit(t, s, &probe{step: func(_ *probe, n int, _ []sched.Event, out *sched.StepOutput) error {
+			if n == 0 {
+				<-gate
+				return nil
+			}
+			out.DoneAfter(0, payload.Payload{}) // reads nothing
+			return nil
+		}})
+		waitState(t, s, h.PID(), sched.StateRunning)
+		require.NoError(t, s.Tell(h.PID(), sent))
+		close(gate)
+		_, err := waitEnd(t, s, h)
+		require.NoError(t, err)
+		got := dl.all()
+		require.Len(t, got, 1)
+		assert.Equal(t, sent, got[0].Message.Data, "the dead letter holds the payload sent")
+	})
 }

@@ -72,7 +72,7 @@ func (a *adder) Step(events []scheduler.Event, out *scheduler.StepOutput) error 
 			return ev.Error // the service is gone, or ended before answering
 		}
 		if a.next == 3 {
-			out.Done(payload.Of(ev.Data))
+			out.Done(ev.Result())
 			return nil
 		}
 	}
@@ -210,7 +210,7 @@ func (sv *supervisor) Step(events []scheduler.Event, out *scheduler.StepOutput) 
 	for _, ev := range events {
 		switch {
 		case ev.Tag == child && ev.Error == nil:
-			sv.log = append(sv.log, "done: "+ev.Data.(payload.Payload).Value().(string))
+			sv.log = append(sv.log, "done: "+ev.Data.(string))
 			out.Done(payload.Of(sv.log))
 		case ev.Tag == child && sv.restarts == maxRestarts:
 			return fmt.Errorf("gave up after %d restarts: %w", sv.restarts, ev.Error)

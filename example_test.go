@@ -145,7 +145,7 @@ func (p *shouter) Step(evs []scheduler.Event, out *scheduler.StepOutput) error {
 			if ev.Error != nil {
 				return ev.Error
 			}
-			out.Done(payload.Of(ev.Data))
+			out.Done(ev.Result())
 		}
 	}
 	return nil
@@ -227,7 +227,7 @@ func (p *sumOfSquares) Step(evs []scheduler.Event, out *scheduler.StepOutput) er
 		if ev.Error != nil {
 			return fmt.Errorf("child %v: %w", ev.From, ev.Error)
 		}
-		v, err := payload.As[int](ev.Data.(payload.Payload))
+		v, err := payload.As[int](ev.Result())
 		if err != nil {
 			return err
 		}

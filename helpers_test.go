@@ -391,7 +391,7 @@ func untilMessage(_ *probe, _ int, evs []sched.Event, out *sched.StepOutput) err
 	for _, ev := range evs {
 		switch ev.Type {
 		case sched.EventMessage:
-			out.Done(payload.Of(ev.Data))
+			out.Done(ev.Result())
 			return nil
 		case sched.EventCancel:
 			out.Done(payload.Payload{})
@@ -429,7 +429,7 @@ func yieldOnce(tag uint64, yield func(out *sched.StepOutput)) func(*probe, int, 
 			if ev.Error != nil {
 				return ev.Error
 			}
-			out.Done(payload.Of(ev.Data))
+			out.Done(ev.Result())
 			return nil
 		}
 		if hasCancel(evs) {

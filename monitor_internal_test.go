@@ -37,7 +37,7 @@ func TestWatchedProcessKeepsNothingOfEndedWatchers(t *testing.T) {
 			default:
 				for _, ev := range evs {
 					if ev.Tag == 2 {
-						out.Done(payload.Of(ev.Data)) // ends, still monitoring
+						out.Done(ev.Result()) // ends, still monitoring
 					}
 				}
 			}

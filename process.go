@@ -183,8 +183,9 @@ func (o *StepOutput) Spawn(tag uint64, child Process, method string, input paylo
 }
 
 // SpawnAwait is [StepOutput.Spawn] that completes when the child finishes:
-// the completion's Data is the child's result ([payload.Payload]), Error
-// its error, and From its PID. A failing Init completes it at once.
+// the completion's [Event.Result] is the child's result (its Data is the
+// result's value: see [Event]), Error its error, and From its PID. A
+// failing Init completes it at once.
 func (o *StepOutput) SpawnAwait(tag uint64, child Process, method string, input payload.Payloads) {
 	o.spawn(tag, child, method, input, yieldSpawnAwait)
 }

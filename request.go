@@ -63,7 +63,7 @@ func (s *Scheduler) reply(to ReplyTo, from relay.PID, data any, err error, v via
 	if to.PID.Node != s.node && s.transport != nil {
 		return s.forward(relay.Message{From: from, To: to.PID, Data: Reply{To: to, Data: data, Err: err}}, v)
 	}
-	e := s.complete(to.PID, Event{Type: EventYieldComplete, Data: data, Error: err, From: from}, to.Seq, v)
+	e := s.complete(to.PID, completion(0, data, err, from), to.Seq, v)
 	if e != nil {
 		s.deadLetter(relay.Message{From: from, To: to.PID, Data: data, Err: err}, DeadLateReply, v)
 	}

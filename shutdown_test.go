@@ -77,7 +77,7 @@ func TestShutdownGraceful(t *testing.T) {
 				return nil
 			}
 			if ev, ok := completionOf(evs, 1); ok {
-				out.Done(payload.Of(ev.Data))
+				out.Done(ev.Result())
 			}
 			return nil
 		}})
@@ -132,7 +132,7 @@ func TestShutdownWaitsForCleanup(t *testing.T) {
 			out.Spawn(3, &probe{step: doneWith(nil)}, "late child", nil)
 		}
 		if ev, ok := completionOf(evs, 2); ok {
-			out.Done(payload.Of(ev.Data))
+			out.Done(ev.Result())
 		}
 		return nil
 	}}

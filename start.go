@@ -225,7 +225,8 @@ func (s *Scheduler) finish(p *proc, v via, result payload.Payload, err error, fo
 		s.deadUnread(p.pid(), c.unread, v)
 	}
 	if p.awaiter != 0 && !forced {
-		ev := Event{Type: EventYieldComplete, Data: result, Error: err, From: p.pid()}
+		ev := Event{Type: EventYieldComplete, Error: err, From: p.pid()}
+		ev.setPayload(result) // unpacked: no box for the result
 		_ = s.complete(relay.PID{Node: s.node, ID: p.awaiter}, ev, p.awaitSeq, v)
 	}
 	// Names, monitors: frozen now that the process is closed.

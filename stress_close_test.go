@@ -244,7 +244,7 @@ func (p *lifeProc) checkChild(kind endKind, ev sched.Event) {
 		_, isPID := ev.Data.(relay.PID)
 		ok = ev.Error == nil && isPID
 	case kind == endDone:
-		ok = ev.Error == nil && ev.Data == payload.Of(kind.String()) && !ev.From.IsZero()
+		ok = ev.Error == nil && ev.Result() == payload.Of(kind.String()) && !ev.From.IsZero()
 	case kind == endError:
 		ok = errors.Is(ev.Error, errStressBoom)
 	case kind == endPanic:

@@ -120,7 +120,7 @@ func (n *treeNode) Step(evs []sched.Event, out *sched.StepOutput) error {
 			}
 			n.messages++
 		case sched.EventYieldComplete:
-			size, err := payload.As[int](ev.Data.(payload.Payload))
+			size, err := payload.As[int](ev.Result())
 			if ev.Error != nil || err != nil {
 				w.f.addf("%s: child completed with %v (%v)", n.guard.name, ev, err)
 			}

@@ -47,7 +47,7 @@ func (p *fibProc) Step(evs []sched.Event, out *sched.StepOutput) error {
 		if ev.Error != nil {
 			return ev.Error
 		}
-		v, err := payload.As[int](ev.Data.(payload.Payload))
+		v, err := payload.As[int](ev.Result())
 		if err != nil {
 			return err
 		}

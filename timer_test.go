@@ -247,7 +247,7 @@ func TestTimers(t *testing.T) {
 					if ev.Error != nil {
 						return ev.Error
 					}
-					out.Done(payload.Of(ev.Data))
+					out.Done(ev.Result())
 				}
 				return nil
 			}}

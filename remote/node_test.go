@@ -30,7 +30,7 @@ func TestTellAcrossNodes(t *testing.T) {
 	assert.Equal(t, h.PID(), ev.From, "From is the sending process")
 	assert.Equal(t, "hello", ev.Data)
 	assert.Equal(t, []byte("bytes"), tRecv(t, got, "the bytes").Data)
-	p := tRecv(t, got, "the payload").Data.(payload.Payload)
+	p := tRecv(t, got, "the payload").Result()
 	assert.Equal(t, payload.FormatJSON, p.Format(), "a Go value crosses as JSON")
 	n, err := payload.As[int](p)
 	require.NoError(t, err)

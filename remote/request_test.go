@@ -51,7 +51,7 @@ func TestRequestReplyAcrossNodes(t *testing.T) {
 
 	ev := tAsk(t, a.S, doubler.PID(), payload.Of(20))
 	require.NoError(t, ev.Error)
-	n, err := payload.As[int](ev.Data.(payload.Payload))
+	n, err := payload.As[int](ev.Result())
 	require.NoError(t, err)
 	assert.Equal(t, 40, n)
 	assert.Equal(t, doubler.PID(), ev.From, "the answer comes from the replier")

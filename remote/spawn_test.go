@@ -120,7 +120,7 @@ func TestRemoteSpawn(t *testing.T) {
 	t.Run("an awaited spawn completes with the child's result", func(t *testing.T) {
 		ev := tYield(t, a.S, a.SpawnCommand(), remote.Spawn{Node: "b", Kind: "adder", Method: "run", Input: payload.Values(2, 3), Await: true})
 		require.NoError(t, ev.Error)
-		sum, err := payload.As[int](ev.Data.(payload.Payload))
+		sum, err := payload.As[int](ev.Result())
 		require.NoError(t, err)
 		assert.Equal(t, 5, sum)
 		assert.Equal(t, b.Node.Node(), ev.From.Node, "From of an awaited spawn is the child, as locally")
@@ -131,7 +131,8 @@ func TestRemoteSpawn(t *testing.T) {
 		for _, node := range []string{"", "a"} {
 			ev := tYield(t, a.S, a.SpawnCommand(), remote.Spawn{Node: node, Kind: "adder", Method: "run", Input: payload.Values(4), Await: true})
 			require.NoError(t, ev.Error)
-			assert.Equal(t, payload.Of(4), ev.Data, "a spawn here passes the result as it is")
+			assert.Equal(t, payload.Of(4), ev.Result(), "a spawn here passes the result as it is")
+			assert.Equal(t, 4, ev.Data, "unpacked, as locally")
 			ev = tYield(t, a.S, a.SpawnCommand(), remote.Spawn{Node: node, Kind: "echo", Method: "run"})
 			require.NoError(t, ev.Error)
 			assert.Equal(t, a.Node.Node(), ev.Data.(relay.PID).Node)

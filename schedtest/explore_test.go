@@ -45,7 +45,7 @@ func (g *gather) Step(evs []scheduler.Event, out *scheduler.StepOutput) error {
 		return nil
 	}
 	for _, ev := range evs {
-		name, _ := payload.As[string](ev.Data.(payload.Payload))
+		name, _ := payload.As[string](ev.Result())
 		g.got = append(g.got, name)
 		g.byTag[ev.Tag-1] = name
 	}

@@ -300,6 +300,7 @@ func (s *Sim) cancel(p *proc, cause error) {
 
 // push appends ev to p's inbox and queues p if it waits.
 func (s *Sim) push(p *proc, ev scheduler.Event) {
+	bridge.Unpack(&ev) // a payload arrives unpacked, as the scheduler delivers it
 	p.inbox = append(p.inbox, ev)
 	s.markReady(p)
 }
@@ -524,7 +525,9 @@ func (s *Sim) deliver(from, to relay.PID, msg any) error {
 		return scheduler.ErrClosed
 	}
 	if pr := s.probes[to]; pr != nil {
-		pr.received = append(pr.received, scheduler.Event{Type: scheduler.EventMessage, Data: msg, From: from})
+		ev := scheduler.Event{Type: scheduler.EventMessage, Data: msg, From: from}
+		bridge.Unpack(&ev)
+		pr.received = append(pr.received, ev)
 		return nil
 	}
 	p := s.live(to)

@@ -55,7 +55,7 @@ func (n *node) Step(events []scheduler.Event, out *scheduler.StepOutput) error {
 			if ev.Error != nil {
 				return ev.Error
 			}
-			v, err := payload.As[int64](ev.Data.(payload.Payload))
+			v, err := payload.As[int64](ev.Result())
 			if err != nil {
 				return err
 			}

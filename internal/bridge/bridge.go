@@ -86,6 +86,10 @@ var (
 	// ReadOutput copies what the step wrote into out into st, reusing
 	// st.Yields.
 	ReadOutput func(out any, st *Step)
+	// Unpack makes ev (a *scheduler.Event) carry its data as the
+	// scheduler delivers it: a payload in Data is unpacked, its value in
+	// Data and its format kept for Event.Result.
+	Unpack func(ev any)
 	// WithSelf returns a context that carries the values of parent and
 	// answers scheduler.Self with pid.
 	WithSelf func(parent context.Context, pid relay.PID) context.Context

@@ -262,7 +262,7 @@ func addResults(evs []scheduler.Event, sum *int64, waiting *int, out *scheduler.
 			if ev.Error != nil {
 				return ev.Error
 			}
-			v, err := payload.As[int64](ev.Data.(payload.Payload))
+			v, err := payload.As[int64](ev.Result())
 			if err != nil {
 				return err
 			}

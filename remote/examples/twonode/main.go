@@ -187,14 +187,14 @@ func (d *driver) Step(evs []scheduler.Event, out *scheduler.StepOutput) error {
 			}
 			out.Tell(d.counter, "total")
 		case ev.Type == scheduler.EventMessage && ev.Error == nil:
-			total, err := payload.As[int](ev.Data.(payload.Payload))
+			total, err := payload.As[int](ev.Result())
 			if err != nil {
 				return err
 			}
 			fmt.Printf("a: the counter's total of 1..10 is %d\n", total)
 			out.Yield(tagSquare, d.node.SpawnCommand(), remote.Spawn{Node: "b", Kind: "square", Method: "run", Input: payload.Values(7), Await: true})
 		case ev.Type == scheduler.EventYieldComplete && ev.Tag == tagSquare:
-			sq, err := payload.As[int](ev.Data.(payload.Payload))
+			sq, err := payload.As[int](ev.Result())
 			if err != nil {
 				return err
 			}
