@@ -260,7 +260,7 @@ func (p *proc) reservePending(n int) {
 // Complete, after Close returned.
 func (p *proc) close(result payload.Payload, err error, forced bool) closed {
 	p.mu.Lock()
-	c := closed{unread: p.inbox, cancelled: p.flags&pfCancelled != 0, cause: p.cancelCause()}
+	c := closed{unread: p.inbox, cancelled: p.flags&pfCancelled != 0, cause: p.cancelCause(), handle: p.flags&pfHandle != 0}
 	p.inbox = nil
 	p.msgs = 0
 	p.pending = pendingSet{}
@@ -299,14 +299,13 @@ func (p *proc) close(result payload.Payload, err error, forced bool) closed {
 // announce makes the end visible to the process's Handle: after close,
 // and after its names were released and its monitors told, so that once
 // a Handle reports the end, the name is free and every monitor has its
-// event. Called once, by whoever ended the process.
+// event. Only for a process with a Handle: nothing else reads the end.
+// Called once, by whoever ended the process.
 func (p *proc) announce() {
 	p.mu.Lock()
 	p.flags |= pfEnded
-	if p.flags&pfHandle != 0 {
-		if e := p.end(); e.done != nil {
-			close(e.done)
-		}
+	if e := p.end(); e.done != nil {
+		close(e.done)
 	}
 	p.mu.Unlock()
 }
@@ -316,6 +315,7 @@ type closed struct {
 	unread    []Event // events that were queued and never read; the caller's now
 	cancelled bool    // it had been asked to stop (Terminate, Shutdown)
 	cause     error   // the cancel's cause, if so
+	handle    bool    // it has a Handle, to which its end must be announced
 }
 
 // closedChan is returned by Done methods after the fact.

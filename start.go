@@ -238,7 +238,9 @@ func (s *Scheduler) finish(p *proc, v via, result payload.Payload, err error, fo
 			s.notifyEnd(p, x, exitOf(p.pid(), result, err, forced, c.cancelled, c.cause), v)
 		}
 	}
-	p.announce()
+	if c.handle {
+		p.announce() // only a Handle reads it: a spawned child skips the lock
+	}
 }
 
 type submitOptionFunc func(*submitOptions) error
