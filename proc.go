@@ -42,9 +42,16 @@ const (
 	pfShutdownCancel             // with pfCancelled: the cancel came from Shutdown, not Terminate
 	pfForced                     // completed by a shutdown deadline
 	pfRoomWaiters                // a sender waits for room in the mailbox (extra.room)
-	pfHandle                     // a Handle was returned for it: keep its result
 	pfEnded                      // its end is announced: its Handle reports it (set after pfClosed)
-	pfTimed                      // allocated with a procTiming (see newProc); set before it is shared
+)
+
+// Bits of proc.kind: what newProc allocated after the proc (see
+// timedProc). Set before the proc is shared and never changed, so read
+// without mu.
+const (
+	pkTimed   = 1 << iota // a procTiming follows: the End hook is set
+	pkHandle              // a procEnd follows: a Handle was returned for it, keep its result
+	pkAwaited             // a procAwait follows: a parent's SpawnAwait waits for its end
 )
 
 // pfTerminateCancel is the cause bit of a cancel by Terminate: none
@@ -53,14 +60,16 @@ const pfTerminateCancel = 0
 
 // proc is the scheduler's record of one process. It doubles as the
 // process's context.Context, which saves an allocation per process. It is
-// kept small (136 bytes, 144 allocated) because a million waiting processes are a million
-// procs; what few processes need lives in procExtra.
+// kept small (120 bytes, 128 allocated) because a million
+// waiting processes are a million procs; what only some processes need
+// follows it in the same allocation (see timedProc) or lives in
+// procExtra.
 //
-// Ownership: impl, method, awaiter and awaitSeq are touched only by the
-// goroutine that has the process Running (or, before it is first queued,
-// by the submitter; when it completes, by whoever moved it to Complete).
-// The fields under mu are the mailbox and everything that senders,
-// completers and waiters share with that worker.
+// Ownership: impl is touched only by the goroutine that has the process
+// Running (or, before it is first queued, by the submitter; when it
+// completes, by whoever moved it to Complete). The fields under mu are
+// the mailbox and everything that senders, completers and waiters share
+// with that worker.
 type proc struct {
 	id uint64 // PID.ID
 
@@ -78,6 +87,7 @@ type proc struct {
 
 	node    uint32 // PID.Node
 	flags   uint8  // pf* bits; guarded by mu
+	kind    uint8  // pk* bits; immutable once the proc is shared
 	stepped bool   // Step has been called once; worker only
 	// bigInbox: the last drain left a mailbox buffer larger than
 	// keptInbox, to be released if the process goes waiting; set under
@@ -90,9 +100,7 @@ type proc struct {
 	msgs      uint32 // messages (not bounces, completions or cancel) in inbox; guarded by mu
 	methodID  uint32 // the entry point (see methodTable); immutable
 
-	impl     Process // nil once complete
-	awaiter  uint64  // ID of the parent waiting for this process's end (SpawnAwait), 0 if none
-	awaitSeq uint64  // that parent's yield (see worker.register)
+	impl Process // nil once complete
 
 	mu      sync.Mutex // guards flags, inbox, pending and extra's mutable fields; held for a few instructions
 	inbox   []Event
@@ -118,12 +126,17 @@ type procTiming struct {
 
 // A proc is allocated in one object with what only some processes need,
 // placed after it: the timing when the End hook is set, so that counting
-// a step writes to memory the worker running the process already holds,
-// and the end record of a process that has a Handle, so that ending it
-// and waiting for it allocate nothing more. A process that needs neither
-// is a bare proc. The proc comes first in each, so a *proc points to the
-// whole object, and the one with both extends the one with the timing
-// only, so timing works for both.
+// a step writes to memory the worker running the process already holds;
+// the end record of a process that has a Handle, so that ending it and
+// waiting for it allocate nothing more; and the parent yield of a child
+// that a SpawnAwait waits for. A process that needs none of them is a
+// bare proc, each record stays in the smallest size class that holds it
+// (TestProcSizeClasses), and none pays for what it lacks. A process has
+// a Handle only if Submit started it and an awaiting parent only if a
+// step spawned it, so no record has both. The proc comes first in each,
+// so a *proc points to the whole object, and the timing comes right
+// after it in every record that has one, so timing works for all of
+// them; p.kind says which record p is.
 type (
 	timedProc struct {
 		proc
@@ -138,6 +151,15 @@ type (
 		t   procTiming
 		end procEnd
 	}
+	awaitedProc struct {
+		proc
+		await procAwait
+	}
+	timedAwaitedProc struct {
+		proc
+		t     procTiming
+		await procAwait
+	}
 )
 
 // procEnd is what a Handle reads of its process: how it ended, and the
@@ -148,50 +170,81 @@ type procEnd struct {
 	done   chan struct{} // made on demand by Handle.Done and Wait, closed at the end
 }
 
+// procAwait names the yield of the parent that waits for the process's
+// end (SpawnAwait). Written before the proc is shared and never changed.
+type procAwait struct {
+	parent uint64 // the parent's PID.ID (its node is the scheduler's)
+	seq    uint64 // the parent's yield (see worker.register)
+}
+
 // newProc allocates a zero proc, with room for its timing when the End
-// hook is set and for its end record when handle is set (see timedProc);
-// its flags say which.
+// hook is set, for its end record when handle is set, and for its
+// parent's yield when awaited is set (see timedProc); its kind says
+// which. handle and awaited are never both set.
 // Any goroutine.
-func (s *Scheduler) newProc(handle bool) *proc {
-	var p *proc
-	switch timed := s.hooks.End != nil; {
-	case timed && handle:
-		p = &new(timedHandleProc).proc
-	case timed:
-		p = &new(timedProc).proc
-	case handle:
-		p = &new(handleProc).proc
-	default:
-		return new(proc)
-	}
+func (s *Scheduler) newProc(handle, awaited bool) *proc {
+	var kind uint8
 	if s.hooks.End != nil {
-		p.flags |= pfTimed // not yet shared: no lock needed
+		kind |= pkTimed
 	}
 	if handle {
-		p.flags |= pfHandle
+		kind |= pkHandle
 	}
+	if awaited {
+		kind |= pkAwaited
+	}
+	var p *proc
+	switch kind {
+	case 0:
+		return new(proc)
+	case pkTimed:
+		p = &new(timedProc).proc
+	case pkHandle:
+		p = &new(handleProc).proc
+	case pkTimed | pkHandle:
+		p = &new(timedHandleProc).proc
+	case pkAwaited:
+		p = &new(awaitedProc).proc
+	case pkTimed | pkAwaited:
+		p = &new(timedAwaitedProc).proc
+	default:
+		panic("scheduler: a process with both a Handle and an awaiting parent")
+	}
+	p.kind = kind // not yet shared: no lock needed
 	return p
 }
 
 // timing returns p's timing record. Only for a proc that newProc
 // allocated while the End hook is set: p is then the first field of a
-// timedProc or a timedHandleProc, whose timing is at the same offset, so
-// the conversion stays inside that allocation (the race detector's
-// pointer checks verify it).
+// timedProc, a timedHandleProc or a timedAwaitedProc, whose timing is at
+// the same offset, so the conversion stays inside that allocation (the
+// race detector's pointer checks verify it).
 // Whoever owns p at the moment: the worker running it, or whoever ends it.
 func (p *proc) timing() *procTiming {
 	return &(*timedProc)(unsafe.Pointer(p)).t
 }
 
-// end returns p's end record. Only for a proc with pfHandle (see
-// newProc), whose flags say how it was allocated, so the conversion
-// stays inside the allocation. Called with mu held, or before p is
-// shared.
+// end returns p's end record. Only for a proc with pkHandle, whose kind
+// says how it was allocated, so the conversion stays inside the
+// allocation. Called with mu held, or before p is shared.
 func (p *proc) end() *procEnd {
-	if p.flags&pfTimed != 0 {
+	if p.kind&pkTimed != 0 {
 		return &(*timedHandleProc)(unsafe.Pointer(p)).end
 	}
 	return &(*handleProc)(unsafe.Pointer(p)).end
+}
+
+// awaited returns the parent yield waiting for p's end, or nil if none
+// does (see end for the conversion).
+// Any goroutine: the record is immutable once p is shared.
+func (p *proc) awaited() *procAwait {
+	switch p.kind & (pkTimed | pkAwaited) {
+	case pkAwaited:
+		return &(*awaitedProc)(unsafe.Pointer(p)).await
+	case pkTimed | pkAwaited:
+		return &(*timedAwaitedProc)(unsafe.Pointer(p)).await
+	}
+	return nil
 }
 
 // procExtra is the part of a proc that most processes never need.
@@ -260,12 +313,12 @@ func (p *proc) reservePending(n int) {
 // Complete, after Close returned.
 func (p *proc) close(result payload.Payload, err error, forced bool) closed {
 	p.mu.Lock()
-	c := closed{unread: p.inbox, cancelled: p.flags&pfCancelled != 0, cause: p.cancelCause(), handle: p.flags&pfHandle != 0}
+	c := closed{unread: p.inbox, cancelled: p.flags&pfCancelled != 0, cause: p.cancelCause(), handle: p.kind&pkHandle != 0}
 	p.inbox = nil
 	p.msgs = 0
 	p.pending = pendingSet{}
 	p.npending.Store(0)
-	if p.flags&pfHandle != 0 {
+	if p.kind&pkHandle != 0 {
 		e := p.end()
 		e.result, e.err = result, err
 	}

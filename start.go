@@ -82,9 +82,11 @@ func (s *Scheduler) start(values context.Context, p Process, method string, inpu
 		s.countEnd(v)
 		return nil, fmt.Errorf("%w: the process table is full", ErrTooManyProcesses)
 	}
-	pr := s.newProc(handle)
+	pr := s.newProc(handle, awaiter != 0)
 	pr.id, pr.node, pr.impl = id, s.node, p
-	pr.awaiter, pr.awaitSeq = awaiter, awaitSeq
+	if a := pr.awaited(); a != nil {
+		a.parent, a.seq = awaiter, awaitSeq
+	}
 	pr.methodID = s.internMethod(method, w)
 	if values == context.Background() || values == context.TODO() {
 		values = nil // nothing to look up
@@ -224,10 +226,10 @@ func (s *Scheduler) finish(p *proc, v via, result payload.Payload, err error, fo
 		s.countN(v, cUnread, uint64(n))
 		s.deadUnread(p.pid(), c.unread, v)
 	}
-	if p.awaiter != 0 && !forced {
+	if a := p.awaited(); a != nil && !forced {
 		ev := Event{Type: EventYieldComplete, Error: err, From: p.pid()}
 		ev.setPayload(result) // unpacked: no box for the result
-		_ = s.complete(relay.PID{Node: s.node, ID: p.awaiter}, ev, p.awaitSeq, v)
+		_ = s.complete(relay.PID{Node: s.node, ID: a.parent}, ev, a.seq, v)
 	}
 	// Names, monitors: frozen now that the process is closed.
 	if x := p.extra.Load(); x != nil {
