@@ -60,7 +60,7 @@ const pfTerminateCancel = 0
 
 // proc is the scheduler's record of one process. It doubles as the
 // process's context.Context, which saves an allocation per process. It is
-// kept small (120 bytes, 128 allocated) because a million
+// kept small (112 bytes, a size class of its own) because a million
 // waiting processes are a million procs; what only some processes need
 // follows it in the same allocation (see timedProc) or lives in
 // procExtra.
@@ -423,8 +423,23 @@ func (p *proc) values() context.Context {
 // tag. Most processes have zero to a few outstanding yields, kept in a
 // slice; a process that fans out widely moves them to a largePending in
 // its procExtra. Called with proc.mu held.
+//
+// The slice is kept as its first element, length and capacity (16 bytes
+// rather than a slice header's 24), which keeps the proc a size class
+// smaller; pendingSmallMax bounds both counts.
 type pendingSet struct {
-	small []pendingYield
+	first       *pendingYield // the slice's array, nil until one is made
+	n, capacity uint32        // the slice's length and capacity
+}
+
+// small returns the slice. Called with proc.mu held.
+func (ps *pendingSet) small() []pendingYield {
+	return unsafe.Slice(ps.first, ps.capacity)[:ps.n]
+}
+
+// setSmall stores s as the slice. Called with proc.mu held.
+func (ps *pendingSet) setSmall(s []pendingYield) {
+	ps.first, ps.n, ps.capacity = unsafe.SliceData(s), uint32(len(s)), uint32(cap(s))
 }
 
 // pendingYield is one outstanding yield. seq carries seqTimed when the
@@ -456,7 +471,7 @@ func (ps *pendingSet) len(x *procExtra) int {
 	if x != nil && x.large != nil {
 		return x.large.byTag.len()
 	}
-	return len(ps.small)
+	return int(ps.n)
 }
 
 // reserve makes room for n more yields in the slice, unless they will not
@@ -466,7 +481,7 @@ func (ps *pendingSet) reserve(n int, p *proc) {
 	if x := p.extra.Load(); x != nil && x.large != nil {
 		return
 	}
-	need := len(ps.small) + n
+	need := int(ps.n) + n
 	if need > pendingSmallMax {
 		// They will not fit the slice: move to the maps now, sized for
 		// all of them, rather than growing the maps one doubling at a
@@ -475,12 +490,12 @@ func (ps *pendingSet) reserve(n int, p *proc) {
 		ps.toLarge(p, need)
 		return
 	}
-	if need <= cap(ps.small) {
+	if need <= int(ps.capacity) {
 		return
 	}
-	small := make([]pendingYield, len(ps.small), need)
-	copy(small, ps.small)
-	ps.small = small
+	small := make([]pendingYield, ps.n, need)
+	copy(small, ps.small())
+	ps.setSmall(small)
 }
 
 // add inserts a yield and reports false if its tag was already present.
@@ -493,16 +508,17 @@ func (ps *pendingSet) add(tag, seq uint64, p *proc) bool {
 		x.large.bySeq.add(seq&^seqTimed, tag)
 		return true
 	}
-	for _, y := range ps.small {
+	small := ps.small()
+	for _, y := range small {
 		if y.tag == tag {
 			return false
 		}
 	}
-	if len(ps.small) < pendingSmallMax {
-		ps.small = append(ps.small, pendingYield{tag, seq})
+	if len(small) < pendingSmallMax {
+		ps.setSmall(append(small, pendingYield{tag, seq}))
 		return true
 	}
-	large := ps.toLarge(p, len(ps.small)+1)
+	large := ps.toLarge(p, len(small)+1)
 	large.byTag.add(tag, seq)
 	large.bySeq.add(seq&^seqTimed, tag)
 	return true
@@ -514,12 +530,12 @@ func (ps *pendingSet) toLarge(p *proc, need int) *largePending {
 	large := &largePending{}
 	large.byTag.reserve(need)
 	large.bySeq.reserve(need)
-	for _, y := range ps.small {
+	for _, y := range ps.small() {
 		large.byTag.add(y.tag, y.seq)
 		large.bySeq.add(y.seq&^seqTimed, y.tag)
 	}
 	p.getExtra().large = large
-	ps.small = ps.small[:0]
+	ps.n = 0
 	return large
 }
 
@@ -535,7 +551,7 @@ func (ps *pendingSet) removeTag(tag uint64, x *procExtra) (seq uint64, ok bool) 
 		}
 		return seq, ok
 	}
-	for i, y := range ps.small {
+	for i, y := range ps.small() {
 		if y.tag == tag {
 			ps.removeAt(i)
 			return y.seq, true
@@ -555,7 +571,7 @@ func (ps *pendingSet) removeSeq(seq uint64, x *procExtra) (tag uint64, timed, ok
 		}
 		return tag, timed, ok
 	}
-	for i, y := range ps.small {
+	for i, y := range ps.small() {
 		if y.seq&^seqTimed == seq {
 			ps.removeAt(i)
 			return y.tag, y.seq&seqTimed != 0, true
@@ -571,7 +587,7 @@ func (ps *pendingSet) lookupTag(tag uint64, x *procExtra) (seq uint64, ok bool) 
 	if x != nil && x.large != nil {
 		return x.large.byTag.get(tag)
 	}
-	for _, y := range ps.small {
+	for _, y := range ps.small() {
 		if y.tag == tag {
 			return y.seq, true
 		}
@@ -586,7 +602,7 @@ func (ps *pendingSet) hasSeq(seq uint64, x *procExtra) bool {
 		_, ok := x.large.bySeq.get(seq)
 		return ok
 	}
-	for _, y := range ps.small {
+	for _, y := range ps.small() {
 		if y.seq&^seqTimed == seq {
 			return true
 		}
@@ -605,9 +621,10 @@ func (ps *pendingSet) markTimed(seq uint64, x *procExtra) bool {
 		}
 		return ok
 	}
-	for i := range ps.small {
-		if ps.small[i].seq&^seqTimed == seq {
-			ps.small[i].seq |= seqTimed
+	small := ps.small()
+	for i := range small {
+		if small[i].seq&^seqTimed == seq {
+			small[i].seq |= seqTimed
 			return true
 		}
 	}
@@ -626,7 +643,7 @@ func (ps *pendingSet) eachTimed(x *procExtra, f func(seq uint64)) {
 		})
 		return
 	}
-	for _, y := range ps.small {
+	for _, y := range ps.small() {
 		if y.seq&seqTimed != 0 {
 			f(y.seq &^ seqTimed)
 		}
@@ -635,7 +652,8 @@ func (ps *pendingSet) eachTimed(x *procExtra, f func(seq uint64)) {
 
 // removeAt deletes the i'th yield of the slice. Called with p.mu held.
 func (ps *pendingSet) removeAt(i int) {
-	last := len(ps.small) - 1
-	ps.small[i] = ps.small[last]
-	ps.small = ps.small[:last]
+	small := ps.small()
+	last := len(small) - 1
+	small[i] = small[last]
+	ps.n = uint32(last)
 }
