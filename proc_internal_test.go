@@ -1,7 +1,9 @@
 package scheduler
 
 import (
+	"runtime"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 )
@@ -40,5 +42,60 @@ func TestPendingSetReservesMapsOnce(t *testing.T) {
 		tag, ok := x.large.bySeq.get(2*i + 1)
 		require.True(t, ok)
 		require.Equal(t, i+1, tag)
+	}
+}
+
+// TestProcSizeClasses pins each process record to the Go allocation size
+// class it fits: a field that grows a record by a few bytes costs every
+// process of that kind the whole step to the next class (16 bytes or
+// more, times a million waiting processes, and more work for the garbage
+// collector), so such a change has to show up here and be decided on.
+// Each record is also allocated through newProc and the bytes the
+// runtime handed out are counted, which checks that the bound is a real
+// size class and that newProc allocates the record meant.
+func TestProcSizeClasses(t *testing.T) {
+	end := func(EndInfo) {}
+	cases := []struct {
+		name          string
+		size, class   uintptr
+		timed, handle bool
+		awaited       bool
+	}{
+		{name: "proc", size: unsafe.Sizeof(proc{}), class: 112},
+		{name: "handleProc", size: unsafe.Sizeof(handleProc{}), class: 160, handle: true},
+		{name: "awaitedProc", size: unsafe.Sizeof(awaitedProc{}), class: 128, awaited: true},
+		{name: "timedProc", size: unsafe.Sizeof(timedProc{}), class: 128, timed: true},
+		{name: "timedHandleProc", size: unsafe.Sizeof(timedHandleProc{}), class: 176, timed: true, handle: true},
+		{name: "timedAwaitedProc", size: unsafe.Sizeof(timedAwaitedProc{}), class: 144, timed: true, awaited: true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if c.size > c.class {
+				t.Fatalf("%s is %d bytes, past its %d-byte size class", c.name, c.size, c.class)
+			}
+			s := &Scheduler{}
+			if c.timed {
+				s.hooks.End = end
+			}
+			const n = 1000
+			keep := make([]*proc, n)
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			for i := range keep {
+				keep[i] = s.newProc(c.handle, c.awaited)
+			}
+			runtime.ReadMemStats(&after)
+			// Classes this small are at least 16 bytes apart: what else
+			// the test binary allocates meanwhile cannot move the
+			// average by that much.
+			perProc := (after.TotalAlloc - before.TotalAlloc) / n
+			if perProc < uint64(c.class) || perProc >= uint64(c.class)+16 {
+				t.Fatalf("%d bytes allocated per %s, want its %d-byte size class", perProc, c.name, c.class)
+			}
+			require.Equal(t, c.timed, keep[0].kind&pkTimed != 0, "timed")
+			require.Equal(t, c.handle, keep[0].kind&pkHandle != 0, "handle")
+			require.Equal(t, c.awaited, keep[0].awaited() != nil, "awaited")
+			runtime.KeepAlive(keep)
+		})
 	}
 }
