@@ -314,10 +314,19 @@ func (p *proc) reservePending(n int) {
 func (p *proc) close(result payload.Payload, err error, forced bool) closed {
 	p.mu.Lock()
 	c := closed{unread: p.inbox, cancelled: p.flags&pfCancelled != 0, cause: p.cancelCause(), handle: p.kind&pkHandle != 0}
-	p.inbox = nil
+	// Most processes end with nothing queued or pending: the checks spare
+	// them a write barrier each (while the collector marks) and the
+	// atomic store's fence.
+	if p.inbox != nil {
+		p.inbox = nil
+	}
 	p.msgs = 0
-	p.pending = pendingSet{}
-	p.npending.Store(0)
+	if p.pending.first != nil {
+		p.pending = pendingSet{}
+	}
+	if p.npending.Load() != 0 { // written only under mu, held here
+		p.npending.Store(0)
+	}
 	if p.kind&pkHandle != 0 {
 		e := p.end()
 		e.result, e.err = result, err
