@@ -23,8 +23,9 @@
 // a process's input, with positional decoding.
 //
 // Payload is kept to two words plus a tag (24 bytes on 64-bit platforms)
-// because the scheduler stores one in every finished process and boxes them
-// into events. It deliberately does not hold a reflect.Type or a decoded cache.
+// because the scheduler keeps one in the record of every finished process
+// that has a Handle, and an event carries a payload as its value and a
+// format byte, with no allocation of its own. It deliberately does not hold a reflect.Type or a decoded cache.
 //
 // Errors are the sentinel values [ErrNoValue], [ErrTypeMismatch],
 // [ErrInvalidTarget], [ErrDecode], [ErrEncode], [ErrArity] and
