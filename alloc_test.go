@@ -381,10 +381,9 @@ func TestAllocSleepRoundTrip(t *testing.T) {
 // Allocations per process started. A process costs the user's process
 // value and the scheduler's record, one allocation each; nothing else
 // is allocated to start it, run it, end it and keep its result for its
-// Handle. An awaited child's result reaches its parent unpacked from its
-// payload (see Event), so SpawnAwait costs nothing more either. Spawn's
-// completion carries the child's PID in Event.Data, an interface, which
-// costs one allocation more.
+// Handle. A spawned child's completion names it in Event.From, and an
+// awaited child's result reaches its parent unpacked from its payload
+// (see Event), so Spawn and SpawnAwait cost nothing more either.
 // The tests measure with testing.AllocsPerRun and allow a tenth of an
 // allocation per process for the parent's buffers that grow and shrink
 // with each batch; the race runtime may allocate more (see
@@ -497,7 +496,7 @@ func testAllocSpawn(t *testing.T, await bool, want float64, what string) {
 }
 
 func TestAllocSpawn(t *testing.T) {
-	testAllocSpawn(t, false, 3, "Spawn (the completion carries the child's PID)")
+	testAllocSpawn(t, false, 2, "Spawn (the completion names the child in From)")
 }
 
 func TestAllocSpawnAwait(t *testing.T) {

@@ -432,7 +432,7 @@ func (w *worker) startChild(p *proc, seq uint64, child Process, method string, i
 		return
 	}
 	if !await {
-		w.completeNow(p, seq, c.pid(), nil)
+		w.completeNowFrom(p, seq, c.pid(), nil, nil) // the child in From: no box for its PID
 	}
 	w.pushLocal(c)
 }

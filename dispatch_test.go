@@ -431,8 +431,9 @@ func TestBuiltins(t *testing.T) {
 			yield: func(e *dispatchEnv, out *sched.StepOutput) { out.Spawn(1, e.child, "kid", payload.Values(3)) },
 			check: func(t *testing.T, s *sched.Scheduler, e *dispatchEnv, ev sched.Event) {
 				require.NoError(t, ev.Error)
-				pid, ok := ev.Data.(relay.PID)
-				require.True(t, ok, "Data of a Spawn completion is a relay.PID, got %T", ev.Data)
+				pid := ev.From
+				require.False(t, pid.IsZero(), "From of a Spawn completion is the child")
+				assert.Nil(t, ev.Data, "Data of a Spawn completion is nil")
 				assert.Equal(t, "kid", e.child.method)
 				assert.Equal(t, payload.Values(3), e.child.input)
 				// The child is live and addressable by that PID.

@@ -62,8 +62,9 @@ type Event struct {
 	Data   any    // the yield's result (EventYieldComplete) or the message (EventMessage); a payload arrives unpacked
 	Error  error  // set when a yield failed or a message could not be delivered
 	// From is the sender of a message, the zero PID for messages sent from
-	// outside any process, or the child of a yield that spawned and awaited
-	// one (see [StepOutput.SpawnAwait]).
+	// outside any process, the child of a yield that spawned one (see
+	// [StepOutput.Spawn] and [StepOutput.SpawnAwait]), or the process a
+	// completion is about (a monitor's watched process, a replier).
 	From relay.PID
 }
 

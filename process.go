@@ -177,15 +177,16 @@ func (o *StepOutput) Tell(to relay.PID, msg any) {
 
 // Spawn starts a child process after Step returns: Init is called with
 // method and input on this worker, and the child is queued here. The yield
-// completes with the child's [relay.PID] as Data, or with Init's error.
+// completes with the child's [relay.PID] as From (Data is nil), or with
+// Init's error.
 func (o *StepOutput) Spawn(tag uint64, child Process, method string, input payload.Payloads) {
 	o.spawn(tag, child, method, input, yieldSpawn)
 }
 
 // SpawnAwait is [StepOutput.Spawn] that completes when the child finishes:
 // the completion's [Event.Result] is the child's result (its Data is the
-// result's value: see [Event]), Error its error, and From its PID. A
-// failing Init completes it at once.
+// result's value: see [Event]), Error its error, and From its PID, as for
+// Spawn. A failing Init completes it at once.
 func (o *StepOutput) SpawnAwait(tag uint64, child Process, method string, input payload.Payloads) {
 	o.spawn(tag, child, method, input, yieldSpawnAwait)
 }

@@ -14,7 +14,6 @@ import (
 
 	sched "github.com/procsched/scheduler"
 	"github.com/procsched/scheduler/payload"
-	"github.com/procsched/scheduler/relay"
 )
 
 // Stress: Close runs exactly once for every process whose Init ran,
@@ -241,8 +240,7 @@ func (p *lifeProc) checkChild(kind endKind, ev sched.Event) {
 	case kind == endInitPanic:
 		ok = errors.Is(ev.Error, sched.ErrInit) && errors.Is(ev.Error, sched.ErrPanic)
 	case !awaited:
-		_, isPID := ev.Data.(relay.PID)
-		ok = ev.Error == nil && isPID
+		ok = ev.Error == nil && !ev.From.IsZero() && ev.Data == nil
 	case kind == endDone:
 		ok = ev.Error == nil && ev.Result() == payload.Of(kind.String()) && !ev.From.IsZero()
 	case kind == endError:

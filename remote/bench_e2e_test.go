@@ -74,7 +74,7 @@ func BenchmarkStream(b *testing.B) {
 			if ev.Error != nil {
 				return ev.Error
 			}
-			acked = int(ev.Data.(relay.PID).ID)
+			acked = int(ev.From.ID)
 		}
 		if acked == total {
 			out.Done(payload.Payload{})

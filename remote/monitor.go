@@ -359,7 +359,7 @@ func (t *pendingTable) answer(p *peer, f *frame) {
 		if err != nil {
 			r.done(relay.PID{}, nil, err)
 		} else {
-			r.done(relay.PID{}, f.from, nil)
+			r.done(f.from, nil, nil)
 		}
 	case f.kind == kindExited && (r.kind == kindMonitor || r.await):
 		delete(t.m, f.req)

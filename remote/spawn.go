@@ -19,8 +19,9 @@ import (
 //	out.Yield(tag, node.SpawnCommand(), remote.Spawn{Node: "b", Kind: "worker", Method: "run", Input: in})
 //
 // Without Await the yield completes when the process has started, with
-// its [relay.PID] as Data. With Await it completes when the process ends,
-// with its result ([payload.Payload]) as Data and its error as Error, as
+// its [relay.PID] as From, as [scheduler.StepOutput.Spawn] does. With
+// Await it completes when the process ends, with its result (read with
+// [scheduler.Event.Result]) and its error as Error, and From its PID, as
 // [scheduler.StepOutput.SpawnAwait] does. It fails with an error wrapping
 // [ErrUnknownNode], [ErrNodeDown], [ErrUnknownKind], [ErrNotEncodable]
 // (an input that cannot cross), or the error of the process's Init on
@@ -134,7 +135,7 @@ func (n *Node) handleSpawn(c scheduler.Call) error {
 // target node's answer or ctx.
 func (n *Node) Spawn(ctx context.Context, node, kind, method string, input payload.Payloads) (relay.PID, error) {
 	ch := make(chan outcome, 1)
-	n.spawn(Spawn{Node: node, Kind: kind, Method: method, Input: input}, n.submit, func(_ relay.PID, data any, err error) { ch <- outcome{data, err} })
+	n.spawn(Spawn{Node: node, Kind: kind, Method: method, Input: input}, n.submit, func(from relay.PID, _ any, err error) { ch <- outcome{from, err} })
 	select {
 	case o := <-ch:
 		pid, _ := o.data.(relay.PID)
@@ -169,7 +170,7 @@ func (n *Node) spawn(sp Spawn, submit submitFunc, done func(from relay.PID, data
 		case err != nil:
 			done(relay.PID{}, nil, err)
 		case !sp.Await:
-			done(relay.PID{}, h.PID(), nil)
+			done(h.PID(), nil, nil)
 		default:
 			n.sched.Monitor(h.PID(), func(e scheduler.Exit) {
 				if e.Reason == scheduler.ExitGone { // ended before the watch

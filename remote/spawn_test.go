@@ -100,7 +100,7 @@ func TestRemoteSpawn(t *testing.T) {
 				case ev.Type == scheduler.EventYieldComplete && ev.Error != nil:
 					return ev.Error
 				case ev.Type == scheduler.EventYieldComplete:
-					child := ev.Data.(relay.PID)
+					child := ev.From
 					out.Tell(child, "ping")
 					out.Tell(child, "stop")
 				case ev.Type == scheduler.EventMessage:
@@ -135,8 +135,8 @@ func TestRemoteSpawn(t *testing.T) {
 			assert.Equal(t, 4, ev.Data, "unpacked, as locally")
 			ev = tYield(t, a.S, a.SpawnCommand(), remote.Spawn{Node: node, Kind: "echo", Method: "run"})
 			require.NoError(t, ev.Error)
-			assert.Equal(t, a.Node.Node(), ev.Data.(relay.PID).Node)
-			require.NoError(t, a.S.Tell(ev.Data.(relay.PID), "stop"))
+			assert.Equal(t, a.Node.Node(), ev.From.Node)
+			require.NoError(t, a.S.Tell(ev.From, "stop"))
 		}
 	})
 

@@ -608,7 +608,7 @@ var scenarios = []scenario{
 			sort.Strings(ls)
 			return strings.Join(ls, "; ")
 		},
-		want: "close; complete 1 data=idle; complete 2 data=r from=ok; complete 3 err=boom from=bad; complete 4 err=other(scheduler: nil process); complete 5 err=other(scheduler: empty method)",
+		want: "close; complete 1 from=idle; complete 2 data=r from=ok; complete 3 err=boom from=bad; complete 4 err=other(scheduler: nil process); complete 5 err=other(scheduler: empty method)",
 	},
 	{
 		name: "monitors report done, failed, terminated and gone",

@@ -460,7 +460,7 @@ func (s *Sim) carry(p *proc, y *bridge.Yield) {
 		case err != nil:
 			s.completeNow(pd, scheduler.Event{Error: err})
 		case !await:
-			s.completeNow(pd, scheduler.Event{Data: c.pid})
+			s.completeNow(pd, scheduler.Event{From: c.pid})
 		}
 	case bridge.KindSleep:
 		pd := s.register(p, y)

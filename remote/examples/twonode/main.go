@@ -180,7 +180,7 @@ func (d *driver) Step(evs []scheduler.Event, out *scheduler.StepOutput) error {
 		}
 		switch {
 		case ev.Type == scheduler.EventYieldComplete && ev.Tag == tagSpawn:
-			d.counter = ev.Data.(relay.PID)
+			d.counter = ev.From
 			fmt.Printf("a: started a counter on node %s\n", d.node.Named(d.counter).Node)
 			for i := 1; i <= 10; i++ {
 				out.Tell(d.counter, payload.Of(i))
