@@ -64,8 +64,13 @@ type worker struct {
 
 	out    StepOutput
 	events []Event
-	batch  []*proc
-	slots  slotCache // free process-table slots; owner only
+	// eventsUsed is the longest batch w.events has held since it was last
+	// cleared: the part of its buffer that may still hold references.
+	// Going idle clears that much, not the whole capacity, which a past
+	// burst may have made large. Owner only.
+	eventsUsed int
+	batch      []*proc
+	slots      slotCache // free process-table slots; owner only
 	// lastMethod and lastMethodID cache the latest interned entry point.
 	lastMethod   string
 	lastMethodID uint32
@@ -166,7 +171,8 @@ func (w *worker) loop() {
 				w.idle.Store(true)
 				w.flush()
 				w.out.release()
-				clear(w.events[:cap(w.events)])
+				clear(w.events[:min(w.eventsUsed, cap(w.events))])
+				w.eventsUsed = 0
 			}
 			if queued, _, _ := w.pollTimers(); queued {
 				continue
@@ -455,6 +461,7 @@ func (w *worker) run(p *proc) {
 			err = w.step(p)
 		}
 		batch := len(w.events)
+		w.eventsUsed = max(w.eventsUsed, batch)
 		w.events = w.events[:0]
 		w.count(cSteps)
 		status := w.out.status

@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
+	"weak"
 
 	"github.com/stretchr/testify/require"
 
@@ -401,5 +403,60 @@ func withFixedBatch() Option {
 	return optionFunc(func(c *config) error {
 		c.fixedBatch = true
 		return nil
+	})
+}
+
+// An idle worker keeps no reference to the events of its past steps, even
+// when a burst grew its buffer beyond the batches that followed: the data
+// of every message read can be collected once the worker waits.
+func TestIdleWorkerDropsPastEvents(t *testing.T) {
+	const burst = 100
+	s := newScheduler(t, WithWorkers(1))
+	gate, started := make(chan struct{}), make(chan struct{})
+	read := make(chan int, 4)
+	first := true
+	h, err := s.Submit(context.Background(), stepFunc(func(evs []Event, out *StepOutput) error {
+		if first {
+			first = false
+			close(started)
+			<-gate // the burst queues up meanwhile, to arrive in one batch
+			return nil
+		}
+		for _, ev := range evs {
+			if ev.Type == EventCancel {
+				out.Done(payload.Payload{})
+				return nil
+			}
+		}
+		read <- len(evs)
+		if len(evs) == burst {
+			out.Continue() // a step with a short batch follows, before the worker can go idle
+		}
+		return nil
+	}), "run", nil)
+	require.NoError(t, err)
+	receive(t, started, "the first step")
+
+	type big struct{ _ [256]byte }
+	refs := make([]weak.Pointer[big], 0, burst)
+	for range burst {
+		v := new(big)
+		refs = append(refs, weak.Make(v))
+		require.NoError(t, s.Tell(h.PID(), v))
+	}
+	close(gate)
+	require.Equal(t, burst, receive(t, read, "the burst, in one batch"))
+	// The continued step's batch is empty: clearing only the last batch's
+	// length would leave the burst's references behind.
+	require.Equal(t, 0, receive(t, read, "the continued step"))
+
+	eventually(t, "every message of the burst collected", func() bool {
+		runtime.GC()
+		for _, r := range refs {
+			if r.Value() != nil {
+				return false
+			}
+		}
+		return true
 	})
 }
