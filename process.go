@@ -113,7 +113,12 @@ type StepOutput struct {
 	result payload.Payload
 	read   int // with statusDone: events of the batch read, -1 for all
 	yields []yield
-	clock  time.Time // the timer clock's origin, for Sleep deadlines
+	// used is the most yields a step wrote since release: the part of
+	// the yields buffer that may still hold references. release clears
+	// that much, not the whole capacity, which one wide step may have
+	// made large.
+	used  int
+	clock time.Time // the timer clock's origin, for Sleep deadlines
 	// now, if not nil, is the clock Sleep and Timeout read instead of
 	// time.Now: the test kit's virtual clock (see bridge.go).
 	now func() time.Time
@@ -336,6 +341,7 @@ func (o *StepOutput) reset(self relay.PID) {
 	o.status = statusWait
 	o.result = payload.Payload{}
 	o.read = -1
+	o.used = max(o.used, len(o.yields))
 	o.yields = o.yields[:0]
 }
 
@@ -353,6 +359,7 @@ func (o *StepOutput) unread(n int) int {
 // calls it before it goes idle.
 // Worker only.
 func (o *StepOutput) release() {
-	clear(o.yields[:cap(o.yields)])
+	clear(o.yields[:min(max(o.used, len(o.yields)), cap(o.yields))])
+	o.used = 0
 	o.result = payload.Payload{}
 }

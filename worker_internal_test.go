@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/procsched/scheduler/payload"
+	"github.com/procsched/scheduler/relay"
 )
 
 // withoutFairness switches off the fairness mechanisms, to show what
@@ -451,6 +452,50 @@ func TestIdleWorkerDropsPastEvents(t *testing.T) {
 	require.Equal(t, 0, receive(t, read, "the continued step"))
 
 	eventually(t, "every message of the burst collected", func() bool {
+		runtime.GC()
+		for _, r := range refs {
+			if r.Value() != nil {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// Likewise for yields: an idle worker keeps no reference to what past
+// steps yielded, even after one wide step.
+func TestIdleWorkerDropsPastYields(t *testing.T) {
+	const wide = 100
+	s := newScheduler(t, WithWorkers(1))
+	type big struct{ _ [256]byte }
+	refs := make([]weak.Pointer[big], 0, wide)
+	stepped := make(chan int, 4)
+	n := 0
+	_, err := s.Submit(context.Background(), stepFunc(func(evs []Event, out *StepOutput) error {
+		for _, ev := range evs {
+			if ev.Type == EventCancel {
+				out.Done(payload.Payload{})
+				return nil
+			}
+		}
+		n++
+		if n == 1 {
+			// Tells to nobody: each comes back as a bounce, read in the
+			// next step, and no other process holds the messages.
+			for range wide {
+				v := new(big)
+				refs = append(refs, weak.Make(v))
+				out.Tell(relay.PID{ID: math.MaxUint64 >> 1}, v)
+			}
+			out.Continue() // a step with no yields follows, before the worker can go idle
+		}
+		stepped <- n
+		return nil
+	}), "run", nil)
+	require.NoError(t, err)
+	require.Equal(t, 1, receive(t, stepped, "the wide step"))
+	require.Equal(t, 2, receive(t, stepped, "the continued step, which reads the bounces"))
+	eventually(t, "every message the wide step told collected", func() bool {
 		runtime.GC()
 		for _, r := range refs {
 			if r.Value() != nil {
