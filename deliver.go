@@ -111,7 +111,7 @@ func (s *Scheduler) deliverMessage(from, to relay.PID, msg any, v via, wait bool
 		if evicted.From.IsZero() {
 			s.deadLetter(relay.Message{To: to, Data: evicted.data(), Err: why}, DeadDropped, v)
 		} else {
-			s.bounce(evicted.From, Event{Type: EventMessage, packed: evicted.packed, Data: evicted.Data, Error: why, From: to}, v)
+			s.bounce(relay.Message{From: to, To: evicted.From, Data: evicted.data(), Err: why}, v)
 		}
 	}
 	if w := v.worker(); w != nil {
@@ -144,14 +144,14 @@ func (s *Scheduler) refused(err error, to relay.PID, v via) error {
 	return fmt.Errorf("%w: %v", err, to)
 }
 
-// bounce returns an undelivered message to its sender, if it still lives:
-// a local sender gets ev; a sender on another node gets it back through
-// the transport; a returned request completes its asking yield. A bounce
-// that reaches no process is a dead letter. Bounces are outside any
-// mailbox limit. Any goroutine.
-func (s *Scheduler) bounce(sender relay.PID, ev Event, v via) {
-	msg := relay.Message{From: ev.From, To: sender, Data: ev.data(), Err: ev.Error}
-	if sender.Node != s.node {
+// bounce returns an undelivered message to its sender msg.To, if it
+// still lives (msg.From is the recipient not reached, msg.Err why): a
+// local sender gets it as a bounce; a sender on another node gets it back
+// through the transport; a returned request completes its asking yield. A
+// bounce that reaches no process is a dead letter. Bounces are outside
+// any mailbox limit. Any goroutine.
+func (s *Scheduler) bounce(msg relay.Message, v via) {
+	if msg.To.Node != s.node {
 		if s.transport != nil {
 			_ = s.forward(msg, v)
 		}

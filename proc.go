@@ -313,7 +313,7 @@ func (p *proc) reservePending(n int) {
 // Complete, after Close returned.
 func (p *proc) close(result payload.Payload, err error, forced bool) closed {
 	p.mu.Lock()
-	c := closed{unread: p.inbox, cancelled: p.flags&pfCancelled != 0, cause: p.cancelCause(), handle: p.kind&pkHandle != 0}
+	c := closed{unread: p.inbox, cancelled: p.flags&pfCancelled != 0, cause: p.cancelCause()}
 	// Most processes end with nothing queued or pending: the checks spare
 	// them a write barrier each (while the collector marks) and the
 	// atomic store's fence.
@@ -377,7 +377,6 @@ type closed struct {
 	unread    []Event // events that were queued and never read; the caller's now
 	cancelled bool    // it had been asked to stop (Terminate, Shutdown)
 	cause     error   // the cancel's cause, if so
-	handle    bool    // it has a Handle, to which its end must be announced
 }
 
 // closedChan is returned by Done methods after the fact.

@@ -240,7 +240,7 @@ func (s *Scheduler) finish(p *proc, v via, result payload.Payload, err error, fo
 			s.notifyEnd(p, x, exitOf(p.pid(), result, err, forced, c.cancelled, c.cause), v)
 		}
 	}
-	if c.handle {
+	if p.kind&pkHandle != 0 {
 		p.announce() // only a Handle reads it: a spawned child skips the lock
 	}
 }
