@@ -58,23 +58,20 @@ func TestStrings(t *testing.T) {
 	}
 }
 
-// payloadCases are the data the payload rule is checked with: what was
+// payloadCase is one datum the payload rule is checked with: what was
 // sent, the Data it must arrive as, and the Result it must give.
-func payloadCases() []struct {
+type payloadCase struct {
 	name     string
 	sent     any
 	wantData any
 	want     payload.Payload
-} {
+}
+
+func payloadCases() []payloadCase {
 	jsonBody := []byte(`{"n":1}`)
 	rawBytes := []byte{1, 2, 3}
 	tok := &struct{ n int }{7}
-	return []struct {
-		name     string
-		sent     any
-		wantData any
-		want     payload.Payload
-	}{
+	return []payloadCase{
 		{"a Go payload", payload.Of(42), 42, payload.Of(42)},
 		{"a pointer payload", payload.Of(tok), tok, payload.Of(tok)},
 		{"a bytes payload", payload.Bytes(rawBytes), rawBytes, payload.Bytes(rawBytes)},

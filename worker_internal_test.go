@@ -452,13 +452,7 @@ func TestIdleWorkerDropsPastEvents(t *testing.T) {
 	require.Equal(t, 0, receive(t, read, "the continued step"))
 
 	eventually(t, "every message of the burst collected", func() bool {
-		runtime.GC()
-		for _, r := range refs {
-			if r.Value() != nil {
-				return false
-			}
-		}
-		return true
+		return allCollected(refs)
 	})
 }
 
@@ -496,12 +490,18 @@ func TestIdleWorkerDropsPastYields(t *testing.T) {
 	require.Equal(t, 1, receive(t, stepped, "the wide step"))
 	require.Equal(t, 2, receive(t, stepped, "the continued step, which reads the bounces"))
 	eventually(t, "every message the wide step told collected", func() bool {
-		runtime.GC()
-		for _, r := range refs {
-			if r.Value() != nil {
-				return false
-			}
-		}
-		return true
+		return allCollected(refs)
 	})
+}
+
+// allCollected runs a collection and reports whether every value refs
+// point to is gone.
+func allCollected[T any](refs []weak.Pointer[T]) bool {
+	runtime.GC()
+	for _, r := range refs {
+		if r.Value() != nil {
+			return false
+		}
+	}
+	return true
 }
