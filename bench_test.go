@@ -183,6 +183,54 @@ func benchSpawn(b *testing.B, opts ...sched.Option) {
 	}
 }
 
+// wideSpawner spawns n trivial children, wideBatch per step, without
+// waiting for any of them before it has spawned them all, then waits for
+// all: a batch job that hands out its work at once.
+type wideSpawner struct {
+	stepOnly
+	n, spawned, ended int
+}
+
+// wideBatch is how many children wideSpawner spawns per step.
+const wideBatch = 1000
+
+func (p *wideSpawner) Step(evs []sched.Event, out *sched.StepOutput) error {
+	for _, ev := range evs {
+		if ev.Error != nil {
+			return ev.Error
+		}
+		p.ended++
+	}
+	if p.ended == p.n {
+		out.Done(payload.Payload{})
+		return nil
+	}
+	for range min(wideBatch, p.n-p.spawned) {
+		out.SpawnAwait(uint64(p.spawned), oneStep, "run", nil)
+		p.spawned++
+	}
+	if p.spawned < p.n {
+		out.Continue()
+	}
+	return nil
+}
+
+// BenchmarkSpawnWide: one process spawns b.N children, a thousand per
+// step, and awaits them all. The parent runs ahead of its children, so
+// up to hundreds of thousands of its yields are outstanding at once: ns/op
+// is per child and includes what that many pending yields cost.
+func BenchmarkSpawnWide(b *testing.B) {
+	s := newScheduler(b)
+	pollStatsDuring(b, s)
+	h, err := s.Submit(context.Background(), &wideSpawner{n: b.N}, "run", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := h.Wait(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+}
+
 // BenchmarkSubmit: a goroutine outside the scheduler submits b.N
 // processes that end in their first step, as fast as it can, dropping
 // the handles; ns/op is per process, up to the end of the last one.

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
@@ -79,5 +80,76 @@ func BenchmarkU64MapAddRemove(b *testing.B) {
 		m.add(i, i)
 		m.remove(i - 1000)
 		i++
+	}
+}
+
+// slotOf returns the slot that holds key, which must be present and not 0.
+func (m *u64map) slotOf(key uint64) int {
+	mask := len(m.slots) - 1
+	for i := m.home(key); ; i = (i + 1) & mask {
+		if m.slots[i].key == key {
+			return i
+		}
+	}
+}
+
+// TestU64MapKeepsRunsTogether: consecutive keys, the usual shape of tags
+// and sequence numbers, sit in consecutive slots, so that a map larger
+// than the cache costs a few cache lines per run of keys rather than one
+// per key.
+func TestU64MapKeepsRunsTogether(t *testing.T) {
+	for _, base := range []uint64{1, 1 << 20, 5_000_001, 1 << 40} {
+		var m u64map
+		const n = 1 << 14
+		for k := base; k < base+n; k++ {
+			m.add(k, k)
+		}
+		adjacent := 0
+		for k := base; k < base+n-1; k++ {
+			if m.slotOf(k+1) == (m.slotOf(k)+1)&(len(m.slots)-1) {
+				adjacent++
+			}
+		}
+		require.GreaterOrEqual(t, adjacent, (n-1)*9/10,
+			"keys %d.. : only %d of %d consecutive pairs in adjacent slots", base, adjacent, n-1)
+	}
+}
+
+// TestU64MapSpreadsStructuredKeys: keys that share their low bits (tags
+// made by shifting, strides of powers of two) or that step by odd amounts
+// still spread over the table: the average key sits a few slots from its
+// home, as with random keys, instead of queueing behind the others.
+func TestU64MapSpreadsStructuredKeys(t *testing.T) {
+	const n = 1 << 12
+	strides := []uint64{1, 2, 3, 7, 63, 64, 65, 100, 1 << 10, 1000, 1 << 16, 1 << 32, 1<<32 + 1, 1 << 40, 1 << 52}
+	for _, stride := range strides {
+		var m u64map
+		for i := range uint64(n) {
+			m.add(1+i*stride, i)
+		}
+		mask := len(m.slots) - 1
+		total := 0
+		for i := range uint64(n) {
+			k := 1 + i*stride
+			total += (m.slotOf(k) - m.home(k)) & mask
+		}
+		require.LessOrEqual(t, float64(total)/n, 4.0, "stride %d: average distance from home", stride)
+	}
+}
+
+func BenchmarkU64MapWindow(b *testing.B) {
+	for _, w := range []uint64{100, 1000, 100_000, 1_000_000} {
+		b.Run(fmt.Sprint(w), func(b *testing.B) {
+			var m u64map
+			for i := range w {
+				m.add(i+1, i)
+			}
+			i := w + 1
+			for b.Loop() {
+				m.add(i, i)
+				m.remove(i - w)
+				i++
+			}
+		})
 	}
 }
