@@ -2,6 +2,7 @@ package scheduler_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -867,4 +868,61 @@ func TestCompleteFrom(t *testing.T) {
 	ev := res.Value().(sched.Event)
 	assert.Equal(t, from, ev.From)
 	assert.Equal(t, "x", ev.Data)
+}
+
+// TestSpawnsOfOneStepFreeTagsInOrder: the spawns of one step are carried
+// out in order, so a tag that an earlier spawn of the same step freed can
+// be used again by a later one: a Spawn completes at once, and so does a
+// SpawnAwait whose child fails Init. A tag still outstanding is a
+// duplicate, as for any yield.
+func TestSpawnsOfOneStepFreeTagsInOrder(t *testing.T) {
+	initErr := testError("init failed")
+	failing := &probe{init: func(context.Context, string, payload.Payloads) error { return initErr }}
+	p := &probe{step: func(p *probe, n int, _ []sched.Event, out *sched.StepOutput) error {
+		if n == 0 {
+			for range 3 {
+				out.Spawn(5, oneStep, "run", nil)
+			}
+			out.SpawnAwait(6, failing, "run", nil)
+			out.SpawnAwait(6, oneStep, "run", nil)
+			out.SpawnAwait(7, oneStep, "run", nil)
+			out.SpawnAwait(7, oneStep, "run", nil)
+			return nil
+		}
+		if len(p.EventsOf(sched.EventYieldComplete)) == 7 {
+			out.Done(payload.Payload{})
+		}
+		return nil
+	}}
+	s := newScheduler(t)
+	_, err := waitEnd(t, s, submit(t, s, p))
+	require.NoError(t, err)
+
+	byTag := map[uint64][]sched.Event{}
+	for _, ev := range p.EventsOf(sched.EventYieldComplete) {
+		byTag[ev.Tag] = append(byTag[ev.Tag], ev)
+	}
+	require.Len(t, byTag[5], 3, "every Spawn with tag 5 started its child")
+	children := map[relay.PID]bool{}
+	for _, ev := range byTag[5] {
+		require.NoError(t, ev.Error)
+		require.NotZero(t, ev.From, "a Spawn names its child")
+		children[ev.From] = true
+	}
+	require.Len(t, children, 3, "three different children")
+
+	require.Len(t, byTag[6], 2)
+	require.ErrorIs(t, byTag[6][0].Error, sched.ErrInit, "the first child of tag 6 fails Init")
+	require.NoError(t, byTag[6][1].Error, "the second child of tag 6 ran: the failure freed the tag")
+
+	require.Len(t, byTag[7], 2)
+	var dup, ran int
+	for _, ev := range byTag[7] {
+		if errors.Is(ev.Error, sched.ErrDuplicateTag) {
+			dup++
+		} else if ev.Error == nil {
+			ran++
+		}
+	}
+	require.Equal(t, [2]int{1, 1}, [2]int{dup, ran}, "tag 7: one child ran, one duplicate")
 }
