@@ -15,7 +15,8 @@ import "math/bits"
 // keeps a run together: the key's low homeBlockBits bits place it within
 // a block of consecutive slots, and only the rest of the key is hashed to
 // place the block (see home). Consecutive keys share cache lines, and
-// keys that agree in their high bits still spread over the table.
+// keys that share their low bits (tags made by shifting, say) still
+// spread over the table.
 type u64map struct {
 	slots   []u64slot // key 0 marks an empty slot; key 0 is kept in hasZero
 	n       int       // keys in slots
@@ -27,9 +28,9 @@ type u64map struct {
 // homeBlockBits is how many low bits of a key place it within its block
 // of home slots: 64 consecutive keys take 64 consecutive slots, 16 cache
 // lines. Fewer bits lose the locality; more make the runs that blocks form
-// when they meet longer to search. Measured with a process that keeps
-// half a million children outstanding, 6 bits was the fastest of 3, 4, 6
-// and 8.
+// when they meet longer. With a process that keeps hundreds of thousands
+// of children outstanding (BenchmarkSpawnWide), 6 bits was the fastest of
+// 0 (the whole key hashed), 4 and 6.
 const homeBlockBits = 6
 
 // u64slot is one key and its value, side by side, so that finding a key
