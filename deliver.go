@@ -98,7 +98,9 @@ func (s *Scheduler) deliverMessage(from, to relay.PID, msg any, v via, wait bool
 	if err != nil {
 		return nil, err
 	}
-	woken, evicted, room, err := p.pushMessage(message(msg, nil, from), s.limitOf(p), wait)
+	var ev Event
+	ev.setMessage(msg, nil, from)
+	woken, evicted, room, err := p.pushMessage(&ev, s.limitOf(p), wait)
 	if err != nil {
 		if room != nil {
 			return room, err
@@ -178,7 +180,9 @@ func (s *Scheduler) returned(msg relay.Message, v via) error {
 	p, err := s.lookup(msg.To)
 	if err == nil {
 		var woken uint64
-		if woken, err = p.push(message(msg.Data, msg.Err, msg.From)); err == nil {
+		var ev Event
+		ev.setMessage(msg.Data, msg.Err, msg.From)
+		if woken, err = p.push(&ev); err == nil {
 			s.count(v, cBounced)
 			if woken != 0 {
 				s.woke(p, woken, v)
@@ -220,13 +224,15 @@ func (s *Scheduler) woke(p *proc, woken uint64, v via) {
 // the yield was completed already (no second event is delivered), and
 // [ErrClosed] after Shutdown.
 func (s *Scheduler) CompleteYield(pid relay.PID, tag uint64, data any, err error) error {
-	return s.complete(pid, completion(tag, data, err, relay.PID{}), 0, via{})
+	var ev Event
+	ev.setCompletion(tag, data, err, relay.PID{})
+	return s.complete(pid, &ev, 0, via{})
 }
 
 // complete delivers a completion event: of the yield seq if it is
 // nonzero, else of the pending yield with tag ev.Tag (see proc.complete).
 // Any goroutine.
-func (s *Scheduler) complete(pid relay.PID, ev Event, seq uint64, v via) error {
+func (s *Scheduler) complete(pid relay.PID, ev *Event, seq uint64, v via) error {
 	if s.phase.Load() == phaseStopped {
 		return ErrClosed
 	}

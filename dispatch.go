@@ -59,7 +59,9 @@ func (c Call) Complete(data any, err error) error {
 	if c.s == nil {
 		return ErrProcessNotFound
 	}
-	return c.s.complete(c.PID, completion(c.Tag, data, err, relay.PID{}), c.seq, via{w: c.w, call: true})
+	var ev Event
+	ev.setCompletion(c.Tag, data, err, relay.PID{})
+	return c.s.complete(c.PID, &ev, c.seq, via{w: c.w, call: true})
 }
 
 // Completion returns the yield's completion value, for handing to the
@@ -122,7 +124,9 @@ func (c Completion) CompleteFrom(from relay.PID, data any, err error) error {
 	if c.s == nil {
 		return ErrProcessNotFound
 	}
-	return c.s.complete(c.pid, completion(c.tag, data, err, from), c.seq, via{})
+	var ev Event
+	ev.setCompletion(c.tag, data, err, from)
+	return c.s.complete(c.pid, &ev, c.seq, via{})
 }
 
 // SetHandler registers h for command cmd, replacing any previous handler.
@@ -201,7 +205,9 @@ func (w *worker) dispatch(p *proc) {
 			if to, err := w.s.Lookup(y.method); err != nil {
 				w.count(cSent)
 				w.count(cBounced)
-				_, _ = p.push(message(y.arg, err, relay.PID{}))
+				var ev Event
+				ev.setMessage(y.arg, err, relay.PID{})
+				_, _ = p.push(&ev)
 			} else {
 				w.tell(p, to, y.arg)
 			}
@@ -263,7 +269,7 @@ func (w *worker) register(p *proc, tag uint64, timed bool) (seq uint64) {
 		return seq
 	}
 	// p is Running: the push flags it and never asks for a queue.
-	_, _ = p.push(Event{Type: EventYieldComplete, Tag: tag, Error: fmt.Errorf("%w: %d", ErrDuplicateTag, tag)})
+	_, _ = p.push(&Event{Type: EventYieldComplete, Tag: tag, Error: fmt.Errorf("%w: %d", ErrDuplicateTag, tag)})
 	return 0
 }
 
@@ -289,7 +295,7 @@ func (w *worker) registerWithin(p *proc, y *yield) (seq uint64) {
 // expire completes p's pending yield seq with ErrTimeout: its deadline
 // has passed. Worker only, with p Running.
 func (w *worker) expire(p *proc, seq uint64) {
-	if c, err := p.complete(Event{Type: EventYieldComplete, Error: ErrTimeout}, seq, ErrTimeout); err == nil {
+	if c, err := p.complete(&Event{Type: EventYieldComplete, Error: ErrTimeout}, seq, ErrTimeout); err == nil {
 		w.s.letGo(c)
 	}
 }
@@ -350,7 +356,9 @@ func (w *worker) completeNow(p *proc, seq uint64, data any, err error) {
 // completeNowFrom is completeNow with the event's From set. Worker only,
 // with p Running.
 func (w *worker) completeNowFrom(p *proc, seq uint64, from relay.PID, data any, err error) {
-	if c, e := p.complete(completion(0, data, err, from), seq, nil); e == nil {
+	var ev Event
+	ev.setCompletion(0, data, err, from)
+	if c, e := p.complete(&ev, seq, nil); e == nil {
 		w.s.letGo(c)
 	}
 }
@@ -406,7 +414,9 @@ func (w *worker) tell(p *proc, to relay.PID, msg any) {
 	w.count(cSent)
 	if err := w.s.deliver(p.pid(), to, msg, via{w: w}); err != nil {
 		w.count(cBounced)
-		_, _ = p.push(message(msg, err, to))
+		var ev Event
+		ev.setMessage(msg, err, to)
+		_, _ = p.push(&ev)
 	}
 }
 

@@ -139,19 +139,22 @@ func repack(f payload.Format, v any) payload.Payload {
 	return payload.Of(v) // FormatGo, or FormatNone with v nil
 }
 
-// message returns the EventMessage carrying data (unpacked if it is a
-// payload), err and from. Any goroutine.
-func message(data any, err error, from relay.PID) Event {
-	e := Event{Type: EventMessage, Error: err, From: from}
+// setMessage makes e, a zero Event, the EventMessage carrying data
+// (unpacked if it is a payload), err and from. It fills e in place rather
+// than returning an Event: a returned Event is built in a temporary and
+// copied, and the copy's wide loads of the fields just stored one by one
+// stall the processor on every message. Any goroutine, on an Event it
+// alone holds.
+func (e *Event) setMessage(data any, err error, from relay.PID) {
+	e.Type, e.Error, e.From = EventMessage, err, from
 	e.setData(data)
-	return e
 }
 
-// completion returns the EventYieldComplete of the yield with tag,
-// carrying data (unpacked if it is a payload), err and from. Any
-// goroutine.
-func completion(tag uint64, data any, err error, from relay.PID) Event {
-	e := Event{Type: EventYieldComplete, Tag: tag, Error: err, From: from}
+// setCompletion makes e, a zero Event, the EventYieldComplete of the
+// yield with tag, carrying data (unpacked if it is a payload), err and
+// from; in place, as setMessage. Any goroutine, on an Event it alone
+// holds.
+func (e *Event) setCompletion(tag uint64, data any, err error, from relay.PID) {
+	e.Type, e.Tag, e.Error, e.From = EventYieldComplete, tag, err, from
 	e.setData(data)
-	return e
 }

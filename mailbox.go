@@ -106,8 +106,10 @@ func (s *Scheduler) limitOf(p *proc) mailboxLimit {
 // message the DropOldest policy evicted, if any. With wait set, a full
 // mailbox is not subject to the policy: pushMessage returns errMailboxWait
 // and a channel that is closed when the process next drains its mailbox.
-// Any goroutine.
-func (p *proc) pushMessage(ev Event, limit mailboxLimit, wait bool) (woken uint64, evicted *Event, room <-chan struct{}, err error) {
+// ev is the caller's, built where it lives (see Event.setMessage) and
+// passed by pointer so that it is copied once, into the mailbox, and
+// not kept. Any goroutine.
+func (p *proc) pushMessage(ev *Event, limit mailboxLimit, wait bool) (woken uint64, evicted *Event, room <-chan struct{}, err error) {
 	p.mu.Lock()
 	if p.flags&pfClosed != 0 {
 		p.mu.Unlock()
@@ -122,7 +124,7 @@ func (p *proc) pushMessage(ev Event, limit mailboxLimit, wait bool) (woken uint6
 	if p.inboxHint > 0 && len(p.inbox) == cap(p.inbox) {
 		p.regrowInbox()
 	}
-	p.inbox = append(p.inbox, ev)
+	p.inbox = append(p.inbox, *ev)
 	p.msgs++
 	woken = p.markRunnable()
 	p.mu.Unlock()
@@ -225,14 +227,15 @@ var errMailboxWait = fmt.Errorf("%w (waiting for room)", ErrMailboxFull)
 // the process runnable (see markRunnable); it returns the state the
 // process was woken from, nonzero if the caller must queue it. Events
 // pushed here complete no yield and are outside any mailbox limit (see
-// pushMessage). Any goroutine.
-func (p *proc) push(ev Event) (woken uint64, err error) {
+// pushMessage). ev is copied into the mailbox, as in pushMessage.
+// Any goroutine.
+func (p *proc) push(ev *Event) (woken uint64, err error) {
 	p.mu.Lock()
 	if p.flags&pfClosed != 0 {
 		p.mu.Unlock()
 		return 0, ErrProcessNotFound
 	}
-	p.inbox = append(p.inbox, ev)
+	p.inbox = append(p.inbox, *ev)
 	woken = p.markRunnable()
 	p.mu.Unlock()
 	return woken, nil
@@ -240,14 +243,14 @@ func (p *proc) push(ev Event) (woken uint64, err error) {
 
 // complete appends ev, the completion of a pending yield, as push does.
 // With seq nonzero it completes the yield that was given that sequence
-// number (ev.Tag is set to its tag); with seq zero, the pending yield with
+// number (the caller's ev.Tag is set to its tag); with seq zero, the pending yield with
 // tag ev.Tag. A yield that is not pending (completed already, or never
 // issued, or a newer yield that reuses the tag of the one a completion was
 // made for) gets ErrYieldNotPending and no event. The yield's call
 // context, if one was made, ends with cause (context.Canceled when nil).
 // What the yield held — a monitor on another process, a timer — is the
 // caller's to let go (see Scheduler.letGo). Any goroutine.
-func (p *proc) complete(ev Event, seq uint64, cause error) (completed, error) {
+func (p *proc) complete(ev *Event, seq uint64, cause error) (completed, error) {
 	p.mu.Lock()
 	if p.flags&pfClosed != 0 {
 		p.mu.Unlock()
@@ -257,7 +260,10 @@ func (p *proc) complete(ev Event, seq uint64, cause error) (completed, error) {
 	var c completed
 	var ok bool
 	if seq != 0 {
-		ev.Tag, c.timed, ok = p.pending.removeSeq(seq, x)
+		var tag uint64
+		if tag, c.timed, ok = p.pending.removeSeq(seq, x); ok {
+			ev.Tag = tag
+		}
 	} else {
 		seq, ok = p.pending.removeTag(ev.Tag, x)
 		c.timed, seq = seq&seqTimed != 0, seq&^seqTimed
@@ -277,7 +283,7 @@ func (p *proc) complete(ev Event, seq uint64, cause error) (completed, error) {
 		}
 		c.held = x.unholdMonitor(seq)
 	}
-	p.inbox = append(p.inbox, ev)
+	p.inbox = append(p.inbox, *ev)
 	c.woken = p.markRunnable()
 	p.mu.Unlock()
 	return c, nil

@@ -18,7 +18,7 @@ func TestMailboxBurstRegrowsInFewSteps(t *testing.T) {
 	msg := new(int)
 	cycle := func() {
 		for range burst {
-			if _, _, _, err := p.pushMessage(Event{Type: EventMessage, Data: msg}, mailboxLimit{}, false); err != nil {
+			if _, _, _, err := p.pushMessage(&Event{Type: EventMessage, Data: msg}, mailboxLimit{}, false); err != nil {
 				t.Fatal(err)
 			}
 		}

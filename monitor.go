@@ -303,7 +303,7 @@ func (s *Scheduler) notifyEnd(p *proc, x *procExtra, exit Exit, v via) {
 				ev.Data = nil
 				ev.Error = fmt.Errorf("%w: %v", ErrNoReply, exit)
 			}
-			_ = s.complete(relay.PID{Node: s.node, ID: watcher}, ev, seq, v)
+			_ = s.complete(relay.PID{Node: s.node, ID: watcher}, &ev, seq, v)
 		})
 	}
 	for _, m := range x.outside {

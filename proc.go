@@ -308,12 +308,14 @@ func (p *proc) reservePending(n int) {
 
 // close marks the process ended: later events are refused, queued ones and
 // pending yields dropped, the context cancelled, and the result kept for
-// a Handle. It reports how many queued events were dropped and whether it
-// had been asked to stop. Called once, by whoever moved the process to
-// Complete, after Close returned.
-func (p *proc) close(result payload.Payload, err error, forced bool) closed {
+// a Handle. It reports in *c the events that were queued and whether it
+// had been asked to stop (into the caller's closed rather than as a
+// result, which the caller would copy field by field and then read back
+// whole, a stall on every end). Called once, by whoever moved the process
+// to Complete, after Close returned.
+func (p *proc) close(c *closed, result payload.Payload, err error, forced bool) {
 	p.mu.Lock()
-	c := closed{unread: p.inbox, cancelled: p.flags&pfCancelled != 0, cause: p.cancelCause()}
+	c.unread, c.cancelled, c.cause = p.inbox, p.flags&pfCancelled != 0, p.cancelCause()
 	// Most processes end with nothing queued or pending: the checks spare
 	// them a write barrier each (while the collector marks) and the
 	// atomic store's fence.
@@ -355,7 +357,6 @@ func (p *proc) close(result payload.Payload, err error, forced bool) closed {
 		p.flags |= pfForced
 	}
 	p.mu.Unlock()
-	return c
 }
 
 // announce makes the end visible to the process's Handle: after close,

@@ -63,7 +63,9 @@ func (s *Scheduler) reply(to ReplyTo, from relay.PID, data any, err error, v via
 	if to.PID.Node != s.node && s.transport != nil {
 		return s.forward(relay.Message{From: from, To: to.PID, Data: Reply{To: to, Data: data, Err: err}}, v)
 	}
-	e := s.complete(to.PID, completion(0, data, err, from), to.Seq, v)
+	var ev Event
+	ev.setCompletion(0, data, err, from)
+	e := s.complete(to.PID, &ev, to.Seq, v)
 	if e != nil {
 		s.deadLetter(relay.Message{From: from, To: to.PID, Data: data, Err: err}, DeadLateReply, v)
 	}
@@ -96,6 +98,6 @@ func (s *Scheduler) requestReturned(msg relay.Message, v via) bool {
 	if !ok || req.ReplyTo.PID != msg.To || msg.To.Node != s.node {
 		return false
 	}
-	_ = s.complete(msg.To, Event{Type: EventYieldComplete, Error: msg.Err, From: msg.From}, req.ReplyTo.Seq, v)
+	_ = s.complete(msg.To, &Event{Type: EventYieldComplete, Error: msg.Err, From: msg.From}, req.ReplyTo.Seq, v)
 	return true
 }

@@ -105,7 +105,8 @@ func (s *Scheduler) start(values context.Context, p Process, method string, inpu
 	if err := s.callInit(pr, method, input, v); err != nil {
 		_ = s.callClose(pr, v)
 		pr.impl = nil
-		pr.close(payload.Payload{}, err, false)
+		var c closed
+		pr.close(&c, payload.Payload{}, err, false)
 		s.table.release(id, w.slotCache())
 		s.releaseProc()
 		s.count(v, cInitFailed)
@@ -220,16 +221,18 @@ func (s *Scheduler) finish(p *proc, v via, result payload.Payload, err error, fo
 		s.count(v, cFailed)
 	}
 	s.countEnd(v)
-	c := p.close(result, err, forced)
+	var c closed
+	p.close(&c, result, err, forced)
 	s.table.release(p.id, w.slotCache())
 	if n := len(c.unread); n > 0 {
 		s.countN(v, cUnread, uint64(n))
 		s.deadUnread(p.pid(), c.unread, v)
 	}
 	if a := p.awaited(); a != nil && !forced {
-		ev := Event{Type: EventYieldComplete, Error: err, From: p.pid()}
+		var ev Event // filled in place: see Event.setMessage
+		ev.Type, ev.Error, ev.From = EventYieldComplete, err, p.pid()
 		ev.setPayload(result) // unpacked: no box for the result
-		_ = s.complete(relay.PID{Node: s.node, ID: a.parent}, ev, a.seq, v)
+		_ = s.complete(relay.PID{Node: s.node, ID: a.parent}, &ev, a.seq, v)
 	}
 	// Names, monitors: frozen now that the process is closed.
 	if x := p.extra.Load(); x != nil {
