@@ -166,7 +166,8 @@ func (o *StepOutput) DoneAfter(n int, result payload.Payload) {
 // choice; a tag that is still outstanding completes at once with
 // [ErrDuplicateTag].
 func (o *StepOutput) Yield(tag uint64, cmd CommandID, arg any) {
-	*o.add() = yield{tag: tag, cmd: cmd, arg: arg}
+	y := o.add() // field by field, as Tell
+	y.tag, y.cmd, y.arg, y.kind, y.to, y.when, y.method, y.input, y.err, y.deadline = tag, cmd, arg, yieldGeneric, relay.PID{}, 0, "", nil, nil, 0
 }
 
 // Tell sends msg to the process to, after Step returns, without waiting
@@ -176,7 +177,8 @@ func (o *StepOutput) Yield(tag uint64, cmd CommandID, arg any) {
 // one process to another arrive in the order they were told.
 func (o *StepOutput) Tell(to relay.PID, msg any) {
 	y := o.add()
-	// Field by field: cheaper than copying a whole yield on this hot path.
+	// Field by field: a whole yield built and then copied costs the copy,
+	// and the copy's loads stall on the fields just stored.
 	y.tag, y.cmd, y.arg, y.kind, y.to, y.when, y.method, y.input, y.err, y.deadline = 0, 0, msg, yieldTell, to, 0, "", nil, nil, 0
 }
 
@@ -202,7 +204,8 @@ func (o *StepOutput) spawn(tag uint64, child Process, method string, input paylo
 	if child != nil { // keep Arg a nil interface for a nil Process
 		arg = child
 	}
-	*o.add() = yield{tag: tag, arg: arg, kind: kind, method: method, input: input}
+	y := o.add() // field by field, as Tell
+	y.tag, y.cmd, y.arg, y.kind, y.to, y.when, y.method, y.input, y.err, y.deadline = tag, 0, arg, kind, relay.PID{}, 0, method, input, nil, 0
 }
 
 // Sleep completes after d. The workers fire timers themselves; a
@@ -215,7 +218,8 @@ func (o *StepOutput) Sleep(tag uint64, d time.Duration) {
 // deadline by yielding it next to the work it bounds and acting on
 // whichever completes first.
 func (o *StepOutput) SleepUntil(tag uint64, t time.Time) {
-	*o.add() = yield{tag: tag, kind: yieldTimer, when: int64(t.Sub(o.clock))}
+	y := o.add() // field by field, as Tell
+	y.tag, y.cmd, y.arg, y.kind, y.to, y.when, y.method, y.input, y.err, y.deadline = tag, 0, nil, yieldTimer, relay.PID{}, int64(t.Sub(o.clock)), "", nil, nil, 0
 }
 
 // TellName is [StepOutput.Tell] to the process registered under name (see
