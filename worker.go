@@ -418,7 +418,16 @@ func (w *worker) run(p *proc) {
 	s := w.s
 	w.runCount++
 	running := stRunning | uint64(w.id)<<workerShift | w.runCount<<runShift
-	if !p.state.CompareAndSwap(stReady, running) {
+	// The first step gets no events, even if some arrived while the
+	// process waited in a queue (their senders saw it Ready and set no
+	// flag). The claim sets flagWake for it, so that settle looks at the
+	// mailbox before letting it wait. stepped is the previous runner's,
+	// handed over with the process through the queue it came from.
+	claim := running
+	if !p.stepped {
+		claim |= flagWake
+	}
+	if !p.state.CompareAndSwap(stReady, claim) {
 		// Completed by a shutdown deadline while it sat in a queue.
 		return
 	}
@@ -430,12 +439,7 @@ func (w *worker) run(p *proc) {
 		return
 	}
 	if !p.stepped {
-		// The first step gets no events, even if some arrived while the
-		// process waited in a queue (their senders saw it Ready and set
-		// no flag). Flag it now, so that settle looks at the mailbox
-		// before letting it wait.
-		p.stepped = true
-		p.state.Store(running | flagWake)
+		p.stepped = true // flagged by the claim: see above
 	} else {
 		w.events = p.drain(w.events[:0])
 	}
