@@ -124,11 +124,25 @@ func (p *proc) pushMessage(ev *Event, limit mailboxLimit, wait bool) (woken uint
 	if p.inboxHint > 0 && len(p.inbox) == cap(p.inbox) {
 		p.regrowInbox()
 	}
-	p.inbox = append(p.inbox, *ev)
+	*p.newSlot() = *ev
 	p.msgs++
 	woken = p.markRunnable()
 	p.mu.Unlock()
 	return woken, evicted, nil, nil
+}
+
+// newSlot extends the mailbox by one event and returns it, zero, for the
+// caller to fill. The event is copied straight into the slot: append
+// would copy it into a temporary first, in case the buffer must grow.
+// Called with p.mu held.
+func (p *proc) newSlot() *Event {
+	n := len(p.inbox)
+	if n == cap(p.inbox) {
+		p.inbox = append(p.inbox, Event{})
+	} else {
+		p.inbox = p.inbox[:n+1]
+	}
+	return &p.inbox[n]
 }
 
 // full applies the policy of a full mailbox, with mu held: it returns an
@@ -235,7 +249,7 @@ func (p *proc) push(ev *Event) (woken uint64, err error) {
 		p.mu.Unlock()
 		return 0, ErrProcessNotFound
 	}
-	p.inbox = append(p.inbox, *ev)
+	*p.newSlot() = *ev
 	woken = p.markRunnable()
 	p.mu.Unlock()
 	return woken, nil
@@ -283,7 +297,7 @@ func (p *proc) complete(ev *Event, seq uint64, cause error) (completed, error) {
 		}
 		c.held = x.unholdMonitor(seq)
 	}
-	p.inbox = append(p.inbox, *ev)
+	*p.newSlot() = *ev
 	c.woken = p.markRunnable()
 	p.mu.Unlock()
 	return c, nil
