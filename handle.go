@@ -37,7 +37,8 @@ func (h Handle) Done() <-chan struct{} {
 // Wait blocks until the process ends or ctx is done. It returns the
 // process's result and error (a [PanicError] if it panicked, [ErrForced]
 // if a shutdown deadline closed it), or ctx's error; a nil ctx is refused
-// with [ErrNilContext].
+// with [ErrNilContext]. A process that has already ended gives its result
+// even if ctx is done.
 func (h Handle) Wait(ctx context.Context) (payload.Payload, error) {
 	if ctx == nil {
 		return payload.Payload{}, fmt.Errorf("%w: Handle.Wait", ErrNilContext)
@@ -45,10 +46,20 @@ func (h Handle) Wait(ctx context.Context) (payload.Payload, error) {
 	if h.p == nil {
 		return payload.Payload{}, ErrProcessNotFound
 	}
-	select {
-	case <-h.p.ended():
-	case <-ctx.Done():
-		return payload.Payload{}, ctx.Err()
+	// A process that has ended costs one look under its lock: no
+	// channel, no select. That is the usual case for a caller that
+	// submits a batch and then waits for each handle in turn.
+	if res, err, ended := h.p.ending(); ended {
+		return res, err
+	}
+	if done := ctx.Done(); done != nil {
+		select {
+		case <-h.p.ended():
+		case <-done:
+			return payload.Payload{}, ctx.Err()
+		}
+	} else {
+		<-h.p.ended() // a context that is never done: a plain receive
 	}
 	res, err, _ := h.p.ending()
 	return res, err

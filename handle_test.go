@@ -41,3 +41,41 @@ func TestZeroHandle(t *testing.T) {
 	_, err = h.Result()
 	require.ErrorIs(t, err, sched.ErrProcessNotFound)
 }
+
+// TestWaitAfterEndIgnoresDoneContext: once the process has ended, Wait
+// gives its result whatever the context, every time: a caller with a
+// deadline that has passed still collects what is there.
+func TestWaitAfterEndIgnoresDoneContext(t *testing.T) {
+	s := newScheduler(t)
+	h := submit(t, s, &probe{step: untilMessage})
+	require.NoError(t, s.Tell(h.PID(), 7))
+	_, err := waitEnd(t, s, h)
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for range 200 {
+		res, err := h.Wait(ctx)
+		require.NoError(t, err, "Wait on an ended process with a done context")
+		require.Equal(t, 7, res.Value())
+	}
+}
+
+// BenchmarkWaitEnded: Wait on the Handle of a process that has ended, the
+// common case when a batch is submitted and then collected.
+func BenchmarkWaitEnded(b *testing.B) {
+	s := newScheduler(b)
+	h, err := s.Submit(context.Background(), oneStep, "run", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := h.Wait(ctx); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := h.Wait(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
