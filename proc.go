@@ -10,14 +10,17 @@ import (
 	"github.com/procsched/scheduler/relay"
 )
 
-// The state word of a proc: the State in the low bits, plus flagWake,
-// plus, while Running, a run number in the high bits.
+// The state word of a proc: the state in the low bits, plus flagWake,
+// plus, while Running, a run number in the high bits. The states are the
+// public States less one (see stateOf), so that Ready is 0: a new proc
+// is Ready as it is allocated, and starting a process costs no store to
+// say so.
 const (
-	stReady   = uint64(StateReady)
-	stRunning = uint64(StateRunning)
-	stBlocked = uint64(StateBlocked)
-	stIdle    = uint64(StateIdle)
-	stEnded   = uint64(StateEnded)
+	stReady   = uint64(StateReady - 1)
+	stRunning = uint64(StateRunning - 1)
+	stBlocked = uint64(StateBlocked - 1)
+	stIdle    = uint64(StateIdle - 1)
+	stEnded   = uint64(StateEnded - 1)
 	stateMask = uint64(7)
 
 	// flagWake is set on a Running process by whoever queued an event for
@@ -34,6 +37,9 @@ const (
 	runShift    = 24
 	workerMask  = uint64(1)<<(runShift-workerShift) - 1
 )
+
+// stateOf returns the public State of state word st. Any goroutine.
+func stateOf(st uint64) State { return State(st&stateMask) + 1 }
 
 // Bits of proc.flags, guarded by proc.mu.
 const (

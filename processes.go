@@ -33,7 +33,7 @@ func (s *Scheduler) Processes() []ProcessInfo {
 		info := ProcessInfo{
 			PID:     p.pid(),
 			Method:  s.methodOf(p),
-			State:   State(st & stateMask),
+			State:   stateOf(st),
 			Woken:   st&flagWake != 0,
 			Queued:  len(p.inbox),
 			Pending: p.pending.len(p.extra.Load()),

@@ -101,7 +101,7 @@ func (s *Scheduler) start(values context.Context, p Process, method string, inpu
 		}
 		pr.extra.Store(x)
 	}
-	pr.state.Store(stReady)
+	// pr is Ready: that is its zero state word.
 	if err := s.callInit(pr, method, input, v); err != nil {
 		_ = s.callClose(pr, v)
 		pr.impl = nil
