@@ -387,7 +387,7 @@ func (w *worker) cancelYield(p *proc, tag uint64) {
 	}
 	var held uint64
 	if ok && seq != 0 {
-		p.npending.Store(int32(p.pending.len(x)))
+		p.notePending(x)
 		if x != nil {
 			if x.calls != nil {
 				x.endCall(seq, ErrYieldCancelled)

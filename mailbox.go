@@ -287,7 +287,7 @@ func (p *proc) complete(ev *Event, seq uint64, cause error) (completed, error) {
 		return completed{}, ErrYieldNotPending
 	}
 	c.seq = seq
-	p.npending.Store(int32(p.pending.len(x)))
+	p.notePending(x)
 	if x != nil {
 		if x.calls != nil {
 			if cause == nil {

@@ -87,9 +87,10 @@ type proc struct {
 	// Idle by the worker's CAS from Running (see worker.settle); to
 	// Complete by the single winner of a CAS or by the worker running it.
 	state atomic.Uint64
-	// npending mirrors the number of pending yields; written under mu,
-	// read without it by the worker choosing between Blocked and Idle.
-	npending atomic.Int32
+	// hasPending says whether the process has pending yields; written
+	// under mu (see notePending), read without it by the worker choosing
+	// between Blocked and Idle and by the timer release at the end.
+	hasPending atomic.Bool
 
 	node    uint32 // PID.Node
 	flags   uint8  // pf* bits; guarded by mu
@@ -297,9 +298,19 @@ func (p *proc) pid() relay.PID { return relay.PID{Node: p.node, ID: p.id} }
 func (p *proc) addPending(tag, seq uint64) bool {
 	p.mu.Lock()
 	ok := p.pending.add(tag, seq, p) // seq may carry seqTimed
-	p.npending.Store(int32(p.pending.len(p.extra.Load())))
+	p.notePending(p.extra.Load())
 	p.mu.Unlock()
 	return ok
+}
+
+// notePending brings hasPending up to date with the pending set. It
+// stores only when the answer changes, so a step that yields ten
+// commands, and the ten completions that follow, pay two atomic stores
+// rather than twenty. Called with p.mu held.
+func (p *proc) notePending(x *procExtra) {
+	if has := p.pending.len(x) > 0; has != p.hasPending.Load() {
+		p.hasPending.Store(has)
+	}
 }
 
 // reservePending makes room for n more pending tags, so that a step that
@@ -332,8 +343,8 @@ func (p *proc) close(c *closed, result payload.Payload, err error, forced bool) 
 	if p.pending.first != nil {
 		p.pending = pendingSet{}
 	}
-	if p.npending.Load() != 0 { // written only under mu, held here
-		p.npending.Store(0)
+	if p.hasPending.Load() { // written only under mu, held here
+		p.hasPending.Store(false)
 	}
 	if p.kind&pkHandle != 0 {
 		e := p.end()

@@ -266,7 +266,7 @@ func (ts *timerService) remove(seq uint64) bool {
 // ends p, after its last step and before proc.close forgets the pending
 // yields. A process with no pending yield costs a load.
 func (ts *timerService) release(p *proc) {
-	if p.npending.Load() == 0 {
+	if !p.hasPending.Load() {
 		return
 	}
 	p.mu.Lock()

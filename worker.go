@@ -513,7 +513,7 @@ func (w *worker) run(p *proc) {
 			return
 		}
 		next := stIdle
-		if p.npending.Load() > 0 {
+		if p.hasPending.Load() {
 			next = stBlocked
 		}
 		if p.bigInbox {
