@@ -68,18 +68,17 @@ func (s *Scheduler) start(values context.Context, p Process, method string, inpu
 	}
 	s.count(v, cStarted)
 	if s.closing() {
-		s.countEnd(v)
+		s.countEnd(v, cRefused)
 		return nil, ErrClosed
 	}
 	if s.maxProcs > 0 && !s.reserveProc() {
-		s.count(v, cRejected)
-		s.countEnd(v)
+		s.countEnd(v, cRejected)
 		return nil, fmt.Errorf("%w: the limit is %d", ErrTooManyProcesses, s.maxProcs)
 	}
 	id, ok := s.table.alloc(w.slotCache())
 	if !ok {
 		s.releaseProc()
-		s.countEnd(v)
+		s.countEnd(v, cRefused)
 		return nil, fmt.Errorf("%w: the process table is full", ErrTooManyProcesses)
 	}
 	pr := s.newProc(handle, awaiter != 0)
@@ -109,8 +108,7 @@ func (s *Scheduler) start(values context.Context, p Process, method string, inpu
 		pr.close(&c, payload.Payload{}, err, false)
 		s.table.release(id, w.slotCache())
 		s.releaseProc()
-		s.count(v, cInitFailed)
-		s.countEnd(v)
+		s.countEnd(v, cInitFailed)
 		return nil, err
 	}
 	if s.hooks.End != nil {
@@ -181,11 +179,11 @@ func (s *Scheduler) callClose(p *proc, v via) (perr error) {
 	return nil
 }
 
-// countEnd counts a process out; during Shutdown, the last one out
-// releases it.
+// countEnd counts a process out with c, the counter of how it ended (see
+// endCounters); during Shutdown, the last one out releases it.
 // Called by whoever ends the process, once.
-func (s *Scheduler) countEnd(v via) {
-	s.count(v, cEnded)
+func (s *Scheduler) countEnd(v via, c counterID) {
+	s.count(v, c)
 	if s.closing() && s.liveCount() == 0 {
 		s.sd.drainOnce.Do(func() { close(s.sd.drained) })
 	}
@@ -216,11 +214,10 @@ func (s *Scheduler) finish(p *proc, v via, result payload.Payload, err error, fo
 	if forced {
 		s.count(v, cForced)
 	}
-	s.count(v, cCompleted)
 	if err != nil {
 		s.count(v, cFailed)
 	}
-	s.countEnd(v)
+	s.countEnd(v, cCompleted) // last: it may release a Shutdown
 	var c closed
 	p.close(&c, result, err, forced)
 	s.table.release(p.id, w.slotCache())

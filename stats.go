@@ -108,7 +108,7 @@ func (s *Scheduler) Stats() Stats {
 		t[c] = s.total(c)
 	}
 	ps, ms := &st.Processes, &st.Messages
-	ps.Live = int64(t[cStarted] - t[cEnded])
+	ps.Live = int64(t[cStarted] - (t[cRefused] + t[cInitFailed] + t[cRejected] + t[cCompleted]))
 	ps.Submitted = t[cSubmitted]
 	ps.InitFailed = t[cInitFailed]
 	ps.Rejected = t[cRejected]
@@ -166,9 +166,19 @@ func (s *Scheduler) Stats() Stats {
 // between the two passes, and a zero means that at that moment no process
 // was live. Once closing is set, that is final. Any goroutine.
 func (s *Scheduler) liveCount() int64 {
-	ended := s.total(cEnded)
+	var ended uint64
+	for _, c := range endCounters {
+		ended += s.total(c)
+	}
 	return int64(s.total(cStarted) - ended)
 }
+
+// endCounters are the counters that count processes out, one for each
+// way a process that was counted in (cStarted) leaves: refused before
+// Init, rejected by the process limit, failed in Init, or ended after
+// running. Each end adds to exactly one of them, so their sum is the
+// number of ends, and no end pays a second counter for it.
+var endCounters = [...]counterID{cRefused, cInitFailed, cRejected, cCompleted}
 
 // counterID names one of the scheduler's counters. Each is kept per worker
 // and, for counts made outside the workers, in striped cells (see
@@ -180,20 +190,20 @@ func (s *Scheduler) liveCount() int64 {
 // plain memory of their worker, published at flush.
 //
 // The order of the constants is the order in which flush publishes and
-// Stats reads them, which two pairs rely on: cEnded comes before cStarted
-// (see liveCount), and leaving a waiting state (cBlockedOut, cIdleOut)
+// Stats reads them, which two pairs rely on: the counters of ends
+// (endCounters) come before cStarted (see liveCount), and leaving a waiting state (cBlockedOut, cIdleOut)
 // before entering it (cBlockedIn, cIdleIn), so that a reader never sees
 // more leaving than entering. Adding a counter is a line here and the
 // line in Stats that reads it.
 type counterID uint8
 
 const (
-	cEnded      counterID = iota // processes counted out: every end, and every start that failed (the live count's)
+	cRefused    counterID = iota // starts refused before Init: the scheduler was closing or its table full (an end)
+	cInitFailed                  // Init failed or panicked (an end)
+	cRejected                    // refused by WithMaxProcesses (an end)
+	cCompleted                   // processes that ended, however they ended (an end)
 	cStarted                     // processes counted in, before Init (the live count's)
 	cSubmitted                   // Init succeeded (Submit and spawns)
-	cInitFailed                  // Init failed or panicked
-	cRejected                    // refused by WithMaxProcesses
-	cCompleted                   // processes that ended, however they ended
 	cFailed                      // of cCompleted, ended with an error
 	cForced                      // of cFailed, closed at a shutdown deadline
 	cPanics                      // panics recovered (Init, Step, Close, handlers)
