@@ -257,10 +257,10 @@ func (p *proc) push(ev *Event) (woken uint64, err error) {
 
 // complete appends ev, the completion of a pending yield, as push does.
 // With seq nonzero it completes the yield that was given that sequence
-// number (the caller's ev.Tag is set to its tag); with seq zero, the pending yield with
-// tag ev.Tag. A yield that is not pending (completed already, or never
-// issued, or a newer yield that reuses the tag of the one a completion was
-// made for) gets ErrYieldNotPending and no event. The yield's call
+// number (the caller's ev.Tag is set to its tag); with seq zero, the
+// pending yield with tag ev.Tag. A yield that is not pending (completed
+// already, or never issued, or a newer yield that reuses the tag of the
+// one a completion was made for) gets ErrYieldNotPending and no event. The yield's call
 // context, if one was made, ends with cause (context.Canceled when nil).
 // What the yield held — a monitor on another process, a timer — is the
 // caller's to let go (see Scheduler.letGo). Any goroutine.

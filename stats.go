@@ -191,9 +191,9 @@ var endCounters = [...]counterID{cRefused, cInitFailed, cRejected, cCompleted}
 //
 // The order of the constants is the order in which flush publishes and
 // Stats reads them, which two pairs rely on: the counters of ends
-// (endCounters) come before cStarted (see liveCount), and leaving a waiting state (cBlockedOut, cIdleOut)
-// before entering it (cBlockedIn, cIdleIn), so that a reader never sees
-// more leaving than entering. Adding a counter is a line here and the
+// (endCounters) come before cStarted (see liveCount), and leaving a
+// waiting state (cBlockedOut, cIdleOut) before entering it (cBlockedIn,
+// cIdleIn), so that a reader never sees more leaving than entering. Adding a counter is a line here and the
 // line in Stats that reads it.
 type counterID uint8
 
