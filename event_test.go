@@ -95,23 +95,11 @@ func TestEventPayloadArrivesUnpacked(t *testing.T) {
 		assert.Equal(t, wantData, ev.Data, "%s: Data", name)
 		assert.Equal(t, want, ev.Result(), "%s: Result", name)
 	}
-	collect := func(got chan<- sched.Event) *probe {
-		return &probe{step: func(_ *probe, _ int, evs []sched.Event, out *sched.StepOutput) error {
-			if hasCancel(evs) {
-				out.Done(payload.Payload{})
-				return nil
-			}
-			for _, ev := range evs {
-				got <- ev
-			}
-			return nil
-		}}
-	}
 
 	t.Run("a message", func(t *testing.T) {
 		s := newScheduler(t)
 		got := make(chan sched.Event, len(cases))
-		h := submit(t, s, collect(got))
+		h := submit(t, s, forwarder(got, nil))
 		for _, c := range cases {
 			require.NoError(t, s.Tell(h.PID(), c.sent))
 		}
@@ -125,22 +113,12 @@ func TestEventPayloadArrivesUnpacked(t *testing.T) {
 		s := newScheduler(t, sched.WithHandler(cmdEcho, func(sched.Call) error { return nil }))
 		got := make(chan sched.Event, len(cases))
 		yielded := make(chan struct{})
-		h := submit(t, s, &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
-			if n == 0 {
-				for i := range cases {
-					out.Yield(uint64(i+1), cmdEcho, nil)
-				}
-				close(yielded)
+		h := submit(t, s, forwarder(got, func(out *sched.StepOutput) {
+			for i := range cases {
+				out.Yield(uint64(i+1), cmdEcho, nil)
 			}
-			if hasCancel(evs) {
-				out.Done(payload.Payload{})
-				return nil
-			}
-			for _, ev := range evs {
-				got <- ev
-			}
-			return nil
-		}})
+			close(yielded)
+		}))
 		receive(t, yielded, "the yields")
 		for i, c := range cases {
 			require.NoError(t, s.CompleteYield(h.PID(), uint64(i+1), c.sent, nil))
@@ -151,25 +129,15 @@ func TestEventPayloadArrivesUnpacked(t *testing.T) {
 	t.Run("an awaited child's result", func(t *testing.T) {
 		s := newScheduler(t)
 		got := make(chan sched.Event, len(cases))
-		submit(t, s, &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
-			if n == 0 {
-				for i, c := range cases {
-					res, ok := c.sent.(payload.Payload)
-					if !ok {
-						res = payload.Of(c.sent)
-					}
-					out.SpawnAwait(uint64(i+1), &probe{step: doneWith(res)}, "child", nil)
+		submit(t, s, forwarder(got, func(out *sched.StepOutput) {
+			for i, c := range cases {
+				res, ok := c.sent.(payload.Payload)
+				if !ok {
+					res = payload.Of(c.sent)
 				}
+				out.SpawnAwait(uint64(i+1), &probe{step: doneWith(res)}, "child", nil)
 			}
-			if hasCancel(evs) {
-				out.Done(payload.Payload{})
-				return nil
-			}
-			for _, ev := range evs {
-				got <- ev
-			}
-			return nil
-		}})
+		}))
 		byTag := map[uint64]sched.Event{}
 		for range cases {
 			ev := receive(t, got, "a child's result")
@@ -193,19 +161,7 @@ func TestEventPayloadLeavesAsItCame(t *testing.T) {
 		_, err := waitEnd(t, s, gone)
 		require.NoError(t, err)
 		got := make(chan sched.Event, 1)
-		submit(t, s, &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
-			if n == 0 {
-				out.Tell(gone.PID(), sent)
-			}
-			if hasCancel(evs) {
-				out.Done(payload.Payload{})
-				return nil
-			}
-			for _, ev := range evs {
-				got <- ev
-			}
-			return nil
-		}})
+		submit(t, s, forwarder(got, func(out *sched.StepOutput) { out.Tell(gone.PID(), sent) }))
 		ev := receive(t, got, "the bounce")
 		require.ErrorIs(t, ev.Error, sched.ErrProcessNotFound)
 		assert.Equal(t, sent, ev.Result(), "the bounce gives back the payload sent")
@@ -232,4 +188,22 @@ func TestEventPayloadLeavesAsItCame(t *testing.T) {
 		require.Len(t, got, 1)
 		assert.Equal(t, sent, got[0].Message.Data, "the dead letter holds the payload sent")
 	})
+}
+
+// forwarder returns a process that calls first, if not nil, in its first
+// step, sends every event it gets to got, and ends on its cancel.
+func forwarder(got chan<- sched.Event, first func(out *sched.StepOutput)) *probe {
+	return &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+		if n == 0 && first != nil {
+			first(out)
+		}
+		if hasCancel(evs) {
+			out.Done(payload.Payload{})
+			return nil
+		}
+		for _, ev := range evs {
+			got <- ev
+		}
+		return nil
+	}}
 }
