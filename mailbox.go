@@ -131,18 +131,27 @@ func (p *proc) pushMessage(ev *Event, limit mailboxLimit, wait bool) (woken uint
 	return woken, evicted, nil, nil
 }
 
-// newSlot extends the mailbox by one event and returns it, zero, for the
-// caller to fill. The event is copied straight into the slot: append
-// would copy it into a temporary first, in case the buffer must grow.
+// newSlot extends the mailbox by one event and returns it, zero (a
+// drain clears what it took), for the caller to fill.
 // Called with p.mu held.
-func (p *proc) newSlot() *Event {
-	n := len(p.inbox)
-	if n == cap(p.inbox) {
-		p.inbox = append(p.inbox, Event{})
+func (p *proc) newSlot() *Event { return extend(&p.inbox) }
+
+// extend lengthens *s by one element and returns it, growing the buffer
+// as append would. A caller that fills the element through the pointer
+// writes it once, in place: append(s, v) would build v in a temporary and
+// copy it, whose wide loads stall on the narrow stores just made. The
+// element is what the buffer held there: zero if the caller's buffer
+// keeps its spare room cleared.
+// Called by the owner of *s.
+func extend[T any](s *[]T) *T {
+	n := len(*s)
+	if n == cap(*s) {
+		var zero T
+		*s = append(*s, zero)
 	} else {
-		p.inbox = p.inbox[:n+1]
+		*s = (*s)[:n+1]
 	}
-	return &p.inbox[n]
+	return &(*s)[n]
 }
 
 // full applies the policy of a full mailbox, with mu held: it returns an
