@@ -200,6 +200,13 @@ func (j *journal) add(format string, args ...any) {
 	}
 }
 
+// len returns how many lines were written.
+func (j *journal) len() int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return len(j.lines)
+}
+
 // has reports whether a line with this prefix was written.
 func (j *journal) has(prefix string) bool {
 	j.mu.Lock()
@@ -551,9 +558,12 @@ var scenarios = []scenario{
 			}), "run")
 			w.until(func() bool { return j.has("p: complete 2") })
 			w.until(func() bool { return j.has("p: complete 3") })
-			late := w.completeHeld(0, "late", nil)
+			// The late completion comes once the process has ended: made
+			// while its end is still under way, it would find the yield
+			// merely not pending.
 			_, err := w.result(p)
 			require.NoError(t, err)
+			late := w.completeHeld(0, "late", nil)
 			return fmt.Sprintf("%s; late: %s", lines(j, "p"), errName(late))
 		},
 		want: "complete 2; complete 3; close; late: ProcessNotFound",
@@ -595,7 +605,7 @@ var scenarios = []scenario{
 					out.SpawnAwait(4, nil, "run", nil)
 					out.Spawn(5, proc(j, "x", nil), "", nil)
 				default:
-					if len(j.lines) >= 5 && j.has("p: complete 2") && j.has("p: complete 3") {
+					if j.len() >= 5 && j.has("p: complete 2") && j.has("p: complete 3") {
 						out.Done(payload.Payload{})
 					}
 				}
@@ -758,16 +768,29 @@ var scenarios = []scenario{
 		run: func(t *testing.T, w world, j *journal) string {
 			var cause error
 			var pr *fn
+			// The process outlives its cancel until the test has
+			// terminated it twice: ended, it would rightly refuse the
+			// second Terminate.
+			var cancelled bool
+			var release atomic.Bool
 			pr = proc(j, "p", func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
-				if n > 1 && evs[0].Type == scheduler.EventCancel {
+				if n > 1 && len(evs) > 0 && evs[0].Type == scheduler.EventCancel {
 					cause = context.Cause(pr.ctx)
-					out.Done(payload.Of("bye"))
+					cancelled = true
+				}
+				if cancelled {
+					if release.Load() {
+						out.Done(payload.Of("bye"))
+					} else {
+						out.Continue()
+					}
 				}
 				return nil
 			})
 			p := w.start(pr, "run")
 			require.NoError(t, w.terminate(p))
 			require.NoError(t, w.terminate(p), "twice is not an error")
+			release.Store(true)
 			res, err := w.result(p)
 			require.NoError(t, err)
 			again := w.terminate(p)
