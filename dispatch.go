@@ -375,12 +375,14 @@ func (w *worker) cancelYield(p *proc, tag uint64) {
 	// A completion that arrived before the cancel and is still queued is
 	// dropped too, so that no completion with this tag is read after the
 	// step that cancelled it.
-	for i := 0; i < len(p.inbox); i++ {
-		if ev := &p.inbox[i]; ev.Type == EventYieldComplete && ev.Tag == tag {
-			last := len(p.inbox) - 1
-			copy(p.inbox[i:], p.inbox[i+1:])
-			p.inbox[last] = Event{}
-			p.inbox = p.inbox[:last]
+	in := p.inbox.events()
+	for i := 0; i < len(in); i++ {
+		if ev := &in[i]; ev.Type == EventYieldComplete && ev.Tag == tag {
+			last := len(in) - 1
+			copy(in[i:], in[i+1:])
+			in[last] = Event{}
+			in = in[:last]
+			p.inbox.n--
 			i--
 			ok = true
 		}

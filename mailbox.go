@@ -121,9 +121,6 @@ func (p *proc) pushMessage(ev *Event, limit mailboxLimit, wait bool) (woken uint
 			return 0, nil, room, err
 		}
 	}
-	if p.inboxHint > 0 && len(p.inbox) == cap(p.inbox) {
-		p.regrowInbox()
-	}
 	*p.newSlot() = *ev
 	p.msgs++
 	woken = p.markRunnable()
@@ -131,27 +128,71 @@ func (p *proc) pushMessage(ev *Event, limit mailboxLimit, wait bool) (woken uint
 	return woken, evicted, nil, nil
 }
 
-// newSlot extends the mailbox by one event and returns it, zero (a
-// drain clears what it took), for the caller to fill.
-// Called with p.mu held.
-func (p *proc) newSlot() *Event { return extend(&p.inbox) }
+// eventBuf is a process's mailbox buffer, with a few small fields of the
+// process that fit in what would otherwise be padding. It holds what a
+// []Event would, in 16 bytes instead of 24, which keeps the proc in the
+// 96-byte size class: the buffer's capacity is always a power of two
+// (the buffers recycled through inboxBuffers are too), kept as its log2.
+// Everything but wbits is guarded by proc.mu.
+type eventBuf struct {
+	first  *Event // the buffer's first event; nil while there is none
+	n      uint32 // queued events
+	logCap uint8  // log2 of the buffer's capacity, when first is set
+	// hint is log2 of the capacity of the last buffer let go (see
+	// dropInbox), or 0: the next buffer grows to it in one step once a
+	// burst needs more than keptInbox.
+	hint uint8
+	// wbits are the proc's bits that only the worker running it reads
+	// and writes (wb*), handed from worker to worker with the process
+	// through its state word and the queues.
+	wbits uint8
+}
 
-// extend lengthens *s by one element and returns it, growing the buffer
-// as append would. A caller that fills the element through the pointer
-// writes it once, in place: append(s, v) would build v in a temporary and
-// copy it, whose wide loads stall on the narrow stores just made. The
-// element is what the buffer held there: zero if the caller's buffer
-// keeps its spare room cleared.
-// Called by the owner of *s.
-func extend[T any](s *[]T) *T {
-	n := len(*s)
-	if n == cap(*s) {
-		var zero T
-		*s = append(*s, zero)
-	} else {
-		*s = (*s)[:n+1]
+// The bits of eventBuf.wbits.
+const (
+	// wbStepped: Step has been called once.
+	wbStepped = 1 << iota
+	// wbBigInbox: the last drain left a buffer larger than keptInbox, to
+	// be let go if the process goes waiting (see shrinkInbox).
+	wbBigInbox
+)
+
+// events returns the queued events, a slice whose capacity is the whole
+// buffer. Called with proc.mu held.
+func (b *eventBuf) events() []Event {
+	if b.first == nil {
+		return nil
 	}
-	return &(*s)[n]
+	return unsafe.Slice(b.first, 1<<b.logCap)[:b.n]
+}
+
+// setBuffer makes buf, whose capacity must be a power of two, the
+// buffer, with the events it holds. Called with proc.mu held.
+func (b *eventBuf) setBuffer(buf []Event) {
+	c := cap(buf)
+	if c == 0 {
+		b.first, b.n = nil, 0
+		return
+	}
+	if c&(c-1) != 0 {
+		panic("scheduler: a mailbox buffer whose capacity is not a power of two")
+	}
+	b.first, b.n, b.logCap = unsafe.SliceData(buf), uint32(len(buf)), uint8(bits.Len(uint(c))-1)
+}
+
+// newSlot extends the mailbox by one event and returns it, zero (a
+// drain clears what it took), for the caller to fill in place: building
+// the event in a temporary and copying it would have the copy's wide
+// loads stall on the narrow stores just made.
+// Called with p.mu held.
+func (p *proc) newSlot() *Event {
+	b := &p.inbox
+	if b.first == nil || b.n == 1<<b.logCap {
+		p.growInbox()
+	}
+	ev := (*Event)(unsafe.Add(unsafe.Pointer(b.first), uintptr(b.n)*unsafe.Sizeof(Event{})))
+	b.n++
+	return ev
 }
 
 // full applies the policy of a full mailbox, with mu held: it returns an
@@ -173,12 +214,13 @@ func (p *proc) full(limit mailboxLimit, wait bool) (evicted *Event, room <-chan 
 	}
 	// MailboxDropOldest: remove the oldest message (not a bounce,
 	// completion or cancel, which are outside the limit).
-	for i := range p.inbox {
-		if p.inbox[i].Type == EventMessage && p.inbox[i].Error == nil {
-			ev := p.inbox[i]
-			copy(p.inbox[i:], p.inbox[i+1:])
-			p.inbox[len(p.inbox)-1] = Event{}
-			p.inbox = p.inbox[:len(p.inbox)-1]
+	in := p.inbox.events()
+	for i := range in {
+		if in[i].Type == EventMessage && in[i].Error == nil {
+			ev := in[i]
+			copy(in[i:], in[i+1:])
+			in[len(in)-1] = Event{}
+			p.inbox.n--
 			p.msgs--
 			return &ev, nil, nil
 		}
@@ -186,24 +228,26 @@ func (p *proc) full(limit mailboxLimit, wait bool) (evicted *Event, room <-chan 
 	return nil, nil, nil
 }
 
-// regrowInbox gives a full mailbox buffer of a process that has had
-// bursts (inboxHint) room in one step instead of the doublings append
-// would take: keptInbox events first, then what the last burst needed.
+// growInbox gives a full (or missing) mailbox buffer room for more
+// events: twice the capacity, or, for a process that has had bursts
+// (eventBuf.hint), keptInbox events first and then what the last burst
+// needed, in one step instead of a doubling at a time.
 // Called with p.mu held.
-func (p *proc) regrowInbox() {
-	n := len(p.inbox)
-	c := keptInbox
-	if n >= keptInbox {
-		c = max(1<<p.inboxHint, 2*n)
+func (p *proc) growInbox() {
+	old := p.inbox.events()
+	n := len(old)
+	c := max(1, 2*cap(old))
+	if h := p.inbox.hint; h > 0 {
+		c = keptInbox
+		if n >= keptInbox {
+			c = max(1<<h, 2*n)
+		}
 	}
-	if c <= n {
-		return
-	}
-	inbox := getInboxBuffer(c)[:n]
-	copy(inbox, p.inbox)
-	clear(p.inbox)
-	putInboxBuffer(p.inbox)
-	p.inbox = inbox
+	buf := getInboxBuffer(c)[:n]
+	copy(buf, old)
+	clear(old)
+	putInboxBuffer(old)
+	p.inbox.setBuffer(buf)
 }
 
 // inboxBuffers recycles the large mailbox buffers that processes let go
@@ -348,7 +392,7 @@ func (p *proc) markRunnable() uint64 {
 // hasEvents reports whether events are queued. Worker only.
 func (p *proc) hasEvents() bool {
 	p.mu.Lock()
-	n := len(p.inbox)
+	n := p.inbox.n
 	p.mu.Unlock()
 	return n > 0
 }
@@ -364,21 +408,27 @@ func (p *proc) drain(dst []Event) []Event {
 		close(x.room)
 		x.room = nil
 	}
-	if n := len(p.inbox); n > 0 {
-		dst = append(dst, p.inbox...)
+	if n := int(p.inbox.n); n > 0 {
+		in := p.inbox.events()
+		dst = append(dst, in...)
 		if n == 1 {
-			p.inbox[0] = Event{} // the usual case, cheaper than clear
+			in[0] = Event{} // the usual case, cheaper than clear
 		} else {
-			clear(p.inbox)
+			clear(in)
 		}
 		// Keep the buffer for the next batch while it is well used; a
 		// buffer left by a burst that has passed is let go.
-		if c := cap(p.inbox); c > keptInbox && n < c/4 {
+		c := cap(in)
+		if c > keptInbox && n < c/4 {
 			p.dropInbox()
 		} else {
-			p.inbox = p.inbox[:0]
+			p.inbox.n = 0
 		}
-		p.bigInbox = cap(p.inbox) > keptInbox
+		if p.inbox.first != nil && c > keptInbox {
+			p.inbox.wbits |= wbBigInbox
+		} else {
+			p.inbox.wbits &^= wbBigInbox
+		}
 	}
 	p.mu.Unlock()
 	return dst
@@ -386,15 +436,18 @@ func (p *proc) drain(dst []Event) []Event {
 
 // dropInbox lets go of a mailbox buffer larger than keptInbox, whose
 // events are all zero, to inboxBuffers, and remembers its size in
-// inboxHint, so the next burst gets its room back in one or two steps.
-// Called with p.mu held.
+// eventBuf.hint, so the next burst gets its room back in one or two
+// steps. Called with p.mu held.
 func (p *proc) dropInbox() {
-	p.inboxHint = uint8(min(bits.Len(uint(cap(p.inbox))-1), maxInboxHint))
-	putInboxBuffer(p.inbox)
-	p.inbox = nil
+	if p.inbox.first == nil {
+		return
+	}
+	p.inbox.hint = min(p.inbox.logCap, maxInboxHint)
+	putInboxBuffer(unsafe.Slice(p.inbox.first, 1<<p.inbox.logCap)[:0])
+	p.inbox.first, p.inbox.n = nil, 0
 }
 
-// maxInboxHint bounds inboxHint, so that a burst's room given back in one
+// maxInboxHint bounds eventBuf.hint, so that a burst's room given back in one
 // step is at most a million events.
 const maxInboxHint = 20
 
@@ -407,9 +460,9 @@ const keptInbox = 64
 // Worker only.
 func (p *proc) shrinkInbox() {
 	p.mu.Lock()
-	if len(p.inbox) == 0 && p.pending.len(p.extra.Load()) == 0 {
+	if p.inbox.n == 0 && p.pending.len(p.extra.Load()) == 0 {
 		p.dropInbox()
-		p.bigInbox = false
+		p.inbox.wbits &^= wbBigInbox
 	}
 	p.mu.Unlock()
 }
@@ -427,7 +480,7 @@ func (p *proc) terminate(cause uint8) (woken uint64, err error) {
 		return 0, nil
 	}
 	p.flags |= pfCancelled | cause
-	p.inbox = append(p.inbox, Event{Type: EventCancel, Error: p.cancelCause()})
+	*p.newSlot() = Event{Type: EventCancel, Error: p.cancelCause()}
 	if x := p.extra.Load(); x != nil {
 		if x.ctxDone != nil {
 			close(x.ctxDone)

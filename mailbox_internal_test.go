@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 )
@@ -26,14 +27,52 @@ func TestMailboxBurstRegrowsInFewSteps(t *testing.T) {
 		if len(dst) != burst {
 			t.Fatalf("drained %d events, want %d", len(dst), burst)
 		}
-		if !p.bigInbox {
-			t.Fatalf("a buffer of %d events is not marked big", cap(p.inbox))
+		if p.inbox.wbits&wbBigInbox == 0 {
+			t.Fatalf("a buffer of %d events is not marked big", 1<<p.inbox.logCap)
 		}
 		p.shrinkInbox() // the process goes waiting
 		p.state.Store(stIdle)
 	}
 	cycle() // the first burst grows the buffer by doublings
-	require.Nil(t, p.inbox, "the buffer of a passed burst is let go when the process waits")
+	require.Nil(t, p.inbox.first, "the buffer of a passed burst is let go when the process waits")
 	allocs := testing.AllocsPerRun(20, cycle)
 	require.LessOrEqual(t, allocs, 2.0, "allocations per burst of %d messages after the first", burst)
+}
+
+// TestMailboxBufferGrowsInOrder: the mailbox buffer, kept as a pointer,
+// a count and the log2 of its capacity, keeps every event in the order
+// it came through each growth (doublings from one event, and the jumps a
+// burst hint makes), its capacity stays a power of two, and a drain
+// leaves no event behind in the buffer it keeps.
+func TestMailboxBufferGrowsInOrder(t *testing.T) {
+	for _, hint := range []uint8{0, 9} {
+		for _, n := range []int{1, 2, 3, 63, 64, 65, 200, 1025} {
+			p := new(proc)
+			p.state.Store(stIdle)
+			p.inbox.hint = hint
+			for i := range n {
+				if _, _, _, err := p.pushMessage(&Event{Type: EventMessage, Tag: uint64(i)}, mailboxLimit{}, false); err != nil {
+					t.Fatal(err)
+				}
+				if c := 1 << p.inbox.logCap; c < i+1 || c&(c-1) != 0 {
+					t.Fatalf("hint %d: after %d events the capacity is %d", hint, i+1, c)
+				}
+			}
+			require.Equal(t, n, int(p.inbox.n), "hint %d: queued events", hint)
+			buf := unsafe.Slice(p.inbox.first, 1<<p.inbox.logCap)
+			got := p.drain(nil)
+			require.Len(t, got, n, "hint %d: drained events", hint)
+			for i, ev := range got {
+				if ev.Tag != uint64(i) {
+					t.Fatalf("hint %d, %d events: event %d has tag %d", hint, n, i, ev.Tag)
+				}
+			}
+			for i := range buf {
+				if buf[i] != (Event{}) {
+					t.Fatalf("hint %d, %d events: slot %d of the buffer still holds %v after the drain", hint, n, i, buf[i])
+				}
+			}
+		}
+	}
+	require.Panics(t, func() { new(eventBuf).setBuffer(make([]Event, 0, 3)) }, "a buffer of 3 events")
 }

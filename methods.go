@@ -6,7 +6,7 @@ import (
 )
 
 // methodTable interns entry-point names, so that a process record holds a
-// 4-byte ID instead of a 16-byte string. Programs use a handful of
+// 2-byte ID instead of a 16-byte string. Programs use a handful of
 // methods; past maxMethods distinct names, new ones are not interned and
 // the process keeps its name in its procExtra instead.
 type methodTable struct {
@@ -22,11 +22,15 @@ type methodTable struct {
 // be shared through an atomic pointer without copying.
 type methodEntry struct {
 	name string
-	id   uint32
+	id   uint16
 }
 
-// maxMethods bounds the interned names.
+// maxMethods bounds the interned names. IDs run from 1 to maxMethods, so
+// they fit the two bytes a process record gives them (the constant
+// conversion below fails to compile otherwise).
 const maxMethods = 4096
+
+const _ = uint16(maxMethods)
 
 // newMethodTable returns an empty table. Called by New.
 func newMethodTable() *methodTable {
@@ -40,7 +44,7 @@ func newMethodTable() *methodTable {
 
 // id returns the ID of method, interning it if there is room, or 0.
 // Any goroutine: lookups are lock-free, interning takes the table's lock.
-func (t *methodTable) id(method string) uint32 {
+func (t *methodTable) id(method string) uint16 {
 	if e := t.last.Load(); e != nil && e.name == method {
 		return e.id
 	}
@@ -62,7 +66,7 @@ func (t *methodTable) id(method string) uint32 {
 	for k, v := range old {
 		ids[k] = v
 	}
-	id := uint32(len(names))
+	id := uint16(len(names))
 	ids[method] = &methodEntry{name: method, id: id}
 	names = append(names[:len(names):len(names)], method)
 	t.names.Store(&names)
@@ -72,7 +76,7 @@ func (t *methodTable) id(method string) uint32 {
 
 // name returns the method with this ID.
 // Any goroutine.
-func (t *methodTable) name(id uint32) string {
+func (t *methodTable) name(id uint16) string {
 	return (*t.names.Load())[id]
 }
 
@@ -91,7 +95,7 @@ func (s *Scheduler) methodOf(p *proc) string {
 // internMethod returns the ID of method, consulting w's one-entry cache
 // first (a worker spawning children usually names the same method).
 // Any goroutine; w is the calling worker, or nil outside the workers.
-func (s *Scheduler) internMethod(method string, w *worker) uint32 {
+func (s *Scheduler) internMethod(method string, w *worker) uint16 {
 	if w != nil && w.lastMethodID != 0 && w.lastMethod == method {
 		return w.lastMethodID
 	}

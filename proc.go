@@ -66,7 +66,7 @@ const pfTerminateCancel = 0
 
 // proc is the scheduler's record of one process. It doubles as the
 // process's context.Context, which saves an allocation per process. It is
-// kept small (112 bytes, a size class of its own) because a million
+// kept small (96 bytes, a size class of its own) because a million
 // waiting processes are a million procs; what only some processes need
 // follows it in the same allocation (see timedProc) or lives in
 // procExtra.
@@ -92,25 +92,16 @@ type proc struct {
 	// between Blocked and Idle and by the timer release at the end.
 	hasPending atomic.Bool
 
-	node    uint32 // PID.Node
-	flags   uint8  // pf* bits; guarded by mu
-	kind    uint8  // pk* bits; immutable once the proc is shared
-	stepped bool   // Step has been called once; worker only
-	// bigInbox: the last drain left a mailbox buffer larger than
-	// keptInbox, to be released if the process goes waiting; set under
-	// mu by drain, read by the worker.
-	bigInbox bool
-	// inboxHint is log2 of the capacity of the last mailbox buffer let
-	// go (see dropInbox), or 0: the next buffer grows to it in one step
-	// once a burst needs more than keptInbox. Guarded by mu.
-	inboxHint uint8
-	msgs      uint32 // messages (not bounces, completions or cancel) in inbox; guarded by mu
-	methodID  uint32 // the entry point (see methodTable); immutable
+	node     uint32 // PID.Node
+	msgs     uint32 // messages (not bounces, completions or cancel) in inbox; guarded by mu
+	methodID uint16 // the entry point (see methodTable); immutable
+	flags    uint8  // pf* bits; guarded by mu
+	kind     uint8  // pk* bits; immutable once the proc is shared
 
 	impl Process // nil once complete
 
 	mu      sync.Mutex // guards flags, inbox, pending and extra's mutable fields; held for a few instructions
-	inbox   []Event
+	inbox   eventBuf   // the mailbox: the events queued for the next step, and a few bits
 	pending pendingSet // tags of yields awaiting completion
 
 	// extra holds what few processes need (see procExtra): made at the
@@ -332,12 +323,12 @@ func (p *proc) reservePending(n int) {
 // to Complete, after Close returned.
 func (p *proc) close(c *closed, result payload.Payload, err error, forced bool) {
 	p.mu.Lock()
-	c.unread, c.cancelled, c.cause = p.inbox, p.flags&pfCancelled != 0, p.cancelCause()
+	c.unread, c.cancelled, c.cause = p.inbox.events(), p.flags&pfCancelled != 0, p.cancelCause()
 	// Most processes end with nothing queued or pending: the checks spare
 	// them a write barrier each (while the collector marks) and the
 	// atomic store's fence.
-	if p.inbox != nil {
-		p.inbox = nil
+	if p.inbox.first != nil {
+		p.inbox.first, p.inbox.n = nil, 0
 	}
 	p.msgs = 0
 	if p.pending.first != nil {

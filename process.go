@@ -324,9 +324,19 @@ func (o *StepOutput) timeNow() time.Time {
 }
 
 // add extends the yields by one slot and returns it; the slot may hold an
-// earlier step's yield, so callers write every field.
+// earlier step's yield, so callers write every field. They write it in
+// place: append(o.yields, y) would build y in a temporary and copy it,
+// and the copy's wide loads stall on the narrow stores just made.
 // Called by Step, through the yield methods.
-func (o *StepOutput) add() *yield { return extend(&o.yields) }
+func (o *StepOutput) add() *yield {
+	n := len(o.yields)
+	if n == cap(o.yields) {
+		o.yields = append(o.yields, yield{})
+	} else {
+		o.yields = o.yields[:n+1]
+	}
+	return &o.yields[n]
+}
 
 // reset prepares the output for a step of process self. The yields of the
 // previous step stay in the slice's spare capacity until overwritten or

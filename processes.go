@@ -35,7 +35,7 @@ func (s *Scheduler) Processes() []ProcessInfo {
 			Method:  s.methodOf(p),
 			State:   stateOf(st),
 			Woken:   st&flagWake != 0,
-			Queued:  len(p.inbox),
+			Queued:  int(p.inbox.n),
 			Pending: p.pending.len(p.extra.Load()),
 		}
 		p.mu.Unlock()

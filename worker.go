@@ -73,7 +73,7 @@ type worker struct {
 	slots      slotCache // free process-table slots; owner only
 	// lastMethod and lastMethodID cache the latest interned entry point.
 	lastMethod   string
-	lastMethodID uint32
+	lastMethodID uint16
 
 	// handoff receives processes made runnable by a handler's Call while
 	// the handler runs; see Call.
@@ -421,10 +421,10 @@ func (w *worker) run(p *proc) {
 	// The first step gets no events, even if some arrived while the
 	// process waited in a queue (their senders saw it Ready and set no
 	// flag). The claim sets flagWake for it, so that settle looks at the
-	// mailbox before letting it wait. stepped is the previous runner's,
+	// mailbox before letting it wait. wbStepped is the previous runner's,
 	// handed over with the process through the queue it came from.
 	claim := running
-	if !p.stepped {
+	if p.inbox.wbits&wbStepped == 0 {
 		claim |= flagWake
 	}
 	if !p.state.CompareAndSwap(stReady, claim) {
@@ -438,8 +438,8 @@ func (w *worker) run(p *proc) {
 		w.force(p)
 		return
 	}
-	if !p.stepped {
-		p.stepped = true // flagged by the claim: see above
+	if p.inbox.wbits&wbStepped == 0 {
+		p.inbox.wbits |= wbStepped // flagged by the claim: see above
 	} else {
 		w.events = p.drain(w.events[:0])
 	}
@@ -516,7 +516,7 @@ func (w *worker) run(p *proc) {
 		if p.hasPending.Load() {
 			next = stBlocked
 		}
-		if p.bigInbox {
+		if p.inbox.wbits&wbBigInbox != 0 {
 			p.shrinkInbox()
 		}
 		if w.settle(p, running, next) {
