@@ -428,3 +428,29 @@ func saturateHTTP(body int) (stop func()) {
 		srv.Close()
 	}
 }
+
+// TestStealTakesLaterSlotOfStalledWorker: an idle worker takes the
+// process waiting in the later slot of a worker the watchdog has found
+// stalled in its current run, as it takes the next slot's, and leaves it
+// where it is while that worker is not stalled (it will run it itself).
+func TestStealTakesLaterSlotOfStalledWorker(t *testing.T) {
+	s := &Scheduler{}
+	s.timers = newTimerService(s, 2)
+	s.workers = []*worker{newWorker(s, 0), newWorker(s, 1)}
+	victim, thief := s.workers[0], s.workers[1]
+
+	waiting := new(proc) // Ready: the zero state word
+	victim.later.Store(waiting)
+	require.Equal(t, 1, victim.queueLen(), "processes queued on the victim, its later slot included")
+	require.Nil(t, thief.steal(), "stole from a worker that is not stalled")
+	require.Same(t, waiting, victim.later.Load(), "the later slot of a worker that is not stalled")
+
+	running := stRunning | 1<<runShift // the victim's run of the stuck process
+	stuck := new(proc)
+	stuck.state.Store(running)
+	victim.stalledRun.Store(running)
+	victim.stalledProc.Store(stuck)
+	require.Same(t, waiting, thief.steal(), "what an idle worker took from a stalled one")
+	require.Nil(t, victim.later.Load(), "the later slot after the steal")
+	require.Zero(t, victim.queueLen()+thief.queueLen(), "processes left queued")
+}

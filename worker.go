@@ -36,6 +36,16 @@ type worker struct {
 	// may take it with a CompareAndSwap (see steal), so exactly one of
 	// them gets the process.
 	next atomic.Pointer[proc]
+	// later holds a process that used up its step budget while others
+	// were queued on this worker: it waits behind them (see requeue)
+	// until laterDue or until the queue is empty, and then goes to the
+	// global queue. Only the owner stores into it; the owner takes it
+	// with a CompareAndSwap, and so may an idle worker while this one is
+	// stalled (see steal), so exactly one of them gets the process.
+	later atomic.Pointer[proc]
+	// laterDue is the tick at which later goes to the global queue: the
+	// tick it was set at plus the length of the queue then. Owner only.
+	laterDue uint64
 	// nextRuns counts processes taken from next in a row; at
 	// maxNextRuns the worker takes from its queue instead, so a pair that
 	// keeps waking each other cannot starve the rest. Owner only.
@@ -217,9 +227,13 @@ func (w *worker) loop() {
 // first, and every ownQueueInterval ticks the oldest process of its own
 // queue (whose owner otherwise works newest first), so nothing queued
 // waits for the queue to drain. After maxNextRuns from the next slot in a
-// row, the queue goes first.
+// row, the queue goes first. A process in the later slot goes to the
+// global queue when it is due or when nothing else is queued here.
 func (w *worker) findLocal() *proc {
 	w.tick++
+	if w.tick >= w.laterDue {
+		w.releaseLater()
+	}
 	if w.tick >= w.timerTick {
 		w.checkTimers()
 	}
@@ -253,7 +267,17 @@ func (w *worker) findLocal() *proc {
 	if p := w.takeNext(); p != nil {
 		return p
 	}
+	w.releaseLater() // nothing is left to wait behind
 	return w.popGlobal()
+}
+
+// releaseLater moves the process waiting in later, if any, to the global
+// queue, as requeue would have at once. Owner only.
+func (w *worker) releaseLater() {
+	if l := w.later.Load(); l != nil && w.later.CompareAndSwap(l, nil) {
+		w.s.global.Push(l)
+		w.s.wakeWorker()
+	}
 }
 
 // popGlobalOne takes one process from the global queue, for the periodic
@@ -304,10 +328,14 @@ func (w *worker) readyNext(p *proc) {
 	}
 }
 
-// queueLen is the number of processes queued on the worker. Any goroutine.
+// queueLen is the number of processes queued on the worker, in its
+// deque, next slot and later slot. Any goroutine.
 func (w *worker) queueLen() int {
 	n := w.dq.Len()
 	if w.next.Load() != nil {
+		n++
+	}
+	if w.later.Load() != nil {
 		n++
 	}
 	return n
@@ -357,8 +385,8 @@ func (w *worker) popGlobal() *proc {
 
 // steal takes half of a victim's queue, trying every other worker once,
 // starting at a random one. From a worker whose current run has held it
-// for the watchdog's threshold it also takes the process in the next slot,
-// which would otherwise wait for that run to end.
+// for the watchdog's threshold it also takes the process in the next slot
+// or the later slot, which would otherwise wait for that run to end.
 // Owner only.
 func (w *worker) steal() *proc {
 	ws := w.s.workers
@@ -385,6 +413,11 @@ func (w *worker) steal() *proc {
 		}
 		if v.stalledNow() {
 			if p := v.next.Load(); p != nil && v.next.CompareAndSwap(p, nil) {
+				w.count(cSteals)
+				w.count(cStolen)
+				return p
+			}
+			if p := v.later.Load(); p != nil && v.later.CompareAndSwap(p, nil) {
 				w.count(cSteals)
 				w.count(cStolen)
 				return p
@@ -561,11 +594,24 @@ func (w *worker) settle(p *proc, running, next uint64) bool {
 }
 
 // requeue puts p, still Running, behind other work: on the global queue,
-// where every worker looks within globalCheckInterval ticks.
+// where every worker looks within globalCheckInterval ticks. If processes
+// are queued on this worker, p first waits behind them in the later slot,
+// for as many ticks as there are of them or until the queue is empty
+// (see findLocal): a process that keeps continuing and wakes others with
+// its messages (one telling a thousand receivers in turn) would otherwise
+// be back after globalCheckInterval ticks, and with one worker the
+// receivers it woke last would take every turn in between while the
+// others gathered hundreds of messages each. One process waits there at a
+// time; while it does, the next one goes straight to the global queue.
 // Worker only, with p Running.
 func (w *worker) requeue(p *proc) {
 	p.state.Store(stReady)
 	w.count(cRequeues)
+	if n := w.dq.Len(); n > 0 && w.later.Load() == nil && !w.s.unfair {
+		w.laterDue = w.tick + uint64(n)
+		w.later.Store(p)
+		return
+	}
 	w.s.global.Push(p)
 	w.s.wakeWorker()
 }

@@ -167,3 +167,53 @@ func TestWorkerGoroutinesCarryPprofLabels(t *testing.T) {
 		require.True(t, strings.Contains(out, want), "goroutine profile lacks label %s", want)
 	}
 }
+
+// batchMax counts the messages it is told and ends, once it has want of
+// them, with the largest number it got in one step.
+type batchMax struct {
+	stepOnly
+	want, got, most int
+}
+
+func (p *batchMax) Step(evs []sched.Event, out *sched.StepOutput) error {
+	p.got += len(evs)
+	p.most = max(p.most, len(evs))
+	if p.got >= p.want {
+		out.Done(payload.Of(p.most))
+	}
+	return nil
+}
+
+// TestContinuingProcessWaitsBehindWhatItWoke: with one worker, a process
+// that keeps continuing and tells each of many receivers a message per
+// step runs again, once its step budget is used up, only after the
+// receivers that were queued have had their turn. So no receiver's
+// mailbox gathers much more than one budget's worth of messages (a
+// message per step of the producer's run). Were the process to come back
+// at the next turn of the global queue, the receivers it woke last would
+// take every turn in between, and the others would gather hundreds of
+// messages each: all 300 of theirs in one step. The bound leaves room for
+// the start, when receivers and producer still arrive through the global
+// queue while the worker runs the first of them (up to two runs' worth
+// were seen there).
+func TestContinuingProcessWaitsBehindWhatItWoke(t *testing.T) {
+	const receivers, perReceiver, budget = 300, 300, 16
+	s := newScheduler(t, sched.WithWorkers(1), sched.WithStepBudget(budget))
+	hs := make([]sched.Handle, receivers)
+	pids := make([]relay.PID, receivers)
+	for i := range hs {
+		hs[i] = submit(t, s, &batchMax{want: perReceiver})
+		pids[i] = hs[i].PID()
+	}
+	submit(t, s, &fanner{to: pids, left: receivers * perReceiver})
+	worst := 0
+	for _, h := range hs {
+		res, err := waitEnd(t, s, h)
+		require.NoError(t, err)
+		most, err := payload.As[int](res)
+		require.NoError(t, err)
+		worst = max(worst, most)
+	}
+	t.Logf("the most messages a receiver took in one step: %d", worst)
+	assert.LessOrEqual(t, worst, 3*budget, "messages a receiver took in one step")
+}
