@@ -41,7 +41,9 @@ type worker struct {
 	// until laterDue or until the queue is empty, and then goes to the
 	// global queue. Only the owner stores into it; the owner takes it
 	// with a CompareAndSwap, and so may an idle worker while this one is
-	// stalled (see steal), so exactly one of them gets the process.
+	// stalled (see steal), so exactly one of them gets the process; the
+	// store and the winning CompareAndSwap hand the process over as a
+	// queue would.
 	later atomic.Pointer[proc]
 	// laterDue is the tick at which later goes to the global queue: the
 	// tick it was set at plus the length of the queue then. Owner only.
