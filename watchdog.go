@@ -292,12 +292,12 @@ func runningOn(p *proc, i int) (uint64, bool) {
 }
 
 // rescue marks worker w stalled in the run st of p, so that idle workers
-// may take the processes in its next and later slots, and wakes one if
-// there is such a process. Watchdog goroutine only.
+// may take the processes in its next and later slots and held queue, and
+// wakes one if there is such a process. Watchdog goroutine only.
 func (wd *watchdog) rescue(w *worker, p *proc, st uint64) {
 	w.stalledRun.Store(st)
 	w.stalledProc.Store(p)
-	if w.next.Load() != nil || w.later.Load() != nil {
+	if w.next.Load() != nil || w.later.Load() != nil || w.held.Len() > 0 {
 		wd.s.wakeWorker()
 	}
 }

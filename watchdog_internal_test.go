@@ -454,3 +454,34 @@ func TestStealTakesLaterSlotOfStalledWorker(t *testing.T) {
 	require.Nil(t, victim.later.Load(), "the later slot after the steal")
 	require.Zero(t, victim.queueLen()+thief.queueLen(), "processes left queued")
 }
+
+// TestStealTakesHeldOfStalledWorker: the processes a worker holds for
+// the run it is in (see worker.held) are out of other workers' reach,
+// unless the watchdog has found that run stalled: then an idle worker
+// takes them, as it takes the next slot's process.
+func TestStealTakesHeldOfStalledWorker(t *testing.T) {
+	s := &Scheduler{}
+	s.timers = newTimerService(s, 2)
+	s.workers = []*worker{newWorker(s, 0), newWorker(s, 1)}
+	victim, thief := s.workers[0], s.workers[1]
+
+	a, b := new(proc), new(proc)
+	victim.held.PushBottom(a)
+	victim.held.PushBottom(b)
+	require.Equal(t, 2, victim.queueLen(), "processes queued on the victim, its held ones included")
+	require.Nil(t, thief.steal(), "stole from a worker that is not stalled")
+
+	running := stRunning | 1<<runShift
+	stuck := new(proc)
+	stuck.state.Store(running)
+	victim.stalledRun.Store(running)
+	victim.stalledProc.Store(stuck)
+	got := thief.steal()
+	require.NotNil(t, got, "what an idle worker took from a stalled one")
+	rest := thief.dq.PopBottom()
+	if rest == nil {
+		rest = thief.steal()
+	}
+	require.ElementsMatch(t, []*proc{a, b}, []*proc{got, rest}, "the held processes, taken")
+	require.Zero(t, victim.queueLen()+thief.queueLen(), "processes left queued")
+}

@@ -36,6 +36,23 @@ type worker struct {
 	// may take it with a CompareAndSwap (see steal), so exactly one of
 	// them gets the process.
 	next atomic.Pointer[proc]
+	// held queues the processes that the steps of a continuing process
+	// woke and that the next slot could not keep (each new one moves the
+	// previous one out of it), until the run ends (see flushHeld). Other
+	// workers do not steal from it, so the receivers of a process that
+	// tells many of them in turn gather its messages while it runs,
+	// instead of being stepped for one or two each on another worker;
+	// only from a worker whose run the watchdog found stalled do they
+	// take them (see steal). The worker is its owner; the deque's own
+	// protocol makes such a steal safe against the owner's pushes.
+	held *deque.Deque[proc]
+	// heldN counts the pushes into held since the last flush: zero when
+	// held is surely empty, so the checks after every run read no atomic.
+	// Owner only.
+	heldN int
+	// holding says that the step being dispatched asked to continue, so
+	// the processes it wakes go to held. Owner only.
+	holding bool
 	// later holds a process that used up its step budget while others
 	// were queued on this worker: it waits behind them (see requeue)
 	// until laterDue or until the queue is empty, and then goes to the
@@ -158,6 +175,7 @@ func newWorker(s *Scheduler, id int) *worker {
 		s:     s,
 		id:    id,
 		dq:    deque.New[proc](256),
+		held:  deque.New[proc](64),
 		rng:   uint64(id)*0x9E3779B97F4A7C15 + 1,
 		seq:   uint64(id) + 1,
 		batch: make([]*proc, s.globalBatch),
@@ -203,6 +221,7 @@ func (w *worker) loop() {
 			}
 			backoff.Reset()
 			w.run(p)
+			w.flushHeld()
 			if w.tick%64 == 0 {
 				w.flush()
 			}
@@ -233,6 +252,7 @@ func (w *worker) loop() {
 // global queue when it is due or when nothing else is queued here.
 func (w *worker) findLocal() *proc {
 	w.tick++
+	w.flushHeld()
 	if w.tick >= w.laterDue {
 		w.releaseLater()
 	}
@@ -271,6 +291,25 @@ func (w *worker) findLocal() *proc {
 	}
 	w.releaseLater() // nothing is left to wait behind
 	return w.popGlobal()
+}
+
+// flushHeld moves the processes held during the run that just ended to
+// the worker's deque, where other workers can steal them, and wakes one
+// to do so. Owner only.
+func (w *worker) flushHeld() {
+	if w.heldN > 0 {
+		w.moveHeld()
+	}
+}
+
+// moveHeld is flushHeld's work, out of line so that flushHeld inlines.
+// Owner only.
+func (w *worker) moveHeld() {
+	w.heldN = 0
+	for w.held.Len() > 0 {
+		w.held.StealHalfInto(w.dq)
+	}
+	w.s.wakeWorker()
 }
 
 // releaseLater moves the process waiting in later, if any, to the global
@@ -319,21 +358,27 @@ func (w *worker) takeNext() *proc {
 }
 
 // readyNext puts p in the next slot; a process already there moves to the
-// queue, where other workers can steal it. Owner only.
+// queue, where other workers can steal it, or, while the step of a process
+// that continues is dispatched, to held until that run ends. Owner only.
 func (w *worker) readyNext(p *proc) {
 	if raceSkipNext(w) {
 		w.pushLocal(p)
 		return
 	}
 	if old := w.next.Swap(p); old != nil {
-		w.pushLocal(old)
+		if w.holding {
+			w.held.PushBottom(old)
+			w.heldN++
+		} else {
+			w.pushLocal(old)
+		}
 	}
 }
 
 // queueLen is the number of processes queued on the worker, in its
-// deque, next slot and later slot. Any goroutine.
+// deque, held queue, next slot and later slot. Any goroutine.
 func (w *worker) queueLen() int {
-	n := w.dq.Len()
+	n := w.dq.Len() + w.held.Len()
 	if w.next.Load() != nil {
 		n++
 	}
@@ -388,7 +433,8 @@ func (w *worker) popGlobal() *proc {
 // steal takes half of a victim's queue, trying every other worker once,
 // starting at a random one. From a worker whose current run has held it
 // for the watchdog's threshold it also takes the process in the next slot
-// or the later slot, which would otherwise wait for that run to end.
+// or the later slot, or half of its held queue, which would otherwise
+// wait for that run to end.
 // Owner only.
 func (w *worker) steal() *proc {
 	ws := w.s.workers
@@ -423,6 +469,11 @@ func (w *worker) steal() *proc {
 				w.count(cSteals)
 				w.count(cStolen)
 				return p
+			}
+			if moved := v.held.StealHalfInto(w.dq); moved > 0 {
+				w.count(cSteals)
+				w.countN(cStolen, uint64(moved))
+				return w.dq.PopBottom()
 			}
 		}
 	}
@@ -504,7 +555,11 @@ func (w *worker) run(p *proc) {
 		w.events = w.events[:0]
 		w.count(cSteps)
 		status := w.out.status
+		// A process that continues holds what its step wakes until its
+		// run ends (see held).
+		w.holding = status == statusContinue
 		w.dispatch(p)
+		w.holding = false
 		if err != nil {
 			w.end(p, payload.Payload{}, err)
 			return
@@ -609,7 +664,7 @@ func (w *worker) settle(p *proc, running, next uint64) bool {
 func (w *worker) requeue(p *proc) {
 	p.state.Store(stReady)
 	w.count(cRequeues)
-	if n := w.dq.Len(); n > 0 && w.later.Load() == nil && !w.s.unfair {
+	if n := w.dq.Len() + w.held.Len(); n > 0 && w.later.Load() == nil && !w.s.unfair {
 		w.laterDue = w.tick + uint64(n)
 		w.later.Store(p)
 		return

@@ -217,3 +217,54 @@ func TestContinuingProcessWaitsBehindWhatItWoke(t *testing.T) {
 	t.Logf("the most messages a receiver took in one step: %d", worst)
 	assert.LessOrEqual(t, worst, 3*budget, "messages a receiver took in one step")
 }
+
+// batchCount counts the messages it is told and the steps that took
+// them, and ends once it has want messages, with the number of steps.
+type batchCount struct {
+	stepOnly
+	want, got, steps int
+}
+
+func (p *batchCount) Step(evs []sched.Event, out *sched.StepOutput) error {
+	if len(evs) > 0 {
+		p.got += len(evs)
+		p.steps++
+	}
+	if p.got >= p.want {
+		out.Done(payload.Of(p.steps))
+	}
+	return nil
+}
+
+// TestContinuingProcessHoldsWhatItWakes: with two workers, the receivers
+// that a continuing process wakes with its messages stay on its worker
+// until its run ends, out of the other worker's reach, so each gathers
+// the messages of the whole run (one per step, up to the step budget)
+// before it is stepped: 16 a step, or about 12 in a race build, which
+// sends a quarter of the wakes past the next slot to the deque. Were
+// they stealable at once, the other worker would mostly step each for
+// the one to three messages that had arrived (unless it was slow to
+// wake, as it sometimes is).
+func TestContinuingProcessHoldsWhatItWakes(t *testing.T) {
+	const receivers, budget = 200, 16
+	const perReceiver = 20 * budget
+	s := newScheduler(t, sched.WithWorkers(2), sched.WithStepBudget(budget))
+	hs := make([]sched.Handle, receivers)
+	pids := make([]relay.PID, receivers)
+	for i := range hs {
+		hs[i] = submit(t, s, &batchCount{want: perReceiver})
+		pids[i] = hs[i].PID()
+	}
+	submit(t, s, &fanner{to: pids, left: receivers * perReceiver})
+	steps := 0
+	for _, h := range hs {
+		res, err := waitEnd(t, s, h)
+		require.NoError(t, err)
+		n, err := payload.As[int](res)
+		require.NoError(t, err)
+		steps += n
+	}
+	perStep := float64(receivers*perReceiver) / float64(steps)
+	t.Logf("messages per receiver step: %.1f", perStep)
+	assert.GreaterOrEqual(t, perStep, float64(budget)/2, "messages per receiver step")
+}
