@@ -109,17 +109,22 @@ func TestEventPayloadArrivesUnpacked(t *testing.T) {
 	})
 
 	t.Run("a completion", func(t *testing.T) {
-		// The handler keeps the yields pending; the test completes them.
-		s := newScheduler(t, sched.WithHandler(cmdEcho, func(sched.Call) error { return nil }))
+		// The handler keeps the yields pending and says it was called, so
+		// the yield is registered; the test completes them.
+		handled := make(chan struct{}, len(cases))
+		s := newScheduler(t, sched.WithHandler(cmdEcho, func(sched.Call) error {
+			handled <- struct{}{}
+			return nil
+		}))
 		got := make(chan sched.Event, len(cases))
-		yielded := make(chan struct{})
 		h := submit(t, s, forwarder(got, func(out *sched.StepOutput) {
 			for i := range cases {
 				out.Yield(uint64(i+1), cmdEcho, nil)
 			}
-			close(yielded)
 		}))
-		receive(t, yielded, "the yields")
+		for range cases {
+			receive(t, handled, "a yield handled")
+		}
 		for i, c := range cases {
 			require.NoError(t, s.CompleteYield(h.PID(), uint64(i+1), c.sent, nil))
 			check(t, receive(t, got, c.name), c.name, sched.EventYieldComplete, c.wantData, c.want)
