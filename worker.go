@@ -63,7 +63,9 @@ type worker struct {
 	// queue would.
 	later atomic.Pointer[proc]
 	// laterDue is the tick at which later goes to the global queue: the
-	// tick it was set at plus the length of the queue then. Owner only.
+	// tick it was set at plus the length of the queue then; noLater while
+	// nothing waits there, so that findLocal's look costs a comparison.
+	// Owner only.
 	laterDue uint64
 	// nextRuns counts processes taken from next in a row; at
 	// maxNextRuns the worker takes from its queue instead, so a pair that
@@ -172,13 +174,14 @@ func (w *worker) setTestHookStep(h *func()) {
 // newWorker returns worker id of s. Called by New.
 func newWorker(s *Scheduler, id int) *worker {
 	w := &worker{
-		s:     s,
-		id:    id,
-		dq:    deque.New[proc](256),
-		held:  deque.New[proc](64),
-		rng:   uint64(id)*0x9E3779B97F4A7C15 + 1,
-		seq:   uint64(id) + 1,
-		batch: make([]*proc, s.globalBatch),
+		s:        s,
+		id:       id,
+		dq:       deque.New[proc](256),
+		held:     deque.New[proc](64),
+		laterDue: noLater,
+		rng:      uint64(id)*0x9E3779B97F4A7C15 + 1,
+		seq:      uint64(id) + 1,
+		batch:    make([]*proc, s.globalBatch),
 	}
 	w.out.clock = s.timers.epoch
 	w.ownTimers = &s.timers.shards[id]
@@ -252,7 +255,6 @@ func (w *worker) loop() {
 // global queue when it is due or when nothing else is queued here.
 func (w *worker) findLocal() *proc {
 	w.tick++
-	w.flushHeld()
 	if w.tick >= w.laterDue {
 		w.releaseLater()
 	}
@@ -295,7 +297,9 @@ func (w *worker) findLocal() *proc {
 
 // flushHeld moves the processes held during the run that just ended to
 // the worker's deque, where other workers can steal them, and wakes one
-// to do so. Owner only.
+// to do so. Called by the worker loop after every run, the only place
+// processes are held, so the worker never looks for work or parks with
+// any held. Owner only.
 func (w *worker) flushHeld() {
 	if w.heldN > 0 {
 		w.moveHeld()
@@ -315,10 +319,24 @@ func (w *worker) moveHeld() {
 // releaseLater moves the process waiting in later, if any, to the global
 // queue, as requeue would have at once. Owner only.
 func (w *worker) releaseLater() {
-	if l := w.later.Load(); l != nil && w.later.CompareAndSwap(l, nil) {
+	w.laterDue = noLater
+	if l := grab(&w.later); l != nil {
 		w.s.global.Push(l)
 		w.s.wakeWorker()
 	}
+}
+
+// noLater is laterDue while the later slot is empty: a tick never reached.
+const noLater = ^uint64(0)
+
+// grab empties slot and returns what it held, or nil if it was empty or
+// another goroutine emptied it first. Any goroutine; for a worker's next
+// or later slot, the owner or a worker stealing from a stalled one.
+func grab(slot *atomic.Pointer[proc]) *proc {
+	if p := slot.Load(); p != nil && slot.CompareAndSwap(p, nil) {
+		return p
+	}
+	return nil
 }
 
 // popGlobalOne takes one process from the global queue, for the periodic
@@ -460,12 +478,11 @@ func (w *worker) steal() *proc {
 			return w.dq.PopBottom()
 		}
 		if v.stalledNow() {
-			if p := v.next.Load(); p != nil && v.next.CompareAndSwap(p, nil) {
-				w.count(cSteals)
-				w.count(cStolen)
-				return p
+			p := grab(&v.next)
+			if p == nil {
+				p = grab(&v.later)
 			}
-			if p := v.later.Load(); p != nil && v.later.CompareAndSwap(p, nil) {
+			if p != nil {
 				w.count(cSteals)
 				w.count(cStolen)
 				return p
