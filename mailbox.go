@@ -166,15 +166,12 @@ func (b *eventBuf) events() []Event {
 	return unsafe.Slice(b.first, 1<<b.logCap)[:b.n]
 }
 
-// setBuffer makes buf, whose capacity must be a power of two, the
-// buffer, with the events it holds. Called with proc.mu held.
+// setBuffer makes buf, whose capacity must be a power of two (so at
+// least 1), the buffer, with the events it holds. Called with proc.mu
+// held.
 func (b *eventBuf) setBuffer(buf []Event) {
 	c := cap(buf)
-	if c == 0 {
-		b.first, b.n = nil, 0
-		return
-	}
-	if c&(c-1) != 0 {
+	if c == 0 || c&(c-1) != 0 {
 		panic("scheduler: a mailbox buffer whose capacity is not a power of two")
 	}
 	b.first, b.n, b.logCap = unsafe.SliceData(buf), uint32(len(buf)), uint8(bits.Len(uint(c))-1)
@@ -418,13 +415,14 @@ func (p *proc) drain(dst []Event) []Event {
 		}
 		// Keep the buffer for the next batch while it is well used; a
 		// buffer left by a burst that has passed is let go.
-		c := cap(in)
-		if c > keptInbox && n < c/4 {
+		big := cap(in) > keptInbox
+		if big && n < cap(in)/4 {
 			p.dropInbox()
+			big = false
 		} else {
 			p.inbox.n = 0
 		}
-		if p.inbox.first != nil && c > keptInbox {
+		if big {
 			p.inbox.wbits |= wbBigInbox
 		} else {
 			p.inbox.wbits &^= wbBigInbox
