@@ -168,20 +168,45 @@ func TestWorkerGoroutinesCarryPprofLabels(t *testing.T) {
 	}
 }
 
-// batchMax counts the messages it is told and ends, once it has want of
-// them, with the largest number it got in one step.
-type batchMax struct {
+// batches counts the messages it is told, the steps that took them and
+// the most one step took, and ends once it has want of them. Its fields
+// are read after its Handle reports the end.
+type batches struct {
 	stepOnly
-	want, got, most int
+	want, got, steps, most int
 }
 
-func (p *batchMax) Step(evs []sched.Event, out *sched.StepOutput) error {
-	p.got += len(evs)
-	p.most = max(p.most, len(evs))
+func (p *batches) Step(evs []sched.Event, out *sched.StepOutput) error {
+	if len(evs) > 0 {
+		p.got += len(evs)
+		p.steps++
+		p.most = max(p.most, len(evs))
+	}
 	if p.got >= p.want {
-		out.Done(payload.Of(p.most))
+		out.Done(payload.Payload{})
 	}
 	return nil
+}
+
+// fanOutBatches starts receivers batches processes, tells each of them
+// perReceiver messages from a fanner (one to each per step, continuing
+// until all are told), and returns them once all have ended.
+func fanOutBatches(t *testing.T, s *sched.Scheduler, receivers, perReceiver int) []*batches {
+	t.Helper()
+	ps := make([]*batches, receivers)
+	hs := make([]sched.Handle, receivers)
+	pids := make([]relay.PID, receivers)
+	for i := range ps {
+		ps[i] = &batches{want: perReceiver}
+		hs[i] = submit(t, s, ps[i])
+		pids[i] = hs[i].PID()
+	}
+	submit(t, s, &fanner{to: pids, left: receivers * perReceiver})
+	for _, h := range hs {
+		_, err := waitEnd(t, s, h)
+		require.NoError(t, err)
+	}
+	return ps
 }
 
 // TestContinuingProcessWaitsBehindWhatItWoke: with one worker, a process
@@ -199,41 +224,12 @@ func (p *batchMax) Step(evs []sched.Event, out *sched.StepOutput) error {
 func TestContinuingProcessWaitsBehindWhatItWoke(t *testing.T) {
 	const receivers, perReceiver, budget = 300, 300, 16
 	s := newScheduler(t, sched.WithWorkers(1), sched.WithStepBudget(budget))
-	hs := make([]sched.Handle, receivers)
-	pids := make([]relay.PID, receivers)
-	for i := range hs {
-		hs[i] = submit(t, s, &batchMax{want: perReceiver})
-		pids[i] = hs[i].PID()
-	}
-	submit(t, s, &fanner{to: pids, left: receivers * perReceiver})
 	worst := 0
-	for _, h := range hs {
-		res, err := waitEnd(t, s, h)
-		require.NoError(t, err)
-		most, err := payload.As[int](res)
-		require.NoError(t, err)
-		worst = max(worst, most)
+	for _, p := range fanOutBatches(t, s, receivers, perReceiver) {
+		worst = max(worst, p.most)
 	}
 	t.Logf("the most messages a receiver took in one step: %d", worst)
 	assert.LessOrEqual(t, worst, 3*budget, "messages a receiver took in one step")
-}
-
-// batchCount counts the messages it is told and the steps that took
-// them, and ends once it has want messages, with the number of steps.
-type batchCount struct {
-	stepOnly
-	want, got, steps int
-}
-
-func (p *batchCount) Step(evs []sched.Event, out *sched.StepOutput) error {
-	if len(evs) > 0 {
-		p.got += len(evs)
-		p.steps++
-	}
-	if p.got >= p.want {
-		out.Done(payload.Of(p.steps))
-	}
-	return nil
 }
 
 // TestContinuingProcessHoldsWhatItWakes: with two workers, the receivers
@@ -249,20 +245,9 @@ func TestContinuingProcessHoldsWhatItWakes(t *testing.T) {
 	const receivers, budget = 200, 16
 	const perReceiver = 20 * budget
 	s := newScheduler(t, sched.WithWorkers(2), sched.WithStepBudget(budget))
-	hs := make([]sched.Handle, receivers)
-	pids := make([]relay.PID, receivers)
-	for i := range hs {
-		hs[i] = submit(t, s, &batchCount{want: perReceiver})
-		pids[i] = hs[i].PID()
-	}
-	submit(t, s, &fanner{to: pids, left: receivers * perReceiver})
 	steps := 0
-	for _, h := range hs {
-		res, err := waitEnd(t, s, h)
-		require.NoError(t, err)
-		n, err := payload.As[int](res)
-		require.NoError(t, err)
-		steps += n
+	for _, p := range fanOutBatches(t, s, receivers, perReceiver) {
+		steps += p.steps
 	}
 	perStep := float64(receivers*perReceiver) / float64(steps)
 	t.Logf("messages per receiver step: %.1f", perStep)
