@@ -108,7 +108,11 @@ func (s *Scheduler) Stats() Stats {
 		t[c] = s.total(c)
 	}
 	ps, ms := &st.Processes, &st.Messages
-	ps.Live = int64(t[cStarted] - (t[cRefused] + t[cInitFailed] + t[cRejected] + t[cCompleted]))
+	var ended uint64
+	for _, c := range endCounters {
+		ended += t[c]
+	}
+	ps.Live = int64(t[cStarted] - ended)
 	ps.Submitted = t[cSubmitted]
 	ps.InitFailed = t[cInitFailed]
 	ps.Rejected = t[cRejected]
