@@ -502,3 +502,82 @@ func TestAllocSpawn(t *testing.T) {
 func TestAllocSpawnAwait(t *testing.T) {
 	testAllocSpawn(t, true, 2, "SpawnAwait (the completion carries the child's result)")
 }
+
+// forkNode is a node of a fork-join tree, the shape of a recursive
+// computation: a leaf ends at once; an inner node spawns two children,
+// awaits both, and ends, telling done if it is the root. Every inner
+// node is a short-lived parent, so the buffers a parent needs for its
+// children (its pending yields, the mailbox their results arrive in)
+// are made and let go once per inner node.
+type forkNode struct {
+	stepOnly
+	depth, waiting int
+	tok            *allocToken
+	done           chan<- struct{} // the root's only
+}
+
+func (n *forkNode) Step(evs []sched.Event, out *sched.StepOutput) error {
+	if n.depth == 0 {
+		out.Done(payload.Of(n.tok))
+		return nil
+	}
+	if n.waiting == 0 && len(evs) == 0 {
+		n.waiting = 2
+		out.SpawnAwait(1, &forkNode{depth: n.depth - 1, tok: n.tok}, "run", nil)
+		out.SpawnAwait(2, &forkNode{depth: n.depth - 1, tok: n.tok}, "run", nil)
+		return nil
+	}
+	for i := range evs {
+		if evs[i].Error != nil {
+			return evs[i].Error
+		}
+		if evs[i].Type == sched.EventYieldComplete {
+			n.waiting--
+		}
+	}
+	if n.waiting == 0 {
+		if n.done != nil {
+			n.done <- struct{}{}
+		}
+		out.Done(payload.Of(n.tok))
+	}
+	return nil
+}
+
+// forkTreeDepth gives trees of 2^(d+1)-1 = 127 processes, half of them
+// inner nodes.
+const forkTreeDepth = 6
+
+// TestAllocForkJoinTree: a parent that lives only to await its children
+// costs no more than a process that spawns none: its pending set and its
+// mailbox buffer come from, and go back to, what processes that ended
+// before it let go.
+func TestAllocForkJoinTree(t *testing.T) {
+	s := newScheduler(t, sched.WithWorkers(2))
+	ctx := context.Background()
+	done := make(chan struct{}, 1)
+	tok := &allocToken{}
+	const trees = startOps / 50 // about startOps processes per call
+	procs := trees * (1<<(forkTreeDepth+1) - 1)
+	f := func() {
+		for range trees {
+			if _, err := s.Submit(ctx, &forkNode{depth: forkTreeDepth, tok: tok, done: done}, "run", nil); err != nil {
+				t.Fatal(err)
+			}
+			<-done
+		}
+	}
+	for range 3 {
+		f() // warm up
+	}
+	runs := allocRuns
+	bound := 2 + startAllocSlack
+	if raceEnabled {
+		runs, bound = allocRaceRuns, bound+0.5
+	}
+	perProc := testing.AllocsPerRun(runs, f) / float64(procs)
+	t.Logf("fork-join tree: %.2f allocations per process, want at most 2; race detector %v", perProc, raceEnabled)
+	if perProc > bound {
+		t.Errorf("fork-join tree: %.2f allocations per process, want at most 2 (the process value and the scheduler's record)", perProc)
+	}
+}

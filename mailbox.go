@@ -247,13 +247,17 @@ func (p *proc) growInbox() {
 	p.inbox.setBuffer(buf)
 }
 
-// inboxBuffers recycles the large mailbox buffers that processes let go
-// after a burst, so that the next burst, of this process or another,
-// takes one instead of allocating it. inboxBuffers[i] holds buffers of
-// exactly 1<<i events, all zero, each as a pointer to its first event (a
-// pointer goes into an interface without an allocation). A sync.Pool
-// empties itself at garbage collections, so what a passed burst leaves
-// behind is not kept for long.
+// inboxBuffers recycles the mailbox buffers that processes let go: the
+// large ones left after a burst, so that the next burst, of this process
+// or another, takes one instead of allocating it; the ones outgrown; and
+// the buffer of every process that ends, so that a short-lived parent
+// (an inner node of a fork-join computation, which lives to collect the
+// results of a few children) takes the buffer of one that ended before
+// it. inboxBuffers[i] holds buffers of exactly 1<<i events, all zero,
+// each as a pointer to its first event (a pointer goes into an interface
+// without an allocation). A sync.Pool keeps a private item per processor,
+// taken and given back without a lock, and empties itself at garbage
+// collections, so what a passed burst leaves behind is not kept for long.
 var inboxBuffers [maxInboxHint + 1]sync.Pool
 
 // getInboxBuffer returns an empty buffer of capacity c, a power of two,
@@ -277,11 +281,11 @@ func putInboxBuffer(buf []Event) {
 }
 
 // inboxPoolOf returns the index in inboxBuffers of buffers of capacity c,
-// if they hold such buffers: powers of two from keptInbox up. Any
+// if they hold such buffers: powers of two up to 1<<maxInboxHint. Any
 // goroutine.
 func inboxPoolOf(c int) (int, bool) {
 	i := bits.Len(uint(c)) - 1
-	return i, c >= keptInbox && c == 1<<i && i <= maxInboxHint
+	return i, c > 0 && c == 1<<i && i <= maxInboxHint
 }
 
 // errMailboxWait tells deliver's waiting caller to wait for room.

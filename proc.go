@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -332,6 +333,7 @@ func (p *proc) close(c *closed, result payload.Payload, err error, forced bool) 
 	}
 	p.msgs = 0
 	if p.pending.first != nil {
+		c.pending = unsafe.Slice(p.pending.first, p.pending.capacity)[:0]
 		p.pending = pendingSet{}
 	}
 	if p.hasPending.Load() { // written only under mu, held here
@@ -383,9 +385,26 @@ func (p *proc) announce() {
 
 // closed is what close reports of the process it closed.
 type closed struct {
-	unread    []Event // events that were queued and never read; the caller's now
-	cancelled bool    // it had been asked to stop (Terminate, Shutdown)
-	cause     error   // the cancel's cause, if so
+	unread    []Event        // events that were queued and never read, in the mailbox buffer; the caller's now
+	pending   []pendingYield // the small pending set's slice, if it had one; the caller's now
+	cancelled bool           // it had been asked to stop (Terminate, Shutdown)
+	cause     error          // the cancel's cause, if so
+}
+
+// recycle gives the buffers of the closed process back for other
+// processes to use (see inboxBuffers, pendingSlices), once the caller is
+// done with the unread events. Called once, by whoever closed the
+// process.
+func (c *closed) recycle() {
+	if cap(c.unread) > 0 {
+		clear(c.unread) // the rest of the buffer is zero already: drains clear what they take
+		putInboxBuffer(c.unread[:0])
+		c.unread = nil
+	}
+	if cap(c.pending) > 0 {
+		putPendingSlice(c.pending)
+		c.pending = nil
+	}
 }
 
 // closedChan is returned by Done methods after the fact.
@@ -480,8 +499,12 @@ type largePending struct {
 }
 
 // pendingSmallMax is the most yields kept in the slice, where a linear
-// search beats a map.
-const pendingSmallMax = 32
+// search beats a map; a power of two, 1<<pendingSmallLog, so that the
+// slices' capacities, powers of two, end at it.
+const (
+	pendingSmallLog = 5
+	pendingSmallMax = 1 << pendingSmallLog
+)
 
 // len returns the number of pending yields. Called with p.mu held.
 func (ps *pendingSet) len(x *procExtra) int {
@@ -510,9 +533,46 @@ func (ps *pendingSet) reserve(n int, p *proc) {
 	if need <= int(ps.capacity) {
 		return
 	}
-	small := make([]pendingYield, ps.n, need)
-	copy(small, ps.small())
+	ps.regrow(need)
+}
+
+// regrow moves the pending yields to a slice with room for need of them
+// at least, taken from pendingSlices, and gives the old one back.
+// Called with p.mu held.
+func (ps *pendingSet) regrow(need int) {
+	old := ps.small()
+	small := getPendingSlice(need)[:len(old)]
+	copy(small, old)
+	putPendingSlice(old)
 	ps.setSmall(small)
+}
+
+// pendingSlices recycles the slices of small pending sets, as
+// inboxBuffers does the mailbox buffers: pendingSlices[i] holds slices of
+// exactly 1<<i yields (what they hold is stale and never read: a slice
+// is read only up to its pending set's count), each as a pointer to its
+// first element. A process's slice goes back when the process ends, when
+// it outgrows it, and when its yields move to the maps.
+var pendingSlices [pendingSmallLog + 1]sync.Pool
+
+// getPendingSlice returns an empty slice with room for n yields, at most
+// pendingSmallMax: its capacity is n rounded up to a power of two.
+// Any goroutine.
+func getPendingSlice(n int) []pendingYield {
+	i := bits.Len(uint(n - 1))
+	if e, ok := pendingSlices[i].Get().(*pendingYield); ok {
+		return unsafe.Slice(e, 1<<i)[:0]
+	}
+	return make([]pendingYield, 0, 1<<i)
+}
+
+// putPendingSlice gives s, which nobody uses any more, to pendingSlices
+// if its capacity is one they hold. Any goroutine.
+func putPendingSlice(s []pendingYield) {
+	c := cap(s)
+	if i := bits.Len(uint(c)) - 1; c > 0 && c == 1<<i && i < len(pendingSlices) {
+		pendingSlices[i].Put(&s[:1][0])
+	}
 }
 
 // add inserts a yield and reports false if its tag was already present.
@@ -532,7 +592,10 @@ func (ps *pendingSet) add(tag, seq uint64, p *proc) bool {
 		}
 	}
 	if len(small) < pendingSmallMax {
-		ps.setSmall(append(small, pendingYield{tag, seq}))
+		if len(small) == cap(small) {
+			ps.regrow(len(small) + 1)
+		}
+		ps.setSmall(append(ps.small(), pendingYield{tag, seq}))
 		return true
 	}
 	large := ps.toLarge(p, len(small)+1)

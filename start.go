@@ -106,6 +106,7 @@ func (s *Scheduler) start(values context.Context, p Process, method string, inpu
 		pr.impl = nil
 		var c closed
 		pr.close(&c, payload.Payload{}, err, false)
+		c.recycle()
 		s.table.release(id, w.slotCache())
 		s.releaseProc()
 		s.countEnd(v, cInitFailed)
@@ -225,6 +226,7 @@ func (s *Scheduler) finish(p *proc, v via, result payload.Payload, err error, fo
 		s.countN(v, cUnread, uint64(n))
 		s.deadUnread(p.pid(), c.unread, v)
 	}
+	c.recycle()
 	if a := p.awaited(); a != nil && !forced {
 		var ev Event // filled in place: see Event.setMessage
 		ev.Type, ev.Error, ev.From = EventYieldComplete, err, p.pid()
