@@ -441,10 +441,10 @@ func (p *startParent) Step(evs []sched.Event, out *sched.StepOutput) error {
 	return nil
 }
 
-// checkStartAllocs measures f, which starts startOps processes and
-// waits for them, with testing.AllocsPerRun, and fails if a process
-// costs more than want allocations.
-func checkStartAllocs(t *testing.T, what string, want float64, f func()) {
+// checkStartAllocs measures f, which starts procs processes and waits
+// for them, with testing.AllocsPerRun, and fails if a process costs more
+// than want allocations.
+func checkStartAllocs(t *testing.T, what string, want float64, procs int, f func()) {
 	t.Helper()
 	for range 3 {
 		f() // warm up
@@ -454,7 +454,7 @@ func checkStartAllocs(t *testing.T, what string, want float64, f func()) {
 	if raceEnabled {
 		runs, bound = allocRaceRuns, bound+0.5
 	}
-	perProc := testing.AllocsPerRun(runs, f) / startOps
+	perProc := testing.AllocsPerRun(runs, f) / float64(procs)
 	t.Logf("%s: %.2f allocations per process, want at most %v; race detector %v", what, perProc, want, raceEnabled)
 	if perProc > bound {
 		t.Errorf("%s: %.2f allocations per process, want at most %v (the process value and the scheduler's record)", what, perProc, want)
@@ -466,7 +466,7 @@ func TestAllocSubmit(t *testing.T) {
 	ctx := context.Background()
 	done := make(chan struct{}, startOps)
 	tok := &allocToken{}
-	checkStartAllocs(t, "Submit of a process that ends with a result", 2, func() {
+	checkStartAllocs(t, "Submit of a process that ends with a result", 2, startOps, func() {
 		for range startOps {
 			if _, err := s.Submit(ctx, &startOnce{done: done, tok: tok}, "run", nil); err != nil {
 				t.Fatal(err)
@@ -483,7 +483,7 @@ func testAllocSpawn(t *testing.T, await bool, want float64, what string) {
 	done := make(chan struct{}, startOps)
 	parent := allocSubmit(t, s, &startParent{done: done, tok: &allocToken{}, await: await})
 	msg := &allocToken{}
-	checkStartAllocs(t, what, want, func() {
+	checkStartAllocs(t, what, want, startOps, func() {
 		for range startOps / startBatch {
 			if err := s.Tell(parent, msg); err != nil {
 				t.Fatal(err)
@@ -557,27 +557,14 @@ func TestAllocForkJoinTree(t *testing.T) {
 	ctx := context.Background()
 	done := make(chan struct{}, 1)
 	tok := &allocToken{}
-	const trees = startOps / 50 // about startOps processes per call
+	const trees = 2 // 254 processes per call
 	procs := trees * (1<<(forkTreeDepth+1) - 1)
-	f := func() {
+	checkStartAllocs(t, "fork-join tree (inner nodes are short-lived parents)", 2, procs, func() {
 		for range trees {
 			if _, err := s.Submit(ctx, &forkNode{depth: forkTreeDepth, tok: tok, done: done}, "run", nil); err != nil {
 				t.Fatal(err)
 			}
 			<-done
 		}
-	}
-	for range 3 {
-		f() // warm up
-	}
-	runs := allocRuns
-	bound := 2 + startAllocSlack
-	if raceEnabled {
-		runs, bound = allocRaceRuns, bound+0.5
-	}
-	perProc := testing.AllocsPerRun(runs, f) / float64(procs)
-	t.Logf("fork-join tree: %.2f allocations per process, want at most 2; race detector %v", perProc, raceEnabled)
-	if perProc > bound {
-		t.Errorf("fork-join tree: %.2f allocations per process, want at most 2 (the process value and the scheduler's record)", perProc)
-	}
+	})
 }
