@@ -610,12 +610,14 @@ func (ps *pendingSet) toLarge(p *proc, need int) *largePending {
 	large := &largePending{}
 	large.byTag.reserve(need)
 	large.bySeq.reserve(need)
-	for _, y := range ps.small() {
+	small := ps.small()
+	for _, y := range small {
 		large.byTag.add(y.tag, y.seq)
 		large.bySeq.add(y.seq&^seqTimed, y.tag)
 	}
 	p.getExtra().large = large
-	ps.n = 0
+	putPendingSlice(small)
+	*ps = pendingSet{}
 	return large
 }
 
