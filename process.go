@@ -29,7 +29,10 @@ import (
 //     arrival order, and is never called with no events unless the process
 //     asked to continue. Step writes what it wants next into out (see
 //     [StepOutput]). A non-nil error ends the process with that error.
-//     Step must not block: anything slow is a yield.
+//     Step must not block: anything slow is a yield. The events slice is
+//     the scheduler's and valid only during the call, as out is: the
+//     worker reuses its memory for the next step it runs, so a process
+//     that keeps an event copies it (an Event is a value).
 //   - Close is called exactly once for every process whose Init was called,
 //     after its last Step, however it ended: done, error, panic, Init
 //     failure, termination, shutdown or forced shutdown.
