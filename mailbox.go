@@ -240,10 +240,10 @@ func (p *proc) growInbox() {
 			c = max(1<<h, 2*n)
 		}
 	}
-	buf := getInboxBuffer(c)[:n]
+	buf := inboxBuffers.get(c)[:n]
 	copy(buf, old)
 	clear(old)
-	putInboxBuffer(old)
+	inboxBuffers.put(old)
 	p.inbox.setBuffer(buf)
 }
 
@@ -253,39 +253,43 @@ func (p *proc) growInbox() {
 // the buffer of every process that ends, so that a short-lived parent
 // (an inner node of a fork-join computation, which lives to collect the
 // results of a few children) takes the buffer of one that ended before
-// it. inboxBuffers[i] holds buffers of exactly 1<<i events, all zero,
-// each as a pointer to its first event (a pointer goes into an interface
-// without an allocation). A sync.Pool keeps a private item per processor,
-// taken and given back without a lock, and empties itself at garbage
-// collections, so what a passed burst leaves behind is not kept for long.
-var inboxBuffers [maxInboxHint + 1]sync.Pool
+// it. The buffers it holds are all zero; capacities up to
+// 1<<maxInboxHint.
+var inboxBuffers = make(pow2Pools[Event], maxInboxHint+1)
 
-// getInboxBuffer returns an empty buffer of capacity c, a power of two,
-// recycled if one is at hand. Any goroutine.
-func getInboxBuffer(c int) []Event {
-	if i, ok := inboxPoolOf(c); ok {
-		if e, ok := inboxBuffers[i].Get().(*Event); ok {
+// pow2Pools recycles slices whose capacity is a power of two: element i
+// holds slices of exactly 1<<i elements, each as a pointer to its first
+// element (a pointer goes into an interface without an allocation). A
+// sync.Pool keeps a private item per processor, taken and given back
+// without a lock, and empties itself at garbage collections, so what a
+// passed burst leaves behind is not kept for long.
+type pow2Pools[T any] []sync.Pool
+
+// index returns the pool of slices of capacity c, if there is one. Any
+// goroutine.
+func (ps pow2Pools[T]) index(c int) (int, bool) {
+	i := bits.Len(uint(c)) - 1
+	return i, c > 0 && c == 1<<i && i < len(ps)
+}
+
+// get returns an empty slice of capacity c, a power of two, recycled if
+// one is at hand. Any goroutine.
+func (ps pow2Pools[T]) get(c int) []T {
+	if i, ok := ps.index(c); ok {
+		if e, ok := ps[i].Get().(*T); ok {
 			return unsafe.Slice(e, c)[:0]
 		}
 	}
-	return make([]Event, 0, c)
+	return make([]T, 0, c)
 }
 
-// putInboxBuffer gives buf, whose events are all zero and which nobody
-// uses any more, to inboxBuffers if its capacity is one they hold; other
-// buffers are left to the garbage collector. Any goroutine.
-func putInboxBuffer(buf []Event) {
-	if i, ok := inboxPoolOf(cap(buf)); ok {
-		inboxBuffers[i].Put(&buf[:1][0])
-	}
-}
-
-// inboxPoolOf returns the index in inboxBuffers of buffers of capacity c,
-// if they hold such buffers: powers of two up to 1<<maxInboxHint. Any
+// put gives s, which nobody uses any more, to the pool of its capacity
+// if there is one; other slices are left to the garbage collector. Any
 // goroutine.
-func inboxPoolOf(c int) (int, bool) {
-	i := bits.Len(uint(c)) - 1
-	return i, c > 0 && c == 1<<i && i <= maxInboxHint
+func (ps pow2Pools[T]) put(s []T) {
+	if i, ok := ps.index(cap(s)); ok {
+		ps[i].Put(&s[:1][0])
+	}
 }
 
 // errMailboxWait tells deliver's waiting caller to wait for room.
@@ -445,7 +449,7 @@ func (p *proc) dropInbox() {
 		return
 	}
 	p.inbox.hint = min(p.inbox.logCap, maxInboxHint)
-	putInboxBuffer(unsafe.Slice(p.inbox.first, 1<<p.inbox.logCap)[:0])
+	inboxBuffers.put(unsafe.Slice(p.inbox.first, 1<<p.inbox.logCap)[:0])
 	p.inbox.first, p.inbox.n = nil, 0
 }
 

@@ -398,11 +398,11 @@ type closed struct {
 func (c *closed) recycle() {
 	if cap(c.unread) > 0 {
 		clear(c.unread) // the rest of the buffer is zero already: drains clear what they take
-		putInboxBuffer(c.unread[:0])
+		inboxBuffers.put(c.unread[:0])
 		c.unread = nil
 	}
 	if cap(c.pending) > 0 {
-		putPendingSlice(c.pending)
+		pendingSlices.put(c.pending)
 		c.pending = nil
 	}
 }
@@ -536,44 +536,24 @@ func (ps *pendingSet) reserve(n int, p *proc) {
 	ps.regrow(need)
 }
 
-// regrow moves the pending yields to a slice with room for need of them
-// at least, taken from pendingSlices, and gives the old one back.
+// regrow moves the pending yields to a slice with room for need of them,
+// at most pendingSmallMax (its capacity is need rounded up to a power of
+// two), taken from pendingSlices, and gives the old one back.
 // Called with p.mu held.
 func (ps *pendingSet) regrow(need int) {
 	old := ps.small()
-	small := getPendingSlice(need)[:len(old)]
+	small := pendingSlices.get(1 << bits.Len(uint(need-1)))[:len(old)]
 	copy(small, old)
-	putPendingSlice(old)
+	pendingSlices.put(old)
 	ps.setSmall(small)
 }
 
 // pendingSlices recycles the slices of small pending sets, as
-// inboxBuffers does the mailbox buffers: pendingSlices[i] holds slices of
-// exactly 1<<i yields (what they hold is stale and never read: a slice
-// is read only up to its pending set's count), each as a pointer to its
-// first element. A process's slice goes back when the process ends, when
-// it outgrows it, and when its yields move to the maps.
-var pendingSlices [pendingSmallLog + 1]sync.Pool
-
-// getPendingSlice returns an empty slice with room for n yields, at most
-// pendingSmallMax: its capacity is n rounded up to a power of two.
-// Any goroutine.
-func getPendingSlice(n int) []pendingYield {
-	i := bits.Len(uint(n - 1))
-	if e, ok := pendingSlices[i].Get().(*pendingYield); ok {
-		return unsafe.Slice(e, 1<<i)[:0]
-	}
-	return make([]pendingYield, 0, 1<<i)
-}
-
-// putPendingSlice gives s, which nobody uses any more, to pendingSlices
-// if its capacity is one they hold. Any goroutine.
-func putPendingSlice(s []pendingYield) {
-	c := cap(s)
-	if i := bits.Len(uint(c)) - 1; c > 0 && c == 1<<i && i < len(pendingSlices) {
-		pendingSlices[i].Put(&s[:1][0])
-	}
-}
+// inboxBuffers does the mailbox buffers (what a slice holds is stale and
+// never read: it is read only up to its pending set's count). A
+// process's slice goes back when the process ends, when it outgrows it,
+// and when its yields move to the maps.
+var pendingSlices = make(pow2Pools[pendingYield], pendingSmallLog+1)
 
 // add inserts a yield and reports false if its tag was already present.
 // Called with p.mu held.
@@ -616,7 +596,7 @@ func (ps *pendingSet) toLarge(p *proc, need int) *largePending {
 		large.bySeq.add(y.seq&^seqTimed, y.tag)
 	}
 	p.getExtra().large = large
-	putPendingSlice(small)
+	pendingSlices.put(small)
 	*ps = pendingSet{}
 	return large
 }
