@@ -194,7 +194,7 @@ func (w *worker) dispatch(p *proc) {
 			child, _ := y.arg.(Process)
 			w.spawn(p, y, child)
 		case yieldTimer:
-			if seq := w.register(p, y.tag, true); seq != 0 {
+			if seq := w.register(p, y.tag, w.newSeq(), true); seq != 0 {
 				if y.deadline != 0 && y.deadline < y.when {
 					w.s.timers.addDeadline(w, p.id, seq, y.deadline) // the deadline comes first
 				} else {
@@ -212,11 +212,11 @@ func (w *worker) dispatch(p *proc) {
 				w.tell(p, to, y.arg)
 			}
 		case yieldMonitor:
-			if seq := w.registerWithin(p, y); seq != 0 {
+			if seq := w.registerWithin(p, y, w.newSeq()); seq != 0 {
 				w.monitor(p, y.tag, seq, y.to)
 			}
 		case yieldRequest:
-			if seq := w.registerWithin(p, y); seq != 0 {
+			if seq := w.registerWithin(p, y, w.newSeq()); seq != 0 {
 				to := y.to
 				if y.method != "" {
 					var err error
@@ -242,7 +242,7 @@ func (w *worker) dispatch(p *proc) {
 // dispatchGeneric carries out a yield written with StepOutput.Yield: a
 // user command, run by its handler. Worker only, with p Running.
 func (w *worker) dispatchGeneric(p *proc, y *yield) {
-	seq := w.registerWithin(p, y)
+	seq := w.registerWithin(p, y, w.newSeq())
 	if seq == 0 {
 		return
 	}
@@ -254,13 +254,12 @@ func (w *worker) dispatchGeneric(p *proc, y *yield) {
 }
 
 // register records a yield of p with tag as outstanding (with a timer to
-// come if timed) and returns the sequence number that names it from now
-// on; a yield whose tag is already
-// outstanding completes at once with ErrDuplicateTag (without touching
-// the outstanding one), and register returns 0. Worker only, with p
-// Running.
-func (w *worker) register(p *proc, tag uint64, timed bool) (seq uint64) {
-	seq = w.newSeq()
+// come if timed) under seq, the sequence number that names it from now
+// on (newSeq's, or a child's: see childSeq), and returns seq; a yield
+// whose tag is already outstanding completes at once with
+// ErrDuplicateTag (without touching the outstanding one), and register
+// returns 0. Worker only, with p Running.
+func (w *worker) register(p *proc, tag, seq uint64, timed bool) uint64 {
 	stored := seq
 	if timed {
 		stored |= seqTimed
@@ -279,8 +278,8 @@ func (w *worker) register(p *proc, tag uint64, timed bool) (seq uint64) {
 // the yield is not to be carried out: a duplicate tag, or a deadline
 // already past (the yield then completed with ErrTimeout). Worker only,
 // with p Running.
-func (w *worker) registerWithin(p *proc, y *yield) (seq uint64) {
-	seq = w.register(p, y.tag, y.deadline != 0)
+func (w *worker) registerWithin(p *proc, y *yield, seq uint64) uint64 {
+	seq = w.register(p, y.tag, seq, y.deadline != 0)
 	if seq == 0 || y.deadline == 0 {
 		return seq
 	}
@@ -337,12 +336,25 @@ func (w *worker) timeout(p *proc, tag uint64, when int64) {
 // newSeq returns a yield sequence number that no other yield of this
 // scheduler ever gets: each worker counts in steps of the number of
 // workers from its own offset, so the workers never meet, and none is 0.
+// The counts stay below seqChild (2^62 yields would take a worker
+// centuries), so they never meet a child's either (see childSeq).
 // Owner only.
 func (w *worker) newSeq() uint64 {
 	seq := w.seq
 	w.seq += uint64(len(w.s.workers))
 	return seq
 }
+
+// seqChild marks the sequence number of a SpawnAwait yield, which is the
+// child's ID with this bit set (childSeq). IDs are never reused and stay
+// below it (see maxGen), and newSeq's numbers never reach it, so the
+// number is as unique as newSeq's; and the child knows it without storing
+// it, which keeps an awaited child's record a size class smaller.
+const seqChild = uint64(1) << 62
+
+// childSeq returns the sequence number of the SpawnAwait yield that
+// waits for the child with ID id. Any goroutine.
+func childSeq(id uint64) uint64 { return id | seqChild }
 
 // completeNow completes p's pending yield seq from the worker. p is
 // Running, so the push flags it for another step and never asks for a
@@ -422,23 +434,35 @@ func (w *worker) tell(p *proc, to relay.PID, msg any) {
 	}
 }
 
-// spawn is the built-in spawn yield y of p, starting child. Worker only,
-// with p Running.
+// spawn is the built-in spawn yield y of p, starting child and queueing
+// it on this worker. The yield of a Spawn completes once the child has
+// started; that of a SpawnAwait when the child ends, and it is named by
+// the child's ID (see childSeq), so the child's record need not keep a
+// sequence number. The ID is taken before the yield is registered, and
+// given back if the yield is refused (a duplicate tag, a deadline already
+// past). Worker only, with p Running.
 func (w *worker) spawn(p *proc, y *yield, child Process) {
-	if seq := w.registerWithin(p, y); seq != 0 {
-		w.startChild(p, seq, child, y.method, y.input, y.kind == yieldSpawnAwait)
+	v := via{w: w}
+	await := y.kind == yieldSpawnAwait
+	id, err := w.s.admit(child, y.method, v)
+	if err != nil {
+		// The yield completes with the error, named as any other.
+		if seq := w.registerWithin(p, y, w.newSeq()); seq != 0 {
+			w.completeNow(p, seq, nil, err)
+		}
+		return
 	}
-}
-
-// startChild starts a child of p for the pending yield seq and queues it
-// on this worker.
-// Worker only, with p Running.
-func (w *worker) startChild(p *proc, seq uint64, child Process, method string, input payload.Payloads, await bool) {
-	var awaiter uint64
+	var seq, awaiter uint64
 	if await {
-		awaiter = p.id
+		seq, awaiter = w.registerWithin(p, y, childSeq(id)), p.id
+	} else {
+		seq = w.registerWithin(p, y, w.newSeq())
 	}
-	c, err := w.s.start(p.values(), child, method, input, awaiter, seq, via{w: w}, nil, false)
+	if seq == 0 {
+		w.s.unadmit(id, v)
+		return
+	}
+	c, err := w.s.start(id, p.values(), child, y.method, y.input, awaiter, v, nil, false)
 	if err != nil {
 		w.completeNow(p, seq, nil, err)
 		return

@@ -926,3 +926,59 @@ func TestSpawnsOfOneStepFreeTagsInOrder(t *testing.T) {
 	}
 	require.Equal(t, [2]int{1, 1}, [2]int{dup, ran}, "tag 7: one child ran, one duplicate")
 }
+
+// TestRefusedSpawnStartsNothing: a spawn whose yield is refused — its
+// tag is outstanding, or the deadline the step gave it has passed —
+// never initialises its child and gives back what starting it took: the
+// process is not counted live, and its place under WithMaxProcesses is
+// free for the next spawn.
+func TestRefusedSpawnStartsNothing(t *testing.T) {
+	for _, await := range []bool{false, true} {
+		t.Run(map[bool]string{false: "Spawn", true: "SpawnAwait"}[await], func(t *testing.T) {
+			spawn := func(out *sched.StepOutput, tag uint64, child sched.Process) {
+				if await {
+					out.SpawnAwait(tag, child, "run", nil)
+				} else {
+					out.Spawn(tag, child, "run", nil)
+				}
+			}
+			// The limit leaves room for the parent and one child, held,
+			// spawned after the two refused ones.
+			s := newScheduler(t, sched.WithMaxProcesses(2))
+			dup, late, held := &probe{step: untilMessage}, &probe{step: untilMessage}, &probe{step: untilMessage}
+			p := &probe{step: func(p *probe, n int, _ []sched.Event, out *sched.StepOutput) error {
+				if n == 0 {
+					out.Sleep(1, time.Hour) // holds tag 1
+					spawn(out, 1, dup)
+					spawn(out, 2, late)
+					out.Timeout(2, 0)
+					spawn(out, 3, held)
+					return nil
+				}
+				out.Cancel(1)
+				out.Done(payload.Payload{})
+				return nil
+			}}
+			h := submit(t, s, p)
+			_, err := waitEnd(t, s, h)
+			require.NoError(t, err)
+			eventually(t, "held to run", func() bool { return held.Steps() > 0 })
+			eventually(t, "held alone to be live", func() bool { return s.Stats().Processes.Live == 1 })
+
+			byTag := map[uint64]error{}
+			for _, ev := range p.EventsOf(sched.EventYieldComplete) {
+				byTag[ev.Tag] = ev.Error
+			}
+			assert.ErrorIs(t, byTag[1], sched.ErrDuplicateTag)
+			assert.ErrorIs(t, byTag[2], sched.ErrTimeout)
+			assert.Zero(t, dup.Inits(), "the duplicate's child was initialised")
+			assert.Zero(t, late.Inits(), "the late spawn's child was initialised")
+
+			pid, ok := sched.Self(held.Ctx())
+			require.True(t, ok)
+			require.NoError(t, s.Tell(pid, "end"))
+			eventually(t, "held to end", func() bool { return held.Closes() > 0 })
+			eventually(t, "no process live", func() bool { return s.Stats().Processes.Live == 0 })
+		})
+	}
+}

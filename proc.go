@@ -169,11 +169,11 @@ type procEnd struct {
 	done   chan struct{} // made on demand by Handle.Done and Wait, closed at the end
 }
 
-// procAwait names the yield of the parent that waits for the process's
-// end (SpawnAwait). Written before the proc is shared and never changed.
+// procAwait names the parent whose SpawnAwait yield waits for the
+// process's end; the yield's sequence number is childSeq of the
+// process's own ID. Written before the proc is shared and never changed.
 type procAwait struct {
 	parent uint64 // the parent's PID.ID (its node is the scheduler's)
-	seq    uint64 // the parent's yield (see worker.register)
 }
 
 // newProc allocates a zero proc, with room for its timing when the End
@@ -332,8 +332,8 @@ func (p *proc) close(c *closed, result payload.Payload, err error, forced bool) 
 		p.inbox.first, p.inbox.n = nil, 0
 	}
 	p.msgs = 0
-	if p.pending.first != nil {
-		c.pending = unsafe.Slice(p.pending.first, p.pending.capacity)[:0]
+	if p.pending.arr != nil {
+		c.pending = p.pending.array()
 		p.pending = pendingSet{}
 	}
 	if p.hasPending.Load() { // written only under mu, held here
@@ -386,7 +386,7 @@ func (p *proc) announce() {
 // closed is what close reports of the process it closed.
 type closed struct {
 	unread    []Event        // events that were queued and never read, in the mailbox buffer; the caller's now
-	pending   []pendingYield // the small pending set's slice, if it had one; the caller's now
+	pending   []pendingYield // the small pending set's array, if it had one; the caller's now
 	cancelled bool           // it had been asked to stop (Terminate, Shutdown)
 	cause     error          // the cancel's cause, if so
 }
@@ -460,22 +460,31 @@ func (p *proc) values() context.Context {
 // slice; a process that fans out widely moves them to a largePending in
 // its procExtra. Called with proc.mu held.
 //
-// The slice is kept as its first element, length and capacity (16 bytes
-// rather than a slice header's 24), which keeps the proc a size class
-// smaller; pendingSmallMax bounds both counts.
+// The slice lives in an array whose first element is a header: its tag
+// holds the number of yields and its seq the array's length, a power of
+// two from 2 to pendingSmallMax+1; the yields follow it. The set is then
+// one pointer, 8 bytes rather than a slice header's 24, which leaves room
+// in the proc's size class for an awaited child's parent (awaitedProc).
 type pendingSet struct {
-	first       *pendingYield // the slice's array, nil until one is made
-	n, capacity uint32        // the slice's length and capacity
+	arr *pendingYield // the array, header first; nil until one is made
 }
 
-// small returns the slice. Called with proc.mu held.
+// small returns the slice: the yields after the header, with the rest
+// of the array as spare capacity. Called with proc.mu held.
 func (ps *pendingSet) small() []pendingYield {
-	return unsafe.Slice(ps.first, ps.capacity)[:ps.n]
+	if ps.arr == nil {
+		return nil
+	}
+	return unsafe.Slice(ps.arr, ps.arr.seq)[1 : 1+ps.arr.tag]
 }
 
-// setSmall stores s as the slice. Called with proc.mu held.
-func (ps *pendingSet) setSmall(s []pendingYield) {
-	ps.first, ps.n, ps.capacity = unsafe.SliceData(s), uint32(len(s)), uint32(cap(s))
+// array returns the whole array, header included, or nil. Called with
+// proc.mu held.
+func (ps *pendingSet) array() []pendingYield {
+	if ps.arr == nil {
+		return nil
+	}
+	return unsafe.Slice(ps.arr, ps.arr.seq)
 }
 
 // pendingYield is one outstanding yield. seq carries seqTimed when the
@@ -499,11 +508,11 @@ type largePending struct {
 }
 
 // pendingSmallMax is the most yields kept in the slice, where a linear
-// search beats a map; a power of two, 1<<pendingSmallLog, so that the
-// slices' capacities, powers of two, end at it.
+// search beats a map: the slice of the largest array, whose length is
+// 1<<pendingSmallLog with its header.
 const (
 	pendingSmallLog = 5
-	pendingSmallMax = 1 << pendingSmallLog
+	pendingSmallMax = 1<<pendingSmallLog - 1
 )
 
 // len returns the number of pending yields. Called with p.mu held.
@@ -511,7 +520,10 @@ func (ps *pendingSet) len(x *procExtra) int {
 	if x != nil && x.large != nil {
 		return x.large.byTag.len()
 	}
-	return int(ps.n)
+	if ps.arr == nil {
+		return 0
+	}
+	return int(ps.arr.tag)
 }
 
 // reserve makes room for n more yields in the slice, unless they will not
@@ -521,7 +533,8 @@ func (ps *pendingSet) reserve(n int, p *proc) {
 	if x := p.extra.Load(); x != nil && x.large != nil {
 		return
 	}
-	need := int(ps.n) + n
+	have := ps.small()
+	need := len(have) + n
 	if need > pendingSmallMax {
 		// They will not fit the slice: move to the maps now, sized for
 		// all of them, rather than growing the maps one doubling at a
@@ -530,29 +543,33 @@ func (ps *pendingSet) reserve(n int, p *proc) {
 		ps.toLarge(p, need)
 		return
 	}
-	if need <= int(ps.capacity) {
+	if need <= cap(have) {
 		return
 	}
 	ps.regrow(need)
 }
 
-// regrow moves the pending yields to a slice with room for need of them,
-// at most pendingSmallMax (its capacity is need rounded up to a power of
-// two), taken from pendingSlices, and gives the old one back.
-// Called with p.mu held.
+// regrow moves the pending yields to an array with room for need of them,
+// at most pendingSmallMax (its length, header included, is need+1 rounded
+// up to a power of two), taken from pendingSlices, and gives the old one
+// back. Called with p.mu held.
 func (ps *pendingSet) regrow(need int) {
-	old := ps.small()
-	small := pendingSlices.get(1 << bits.Len(uint(need-1)))[:len(old)]
-	copy(small, old)
-	pendingSlices.put(old)
-	ps.setSmall(small)
+	old := ps.array()
+	size := 1 << bits.Len(uint(need))
+	arr := pendingSlices.get(size)[:size]
+	n := copy(arr[1:], ps.small())
+	arr[0] = pendingYield{tag: uint64(n), seq: uint64(size)}
+	if old != nil {
+		pendingSlices.put(old)
+	}
+	ps.arr = &arr[0]
 }
 
-// pendingSlices recycles the slices of small pending sets, as
-// inboxBuffers does the mailbox buffers (what a slice holds is stale and
-// never read: it is read only up to its pending set's count). A
-// process's slice goes back when the process ends, when it outgrows it,
-// and when its yields move to the maps.
+// pendingSlices recycles the arrays of small pending sets, as
+// inboxBuffers does the mailbox buffers (what an array holds is stale and
+// never read: regrow writes its header, and the yields are read only up
+// to the header's count). A process's array goes back when the process
+// ends, when it outgrows it, and when its yields move to the maps.
 var pendingSlices = make(pow2Pools[pendingYield], pendingSmallLog+1)
 
 // add inserts a yield and reports false if its tag was already present.
@@ -571,11 +588,12 @@ func (ps *pendingSet) add(tag, seq uint64, p *proc) bool {
 			return false
 		}
 	}
-	if len(small) < pendingSmallMax {
-		if len(small) == cap(small) {
-			ps.regrow(len(small) + 1)
+	if n := len(small); n < pendingSmallMax {
+		if n == cap(small) {
+			ps.regrow(n + 1)
 		}
-		ps.setSmall(append(ps.small(), pendingYield{tag, seq}))
+		ps.small()[:n+1][n] = pendingYield{tag, seq}
+		ps.arr.tag++
 		return true
 	}
 	large := ps.toLarge(p, len(small)+1)
@@ -596,7 +614,9 @@ func (ps *pendingSet) toLarge(p *proc, need int) *largePending {
 		large.bySeq.add(y.seq&^seqTimed, y.tag)
 	}
 	p.getExtra().large = large
-	pendingSlices.put(small)
+	if arr := ps.array(); arr != nil {
+		pendingSlices.put(arr)
+	}
 	*ps = pendingSet{}
 	return large
 }
@@ -717,5 +737,5 @@ func (ps *pendingSet) removeAt(i int) {
 	small := ps.small()
 	last := len(small) - 1
 	small[i] = small[last]
-	ps.n = uint32(last)
+	ps.arr.tag = uint64(last)
 }

@@ -44,7 +44,11 @@ func (s *Scheduler) submit(ctx context.Context, values context.Context, p Proces
 	if values == nil || (ctx != context.Background() && ctx != context.TODO()) {
 		values = ctx
 	}
-	pr, err := s.start(values, p, method, input, 0, 0, v, so.mailbox, true)
+	id, err := s.admit(p, method, v)
+	if err != nil {
+		return Handle{}, err
+	}
+	pr, err := s.start(id, values, p, method, input, 0, v, so.mailbox, true)
 	if err != nil {
 		return Handle{}, err
 	}
@@ -52,39 +56,59 @@ func (s *Scheduler) submit(ctx context.Context, values context.Context, p Proces
 	return Handle{p: pr}, nil
 }
 
-// start creates, registers and initialises a process; the caller queues
-// it. values is the context its Value lookups go to; awaiter and awaitSeq
-// name the parent yield that waits for its end (SpawnAwait), if any; v
-// says where this runs; mailbox, if not nil, is the
-// process's own mailbox limit; handle says the caller gets a Handle, so
-// the result must be kept.
-func (s *Scheduler) start(values context.Context, p Process, method string, input payload.Payloads, awaiter, awaitSeq uint64, v via, mailbox *mailboxLimit, handle bool) (*proc, error) {
-	w := v.worker()
+// admit is the first half of starting process p at method: it checks
+// the arguments, counts the process in, and takes its ID, refusing the
+// process if the scheduler is closing or full. Every admitted ID goes on
+// to start or back through unadmit. v says where this runs.
+// Any goroutine.
+func (s *Scheduler) admit(p Process, method string, v via) (id uint64, err error) {
 	if p == nil {
-		return nil, ErrNilProcess
+		return 0, ErrNilProcess
 	}
 	if method == "" {
-		return nil, ErrEmptyMethod
+		return 0, ErrEmptyMethod
 	}
 	s.count(v, cStarted)
 	if s.closing() {
 		s.countEnd(v, cRefused)
-		return nil, ErrClosed
+		return 0, ErrClosed
 	}
 	if s.maxProcs > 0 && !s.reserveProc() {
 		s.countEnd(v, cRejected)
-		return nil, fmt.Errorf("%w: the limit is %d", ErrTooManyProcesses, s.maxProcs)
+		return 0, fmt.Errorf("%w: the limit is %d", ErrTooManyProcesses, s.maxProcs)
 	}
-	id, ok := s.table.alloc(w.slotCache())
+	id, ok := s.table.alloc(v.worker().slotCache())
 	if !ok {
 		s.releaseProc()
 		s.countEnd(v, cRefused)
-		return nil, fmt.Errorf("%w: the process table is full", ErrTooManyProcesses)
+		return 0, fmt.Errorf("%w: the process table is full", ErrTooManyProcesses)
 	}
+	return id, nil
+}
+
+// unadmit gives back what admit took for a process that will not start
+// after all (its spawn was refused: see worker.spawnAwait).
+// Any goroutine; v says where it runs.
+func (s *Scheduler) unadmit(id uint64, v via) {
+	s.table.release(id, v.worker().slotCache())
+	s.releaseProc()
+	s.countEnd(v, cRefused)
+}
+
+// start is the second half: it creates the process admitted as id,
+// initialises and registers it; the caller queues it. values is the
+// context its Value lookups go to; awaiter, if not 0, is the parent whose
+// SpawnAwait yield waits for its end (the yield's sequence number is
+// childSeq(id)); v says where this runs; mailbox, if not nil, is the
+// process's own mailbox limit; handle says the caller gets a Handle, so
+// the result must be kept. If it fails, it has given back what admit
+// took. Any goroutine; v says where it runs.
+func (s *Scheduler) start(id uint64, values context.Context, p Process, method string, input payload.Payloads, awaiter uint64, v via, mailbox *mailboxLimit, handle bool) (*proc, error) {
+	w := v.worker()
 	pr := s.newProc(handle, awaiter != 0)
 	pr.id, pr.node, pr.impl = id, s.node, p
 	if a := pr.awaited(); a != nil {
-		a.parent, a.seq = awaiter, awaitSeq
+		a.parent = awaiter
 	}
 	pr.methodID = s.internMethod(method, w)
 	if values == context.Background() || values == context.TODO() {
@@ -231,7 +255,7 @@ func (s *Scheduler) finish(p *proc, v via, result payload.Payload, err error, fo
 		var ev Event // filled in place: see Event.setMessage
 		ev.Type, ev.Error, ev.From = EventYieldComplete, err, p.pid()
 		ev.setPayload(result) // unpacked: no box for the result
-		_ = s.complete(relay.PID{Node: s.node, ID: a.parent}, &ev, a.seq, v)
+		_ = s.complete(relay.PID{Node: s.node, ID: a.parent}, &ev, childSeq(p.id), v)
 	}
 	// Names, monitors: frozen now that the process is closed.
 	if x := p.extra.Load(); x != nil {

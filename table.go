@@ -27,9 +27,11 @@ const (
 	maxSlots = 1<<32 - 1
 )
 
-// maxGen is the last generation a slot is used for. It leaves the top bit
-// of every ID clear, for monitors to mark a request's (monitorRequest).
-const maxGen = 1<<31 - 1
+// maxGen is the last generation a slot is used for. It leaves the top two
+// bits of every ID clear: the top one for monitors to mark a request's
+// (monitorRequest), the next for a child's ID to name its parent's
+// SpawnAwait yield (seqChild).
+const maxGen = 1<<30 - 1
 
 // makeID returns the ID of the gen'th occupant of slot.
 // Any goroutine.
