@@ -163,10 +163,15 @@ type (
 
 // procEnd is what a Handle reads of its process: how it ended, and the
 // channel Handle.Done returns. Guarded by proc.mu.
+//
+// The channel is needed only until the end is announced and the error
+// only after, so one field holds each in turn, which keeps handleProc in
+// the 128-byte size class: until pfEnded, the channel if one was made
+// (made on demand by Handle.Done and Wait); from then on, the error the
+// process ended with, or nil (see announce).
 type procEnd struct {
-	result payload.Payload
-	err    error
-	done   chan struct{} // made on demand by Handle.Done and Wait, closed at the end
+	result    payload.Payload
+	doneOrErr any // chan struct{} before pfEnded, error after
 }
 
 // procAwait names the parent whose SpawnAwait yield waits for the
@@ -340,8 +345,7 @@ func (p *proc) close(c *closed, result payload.Payload, err error, forced bool) 
 		p.hasPending.Store(false)
 	}
 	if p.kind&pkHandle != 0 {
-		e := p.end()
-		e.result, e.err = result, err
+		p.end().result = result // the error comes with announce
 	}
 	if x := p.extra.Load(); x != nil {
 		x.large = nil
@@ -369,17 +373,20 @@ func (p *proc) close(c *closed, result payload.Payload, err error, forced bool) 
 	p.mu.Unlock()
 }
 
-// announce makes the end visible to the process's Handle: after close,
-// and after its names were released and its monitors told, so that once
-// a Handle reports the end, the name is free and every monitor has its
-// event. Only for a process with a Handle: nothing else reads the end.
+// announce makes the end visible to the process's Handle, with err, the
+// error it ended with: after close (which kept the result), and after its
+// names were released and its monitors told, so that once a Handle
+// reports the end, the name is free and every monitor has its event.
+// Only for a process with a Handle: nothing else reads the end.
 // Called once, by whoever ended the process.
-func (p *proc) announce() {
+func (p *proc) announce(err error) {
 	p.mu.Lock()
 	p.flags |= pfEnded
-	if e := p.end(); e.done != nil {
-		close(e.done)
+	e := p.end()
+	if done, ok := e.doneOrErr.(chan struct{}); ok {
+		close(done)
 	}
+	e.doneOrErr = err
 	p.mu.Unlock()
 }
 
@@ -423,10 +430,12 @@ func (p *proc) ended() <-chan struct{} {
 		return closedChan
 	}
 	e := p.end()
-	if e.done == nil {
-		e.done = make(chan struct{})
+	done, ok := e.doneOrErr.(chan struct{})
+	if !ok {
+		done = make(chan struct{})
+		e.doneOrErr = done
 	}
-	return e.done
+	return done
 }
 
 // ending returns the result and error, and whether the process has
@@ -438,7 +447,8 @@ func (p *proc) ending() (payload.Payload, error, bool) {
 		return payload.Payload{}, nil, false
 	}
 	e := p.end()
-	return e.result, e.err, true
+	err, _ := e.doneOrErr.(error)
+	return e.result, err, true
 }
 
 // values returns the context a child of p takes its values from: the one

@@ -267,7 +267,7 @@ func (s *Scheduler) finish(p *proc, v via, result payload.Payload, err error, fo
 		}
 	}
 	if p.kind&pkHandle != 0 {
-		p.announce() // only a Handle reads it: a spawned child skips the lock
+		p.announce(err) // only a Handle reads it: a spawned child skips the lock
 	}
 }
 
