@@ -927,6 +927,47 @@ func TestSpawnsOfOneStepFreeTagsInOrder(t *testing.T) {
 	require.Equal(t, [2]int{1, 1}, [2]int{dup, ran}, "tag 7: one child ran, one duplicate")
 }
 
+// TestAwaitedChildAfterCancel: a SpawnAwait yield that was cancelled and
+// whose tag was yielded again by a second SpawnAwait is completed by the
+// second child only; the first child's end finds its own yield gone.
+func TestAwaitedChildAfterCancel(t *testing.T) {
+	s := newScheduler(t)
+	first, second := &probe{step: untilMessage}, &probe{step: untilMessage}
+	swapped := make(chan struct{})
+	p := &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+		switch n {
+		case 0:
+			out.SpawnAwait(1, first, "run", nil)
+		case 1: // woken by a message: cancel, and await a new child under the tag
+			out.Cancel(1)
+			out.SpawnAwait(1, second, "run", nil)
+			close(swapped)
+		default:
+			if ev, ok := completionOf(evs, 1); ok {
+				out.Done(payload.Of(ev))
+			}
+		}
+		return nil
+	}}
+	h := submit(t, s, p)
+	eventually(t, "the first child to run", func() bool { return first.Steps() > 0 })
+	require.NoError(t, s.Tell(h.PID(), "swap"))
+	receive(t, swapped, "the step that swaps the children")
+	eventually(t, "the second child to run", func() bool { return second.Steps() > 0 })
+
+	firstPID, _ := sched.Self(first.Ctx())
+	secondPID, _ := sched.Self(second.Ctx())
+	require.NoError(t, s.Tell(firstPID, "first"))
+	eventually(t, "the first child to end", func() bool { return first.Closes() > 0 })
+	require.NoError(t, s.Tell(secondPID, "second"))
+	res, err := waitEnd(t, s, h)
+	require.NoError(t, err)
+	ev := res.Value().(sched.Event)
+	assert.Equal(t, secondPID, ev.From, "the completion names the second child")
+	assert.Equal(t, "second", ev.Data, "and carries its result")
+	assert.Len(t, p.EventsOf(sched.EventYieldComplete), 1, "one completion of tag 1 in all")
+}
+
 // TestRefusedSpawnStartsNothing: a spawn whose yield is refused — its
 // tag is outstanding, or the deadline the step gave it has passed —
 // never initialises its child and gives back what starting it took: the
