@@ -259,6 +259,8 @@ func TestTransport(t *testing.T) {
 		assert.ErrorIs(t, ev.Error, errRefused)
 		assert.Equal(t, full, ev.From, "From of a bounce is the recipient not reached")
 		assert.Equal(t, "x", ev.Data)
+		// Counted by the worker, published when it flushes its counters.
+		eventually(t, "the bounce counted", func() bool { return s.Stats().Messages.Bounced >= 1 })
 		assert.Equal(t, uint64(1), s.Stats().Messages.Bounced)
 	})
 

@@ -592,6 +592,9 @@ func TestCancel(t *testing.T) {
 		err = c.Complete("late", nil)
 		assert.ErrorIs(t, err, sched.ErrProcessNotFound)
 		assert.Len(t, p.EventsOf(sched.EventYieldComplete), 1)
+		// Cancelled is a worker's counter, published when the worker
+		// flushes them (after the Handle saw the end, perhaps).
+		eventually(t, "the cancel counted", func() bool { return s.Stats().Cancelled >= 1 })
 		assert.Equal(t, uint64(1), s.Stats().Cancelled)
 	})
 
