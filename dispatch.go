@@ -459,7 +459,7 @@ func (w *worker) spawn(p *proc, y *yield, child Process) {
 		seq = w.registerWithin(p, y, w.newSeq())
 	}
 	if seq == 0 {
-		w.s.unadmit(id, v)
+		w.s.unadmit(id, v, cRefused)
 		return
 	}
 	c, err := w.s.start(id, p.values(), child, y.method, y.input, awaiter, v, nil, false)

@@ -86,13 +86,14 @@ func (s *Scheduler) admit(p Process, method string, v via) (id uint64, err error
 	return id, nil
 }
 
-// unadmit gives back what admit took for a process that will not start
-// after all (its spawn was refused: see worker.spawnAwait).
-// Any goroutine; v says where it runs.
-func (s *Scheduler) unadmit(id uint64, v via) {
+// unadmit gives back what admit took for a process that will not run
+// after all, and counts it out with why, one of endCounters: cRefused
+// for a spawn whose yield was refused (see worker.spawn), cInitFailed
+// for a process whose Init failed. Any goroutine; v says where it runs.
+func (s *Scheduler) unadmit(id uint64, v via, why counterID) {
 	s.table.release(id, v.worker().slotCache())
 	s.releaseProc()
-	s.countEnd(v, cRefused)
+	s.countEnd(v, why)
 }
 
 // start is the second half: it creates the process admitted as id,
@@ -131,9 +132,7 @@ func (s *Scheduler) start(id uint64, values context.Context, p Process, method s
 		var c closed
 		pr.close(&c, payload.Payload{}, err, false)
 		c.recycle()
-		s.table.release(id, w.slotCache())
-		s.releaseProc()
-		s.countEnd(v, cInitFailed)
+		s.unadmit(id, v, cInitFailed)
 		return nil, err
 	}
 	if s.hooks.End != nil {
