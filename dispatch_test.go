@@ -555,6 +555,28 @@ func expectErr(want error) func(*testing.T, *sched.Scheduler, *dispatchEnv, sche
 	}
 }
 
+// yieldAgainAfterCancel is a step that yields tag 1 with first; when a
+// message wakes it, cancels tag 1, yields it again at once with again,
+// and closes cancelled; and then finishes with the first completion of
+// tag 1 (the Event) as its result.
+func yieldAgainAfterCancel(first, again func(out *sched.StepOutput), cancelled chan<- struct{}) func(*probe, int, []sched.Event, *sched.StepOutput) error {
+	return func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+		switch n {
+		case 0:
+			first(out)
+		case 1:
+			out.Cancel(1)
+			again(out)
+			close(cancelled)
+		default:
+			if ev, ok := completionOf(evs, 1); ok {
+				out.Done(payload.Of(ev))
+			}
+		}
+		return nil
+	}
+}
+
 func TestCancel(t *testing.T) {
 	t.Run("a user command: no completion, a clear error, the call's context done", func(t *testing.T) {
 		calls := make(chan sched.Call, 1)
@@ -563,21 +585,10 @@ func TestCancel(t *testing.T) {
 			return nil
 		}))
 		cancelled := make(chan struct{})
-		p := &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
-			switch n {
-			case 0:
-				out.Yield(1, cmdTest, nil)
-			case 1: // woken by a message: cancel, and yield the tag again at once
-				out.Cancel(1)
-				out.Sleep(1, 0)
-				close(cancelled)
-			default:
-				if ev, ok := completionOf(evs, 1); ok {
-					out.Done(payload.Of(ev))
-				}
-			}
-			return nil
-		}}
+		p := &probe{step: yieldAgainAfterCancel(
+			func(out *sched.StepOutput) { out.Yield(1, cmdTest, nil) },
+			func(out *sched.StepOutput) { out.Sleep(1, 0) },
+			cancelled)}
 		h := submit(t, s, p)
 		c := receive(t, calls, "the call")
 		ctx := c.Context()
@@ -937,21 +948,10 @@ func TestAwaitedChildAfterCancel(t *testing.T) {
 	s := newScheduler(t)
 	first, second := &probe{step: untilMessage}, &probe{step: untilMessage}
 	swapped := make(chan struct{})
-	p := &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
-		switch n {
-		case 0:
-			out.SpawnAwait(1, first, "run", nil)
-		case 1: // woken by a message: cancel, and await a new child under the tag
-			out.Cancel(1)
-			out.SpawnAwait(1, second, "run", nil)
-			close(swapped)
-		default:
-			if ev, ok := completionOf(evs, 1); ok {
-				out.Done(payload.Of(ev))
-			}
-		}
-		return nil
-	}}
+	p := &probe{step: yieldAgainAfterCancel(
+		func(out *sched.StepOutput) { out.SpawnAwait(1, first, "run", nil) },
+		func(out *sched.StepOutput) { out.SpawnAwait(1, second, "run", nil) },
+		swapped)}
 	h := submit(t, s, p)
 	eventually(t, "the first child to run", func() bool { return first.Steps() > 0 })
 	require.NoError(t, s.Tell(h.PID(), "swap"))
