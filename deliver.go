@@ -98,9 +98,7 @@ func (s *Scheduler) deliverMessage(from, to relay.PID, msg any, v via, wait bool
 	if err != nil {
 		return nil, err
 	}
-	var ev Event
-	ev.setMessage(msg, nil, from)
-	woken, evicted, room, err := p.pushMessage(&ev, s.limitOf(p), wait)
+	woken, evicted, room, err := p.pushMessage(msg, from, s.limitOf(p), wait)
 	if err != nil {
 		if room != nil {
 			return room, err

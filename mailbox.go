@@ -6,6 +6,8 @@ import (
 	"math/bits"
 	"sync"
 	"unsafe"
+
+	"github.com/procsched/scheduler/relay"
 )
 
 // MailboxPolicy says what happens to a message sent to a full mailbox.
@@ -101,15 +103,16 @@ func (s *Scheduler) limitOf(p *proc) mailboxLimit {
 	return s.mailbox
 }
 
-// pushMessage queues a message event under p's mailbox limit. It returns
-// the state p was woken from (0 if the caller need not queue p), and the
-// message the DropOldest policy evicted, if any. With wait set, a full
-// mailbox is not subject to the policy: pushMessage returns errMailboxWait
-// and a channel that is closed when the process next drains its mailbox.
-// ev is the caller's, built where it lives (see Event.setMessage) and
-// passed by pointer so that it is copied once, into the mailbox, and
-// not kept. Any goroutine.
-func (p *proc) pushMessage(ev *Event, limit mailboxLimit, wait bool) (woken uint64, evicted *Event, room <-chan struct{}, err error) {
+// pushMessage queues a message with data from the sender from under p's
+// mailbox limit. It returns the state p was woken from (0 if the caller
+// need not queue p), and the message the DropOldest policy evicted, if
+// any. With wait set, a full mailbox is not subject to the policy:
+// pushMessage returns errMailboxWait and a channel that is closed when
+// the process next drains its mailbox. The event is written in its
+// mailbox slot, field by field: one built elsewhere and copied in would
+// cost the copy, with its loads waiting on the stores just made.
+// Any goroutine.
+func (p *proc) pushMessage(data any, from relay.PID, limit mailboxLimit, wait bool) (woken uint64, evicted *Event, room <-chan struct{}, err error) {
 	p.mu.Lock()
 	if p.flags&pfClosed != 0 {
 		p.mu.Unlock()
@@ -121,7 +124,9 @@ func (p *proc) pushMessage(ev *Event, limit mailboxLimit, wait bool) (woken uint
 			return 0, nil, room, err
 		}
 	}
-	*p.newSlot() = *ev
+	ev := p.newSlot() // zero: its Error and Tag stay nil and 0
+	ev.Type, ev.From = EventMessage, from
+	ev.setData(data)
 	p.msgs++
 	woken = p.markRunnable()
 	p.mu.Unlock()

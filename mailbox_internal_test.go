@@ -5,6 +5,8 @@ import (
 	"unsafe"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/procsched/scheduler/relay"
 )
 
 // TestMailboxBurstRegrowsInFewSteps: a process that waits after a burst
@@ -19,7 +21,7 @@ func TestMailboxBurstRegrowsInFewSteps(t *testing.T) {
 	msg := new(int)
 	cycle := func() {
 		for range burst {
-			if _, _, _, err := p.pushMessage(&Event{Type: EventMessage, Data: msg}, mailboxLimit{}, false); err != nil {
+			if _, _, _, err := p.pushMessage(msg, relay.PID{}, mailboxLimit{}, false); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -51,7 +53,7 @@ func TestMailboxBufferGrowsInOrder(t *testing.T) {
 			p.state.Store(stIdle)
 			p.inbox.hint = hint
 			for i := range n {
-				if _, _, _, err := p.pushMessage(&Event{Type: EventMessage, Tag: uint64(i)}, mailboxLimit{}, false); err != nil {
+				if _, _, _, err := p.pushMessage(i, relay.PID{}, mailboxLimit{}, false); err != nil {
 					t.Fatal(err)
 				}
 				if c := 1 << p.inbox.logCap; c < i+1 || c&(c-1) != 0 {
@@ -63,8 +65,8 @@ func TestMailboxBufferGrowsInOrder(t *testing.T) {
 			got := p.drain(nil)
 			require.Len(t, got, n, "hint %d: drained events", hint)
 			for i, ev := range got {
-				if ev.Tag != uint64(i) {
-					t.Fatalf("hint %d, %d events: event %d has tag %d", hint, n, i, ev.Tag)
+				if ev.Data != i {
+					t.Fatalf("hint %d, %d events: event %d has data %v", hint, n, i, ev.Data)
 				}
 			}
 			for i := range buf {
