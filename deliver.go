@@ -115,13 +115,7 @@ func (s *Scheduler) deliverMessage(from, to relay.PID, msg any, v via, wait bool
 		}
 	}
 	if w := v.worker(); w != nil {
-		// The hot path, a message from a process: counted and queued
-		// right here, on the worker's own counters and next slot.
-		w.count(cAccepted)
-		if woken != 0 {
-			w.countWoken(woken)
-			w.readyNext(p)
-		}
+		w.accepted(p, woken)
 		return nil, nil
 	}
 	s.count(v, cAccepted)
@@ -129,6 +123,29 @@ func (s *Scheduler) deliverMessage(from, to relay.PID, msg any, v via, wait bool
 		s.woke(p, woken, v)
 	}
 	return nil, nil
+}
+
+// accepted counts a message a process sent to p, just queued, and queues
+// p if that woke it (woken is pushMessage's), on the worker's own
+// counters and next slot: the hot path of messages between processes,
+// small enough to be inlined there. Worker only.
+func (w *worker) accepted(p *proc, woken uint64) {
+	w.ctr.n[cAccepted]++ // a lazy counter (see count): plain memory
+	if woken != 0 {
+		w.wokeNext(p, woken)
+	}
+}
+
+// cAccepted must stay a lazy counter for accepted's plain increment: the
+// constant below would be negative, which does not compile, otherwise.
+const _ = uint(cAccepted - numEager)
+
+// wokeNext counts p as woken from the waiting state woken (pushMessage's
+// result) by an event queued on this worker, and queues p on the
+// worker's next slot. Worker only.
+func (w *worker) wokeNext(p *proc, woken uint64) {
+	w.countWoken(woken)
+	w.readyNext(p)
 }
 
 // refused counts a message that was not queued and returns its error.

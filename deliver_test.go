@@ -166,6 +166,16 @@ func TestNotFound(t *testing.T) {
 				require.ErrorIs(t, err, sched.ErrProcessNotFound)
 			})
 		}
+		// A process's Tell takes its own path on the worker: the message
+		// comes back to the sender, undelivered.
+		t.Run("StepOutput.Tell/"+target.name, func(t *testing.T) {
+			h := submit(t, s, &probe{step: bounced(target.pid)})
+			res, err := waitEnd(t, s, h)
+			require.NoError(t, err)
+			ev := res.Value().(sched.Event)
+			assert.ErrorIs(t, ev.Error, sched.ErrProcessNotFound)
+			assert.Equal(t, target.pid, ev.From, "From of a bounce is the recipient not reached")
+		})
 	}
 	// The live process was not disturbed.
 	info, ok := findProcess(s, live.PID())
@@ -174,6 +184,23 @@ func TestNotFound(t *testing.T) {
 	require.NoError(t, s.Terminate(live.PID()))
 	_, err = waitEnd(t, s, live)
 	require.NoError(t, err)
+}
+
+// bounced is a step that tells "x" to to and ends with the first message
+// that comes back undelivered as its result.
+func bounced(to relay.PID) func(*probe, int, []sched.Event, *sched.StepOutput) error {
+	return func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+		if n == 0 {
+			out.Tell(to, "x")
+			return nil
+		}
+		for _, ev := range evs {
+			if ev.Type == sched.EventMessage && ev.Error != nil {
+				out.Done(payload.Of(ev))
+			}
+		}
+		return nil
+	}
 }
 
 // fakeTransport is a transport double: it records what the scheduler hands it
@@ -236,23 +263,33 @@ func TestTransport(t *testing.T) {
 		assert.Equal(t, relay.Message{From: h.PID(), To: remote, Data: 1}, msg)
 	})
 
+	t.Run("a process's Tell to another node never reaches the local process with the same ID", func(t *testing.T) {
+		tr := newFakeTransport()
+		s := newScheduler(t, sched.WithNode(1), sched.WithTransport(tr))
+		live := submit(t, s, &probe{step: untilCancel})
+		twin := relay.PID{Node: 2, ID: live.PID().ID}
+		h := submit(t, s, &probe{step: func(_ *probe, n int, _ []sched.Event, out *sched.StepOutput) error {
+			out.Tell(twin, "x")
+			out.Done(payload.Payload{})
+			return nil
+		}})
+		_, err := waitEnd(t, s, h)
+		require.NoError(t, err)
+		msg := receive(t, tr.got, "the forwarded message")
+		assert.Equal(t, relay.Message{From: h.PID(), To: twin, Data: "x"}, msg)
+		info, ok := findProcess(s, live.PID())
+		require.True(t, ok)
+		assert.Zero(t, info.Queued, "events queued to the local process")
+		require.NoError(t, s.Terminate(live.PID()))
+		_, err = waitEnd(t, s, live)
+		require.NoError(t, err)
+	})
+
 	t.Run("a refusal by the transport reaches the sender like a local one", func(t *testing.T) {
 		tr := newFakeTransport(full)
 		s := newScheduler(t, sched.WithNode(1), sched.WithTransport(tr))
 		require.ErrorIs(t, s.Tell(full, 1), errRefused)
-		p := &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
-			if n == 0 {
-				out.Tell(full, "x")
-				return nil
-			}
-			for _, ev := range evs {
-				if ev.Type == sched.EventMessage && ev.Error != nil {
-					out.Done(payload.Of(ev))
-				}
-			}
-			return nil
-		}}
-		h := submit(t, s, p)
+		h := submit(t, s, &probe{step: bounced(full)})
 		res, err := waitEnd(t, s, h)
 		require.NoError(t, err)
 		ev := res.Value().(sched.Event)

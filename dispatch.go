@@ -424,9 +424,26 @@ func (w *worker) cancelYield(p *proc, tag uint64) {
 
 // tell is the built-in send; an undeliverable message bounces back to p.
 // Worker only, with p Running.
+//
+// A message to a live process of this node, while no mailbox anywhere
+// has a limit, goes straight into the receiver's mailbox: this is
+// deliver's work for that case without the checks and results that only
+// the others need, and it is most of what a Tell costs. Anything else,
+// including a receiver found closed, takes the full path, which does it
+// again from the start and gives the error; the short path queued
+// nothing, so the message is neither lost nor doubled.
 func (w *worker) tell(p *proc, to relay.PID, msg any) {
 	w.count(cSent)
-	if err := w.s.deliver(p.pid(), to, msg, via{w: w}); err != nil {
+	s := w.s
+	if to.Node == s.node && !s.limits.Load() && s.phase.Load() != phaseStopped {
+		if r := s.table.lookup(to.ID); r != nil {
+			if woken, _, _, err := r.pushMessage(msg, p.pid(), mailboxLimit{}, false); err == nil {
+				w.accepted(r, woken)
+				return
+			}
+		}
+	}
+	if err := s.deliver(p.pid(), to, msg, via{w: w}); err != nil {
 		w.count(cBounced)
 		var ev Event
 		ev.setMessage(msg, err, to)
