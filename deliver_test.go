@@ -177,12 +177,18 @@ func TestNotFound(t *testing.T) {
 			assert.Equal(t, target.pid, ev.From, "From of a bounce is the recipient not reached")
 		})
 	}
-	// The live process was not disturbed.
-	info, ok := findProcess(s, live.PID())
+	undisturbed(t, s, live)
+}
+
+// undisturbed checks that nothing was queued to the waiting process h,
+// which no message was meant for, and then ends it.
+func undisturbed(t *testing.T, s *sched.Scheduler, h sched.Handle) {
+	t.Helper()
+	info, ok := findProcess(s, h.PID())
 	require.True(t, ok)
-	assert.Zero(t, info.Queued, "events queued to the live process")
-	require.NoError(t, s.Terminate(live.PID()))
-	_, err = waitEnd(t, s, live)
+	assert.Zero(t, info.Queued, "events queued to the undisturbed process")
+	require.NoError(t, s.Terminate(h.PID()))
+	_, err := waitEnd(t, s, h)
 	require.NoError(t, err)
 }
 
@@ -277,12 +283,7 @@ func TestTransport(t *testing.T) {
 		require.NoError(t, err)
 		msg := receive(t, tr.got, "the forwarded message")
 		assert.Equal(t, relay.Message{From: h.PID(), To: twin, Data: "x"}, msg)
-		info, ok := findProcess(s, live.PID())
-		require.True(t, ok)
-		assert.Zero(t, info.Queued, "events queued to the local process")
-		require.NoError(t, s.Terminate(live.PID()))
-		_, err = waitEnd(t, s, live)
-		require.NoError(t, err)
+		undisturbed(t, s, live)
 	})
 
 	t.Run("a refusal by the transport reaches the sender like a local one", func(t *testing.T) {
