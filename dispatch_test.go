@@ -888,7 +888,9 @@ func TestCompleteFrom(t *testing.T) {
 // out in order, so a tag that an earlier spawn of the same step freed can
 // be used again by a later one: a Spawn completes at once, and so does a
 // SpawnAwait whose child fails Init. A tag still outstanding is a
-// duplicate, as for any yield.
+// duplicate, as for any yield. One worker: with two, the other could
+// steal the first child of tag 7 and end it before the second spawn of
+// that tag is carried out, which would free the tag first.
 func TestSpawnsOfOneStepFreeTagsInOrder(t *testing.T) {
 	initErr := testError("init failed")
 	failing := &probe{init: func(context.Context, string, payload.Payloads) error { return initErr }}
@@ -908,7 +910,7 @@ func TestSpawnsOfOneStepFreeTagsInOrder(t *testing.T) {
 		}
 		return nil
 	}}
-	s := newScheduler(t)
+	s := newScheduler(t, sched.WithWorkers(1))
 	_, err := waitEnd(t, s, submit(t, s, p))
 	require.NoError(t, err)
 
