@@ -328,6 +328,24 @@ func (p *proc) push(ev *Event) (woken uint64, err error) {
 // What the yield held — a monitor on another process, a timer — is the
 // caller's to let go (see Scheduler.letGo). Any goroutine.
 func (p *proc) complete(ev *Event, seq uint64, cause error) (completed, error) {
+	return p.completeFor(ev, seq, cause, nil)
+}
+
+// directClaim asks completeFor to hand a waiting process straight to the
+// worker that completes its yield: claim is the state word of the run
+// the worker will give it, and events the worker's batch, which takes the
+// completion in place of the mailbox. claimed reports that it did.
+type directClaim struct {
+	claim   uint64
+	events  *[]Event
+	claimed bool
+}
+
+// completeFor is complete; with d set, a Blocked or Idle process whose
+// mailbox is empty is not made Ready but claimed for d's worker at once
+// (see worker.completeAwaited), with the completion as its only event.
+// Any goroutine; d only from the worker it names.
+func (p *proc) completeFor(ev *Event, seq uint64, cause error, d *directClaim) (completed, error) {
 	p.mu.Lock()
 	if p.flags&pfClosed != 0 {
 		p.mu.Unlock()
@@ -359,6 +377,17 @@ func (p *proc) complete(ev *Event, seq uint64, cause error) (completed, error) {
 			x.endCall(seq, cause)
 		}
 		c.held = x.unholdMonitor(seq)
+	}
+	if d != nil && p.inbox.n == 0 {
+		// Nobody else can change a waiting state while mu is held but
+		// a shutdown deadline's tryForce; if it wins, the event goes to
+		// the mailbox below and is counted unread at the close.
+		if st := p.state.Load(); (st == stBlocked || st == stIdle) && p.state.CompareAndSwap(st, d.claim) {
+			*d.events = append(*d.events, *ev)
+			c.woken, d.claimed = st, true
+			p.mu.Unlock()
+			return c, nil
+		}
 	}
 	*p.newSlot() = *ev
 	c.woken = p.markRunnable()

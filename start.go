@@ -250,12 +250,6 @@ func (s *Scheduler) finish(p *proc, v via, result payload.Payload, err error, fo
 		s.deadUnread(p.pid(), c.unread, v)
 	}
 	c.recycle()
-	if a := p.awaited(); a != nil && !forced {
-		var ev Event // filled in place: see Event.setMessage
-		ev.Type, ev.Error, ev.From = EventYieldComplete, err, p.pid()
-		ev.setPayload(result) // unpacked: no box for the result
-		_ = s.complete(relay.PID{Node: s.node, ID: a.parent}, &ev, childSeq(p.id), v)
-	}
 	// Names, monitors: frozen now that the process is closed.
 	if x := p.extra.Load(); x != nil {
 		if len(x.names) > 0 {
@@ -263,6 +257,16 @@ func (s *Scheduler) finish(p *proc, v via, result payload.Payload, err error, fo
 		}
 		if x.monitors != nil || x.held != nil || x.outside != nil {
 			s.notifyEnd(p, x, exitOf(p.pid(), result, err, forced, c.cancelled, c.cause), v)
+		}
+	}
+	if a := p.awaited(); a != nil && !forced {
+		var ev Event // filled in place: see Event.setMessage
+		ev.Type, ev.Error, ev.From = EventYieldComplete, err, p.pid()
+		ev.setPayload(result) // unpacked: no box for the result
+		if w != nil {
+			w.completeAwaited(a.parent, &ev, childSeq(p.id))
+		} else {
+			_ = s.complete(relay.PID{Node: s.node, ID: a.parent}, &ev, childSeq(p.id), v)
 		}
 	}
 	if p.kind&pkHandle != 0 {

@@ -2,6 +2,7 @@ package scheduler_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -108,4 +109,81 @@ func TestUnreadEventsAreCounted(t *testing.T) {
 	require.Equal(t, 5, res.Value(), "the final batch")
 	eventually(t, "the unread count", func() bool { return s.Stats().Messages.Unread == 5 })
 	assert.Equal(t, uint64(5), s.Stats().Messages.Unread, "3 left in the batch after DoneAfter(2), 2 that came later")
+}
+
+// forkJoin spawns two awaited children down to depth 0 and ends once
+// both have reported: a parent woken by each child's end in turn.
+type forkJoin struct{ depth, waiting int }
+
+func (*forkJoin) Init(context.Context, string, payload.Payloads) error { return nil }
+func (*forkJoin) Close()                                               {}
+func (f *forkJoin) Step(evs []sched.Event, out *sched.StepOutput) error {
+	if f.depth == 0 {
+		out.Done(payload.Payload{})
+		return nil
+	}
+	if f.waiting == 0 {
+		out.SpawnAwait(1, &forkJoin{depth: f.depth - 1}, "run", nil)
+		out.SpawnAwait(2, &forkJoin{depth: f.depth - 1}, "run", nil)
+		f.waiting = 2
+		return nil
+	}
+	for _, ev := range evs {
+		if ev.Type == sched.EventYieldComplete {
+			f.waiting--
+		}
+	}
+	if f.waiting == 0 {
+		out.Done(payload.Payload{})
+	}
+	return nil
+}
+
+// TestStatsWaitingStates: Blocked and Idle count the processes waiting
+// in each state, so they go up while processes wait and back to zero
+// once everything has ended, however the waiting processes were woken:
+// by a message, or by the end of a child they awaited, on the worker
+// that ran the child or on another.
+func TestStatsWaitingStates(t *testing.T) {
+	for _, workers := range []int{1, 2} {
+		t.Run(fmt.Sprintf("workers=%d", workers), func(t *testing.T) {
+			s := newScheduler(t, sched.WithWorkers(workers))
+			settled := func(blocked, idle int64) func() bool {
+				return func() bool {
+					st := s.Stats()
+					return st.Processes.Blocked == blocked && st.Processes.Idle == idle
+				}
+			}
+			// A parent awaits a child that waits for a message.
+			children := make(chan relay.PID, 1)
+			parent := submit(t, s, &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+				switch {
+				case n == 0:
+					out.Spawn(1, &probe{step: untilMessage}, "run", nil)
+				case len(evs) > 0 && evs[0].Tag == 1:
+					children <- evs[0].From
+					out.SpawnAwait(2, &forkJoin{depth: 6}, "run", nil)
+					out.SpawnAwait(3, &probe{step: untilMessage}, "run", nil)
+				default:
+					if _, ok := completionOf(evs, 3); ok {
+						out.Done(payload.Payload{})
+					}
+				}
+				return nil
+			}})
+			child := receive(t, children, "the child's PID")
+			eventually(t, "the parent Blocked, two children Idle", settled(1, 2))
+			require.NoError(t, s.Tell(child, "go"))
+			eventually(t, "the parent Blocked, its awaited child Idle", settled(1, 1))
+			for _, info := range s.Processes() {
+				if info.State == sched.StateIdle {
+					require.NoError(t, s.Tell(info.PID, "go"))
+				}
+			}
+			_, err := waitEnd(t, s, parent)
+			require.NoError(t, err)
+			eventually(t, "nothing waiting", settled(0, 0))
+			assert.Zero(t, s.Stats().Processes.Live)
+		})
+	}
 }

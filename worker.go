@@ -67,6 +67,12 @@ type worker struct {
 	// nothing waits there, so that findLocal's look costs a comparison.
 	// Owner only.
 	laterDue uint64
+	// direct is a process that a child's end, on this worker, claimed
+	// for the worker's next run (see completeAwaited), and directRun the
+	// state word of that run: it is Running already, with its events in
+	// events. findLocal returns it before anything else. Owner only.
+	direct    *proc
+	directRun uint64
 	// nextRuns counts processes taken from next in a row; at
 	// maxNextRuns the worker takes from its queue instead, so a pair that
 	// keeps waking each other cannot starve the rest. Owner only.
@@ -254,6 +260,14 @@ func (w *worker) loop() {
 // row, the queue goes first. A process in the later slot goes to the
 // global queue when it is due or when nothing else is queued here.
 func (w *worker) findLocal() *proc {
+	if p := w.direct; p != nil {
+		// Claimed for this tick by completeAwaited, which checked that
+		// nothing else was due at it.
+		w.direct = nil
+		w.tick++
+		w.nextRuns++
+		return p
+	}
 	w.tick++
 	if w.tick >= w.laterDue {
 		w.releaseLater()
@@ -519,31 +533,46 @@ func (w *worker) pushLocal(p *proc) {
 // Owner only.
 func (w *worker) run(p *proc) {
 	s := w.s
-	w.runCount++
-	running := stRunning | uint64(w.id)<<workerShift | w.runCount<<runShift
-	// The first step gets no events, even if some arrived while the
-	// process waited in a queue (their senders saw it Ready and set no
-	// flag). The claim sets flagWake for it, so that settle looks at the
-	// mailbox before letting it wait. wbStepped is the previous runner's,
-	// handed over with the process through the queue it came from.
-	claim := running
-	if p.inbox.wbits&wbStepped == 0 {
-		claim |= flagWake
-	}
-	if !p.state.CompareAndSwap(stReady, claim) {
-		// Completed by a shutdown deadline while it sat in a queue.
-		return
+	var running uint64
+	direct := w.directRun != 0
+	if direct {
+		// Claimed by completeAwaited, its completion in events.
+		running, w.directRun = w.directRun, 0
+	} else {
+		w.runCount++
+		running = stRunning | uint64(w.id)<<workerShift | w.runCount<<runShift
+		// The first step gets no events, even if some arrived while the
+		// process waited in a queue (their senders saw it Ready and set
+		// no flag). The claim sets flagWake for it, so that settle looks
+		// at the mailbox before letting it wait. wbStepped is the
+		// previous runner's, handed over with the process through the
+		// queue it came from.
+		claim := running
+		if p.inbox.wbits&wbStepped == 0 {
+			claim |= flagWake
+		}
+		if !p.state.CompareAndSwap(stReady, claim) {
+			// Completed by a shutdown deadline while it sat in a queue.
+			return
+		}
 	}
 	if w.watched.Load() {
 		w.cur.Store(p)
 	}
 	if s.forcing() {
+		if direct {
+			// The completion it was claimed with goes unread, as it would
+			// have in its mailbox.
+			w.countN(cUnread, uint64(len(w.events)))
+			s.deadUnread(p.pid(), w.events, via{w: w})
+			w.events = w.events[:0]
+		}
 		w.force(p)
 		return
 	}
 	if p.inbox.wbits&wbStepped == 0 {
 		p.inbox.wbits |= wbStepped // flagged by the claim: see above
-	} else {
+	} else if !direct {
 		w.events = p.drain(w.events[:0])
 	}
 	// Decided once per run, not per step: whether steps are traced, and
@@ -635,6 +664,65 @@ func (w *worker) run(p *proc) {
 			return
 		}
 	}
+}
+
+// completeAwaited completes the SpawnAwait yield seq of the process
+// parent with ev, for a child that ended on this worker. If the parent
+// waits for it, and the worker would take a process from its next slot
+// at its next tick anyway, the worker claims the parent at once and runs
+// it next with ev as its one event (see direct): it skips the trip
+// through the next slot, the claim and the drain, which a parent woken
+// by each of its children in turn would otherwise pay every time.
+// Otherwise it completes the yield as Scheduler.complete does. Worker
+// only, after the child is closed.
+func (w *worker) completeAwaited(parent uint64, ev *Event, seq uint64) {
+	s := w.s
+	if s.phase.Load() == phaseStopped {
+		return
+	}
+	pp := s.table.lookup(parent)
+	if pp == nil {
+		return
+	}
+	var d *directClaim
+	var dc directClaim
+	if w.direct == nil && w.mayRunDirect() {
+		w.events = w.events[:0]
+		dc = directClaim{claim: stRunning | uint64(w.id)<<workerShift | (w.runCount+1)<<runShift, events: &w.events}
+		d = &dc
+	}
+	c, err := pp.completeFor(ev, seq, nil, d)
+	if err != nil {
+		return
+	}
+	s.letGo(c)
+	if dc.claimed {
+		w.runCount++
+		w.direct, w.directRun = pp, dc.claim
+		w.countWoken(c.woken)
+		return
+	}
+	if c.woken != 0 {
+		s.woke(pp, c.woken, via{w: w})
+	}
+}
+
+// mayRunDirect reports whether findLocal, at the next tick, would take a
+// process from the next slot before anything else: not a tick for the
+// global queue or the own queue's oldest, no timer or later slot due,
+// and the next slot's run of turns not used up. Owner only.
+func (w *worker) mayRunDirect() bool {
+	if raceSkipNext(w) {
+		return false
+	}
+	t := w.tick + 1
+	if t >= w.laterDue || t >= w.timerTick {
+		return false
+	}
+	if w.s.unfair {
+		return true
+	}
+	return w.nextRuns < maxNextRuns && !w.checkGlobal && t%globalCheckInterval != 0 && t%ownQueueInterval != globalCheckInterval/2
 }
 
 // settle moves the Running process p (whose state word without flagWake
