@@ -488,6 +488,22 @@ func (ps *pendingSet) small() []pendingYield {
 	return unsafe.Slice(ps.arr, ps.arr.seq)[1 : 1+ps.arr.tag]
 }
 
+// count returns the number of yields in the slice. Called with proc.mu
+// held.
+func (ps *pendingSet) count() uint64 {
+	if ps.arr == nil {
+		return 0
+	}
+	return ps.arr.tag
+}
+
+// at returns the i'th yield of the slice, i < count(): the element after
+// the header's i. It spares the hot loops (add, removeSeq, removeTag) the
+// checks of building the slice. Called with proc.mu held.
+func (ps *pendingSet) at(i uint64) *pendingYield {
+	return (*pendingYield)(unsafe.Add(unsafe.Pointer(ps.arr), uintptr(i+1)*unsafe.Sizeof(pendingYield{})))
+}
+
 // array returns the whole array, header included, or nil. Called with
 // proc.mu held.
 func (ps *pendingSet) array() []pendingYield {
@@ -592,21 +608,21 @@ func (ps *pendingSet) add(tag, seq uint64, p *proc) bool {
 		x.large.bySeq.add(seq&^seqTimed, tag)
 		return true
 	}
-	small := ps.small()
-	for _, y := range small {
-		if y.tag == tag {
+	n := ps.count()
+	for i := range n {
+		if ps.at(i).tag == tag {
 			return false
 		}
 	}
-	if n := len(small); n < pendingSmallMax {
-		if n == cap(small) {
-			ps.regrow(n + 1)
+	if n < pendingSmallMax {
+		if ps.arr == nil || n+1 == ps.arr.seq { // the header takes one element
+			ps.regrow(int(n) + 1)
 		}
-		ps.small()[:n+1][n] = pendingYield{tag, seq}
-		ps.arr.tag++
+		*ps.at(n) = pendingYield{tag, seq}
+		ps.arr.tag = n + 1
 		return true
 	}
-	large := ps.toLarge(p, len(small)+1)
+	large := ps.toLarge(p, int(n)+1)
 	large.byTag.add(tag, seq)
 	large.bySeq.add(seq&^seqTimed, tag)
 	return true
@@ -643,10 +659,13 @@ func (ps *pendingSet) removeTag(tag uint64, x *procExtra) (seq uint64, ok bool) 
 		}
 		return seq, ok
 	}
-	for i, y := range ps.small() {
-		if y.tag == tag {
-			ps.removeAt(i)
-			return y.seq, true
+	// From the newest: the yield a process issued last is the one most
+	// likely to complete first (its children run newest first).
+	for i := ps.count(); i > 0; i-- {
+		if y := ps.at(i - 1); y.tag == tag {
+			seq = y.seq
+			ps.removeAt(i - 1)
+			return seq, true
 		}
 	}
 	return 0, false
@@ -663,10 +682,11 @@ func (ps *pendingSet) removeSeq(seq uint64, x *procExtra) (tag uint64, timed, ok
 		}
 		return tag, timed, ok
 	}
-	for i, y := range ps.small() {
-		if y.seq&^seqTimed == seq {
-			ps.removeAt(i)
-			return y.tag, y.seq&seqTimed != 0, true
+	for i := ps.count(); i > 0; i-- { // from the newest, as removeTag
+		if y := ps.at(i - 1); y.seq&^seqTimed == seq {
+			tag, timed = y.tag, y.seq&seqTimed != 0
+			ps.removeAt(i - 1)
+			return tag, timed, true
 		}
 	}
 	return 0, false, false
@@ -742,10 +762,10 @@ func (ps *pendingSet) eachTimed(x *procExtra, f func(seq uint64)) {
 	}
 }
 
-// removeAt deletes the i'th yield of the slice. Called with p.mu held.
-func (ps *pendingSet) removeAt(i int) {
-	small := ps.small()
-	last := len(small) - 1
-	small[i] = small[last]
-	ps.arr.tag = uint64(last)
+// removeAt deletes the i'th yield of the slice, moving the last into its
+// place. Called with p.mu held.
+func (ps *pendingSet) removeAt(i uint64) {
+	last := ps.arr.tag - 1
+	*ps.at(i) = *ps.at(last)
+	ps.arr.tag = last
 }
