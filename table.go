@@ -58,18 +58,25 @@ type tableChunk struct {
 	entries [chunkSize]tableEntry
 }
 
+// table is laid out so that what every lookup reads (dir) shares no
+// cache line with what starts and ends write (the free list and its lock,
+// fresh, retired): a submitter taking IDs from the free list would
+// otherwise take the line from every worker looking a process up.
 type table struct {
+	_ [cacheLine]byte
 	// dir is the chunk directory. Replaced (never modified) under growMu;
 	// lookups load it without a lock.
 	dir    atomic.Pointer[[]*tableChunk]
 	growMu sync.Mutex
-	// fresh is the next never-used slot.
-	fresh atomic.Uint64
+	_      [cacheLine]byte
 	// free holds the IDs the next occupants of freed slots get.
 	freeMu sync.Mutex
 	free   []uint64
+	// fresh is the next never-used slot.
+	fresh atomic.Uint64
 	// retired counts slots withdrawn because their generation ran out.
 	retired atomic.Uint64
+	_       [cacheLine]byte
 }
 
 // newTable returns an empty table. Called by New.
