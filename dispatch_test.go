@@ -3,6 +3,7 @@ package scheduler_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -1027,4 +1028,73 @@ func TestRefusedSpawnStartsNothing(t *testing.T) {
 			eventually(t, "no process live", func() bool { return s.Stats().Processes.Live == 0 })
 		})
 	}
+}
+
+// TestAwaitedChildrenOneStep: a parent whose awaited children run one
+// after another on its worker is stepped once for the ends of those
+// queued together, not once for each: the worker runs the next child
+// before the parent while the parent waits for it. (Race builds vary
+// the scheduling choices, and then only show that some ends were
+// stepped together.)
+func TestAwaitedChildrenOneStep(t *testing.T) {
+	const children = 10
+	p := &probe{step: func(p *probe, n int, _ []sched.Event, out *sched.StepOutput) error {
+		if n == 0 {
+			for i := range children {
+				out.SpawnAwait(uint64(i), oneStep, "run", nil)
+			}
+			return nil
+		}
+		if len(p.EventsOf(sched.EventYieldComplete)) == children {
+			out.Done(payload.Payload{})
+		}
+		return nil
+	}}
+	s := newScheduler(t, sched.WithWorkers(1))
+	_, err := waitEnd(t, s, submit(t, s, p))
+	require.NoError(t, err)
+	require.Len(t, p.EventsOf(sched.EventYieldComplete), children)
+	if raceEnabled {
+		assert.Less(t, p.Steps(), 1+children, "steps of the parent")
+	} else {
+		assert.Equal(t, 2, p.Steps(), "steps of the parent: the spawns, then every end at once")
+	}
+}
+
+// TestAwaitedChildEndAfterItsMessage: a parent stepped once for the ends
+// of several children (see TestAwaitedChildrenOneStep) still reads its
+// events in the order they arrived: a child that tells the parent a
+// message and then ends is read message first, even though the parent
+// holds the end of a sibling that ended before.
+func TestAwaitedChildEndAfterItsMessage(t *testing.T) {
+	parent := &probe{step: func(p *probe, n int, _ []sched.Event, out *sched.StepOutput) error {
+		if n == 0 {
+			self := out.Self()
+			teller := &probe{step: func(_ *probe, _ int, _ []sched.Event, out *sched.StepOutput) error {
+				out.Tell(self, "from the first child")
+				out.Done(payload.Payload{})
+				return nil
+			}}
+			out.SpawnAwait(1, teller, "run", nil)
+			out.SpawnAwait(2, oneStep, "run", nil) // queued last, runs first
+			return nil
+		}
+		if len(p.EventsOf(sched.EventYieldComplete)) == 2 {
+			out.Done(payload.Payload{})
+		}
+		return nil
+	}}
+	s := newScheduler(t, sched.WithWorkers(1))
+	_, err := waitEnd(t, s, submit(t, s, parent))
+	require.NoError(t, err)
+	var order []string
+	for _, ev := range parent.Events() {
+		switch ev.Type {
+		case sched.EventMessage:
+			order = append(order, "message")
+		case sched.EventYieldComplete:
+			order = append(order, fmt.Sprintf("end %d", ev.Tag))
+		}
+	}
+	assert.Equal(t, []string{"end 2", "message", "end 1"}, order)
 }

@@ -339,6 +339,10 @@ type directClaim struct {
 	claim   uint64
 	events  *[]Event
 	claimed bool
+	// held says that the worker holds the claim already: the completion
+	// joins events while the mailbox is empty, else the mailbox, so
+	// that the process reads nothing before what arrived earlier.
+	held bool
 }
 
 // completeFor is complete; with d set, a Blocked or Idle process whose
@@ -378,7 +382,12 @@ func (p *proc) completeFor(ev *Event, seq uint64, cause error, d *directClaim) (
 		}
 		c.held = x.unholdMonitor(seq)
 	}
-	if d != nil && p.inbox.n == 0 {
+	if d != nil && d.held && p.inbox.n == 0 {
+		*d.events = append(*d.events, *ev)
+		p.mu.Unlock()
+		return c, nil
+	}
+	if d != nil && !d.held && p.inbox.n == 0 {
 		// Nobody else can change a waiting state while mu is held but
 		// a shutdown deadline's tryForce; if it wins, the event goes to
 		// the mailbox below and is counted unread at the close.

@@ -273,10 +273,13 @@ func (wd *watchdog) current(i int, w *worker) (*proc, uint64) {
 			return smp.run, st // the run found last time, still going
 		}
 	}
+	// A parent its child's end claimed for the worker is Running on it
+	// too, before its run (see worker.direct); the run the worker is in
+	// is the one it began last.
 	var found *proc
 	var state uint64
 	wd.s.table.forEach(func(p *proc) {
-		if st, ok := runningOn(p, i); ok {
+		if st, ok := runningOn(p, i); ok && (found == nil || st>>runShift > state>>runShift) {
 			found, state = p, st
 		}
 	})

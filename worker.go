@@ -68,11 +68,22 @@ type worker struct {
 	// Owner only.
 	laterDue uint64
 	// direct is a process that a child's end, on this worker, claimed
-	// for the worker's next run (see completeAwaited), and directRun the
-	// state word of that run: it is Running already, with its events in
-	// events. findLocal returns it before anything else. Owner only.
+	// for one of the worker's next runs (see completeAwaited), and
+	// directRun the state word of that run: it is Running already, its
+	// events in directEvs. findLocal takes it as it would the next slot,
+	// unless another of its children is on top of the deque (see
+	// deferDirect). Owner only.
 	direct    *proc
 	directRun uint64
+	// directEvs holds the events direct was claimed with, and those of
+	// siblings that ended while it was deferred (see deferDirect); run
+	// swaps it with events. directDefers counts the runs it has been
+	// deferred for. Owner only.
+	directEvs    []Event
+	directDefers int
+	// claimed is the state word of the run that takeDirect handed out,
+	// until run takes it. Owner only.
+	claimed uint64
 	// nextRuns counts processes taken from next in a row; at
 	// maxNextRuns the worker takes from its queue instead, so a pair that
 	// keeps waking each other cannot starve the rest. Owner only.
@@ -211,6 +222,7 @@ func (w *worker) loop() {
 				w.flush()
 				w.out.release()
 				clear(w.events[:min(w.eventsUsed, cap(w.events))])
+				clear(w.directEvs[:min(w.eventsUsed, cap(w.directEvs))]) // run swaps the two
 				w.eventsUsed = 0
 			}
 			if queued, _, _ := w.pollTimers(); queued {
@@ -260,14 +272,6 @@ func (w *worker) loop() {
 // row, the queue goes first. A process in the later slot goes to the
 // global queue when it is due or when nothing else is queued here.
 func (w *worker) findLocal() *proc {
-	if p := w.direct; p != nil {
-		// Claimed for this tick by completeAwaited, which checked that
-		// nothing else was due at it.
-		w.direct = nil
-		w.tick++
-		w.nextRuns++
-		return p
-	}
 	w.tick++
 	if w.tick >= w.laterDue {
 		w.releaseLater()
@@ -287,10 +291,18 @@ func (w *worker) findLocal() *proc {
 			}
 		}
 	}
-	if (w.nextRuns < maxNextRuns || w.s.unfair) && !raceSkipNext(w) {
-		if p := w.takeNext(); p != nil {
+	if w.nextRuns < maxNextRuns || w.s.unfair {
+		// A parent claimed by its child's end goes first, as if from the
+		// next slot, unless it waits for a sibling's run.
+		if w.direct != nil && !w.deferDirect() {
 			w.nextRuns++
-			return p
+			return w.takeDirect()
+		}
+		if !raceSkipNext(w) {
+			if p := w.takeNext(); p != nil {
+				w.nextRuns++
+				return p
+			}
 		}
 	}
 	w.nextRuns = 0
@@ -306,7 +318,48 @@ func (w *worker) findLocal() *proc {
 		return p
 	}
 	w.releaseLater() // nothing is left to wait behind
-	return w.popGlobal()
+	if p := w.popGlobal(); p != nil {
+		return p
+	}
+	if w.direct != nil { // deferred for a sibling another worker stole
+		return w.takeDirect()
+	}
+	return nil
+}
+
+// maxDirectDefers bounds how many sibling runs a claimed parent waits
+// for (see deferDirect), so that one with many children queued is still
+// stepped every so often.
+const maxDirectDefers = 64
+
+// deferDirect reports whether the parent claimed in direct should wait
+// for the run of the process on top of the deque, because that is
+// another of its children: the worker runs the child first, and the
+// parent then steps once for both ends instead of once for each. Only
+// while the next slot is empty, so that what waits there is not put off.
+// Owner only.
+func (w *worker) deferDirect() bool {
+	if w.directDefers >= maxDirectDefers || w.next.Load() != nil {
+		return false
+	}
+	c := w.dq.PeekBottom()
+	if c == nil {
+		return false
+	}
+	if a := c.awaited(); a == nil || a.parent != w.direct.id {
+		return false
+	}
+	w.directDefers++
+	return true
+}
+
+// takeDirect empties direct and returns the process it held, for run,
+// which finds its state word in claimed. Owner only.
+func (w *worker) takeDirect() *proc {
+	p := w.direct
+	w.claimed = w.directRun
+	w.direct, w.directRun, w.directDefers = nil, 0, 0
+	return p
 }
 
 // flushHeld moves the processes held during the run that just ended to
@@ -534,10 +587,11 @@ func (w *worker) pushLocal(p *proc) {
 func (w *worker) run(p *proc) {
 	s := w.s
 	var running uint64
-	direct := w.directRun != 0
+	direct := w.claimed != 0
 	if direct {
-		// Claimed by completeAwaited, its completion in events.
-		running, w.directRun = w.directRun, 0
+		// Claimed by completeAwaited, its completions in directEvs.
+		running, w.claimed = w.claimed, 0
+		w.events, w.directEvs = w.directEvs, w.events[:0]
 	} else {
 		w.runCount++
 		running = stRunning | uint64(w.id)<<workerShift | w.runCount<<runShift
@@ -686,9 +740,14 @@ func (w *worker) completeAwaited(parent uint64, ev *Event, seq uint64) {
 	}
 	var d *directClaim
 	var dc directClaim
-	if w.direct == nil && w.mayRunDirect() {
-		w.events = w.events[:0]
-		dc = directClaim{claim: stRunning | uint64(w.id)<<workerShift | (w.runCount+1)<<runShift, events: &w.events}
+	switch {
+	case w.direct == pp:
+		// Claimed already, deferred for this child's run: the completion
+		// joins the others.
+		dc = directClaim{claim: w.directRun, events: &w.directEvs, held: true}
+		d = &dc
+	case w.direct == nil && w.mayRunDirect():
+		dc = directClaim{claim: stRunning | uint64(w.id)<<workerShift | (w.runCount+1)<<runShift, events: &w.directEvs}
 		d = &dc
 	}
 	c, err := pp.completeFor(ev, seq, nil, d)
@@ -696,6 +755,9 @@ func (w *worker) completeAwaited(parent uint64, ev *Event, seq uint64) {
 		return
 	}
 	s.letGo(c)
+	if dc.held {
+		return
+	}
 	if dc.claimed {
 		w.runCount++
 		w.direct, w.directRun = pp, dc.claim
@@ -710,7 +772,9 @@ func (w *worker) completeAwaited(parent uint64, ev *Event, seq uint64) {
 // mayRunDirect reports whether findLocal, at the next tick, would take a
 // process from the next slot before anything else: not a tick for the
 // global queue or the own queue's oldest, no timer or later slot due,
-// and the next slot's run of turns not used up. Owner only.
+// and the next slot's run of turns not used up. If not, the parent goes
+// to the next slot instead, where a worker that the watchdog finds
+// stalled can lose it to another. Owner only.
 func (w *worker) mayRunDirect() bool {
 	if raceSkipNext(w) {
 		return false
