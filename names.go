@@ -81,7 +81,9 @@ func (s *Scheduler) Unregister(name string) error {
 	}
 	if p, err := s.lookup(pid); err == nil {
 		p.mu.Lock()
-		if x := p.extra.Load(); x != nil {
+		// A closed process's names are frozen: whoever ended it reads
+		// them without the lock to release them.
+		if x := p.extra.Load(); x != nil && p.flags&pfClosed == 0 {
 			x.dropName(name)
 		}
 		p.mu.Unlock()

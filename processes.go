@@ -30,6 +30,10 @@ func (s *Scheduler) Processes() []ProcessInfo {
 	s.table.forEach(func(p *proc) {
 		st := p.state.Load()
 		p.mu.Lock()
+		if p.flags&pfClosed != 0 { // ended; its slot not reused yet
+			p.mu.Unlock()
+			return
+		}
 		info := ProcessInfo{
 			PID:     p.pid(),
 			Method:  s.methodOf(p),

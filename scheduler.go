@@ -171,7 +171,9 @@ func (v via) worker() *worker {
 	return v.w
 }
 
-// lookup finds a live process by PID.
+// lookup finds a process by PID: a live one, or one that ended so
+// recently that its slot was not reused, which the caller finds closed
+// under its lock (see table.lookup).
 // Any goroutine.
 func (s *Scheduler) lookup(pid relay.PID) (*proc, error) {
 	if pid.Node != s.node {

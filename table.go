@@ -17,6 +17,18 @@ import (
 // callers outside the workers take them one by one from the shared list.
 // A slot whose generation reaches maxGen is retired instead of reused, so
 // PIDs are never reused within a scheduler's life.
+//
+// A slot keeps its ended process while its next ID waits in a worker's
+// cache, until the next occupant is published over it: clearing it when
+// the process ends would write the entry once more, from the worker that
+// ended it, while the one that published it (the submitter of a process
+// started from outside) holds its cache line, a miss on each side for
+// every process. A lookup of the ended process's ID still finds it, and
+// every caller finds it closed under its lock, which is what a lookup
+// that ran just before its end would find. The entries of IDs that leave
+// the workers' caches for the shared list, or that are freed outside the
+// workers, are cleared as they go, so at most slotCacheMax ended
+// processes per worker stay reachable this way.
 
 const (
 	chunkBits = 12
@@ -46,9 +58,10 @@ func slotOf(id uint64) uint32 { return uint32(id) - 1 }
 // Any goroutine.
 func genOf(id uint64) uint32 { return uint32(id >> 32) }
 
-// tableEntry is one slot: the live proc in it, or nil. Stored by the
-// allocator after Init succeeded and cleared at completion; lookups load
-// it and then check its id.
+// tableEntry is one slot: the proc in it, or nil. Stored by the
+// allocator after Init succeeded; it keeps the proc after its end until
+// the next occupant is stored, or until the slot's next ID leaves a
+// worker's cache (see release). Lookups load it and then check its id.
 type tableEntry struct {
 	p atomic.Pointer[proc]
 }
@@ -98,7 +111,10 @@ func (t *table) entry(slot uint32) *tableEntry {
 	return &dir[c].entries[slot&chunkMask]
 }
 
-// lookup returns the live proc with this ID, or nil. Any goroutine.
+// lookup returns the proc with this ID, or nil: a live one, or one that
+// has ended and whose slot was not reused yet, which its lock shows
+// closed (pfClosed), as it would to a lookup made just before its end.
+// Any goroutine.
 func (t *table) lookup(id uint64) *proc {
 	e := t.entry(slotOf(id))
 	if e == nil {
@@ -190,19 +206,23 @@ func (t *table) publish(p *proc) {
 	t.entry(slotOf(p.id)).p.Store(p)
 }
 
-// release frees p's slot (published or only reserved) for reuse with the
-// next generation. Any goroutine, once per alloc; c is the calling
+// release frees the slot of id (published or only reserved) for reuse
+// with the next generation. The entry keeps the ended proc while the
+// next ID stays in the worker's cache c; it is cleared when the ID goes
+// to the shared list (c nil, or a spill) or the slot retires. Any
+// goroutine, once per alloc, after the proc is closed; c is the calling
 // worker's cache, or nil.
 func (t *table) release(id uint64, c *slotCache) {
 	slot := slotOf(id)
-	t.entry(slot).p.Store(nil)
 	gen := genOf(id)
 	if gen == maxGen {
+		t.entry(slot).p.Store(nil)
 		t.retired.Add(1)
 		return
 	}
 	next := makeID(slot, gen+1)
 	if c == nil {
+		t.entry(slot).p.Store(nil)
 		t.freeMu.Lock()
 		t.free = append(t.free, next)
 		t.freeMu.Unlock()
@@ -211,6 +231,9 @@ func (t *table) release(id uint64, c *slotCache) {
 	*c = append(*c, next)
 	if len(*c) >= slotCacheMax {
 		half := len(*c) / 2
+		for _, id := range (*c)[half:] {
+			t.entry(slotOf(id)).p.Store(nil)
+		}
 		t.freeMu.Lock()
 		t.free = append(t.free, (*c)[half:]...)
 		t.freeMu.Unlock()
@@ -218,8 +241,10 @@ func (t *table) release(id uint64, c *slotCache) {
 	}
 }
 
-// forEach calls f for every live proc. Procs published or released
-// meanwhile may or may not be seen.
+// forEach calls f for every proc in the table: the live ones, and ended
+// ones whose slots were not reused yet (see release), which f finds
+// Ended by their state word and closed under their lock. Procs published
+// or ended meanwhile may or may not be seen.
 // Any goroutine.
 func (t *table) forEach(f func(*proc)) {
 	dir := *t.dir.Load()

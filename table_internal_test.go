@@ -1,0 +1,61 @@
+package scheduler
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/procsched/scheduler/payload"
+)
+
+// TestTableKeepsFewEndedProcesses: a slot keeps its ended process only
+// while the slot's next ID waits in a worker's cache (see table.release),
+// so after many processes have come and gone at once, the table reaches
+// at most slotCacheMax ended processes per worker, however many there
+// were: it keeps no more of their records alive than that.
+func TestTableKeepsFewEndedProcesses(t *testing.T) {
+	const children = 5000
+	// Each child waits for its cancel and then ends; the parent spawns
+	// them all at once and waits for its own cancel.
+	untilCancel := func(_ int, evs []Event, out *StepOutput) error {
+		for _, ev := range evs {
+			if ev.Type == EventCancel {
+				out.Done(payload.Payload{})
+			}
+		}
+		return nil
+	}
+	root := numbered(func(n int, evs []Event, out *StepOutput) error {
+		if n == 0 {
+			for i := range children {
+				out.Spawn(uint64(i), numbered(untilCancel), "run", nil)
+			}
+			return nil
+		}
+		return untilCancel(n, evs, out)
+	})
+	s := newScheduler(t, WithWorkers(2))
+	h, err := s.Submit(t.Context(), root, "run", nil)
+	require.NoError(t, err)
+	eventually(t, "every child started", func() bool { return s.liveCount() == children+1 })
+	for _, info := range s.Processes() {
+		if info.PID != h.PID() {
+			require.NoError(t, s.Terminate(info.PID))
+		}
+	}
+	eventually(t, "every child ended", func() bool { return s.liveCount() == 1 })
+	var ended, live int
+	s.table.forEach(func(p *proc) {
+		p.mu.Lock()
+		if p.flags&pfClosed != 0 {
+			ended++
+		} else {
+			live++
+		}
+		p.mu.Unlock()
+	})
+	assert.Equal(t, 1, live, "live processes in the table: the parent")
+	assert.LessOrEqual(t, ended, len(s.workers)*slotCacheMax, "ended processes the table reaches")
+	assert.Positive(t, ended, "ended processes the table reaches (none would leave the test nothing to check)")
+}
