@@ -25,10 +25,12 @@ import (
 // started from outside) holds its cache line, a miss on each side for
 // every process. A lookup of the ended process's ID still finds it, and
 // every caller finds it closed under its lock, which is what a lookup
-// that ran just before its end would find. The entries of IDs that leave
-// the workers' caches for the shared list, or that are freed outside the
-// workers, are cleared as they go, so at most slotCacheMax ended
-// processes per worker stay reachable this way.
+// that ran just before its end would find. The shared list is a stack:
+// the IDs on top go out first, to a submitter outside the workers, say,
+// whose publish then finds the entry where its own last publish left it.
+// Only the IDs that sink below its top freeDirtyMax have their entries
+// cleared, so at most slotCacheMax ended processes per worker and
+// freeDirtyMax more stay reachable this way.
 
 const (
 	chunkBits = 12
@@ -82,9 +84,12 @@ type table struct {
 	dir    atomic.Pointer[[]*tableChunk]
 	growMu sync.Mutex
 	_      [cacheLine]byte
-	// free holds the IDs the next occupants of freed slots get.
+	// free holds the IDs the next occupants of freed slots get, newest
+	// last. The entries of free[:clean] are nil; those above may still
+	// hold the slots' ended processes (see pushFree). Guarded by freeMu.
 	freeMu sync.Mutex
 	free   []uint64
+	clean  int
 	// fresh is the next never-used slot.
 	fresh atomic.Uint64
 	// retired counts slots withdrawn because their generation ran out.
@@ -158,6 +163,7 @@ func (t *table) alloc(c *slotCache) (uint64, bool) {
 		if n := len(t.free); n > 0 {
 			id := t.free[n-1]
 			t.free = t.free[:n-1]
+			t.clean = min(t.clean, n-1)
 			t.freeMu.Unlock()
 			return id, true
 		}
@@ -180,6 +186,7 @@ func (t *table) refill(c *slotCache) {
 	n := min(slotBatch, len(t.free))
 	*c = append(*c, t.free[len(t.free)-n:]...)
 	t.free = t.free[:len(t.free)-n]
+	t.clean = min(t.clean, len(t.free))
 	t.freeMu.Unlock()
 }
 
@@ -207,11 +214,10 @@ func (t *table) publish(p *proc) {
 }
 
 // release frees the slot of id (published or only reserved) for reuse
-// with the next generation. The entry keeps the ended proc while the
-// next ID stays in the worker's cache c; it is cleared when the ID goes
-// to the shared list (c nil, or a spill) or the slot retires. Any
-// goroutine, once per alloc, after the proc is closed; c is the calling
-// worker's cache, or nil.
+// with the next generation. The entry keeps the ended proc (see the
+// table's comment) unless the slot retires. Any goroutine, once per
+// alloc, after the proc is closed; c is the calling worker's cache, or
+// nil.
 func (t *table) release(id uint64, c *slotCache) {
 	slot := slotOf(id)
 	gen := genOf(id)
@@ -222,23 +228,35 @@ func (t *table) release(id uint64, c *slotCache) {
 	}
 	next := makeID(slot, gen+1)
 	if c == nil {
-		t.entry(slot).p.Store(nil)
-		t.freeMu.Lock()
-		t.free = append(t.free, next)
-		t.freeMu.Unlock()
+		t.pushFree(next)
 		return
 	}
 	*c = append(*c, next)
 	if len(*c) >= slotCacheMax {
 		half := len(*c) / 2
-		for _, id := range (*c)[half:] {
-			t.entry(slotOf(id)).p.Store(nil)
-		}
-		t.freeMu.Lock()
-		t.free = append(t.free, (*c)[half:]...)
-		t.freeMu.Unlock()
+		t.pushFree((*c)[half:]...)
 		*c = (*c)[:half]
 	}
+}
+
+// freeDirtyMax is how many IDs on top of the shared free list may keep
+// their slots' ended processes (see pushFree).
+const freeDirtyMax = 1024
+
+// pushFree puts ids on the shared free list and clears the entries of
+// the IDs that sink more than freeDirtyMax below its top: the ones that
+// may wait there long, and would keep their ended processes reachable
+// meanwhile. Any goroutine; takes freeMu.
+func (t *table) pushFree(ids ...uint64) {
+	t.freeMu.Lock()
+	t.free = append(t.free, ids...)
+	if keep := len(t.free) - freeDirtyMax; t.clean < keep {
+		for _, id := range t.free[t.clean:keep] {
+			t.entry(slotOf(id)).p.Store(nil)
+		}
+		t.clean = keep
+	}
+	t.freeMu.Unlock()
 }
 
 // forEach calls f for every proc in the table: the live ones, and ended
