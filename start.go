@@ -139,7 +139,6 @@ func (s *Scheduler) start(id uint64, values context.Context, p Process, method s
 		pr.timing().started = s.coarse.now()
 	}
 	s.table.publish(pr)
-	s.count(v, cSubmitted)
 	// A Shutdown that began after the check above may have walked the
 	// table before this process was published; deliver its cancel here.
 	if s.closing() {

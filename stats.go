@@ -8,7 +8,8 @@ import (
 // Stats is a snapshot of a scheduler's counters, from [Scheduler.Stats].
 //
 // Process counts (Live, Submitted, Ended, ...) are exact at the moment
-// each is read. The per-step counters (Steps, Yields, message counts, the
+// each is read, except that Submitted counts a process from the moment
+// it is admitted, while its Init runs, until Init fails. The per-step counters (Steps, Yields, message counts, the
 // work-finding counters, and the Blocked and Idle counts) are kept by each
 // worker in plain memory and published every 64 scheduling rounds and
 // whenever the worker runs out of local work, so while a worker is busy
@@ -60,7 +61,7 @@ type ProcessStats struct {
 	Blocked int64 `json:"blocked"`
 	Idle    int64 `json:"idle"`
 
-	Submitted  uint64 `json:"submitted"`  // Init succeeded (Submit and spawns)
+	Submitted  uint64 `json:"submitted"`  // Init succeeded or is running (Submit and spawns)
 	InitFailed uint64 `json:"initFailed"` // Init failed or panicked; never ran
 	Rejected   uint64 `json:"rejected"`   // refused by WithMaxProcesses
 	Ended      uint64 `json:"ended"`      // ended, however they ended
@@ -113,7 +114,10 @@ func (s *Scheduler) Stats() Stats {
 		ended += t[c]
 	}
 	ps.Live = int64(t[cStarted] - ended)
-	ps.Submitted = t[cSubmitted]
+	// Every process counted in ends up refused, rejected, failed in
+	// Init, or submitted: the last is what is left, with no counter of
+	// its own to store on every start.
+	ps.Submitted = t[cStarted] - t[cRefused] - t[cRejected] - t[cInitFailed]
 	ps.InitFailed = t[cInitFailed]
 	ps.Rejected = t[cRejected]
 	ps.Ended = t[cCompleted]
@@ -207,7 +211,6 @@ const (
 	cRejected                    // refused by WithMaxProcesses (an end)
 	cCompleted                   // processes that ended, however they ended (an end)
 	cStarted                     // processes counted in, before Init (the live count's)
-	cSubmitted                   // Init succeeded (Submit and spawns)
 	cFailed                      // of cCompleted, ended with an error
 	cForced                      // of cFailed, closed at a shutdown deadline
 	cPanics                      // panics recovered (Init, Step, Close, handlers)
