@@ -29,8 +29,9 @@ import (
 // the IDs on top go out first, to a submitter outside the workers, say,
 // whose publish then finds the entry where its own last publish left it.
 // Only the IDs that sink below its top freeDirtyMax have their entries
-// cleared, so at most slotCacheMax ended processes per worker and
-// freeDirtyMax more stay reachable this way.
+// cleared, so at most slotCacheMax ended processes per worker,
+// freeDirtyMax more, and slotBatch per stripe of the IDs cached for
+// callers outside the workers stay reachable this way.
 
 const (
 	chunkBits = 12
@@ -95,6 +96,19 @@ type table struct {
 	// retired counts slots withdrawn because their generation ran out.
 	retired atomic.Uint64
 	_       [cacheLine]byte
+	// outside caches free IDs for callers outside the workers, in stripes
+	// (see countStripe), as a worker's cache does for it.
+	outside [counterStripes]outsideSlots
+}
+
+// outsideSlots is one stripe of the free IDs cached for callers outside
+// the workers: a submitter calling Submit in a loop takes its IDs here,
+// under a lock that stays on its own core, and goes to the shared free
+// list, whose lock the workers take too, once per slotBatch of them.
+type outsideSlots struct {
+	mu  sync.Mutex
+	ids slotCache
+	_   [cacheLine - 32]byte // the stripe takes a cache line of its own
 }
 
 // newTable returns an empty table. Called by New.
@@ -147,7 +161,8 @@ const (
 
 // alloc reserves a slot and returns the ID its next occupant will have.
 // The slot stays invisible to lookups until publish. Any goroutine; c is
-// the calling worker's cache, or nil.
+// the calling worker's cache, or nil for callers outside the workers,
+// who take a stripe's (see outsideSlots).
 func (t *table) alloc(c *slotCache) (uint64, bool) {
 	if c != nil {
 		if len(*c) == 0 {
@@ -159,15 +174,11 @@ func (t *table) alloc(c *slotCache) (uint64, bool) {
 			return id, true
 		}
 	} else {
-		t.freeMu.Lock()
-		if n := len(t.free); n > 0 {
-			id := t.free[n-1]
-			t.free = t.free[:n-1]
-			t.clean = min(t.clean, n-1)
-			t.freeMu.Unlock()
-			return id, true
-		}
-		t.freeMu.Unlock()
+		o := &t.outside[countStripe()]
+		o.mu.Lock()
+		id, ok := t.alloc(&o.ids)
+		o.mu.Unlock()
+		return id, ok
 	}
 	slot := t.fresh.Add(1) - 1
 	if slot >= maxSlots {
@@ -180,7 +191,8 @@ func (t *table) alloc(c *slotCache) (uint64, bool) {
 }
 
 // refill moves up to slotBatch free IDs from the shared list to c.
-// Called by the owner of c; takes freeMu.
+// Called by the owner of c (a worker, or the holder of an outside
+// stripe's lock); takes freeMu.
 func (t *table) refill(c *slotCache) {
 	t.freeMu.Lock()
 	n := min(slotBatch, len(t.free))
