@@ -1,13 +1,16 @@
 package scheduler_test
 
 import (
+	"bytes"
 	"context"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	sched "github.com/procsched/scheduler"
+	"github.com/procsched/scheduler/payload"
 )
 
 // Tests of the Handle (handle.go).
@@ -58,6 +61,63 @@ func TestWaitAfterEndIgnoresDoneContext(t *testing.T) {
 		res, err := h.Wait(ctx)
 		require.NoError(t, err, "Wait on an ended process with a done context")
 		require.Equal(t, 7, res.Value())
+	}
+}
+
+// TestHandleKeepsOutcome: a Handle reports the result and the error a
+// process ended with, whatever their kind and however long it is kept
+// (the record keeps them where its mailbox and process value were: see
+// proc.outcomeValue), through garbage collections that would free them
+// if the record did not hold them: a Go value, bytes and JSON with their
+// formats, an error, a result kept with the panic of a Close after Done,
+// and nothing at all.
+func TestHandleKeepsOutcome(t *testing.T) {
+	type point struct{ X, Y int }
+	jsonResult, err := payload.JSON(point{3, 4})
+	require.NoError(t, err)
+	failure := testError("failed")
+	cases := []struct {
+		name     string
+		step     func(*probe, int, []sched.Event, *sched.StepOutput) error
+		close    func()
+		result   payload.Payload
+		wantErr  error
+		panicked bool
+	}{
+		{name: "go value", step: doneWith(&point{1, 2}), result: payload.Of(&point{1, 2})},
+		{name: "bytes", step: doneWith(payload.Bytes([]byte("a few bytes"))), result: payload.Bytes([]byte("a few bytes"))},
+		{name: "json", step: doneWith(jsonResult), result: jsonResult},
+		{name: "error", step: func(*probe, int, []sched.Event, *sched.StepOutput) error { return failure }, wantErr: failure},
+		{name: "close panics after done", step: doneWith("kept"), close: func() { panic("in Close") }, result: payload.Of("kept"), panicked: true},
+		{name: "nothing", step: doneWith(nil)},
+	}
+	s := newScheduler(t)
+	hs := make([]sched.Handle, len(cases))
+	for i, c := range cases {
+		hs[i] = submit(t, s, &probe{step: c.step, close: c.close})
+		_, _ = waitEnd(t, s, hs[i])
+	}
+	// Garbage over whatever the records did not hold, collected twice.
+	for i := range 1000 {
+		runtime.KeepAlive(bytes.Repeat([]byte{byte(i)}, 64))
+	}
+	runtime.GC()
+	runtime.GC()
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			res, err := hs[i].Result()
+			switch {
+			case c.panicked:
+				var perr *sched.PanicError
+				require.ErrorAs(t, err, &perr)
+			case c.wantErr != nil:
+				require.ErrorIs(t, err, c.wantErr)
+			default:
+				require.NoError(t, err)
+			}
+			assert.Equal(t, c.result.Format(), res.Format(), "format")
+			assert.Equal(t, c.result.Value(), res.Value(), "value")
+		})
 	}
 }
 

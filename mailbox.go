@@ -139,8 +139,10 @@ func (p *proc) pushMessage(data any, from relay.PID, limit mailboxLimit, wait bo
 // 96-byte size class: the buffer's capacity is always a power of two
 // (the buffers recycled through inboxBuffers are too), kept as its log2.
 // Everything but wbits is guarded by proc.mu.
+//
+// first comes last, so that it and the proc's pending set, which follows
+// the mailbox, are two pointer words in a row (see proc.outcomeErr).
 type eventBuf struct {
-	first  *Event // the buffer's first event; nil while there is none
 	n      uint32 // queued events
 	logCap uint8  // log2 of the buffer's capacity, when first is set
 	// hint is log2 of the capacity of the last buffer let go (see
@@ -151,6 +153,7 @@ type eventBuf struct {
 	// and writes (wb*), handed from worker to worker with the process
 	// through its state word and the queues.
 	wbits uint8
+	first *Event // the buffer's first event; nil while there is none
 }
 
 // The bits of eventBuf.wbits.

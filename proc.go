@@ -57,7 +57,7 @@ const (
 // without mu.
 const (
 	pkTimed   = 1 << iota // a procTiming follows: the End hook is set
-	pkHandle              // a procEnd follows: a Handle was returned for it, keep its result
+	pkHandle              // a procEnd follows: a Handle was returned for it, keep its outcome (see outcomeValue)
 	pkAwaited             // a procAwait follows: a parent's SpawnAwait waits for its end
 )
 
@@ -126,8 +126,10 @@ type procTiming struct {
 // A proc is allocated in one object with what only some processes need,
 // placed after it: the timing when the End hook is set, so that counting
 // a step writes to memory the worker running the process already holds;
-// the end record of a process that has a Handle, so that ending it and
-// waiting for it allocate nothing more; and the parent yield of a child
+// the channel a Handle waits on, for a process that has one (its
+// outcome goes in the record's own fields once it ends: see
+// outcomeValue), so that ending it and waiting for it allocate nothing
+// more; and the parent yield of a child
 // that a SpawnAwait waits for. A process that needs none of them is a
 // bare proc, each record stays in the smallest size class that holds it
 // (TestProcSizeClasses), and none pays for what it lacks. A process has
@@ -161,18 +163,43 @@ type (
 	}
 )
 
-// procEnd is what a Handle reads of its process: how it ended, and the
-// channel Handle.Done returns. Guarded by proc.mu.
-//
-// The channel is needed only until the end is announced and the error
-// only after, so one field holds each in turn, which keeps handleProc in
-// the 128-byte size class: until pfEnded, the channel if one was made
-// (made on demand by Handle.Done and Wait); from then on, the error the
-// process ended with, or nil (see announce).
+// procEnd is what a Handle needs of its process besides its outcome:
+// the channel Handle.Done returns, made on demand by Handle.Done and
+// Wait and closed when the end is announced. Guarded by proc.mu.
 type procEnd struct {
-	result    payload.Payload
-	doneOrErr any // chan struct{} before pfEnded, error after
+	done chan struct{}
 }
+
+// The outcome of a process with a Handle is kept, once the process has
+// ended, in fields of its record that the end leaves unused, so that the
+// record needs no fields of its own for it and stays in the 96-byte size
+// class, as a bare proc: a Handle keeps its record alive for as long as
+// it is kept, a million of them after a burst of submissions. The
+// result's value goes where impl was (finish clears impl once Close has
+// returned), its format where the mailbox kept the log2 of its capacity,
+// and the error in the mailbox buffer's pointer and the pending set's
+// (close empties both), which are next to each other. Each place is two
+// pointer words for the garbage collector, as the interface put there
+// is, and nothing reads these fields as what they were once pfClosed is
+// set: every access to a closed proc's mailbox or pending set checks
+// pfClosed first under mu.
+//
+// outcomeValue returns where the result's value goes. Only for a proc
+// with a Handle, with mu held, after close.
+func (p *proc) outcomeValue() *any { return (*any)(unsafe.Pointer(&p.impl)) }
+
+// outcomeErr returns where the error goes. Only for a proc with a
+// Handle, with mu held, after close.
+func (p *proc) outcomeErr() *error { return (*error)(unsafe.Pointer(&p.inbox.first)) }
+
+// The error spans inbox.first and pending: they must be adjacent. Each
+// constant below is negative, which does not compile, unless they are.
+const (
+	errAt = unsafe.Offsetof(proc{}.inbox) + unsafe.Offsetof(eventBuf{}.first)
+	_     = uint(unsafe.Offsetof(proc{}.pending) - errAt - unsafe.Sizeof(uintptr(0)))
+	_     = uint(errAt + unsafe.Sizeof(uintptr(0)) - unsafe.Offsetof(proc{}.pending))
+	_     = uint(unsafe.Sizeof(error(nil)) - 2*unsafe.Sizeof(uintptr(0)))
+)
 
 // procAwait names the parent whose SpawnAwait yield waits for the
 // process's end; the yield's sequence number is childSeq of the
@@ -345,7 +372,11 @@ func (p *proc) close(c *closed, result payload.Payload, err error, forced bool) 
 		p.hasPending.Store(false)
 	}
 	if p.kind&pkHandle != 0 {
-		p.end().result = result // the error comes with announce
+		// impl is nil, and the mailbox and pending set are empty: the
+		// value and format take their places (see outcomeValue). The
+		// error comes with announce.
+		*p.outcomeValue() = result.Value()
+		p.inbox.logCap = uint8(result.Format())
 	}
 	if x := p.extra.Load(); x != nil {
 		x.large = nil
@@ -382,11 +413,10 @@ func (p *proc) close(c *closed, result payload.Payload, err error, forced bool) 
 func (p *proc) announce(err error) {
 	p.mu.Lock()
 	p.flags |= pfEnded
-	e := p.end()
-	if done, ok := e.doneOrErr.(chan struct{}); ok {
+	if done := p.end().done; done != nil {
 		close(done)
 	}
-	e.doneOrErr = err
+	*p.outcomeErr() = err
 	p.mu.Unlock()
 }
 
@@ -430,12 +460,10 @@ func (p *proc) ended() <-chan struct{} {
 		return closedChan
 	}
 	e := p.end()
-	done, ok := e.doneOrErr.(chan struct{})
-	if !ok {
-		done = make(chan struct{})
-		e.doneOrErr = done
+	if e.done == nil {
+		e.done = make(chan struct{})
 	}
-	return done
+	return e.done
 }
 
 // ending returns the result and error, and whether the process has
@@ -446,9 +474,7 @@ func (p *proc) ending() (payload.Payload, error, bool) {
 	if p.flags&pfEnded == 0 {
 		return payload.Payload{}, nil, false
 	}
-	e := p.end()
-	err, _ := e.doneOrErr.(error)
-	return e.result, err, true
+	return repack(payload.Format(p.inbox.logCap), *p.outcomeValue()), *p.outcomeErr(), true
 }
 
 // values returns the context a child of p takes its values from: the one

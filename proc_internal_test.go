@@ -62,10 +62,10 @@ func TestProcSizeClasses(t *testing.T) {
 		awaited       bool
 	}{
 		{name: "proc", size: unsafe.Sizeof(proc{}), class: 96},
-		{name: "handleProc", size: unsafe.Sizeof(handleProc{}), class: 128, handle: true},
+		{name: "handleProc", size: unsafe.Sizeof(handleProc{}), class: 96, handle: true},
 		{name: "awaitedProc", size: unsafe.Sizeof(awaitedProc{}), class: 96, awaited: true},
 		{name: "timedProc", size: unsafe.Sizeof(timedProc{}), class: 112, timed: true},
-		{name: "timedHandleProc", size: unsafe.Sizeof(timedHandleProc{}), class: 144, timed: true, handle: true},
+		{name: "timedHandleProc", size: unsafe.Sizeof(timedHandleProc{}), class: 112, timed: true, handle: true},
 		{name: "timedAwaitedProc", size: unsafe.Sizeof(timedAwaitedProc{}), class: 112, timed: true, awaited: true},
 	}
 	for _, c := range cases {
