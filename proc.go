@@ -470,11 +470,13 @@ func (p *proc) ended() <-chan struct{} {
 // ended. Only for a process with a Handle. Any goroutine.
 func (p *proc) ending() (payload.Payload, error, bool) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if p.flags&pfEnded == 0 {
+		p.mu.Unlock()
 		return payload.Payload{}, nil, false
 	}
-	return repack(payload.Format(p.inbox.logCap), *p.outcomeValue()), *p.outcomeErr(), true
+	v, f, err := *p.outcomeValue(), payload.Format(p.inbox.logCap), *p.outcomeErr()
+	p.mu.Unlock()
+	return repack(f, v), err, true // nothing here can panic with mu held
 }
 
 // values returns the context a child of p takes its values from: the one
