@@ -476,7 +476,7 @@ func (p *proc) ending() (payload.Payload, error, bool) {
 	}
 	v, f, err := *p.outcomeValue(), payload.Format(p.inbox.logCap), *p.outcomeErr()
 	p.mu.Unlock()
-	return repack(f, v), err, true // nothing here can panic with mu held
+	return repack(f, v), err, true
 }
 
 // values returns the context a child of p takes its values from: the one
