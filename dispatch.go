@@ -183,7 +183,7 @@ func (w *worker) dispatch(p *proc) {
 	}
 	w.countN(cYields, uint64(len(ys)))
 	if len(ys) > 1 {
-		p.reservePending(len(ys))
+		p.reservePending(len(ys), &w.pend)
 	}
 	for i := range ys {
 		y := &ys[i]
@@ -264,7 +264,7 @@ func (w *worker) register(p *proc, tag, seq uint64, timed bool) uint64 {
 	if timed {
 		stored |= seqTimed
 	}
-	if p.addPending(tag, stored) {
+	if p.addPending(tag, stored, &w.pend) {
 		return seq
 	}
 	// p is Running: the push flags it and never asks for a queue.

@@ -318,10 +318,11 @@ func (p *proc) pid() relay.PID { return relay.PID{Node: p.node, ID: p.id} }
 // addPending registers a yield with tag and sequence number seq (with
 // seqTimed if it will have a timer) as outstanding; it reports false,
 // registering nothing, if a yield with that tag is outstanding already.
+// c is the worker's cache of pending arrays.
 // Worker only, with p Running.
-func (p *proc) addPending(tag, seq uint64) bool {
+func (p *proc) addPending(tag, seq uint64, c *pendingCache) bool {
 	p.mu.Lock()
-	ok := p.pending.add(tag, seq, p) // seq may carry seqTimed
+	ok := p.pending.add(tag, seq, p, c) // seq may carry seqTimed
 	p.notePending(p.extra.Load())
 	p.mu.Unlock()
 	return ok
@@ -340,10 +341,11 @@ func (p *proc) notePending(x *procExtra) {
 // reservePending makes room for n more pending tags, so that a step that
 // yields several commands grows the set at most once. (The mailbox is not
 // reserved alike: completions usually arrive a few at a time and are
-// drained in between.) Worker only.
-func (p *proc) reservePending(n int) {
+// drained in between.) c is the worker's cache of pending arrays.
+// Worker only.
+func (p *proc) reservePending(n int, c *pendingCache) {
 	p.mu.Lock()
-	p.pending.reserve(n, p)
+	p.pending.reserve(n, p, c)
 	p.mu.Unlock()
 }
 
@@ -430,16 +432,16 @@ type closed struct {
 
 // recycle gives the buffers of the closed process back for other
 // processes to use (see inboxBuffers, pendingSlices), once the caller is
-// done with the unread events. Called once, by whoever closed the
-// process.
-func (c *closed) recycle() {
+// done with the unread events; pc is the calling worker's cache of
+// pending arrays, or nil. Called once, by whoever closed the process.
+func (c *closed) recycle(pc *pendingCache) {
 	if cap(c.unread) > 0 {
 		clear(c.unread) // the rest of the buffer is zero already: drains clear what they take
 		inboxBuffers.put(c.unread[:0])
 		c.unread = nil
 	}
 	if cap(c.pending) > 0 {
-		pendingSlices.put(c.pending)
+		pc.put(c.pending)
 		c.pending = nil
 	}
 }
@@ -583,7 +585,7 @@ func (ps *pendingSet) len(x *procExtra) int {
 // reserve makes room for n more yields in the slice, unless they will not
 // fit it anyway.
 // Called with p.mu held.
-func (ps *pendingSet) reserve(n int, p *proc) {
+func (ps *pendingSet) reserve(n int, p *proc, c *pendingCache) {
 	if x := p.extra.Load(); x != nil && x.large != nil {
 		return
 	}
@@ -594,27 +596,27 @@ func (ps *pendingSet) reserve(n int, p *proc) {
 		// all of them, rather than growing the maps one doubling at a
 		// time (a step that spawns a hundred children would otherwise
 		// allocate each map three times).
-		ps.toLarge(p, need)
+		ps.toLarge(p, need, c)
 		return
 	}
 	if need <= cap(have) {
 		return
 	}
-	ps.regrow(need)
+	ps.regrow(need, c)
 }
 
 // regrow moves the pending yields to an array with room for need of them,
 // at most pendingSmallMax (its length, header included, is need+1 rounded
-// up to a power of two), taken from pendingSlices, and gives the old one
-// back. Called with p.mu held.
-func (ps *pendingSet) regrow(need int) {
+// up to a power of two), taken from c (or pendingSlices), and gives the
+// old one back. Called with p.mu held.
+func (ps *pendingSet) regrow(need int, c *pendingCache) {
 	old := ps.array()
 	size := 1 << bits.Len(uint(need))
-	arr := pendingSlices.get(size)[:size]
+	arr := c.get(size)[:size]
 	n := copy(arr[1:], ps.small())
 	arr[0] = pendingYield{tag: uint64(n), seq: uint64(size)}
 	if old != nil {
-		pendingSlices.put(old)
+		c.put(old)
 	}
 	ps.arr = &arr[0]
 }
@@ -626,9 +628,48 @@ func (ps *pendingSet) regrow(need int) {
 // ends, when it outgrows it, and when its yields move to the maps.
 var pendingSlices = make(pow2Pools[pendingYield], pendingSmallLog+1)
 
+// pendingCache is a worker's own stack of recycled pending arrays per
+// size, in front of pendingSlices: the arrays of the short-lived parents
+// a worker runs (the inner nodes of a fork-join computation) go from one
+// to the next for a few instructions each, where a sync.Pool's pin and
+// unpin cost tens. Owner only; a nil cache, for callers outside the
+// workers, goes to pendingSlices.
+type pendingCache [pendingSmallLog + 1][]*pendingYield
+
+// pendingCacheMax bounds each size's stack; what does not fit goes to
+// pendingSlices.
+const pendingCacheMax = 32
+
+// get returns an array of size elements, a power of two up to
+// pendingSmallMax+1. Owner only.
+func (c *pendingCache) get(size int) []pendingYield {
+	if c != nil {
+		i := bits.Len(uint(size)) - 1
+		if n := len(c[i]); n > 0 {
+			e := c[i][n-1]
+			c[i][n-1] = nil
+			c[i] = c[i][:n-1]
+			return unsafe.Slice(e, size)[:0]
+		}
+	}
+	return pendingSlices.get(size)
+}
+
+// put gives back an array that get (or pendingSlices) returned, which
+// nobody uses any more. Owner only.
+func (c *pendingCache) put(arr []pendingYield) {
+	if c != nil {
+		if i, ok := pendingSlices.index(cap(arr)); ok && len(c[i]) < pendingCacheMax {
+			c[i] = append(c[i], &arr[:1][0])
+			return
+		}
+	}
+	pendingSlices.put(arr)
+}
+
 // add inserts a yield and reports false if its tag was already present.
 // Called with p.mu held.
-func (ps *pendingSet) add(tag, seq uint64, p *proc) bool {
+func (ps *pendingSet) add(tag, seq uint64, p *proc, c *pendingCache) bool {
 	if x := p.extra.Load(); x != nil && x.large != nil {
 		if !x.large.byTag.add(tag, seq) {
 			return false
@@ -644,13 +685,13 @@ func (ps *pendingSet) add(tag, seq uint64, p *proc) bool {
 	}
 	if n < pendingSmallMax {
 		if ps.arr == nil || n+1 == ps.arr.seq { // the header takes one element
-			ps.regrow(int(n) + 1)
+			ps.regrow(int(n)+1, c)
 		}
 		*ps.at(n) = pendingYield{tag, seq}
 		ps.arr.tag = n + 1
 		return true
 	}
-	large := ps.toLarge(p, int(n)+1)
+	large := ps.toLarge(p, int(n)+1, c)
 	large.byTag.add(tag, seq)
 	large.bySeq.add(seq&^seqTimed, tag)
 	return true
@@ -658,7 +699,7 @@ func (ps *pendingSet) add(tag, seq uint64, p *proc) bool {
 
 // toLarge moves the pending yields from the slice to maps sized for need
 // yields, and returns them. Called with p.mu held.
-func (ps *pendingSet) toLarge(p *proc, need int) *largePending {
+func (ps *pendingSet) toLarge(p *proc, need int, c *pendingCache) *largePending {
 	large := &largePending{}
 	large.byTag.reserve(need)
 	large.bySeq.reserve(need)
@@ -669,7 +710,7 @@ func (ps *pendingSet) toLarge(p *proc, need int) *largePending {
 	}
 	p.getExtra().large = large
 	if arr := ps.array(); arr != nil {
-		pendingSlices.put(arr)
+		c.put(arr)
 	}
 	*ps = pendingSet{}
 	return large

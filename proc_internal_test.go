@@ -16,9 +16,9 @@ func TestPendingSetReservesMapsOnce(t *testing.T) {
 	const n = 100
 	allocs := testing.AllocsPerRun(20, func() {
 		p := new(proc)
-		p.reservePending(n)
+		p.reservePending(n, nil)
 		for i := range uint64(n) {
-			if !p.addPending(i+1, 2*i+1) {
+			if !p.addPending(i+1, 2*i+1, nil) {
 				t.Fatalf("tag %d refused", i+1)
 			}
 		}
@@ -27,9 +27,9 @@ func TestPendingSetReservesMapsOnce(t *testing.T) {
 	// each of the two maps.
 	require.LessOrEqual(t, allocs, 7.0, "allocations to record %d pending yields", n)
 	p := new(proc)
-	p.reservePending(n)
+	p.reservePending(n, nil)
 	for i := range uint64(n) {
-		require.True(t, p.addPending(i+1, 2*i+1))
+		require.True(t, p.addPending(i+1, 2*i+1, nil))
 	}
 	x := p.extra.Load()
 	require.NotNil(t, x)

@@ -131,7 +131,7 @@ func (s *Scheduler) start(id uint64, values context.Context, p Process, method s
 		pr.impl = nil
 		var c closed
 		pr.close(&c, payload.Payload{}, err, false)
-		c.recycle()
+		c.recycle(w.pendingCache())
 		s.unadmit(id, v, cInitFailed)
 		return nil, err
 	}
@@ -248,7 +248,7 @@ func (s *Scheduler) finish(p *proc, v via, result payload.Payload, err error, fo
 		s.countN(v, cUnread, uint64(n))
 		s.deadUnread(p.pid(), c.unread, v)
 	}
-	c.recycle()
+	c.recycle(w.pendingCache())
 	// Names, monitors: frozen now that the process is closed.
 	if x := p.extra.Load(); x != nil {
 		if len(x.names) > 0 {

@@ -118,7 +118,8 @@ type worker struct {
 	// burst may have made large. Owner only.
 	eventsUsed int
 	batch      []*proc
-	slots      slotCache // free process-table slots; owner only
+	slots      slotCache    // free process-table slots; owner only
+	pend       pendingCache // recycled pending arrays; owner only
 	// lastMethod and lastMethodID cache the latest interned entry point.
 	lastMethod   string
 	lastMethodID uint16
@@ -471,6 +472,16 @@ func (w *worker) queueLen() int {
 		n++
 	}
 	return n
+}
+
+// pendingCache returns the worker's cache of pending arrays; nil for a
+// nil worker (callers outside the workers).
+// Any goroutine.
+func (w *worker) pendingCache() *pendingCache {
+	if w == nil {
+		return nil
+	}
+	return &w.pend
 }
 
 // slotCache returns the worker's process-table slot cache; nil for a nil
