@@ -98,7 +98,7 @@ func (s *Scheduler) deliverMessage(from, to relay.PID, msg any, v via, wait bool
 	if err != nil {
 		return nil, err
 	}
-	woken, evicted, room, err := p.pushMessage(msg, from, s.limitOf(p), wait)
+	woken, evicted, room, err := p.pushMessage(msg, from, s.limitOf(p), wait, to.ID)
 	if err != nil {
 		if room != nil {
 			return room, err
@@ -197,7 +197,7 @@ func (s *Scheduler) returned(msg relay.Message, v via) error {
 		var woken uint64
 		var ev Event
 		ev.setMessage(msg.Data, msg.Err, msg.From)
-		if woken, err = p.push(&ev); err == nil {
+		if woken, err = p.push(&ev, msg.To.ID); err == nil {
 			s.count(v, cBounced)
 			if woken != 0 {
 				s.woke(p, woken, v)
@@ -255,7 +255,7 @@ func (s *Scheduler) complete(pid relay.PID, ev *Event, seq uint64, v via) error 
 	if err != nil {
 		return err
 	}
-	c, err := p.complete(ev, seq, nil)
+	c, err := p.complete(ev, seq, nil, pid.ID)
 	if err != nil {
 		return &procError{err: err, pid: pid, tag: ev.Tag, tagged: true}
 	}
@@ -290,7 +290,7 @@ func (s *Scheduler) Terminate(pid relay.PID) error {
 	if err != nil {
 		return err
 	}
-	woken, err := p.terminate(pfTerminateCancel)
+	woken, err := p.terminate(pfTerminateCancel, pid.ID)
 	if err != nil {
 		return fmt.Errorf("%w: %v", err, pid)
 	}

@@ -196,9 +196,9 @@ func (w *worker) dispatch(p *proc) {
 		case yieldTimer:
 			if seq := w.register(p, y.tag, w.newSeq(), true); seq != 0 {
 				if y.deadline != 0 && y.deadline < y.when {
-					w.s.timers.addDeadline(w, p.id, seq, y.deadline) // the deadline comes first
+					w.s.timers.addDeadline(w, p.id.Load(), seq, y.deadline) // the deadline comes first
 				} else {
-					w.s.timers.add(w, p.id, seq, y.when)
+					w.s.timers.add(w, p.id.Load(), seq, y.when)
 				}
 			}
 		case yieldTellName:
@@ -207,7 +207,7 @@ func (w *worker) dispatch(p *proc) {
 				w.count(cBounced)
 				var ev Event
 				ev.setMessage(y.arg, err, relay.PID{})
-				_, _ = p.push(&ev)
+				_, _ = p.push(&ev, p.id.Load())
 			} else {
 				w.tell(p, to, y.arg)
 			}
@@ -268,7 +268,7 @@ func (w *worker) register(p *proc, tag, seq uint64, timed bool) uint64 {
 		return seq
 	}
 	// p is Running: the push flags it and never asks for a queue.
-	_, _ = p.push(&Event{Type: EventYieldComplete, Tag: tag, Error: fmt.Errorf("%w: %d", ErrDuplicateTag, tag)})
+	_, _ = p.push(&Event{Type: EventYieldComplete, Tag: tag, Error: fmt.Errorf("%w: %d", ErrDuplicateTag, tag)}, p.id.Load())
 	return 0
 }
 
@@ -287,14 +287,14 @@ func (w *worker) registerWithin(p *proc, y *yield, seq uint64) uint64 {
 		w.expire(p, seq)
 		return 0
 	}
-	w.s.timers.addDeadline(w, p.id, seq, y.deadline)
+	w.s.timers.addDeadline(w, p.id.Load(), seq, y.deadline)
 	return seq
 }
 
 // expire completes p's pending yield seq with ErrTimeout: its deadline
 // has passed. Worker only, with p Running.
 func (w *worker) expire(p *proc, seq uint64) {
-	if c, err := p.complete(&Event{Type: EventYieldComplete, Error: ErrTimeout}, seq, ErrTimeout); err == nil {
+	if c, err := p.complete(&Event{Type: EventYieldComplete, Error: ErrTimeout}, seq, ErrTimeout, p.id.Load()); err == nil {
 		w.s.letGo(c)
 	}
 }
@@ -324,7 +324,7 @@ func (w *worker) timeout(p *proc, tag uint64, when int64) {
 	}
 	// The timer first, then the mark: a completion between the two sees
 	// no mark and leaves the timer, which the failed mark then removes.
-	ts.addDeadline(w, p.id, seq, when)
+	ts.addDeadline(w, p.id.Load(), seq, when)
 	p.mu.Lock()
 	marked := p.pending.markTimed(seq, p.extra.Load())
 	p.mu.Unlock()
@@ -370,7 +370,7 @@ func (w *worker) completeNow(p *proc, seq uint64, data any, err error) {
 func (w *worker) completeNowFrom(p *proc, seq uint64, from relay.PID, data any, err error) {
 	var ev Event
 	ev.setCompletion(0, data, err, from)
-	if c, e := p.complete(&ev, seq, nil); e == nil {
+	if c, e := p.complete(&ev, seq, nil, p.id.Load()); e == nil {
 		w.s.letGo(c)
 	}
 }
@@ -437,7 +437,7 @@ func (w *worker) tell(p *proc, to relay.PID, msg any) {
 	s := w.s
 	if to.Node == s.node && !s.limits.Load() && s.phase.Load() != phaseStopped {
 		if r := s.table.lookup(to.ID); r != nil {
-			if woken, _, _, err := r.pushMessage(msg, p.pid(), mailboxLimit{}, false); err == nil {
+			if woken, _, _, err := r.pushMessage(msg, p.pid(), mailboxLimit{}, false, to.ID); err == nil {
 				w.accepted(r, woken)
 				return
 			}
@@ -447,7 +447,7 @@ func (w *worker) tell(p *proc, to relay.PID, msg any) {
 		w.count(cBounced)
 		var ev Event
 		ev.setMessage(msg, err, to)
-		_, _ = p.push(&ev)
+		_, _ = p.push(&ev, p.id.Load())
 	}
 }
 
@@ -471,7 +471,7 @@ func (w *worker) spawn(p *proc, y *yield, child Process) {
 	}
 	var seq, awaiter uint64
 	if await {
-		seq, awaiter = w.registerWithin(p, y, childSeq(id)), p.id
+		seq, awaiter = w.registerWithin(p, y, childSeq(id)), p.id.Load()
 	} else {
 		seq = w.registerWithin(p, y, w.newSeq())
 	}

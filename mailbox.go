@@ -110,11 +110,13 @@ func (s *Scheduler) limitOf(p *proc) mailboxLimit {
 // pushMessage returns errMailboxWait and a channel that is closed when
 // the process next drains its mailbox. The event is written in its
 // mailbox slot, field by field: one built elsewhere and copied in would
-// cost the copy, with its loads waiting on the stores just made.
+// cost the copy, with its loads waiting on the stores just made. id is
+// the ID the caller found p by: if p has ended, or no longer holds that
+// process, the message is refused with ErrProcessNotFound (see gone).
 // Any goroutine.
-func (p *proc) pushMessage(data any, from relay.PID, limit mailboxLimit, wait bool) (woken uint64, evicted *Event, room <-chan struct{}, err error) {
+func (p *proc) pushMessage(data any, from relay.PID, limit mailboxLimit, wait bool, id uint64) (woken uint64, evicted *Event, room <-chan struct{}, err error) {
 	p.mu.Lock()
-	if p.flags&pfClosed != 0 {
+	if p.gone(id) {
 		p.mu.Unlock()
 		return 0, nil, nil, ErrProcessNotFound
 	}
@@ -307,11 +309,12 @@ var errMailboxWait = fmt.Errorf("%w (waiting for room)", ErrMailboxFull)
 // the process runnable (see markRunnable); it returns the state the
 // process was woken from, nonzero if the caller must queue it. Events
 // pushed here complete no yield and are outside any mailbox limit (see
-// pushMessage). ev is copied into the mailbox, as in pushMessage.
+// pushMessage). ev is copied into the mailbox, as in pushMessage; id is
+// as for pushMessage.
 // Any goroutine.
-func (p *proc) push(ev *Event) (woken uint64, err error) {
+func (p *proc) push(ev *Event, id uint64) (woken uint64, err error) {
 	p.mu.Lock()
-	if p.flags&pfClosed != 0 {
+	if p.gone(id) {
 		p.mu.Unlock()
 		return 0, ErrProcessNotFound
 	}
@@ -329,9 +332,10 @@ func (p *proc) push(ev *Event) (woken uint64, err error) {
 // one a completion was made for) gets ErrYieldNotPending and no event. The yield's call
 // context, if one was made, ends with cause (context.Canceled when nil).
 // What the yield held — a monitor on another process, a timer — is the
-// caller's to let go (see Scheduler.letGo). Any goroutine.
-func (p *proc) complete(ev *Event, seq uint64, cause error) (completed, error) {
-	return p.completeFor(ev, seq, cause, nil)
+// caller's to let go (see Scheduler.letGo). id is as for pushMessage.
+// Any goroutine.
+func (p *proc) complete(ev *Event, seq uint64, cause error, id uint64) (completed, error) {
+	return p.completeFor(ev, seq, cause, nil, id)
 }
 
 // directClaim asks completeFor to hand a waiting process straight to the
@@ -352,9 +356,9 @@ type directClaim struct {
 // mailbox is empty is not made Ready but claimed for d's worker at once
 // (see worker.completeAwaited), with the completion as its only event.
 // Any goroutine; d only from the worker it names.
-func (p *proc) completeFor(ev *Event, seq uint64, cause error, d *directClaim) (completed, error) {
+func (p *proc) completeFor(ev *Event, seq uint64, cause error, d *directClaim, id uint64) (completed, error) {
 	p.mu.Lock()
-	if p.flags&pfClosed != 0 {
+	if p.gone(id) {
 		p.mu.Unlock()
 		return completed{}, ErrProcessNotFound
 	}
@@ -521,11 +525,12 @@ func (p *proc) shrinkInbox() {
 
 // terminate queues the cancel event (once) and cancels the context, with
 // cause pfShutdownCancel or pfTerminateCancel; it returns the state the
-// process was woken from, as push does. Any goroutine.
-func (p *proc) terminate(cause uint8) (woken uint64, err error) {
+// process was woken from, as push does; id is as for pushMessage. Any
+// goroutine.
+func (p *proc) terminate(cause uint8, id uint64) (woken uint64, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.flags&pfClosed != 0 {
+	if p.gone(id) {
 		return 0, ErrProcessNotFound
 	}
 	if p.flags&pfCancelled != 0 {

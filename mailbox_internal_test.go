@@ -21,7 +21,7 @@ func TestMailboxBurstRegrowsInFewSteps(t *testing.T) {
 	msg := new(int)
 	cycle := func() {
 		for range burst {
-			if _, _, _, err := p.pushMessage(msg, relay.PID{}, mailboxLimit{}, false); err != nil {
+			if _, _, _, err := p.pushMessage(msg, relay.PID{}, mailboxLimit{}, false, p.id.Load()); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -53,7 +53,7 @@ func TestMailboxBufferGrowsInOrder(t *testing.T) {
 			p.state.Store(stIdle)
 			p.inbox.hint = hint
 			for i := range n {
-				if _, _, _, err := p.pushMessage(i, relay.PID{}, mailboxLimit{}, false); err != nil {
+				if _, _, _, err := p.pushMessage(i, relay.PID{}, mailboxLimit{}, false, p.id.Load()); err != nil {
 					t.Fatal(err)
 				}
 				if c := 1 << p.inbox.logCap; c < i+1 || c&(c-1) != 0 {

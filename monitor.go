@@ -104,12 +104,13 @@ func goneExit(pid relay.PID) Exit {
 // Process IDs never have this bit set (see table.release).
 const monitorRequest = uint64(1) << 63
 
-// addMonitor records that the yield seq of process watcher watches p. It
-// reports false if p has ended. Any goroutine.
-func (p *proc) addMonitor(seq, watcher uint64) bool {
+// addMonitor records that the yield seq of process watcher watches p,
+// found by ID id. It reports false if p has ended (see gone). Any
+// goroutine.
+func (p *proc) addMonitor(seq, watcher, id uint64) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.flags&pfClosed != 0 {
+	if p.gone(id) {
 		return false
 	}
 	x := p.getExtra()
@@ -120,10 +121,11 @@ func (p *proc) addMonitor(seq, watcher uint64) bool {
 	return true
 }
 
-// removeMonitor forgets the monitor of yield seq. Any goroutine.
-func (p *proc) removeMonitor(seq uint64) {
+// removeMonitor forgets the monitor of yield seq on p, found by ID id,
+// unless p has ended (see gone). Any goroutine.
+func (p *proc) removeMonitor(seq, id uint64) {
 	p.mu.Lock()
-	if x := p.extra.Load(); x != nil && x.monitors != nil && p.flags&pfClosed == 0 {
+	if x := p.extra.Load(); x != nil && x.monitors != nil && !p.gone(id) {
 		x.monitors.remove(seq)
 	}
 	p.mu.Unlock()
@@ -155,7 +157,7 @@ func (x *procExtra) unholdMonitor(seq uint64) (target uint64) {
 // target, if it is still alive. Any goroutine.
 func (s *Scheduler) demonitor(target, seq uint64) {
 	if t := s.table.lookup(target); t != nil {
-		t.removeMonitor(seq)
+		t.removeMonitor(seq, target)
 	}
 }
 
@@ -172,12 +174,12 @@ func (w *worker) watch(p *proc, seq uint64, pid relay.PID, request bool) bool {
 	}
 	// Held first: once the monitor is on the watched process, its end may
 	// complete the yield at once, and that completion removes the hold.
-	p.holdMonitor(seq, t.id)
-	watcher := p.id
+	p.holdMonitor(seq, pid.ID)
+	watcher := p.id.Load()
 	if request {
 		watcher |= monitorRequest
 	}
-	if !t.addMonitor(seq, watcher) {
+	if !t.addMonitor(seq, watcher, pid.ID) {
 		p.mu.Lock()
 		p.extra.Load().unholdMonitor(seq)
 		p.mu.Unlock()
@@ -244,7 +246,7 @@ func (s *Scheduler) Monitor(pid relay.PID, f func(Exit)) (stop func() bool) {
 	if pid.Node == s.node {
 		if t := s.table.lookup(pid.ID); t != nil {
 			t.mu.Lock()
-			if t.flags&pfClosed == 0 {
+			if !t.gone(pid.ID) {
 				x := t.getExtra()
 				x.outside = append(x.outside, m)
 				t.mu.Unlock()

@@ -53,7 +53,7 @@ func (s *Scheduler) Register(name string, pid relay.PID) error {
 	// this one: either the process is closed now and nothing is
 	// registered, or its end will see the name.
 	p.mu.Lock()
-	if p.flags&pfClosed != 0 {
+	if p.gone(pid.ID) {
 		p.mu.Unlock()
 		return fmt.Errorf("%w: %v", ErrProcessNotFound, pid)
 	}
@@ -83,7 +83,7 @@ func (s *Scheduler) Unregister(name string) error {
 		p.mu.Lock()
 		// A closed process's names are frozen: whoever ended it reads
 		// them without the lock to release them.
-		if x := p.extra.Load(); x != nil && p.flags&pfClosed == 0 {
+		if x := p.extra.Load(); x != nil && !p.gone(pid.ID) {
 			x.dropName(name)
 		}
 		p.mu.Unlock()

@@ -78,7 +78,11 @@ const pfTerminateCancel = 0
 // the mailbox and everything that senders, completers and waiters share
 // with that worker.
 type proc struct {
-	id uint64 // PID.ID
+	// id is PID.ID. Stored before the record is published, and loaded
+	// without mu by lookups, which compare it: a caller that found the
+	// record by an ID checks it again under mu (see gone), as it checks
+	// that the process has not ended.
+	id atomic.Uint64
 
 	// state is the State plus flagWake (and, while Running, the worker
 	// and run; see workerShift). It moves to Running only by a
@@ -313,7 +317,12 @@ func (p *proc) getExtra() *procExtra {
 
 // pid returns the process's PID.
 // Any goroutine.
-func (p *proc) pid() relay.PID { return relay.PID{Node: p.node, ID: p.id} }
+func (p *proc) pid() relay.PID { return relay.PID{Node: p.node, ID: p.id.Load()} }
+
+// gone reports whether the process that a caller found by ID id has
+// ended (or the record no longer holds it), so that nothing more may be
+// queued for it. Called with p.mu held.
+func (p *proc) gone(id uint64) bool { return p.flags&pfClosed != 0 || p.id.Load() != id }
 
 // addPending registers a yield with tag and sequence number seq (with
 // seqTimed if it will have a timer) as outstanding; it reports false,

@@ -43,7 +43,7 @@ func (s *Scheduler) Processes() []ProcessInfo {
 			Pending: p.pending.len(p.extra.Load()),
 		}
 		p.mu.Unlock()
-		entries = append(entries, entry{p.id, info})
+		entries = append(entries, entry{info.PID.ID, info})
 	})
 	sort.Slice(entries, func(i, j int) bool { return entries[i].id < entries[j].id })
 	infos := make([]ProcessInfo, len(entries))

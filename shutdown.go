@@ -161,7 +161,7 @@ func (s *Scheduler) beginShutdown() {
 		s.sd.drainOnce.Do(func() { close(s.sd.drained) })
 	}
 	s.table.forEach(func(p *proc) {
-		if woken, _ := p.terminate(pfShutdownCancel); woken != 0 {
+		if woken, _ := p.terminate(pfShutdownCancel, p.id.Load()); woken != 0 {
 			s.woke(p, woken, via{})
 		}
 	})

@@ -107,7 +107,8 @@ func (s *Scheduler) unadmit(id uint64, v via, why counterID) {
 func (s *Scheduler) start(id uint64, values context.Context, p Process, method string, input payload.Payloads, awaiter uint64, v via, mailbox *mailboxLimit, handle bool) (*proc, error) {
 	w := v.worker()
 	pr := s.newProc(handle, awaiter != 0)
-	pr.id, pr.node, pr.impl = id, s.node, p
+	pr.id.Store(id) // not yet shared: no lock needed
+	pr.node, pr.impl = s.node, p
 	if a := pr.awaited(); a != nil {
 		a.parent = awaiter
 	}
@@ -142,7 +143,7 @@ func (s *Scheduler) start(id uint64, values context.Context, p Process, method s
 	// A Shutdown that began after the check above may have walked the
 	// table before this process was published; deliver its cancel here.
 	if s.closing() {
-		_, _ = pr.terminate(pfShutdownCancel) // pr is Ready and about to be queued
+		_, _ = pr.terminate(pfShutdownCancel, id) // pr is Ready and about to be queued
 	}
 	if s.hooks.Start != nil {
 		s.hooks.Start(StartInfo{PID: pr.pid(), Method: method})
@@ -243,7 +244,7 @@ func (s *Scheduler) finish(p *proc, v via, result payload.Payload, err error, fo
 	s.countEnd(v, cCompleted) // last: it may release a Shutdown
 	var c closed
 	p.close(&c, result, err, forced)
-	s.table.release(p.id, w.slotCache())
+	s.table.release(p.id.Load(), w.slotCache())
 	if n := len(c.unread); n > 0 {
 		s.countN(v, cUnread, uint64(n))
 		s.deadUnread(p.pid(), c.unread, v)
@@ -263,9 +264,9 @@ func (s *Scheduler) finish(p *proc, v via, result payload.Payload, err error, fo
 		ev.Type, ev.Error, ev.From = EventYieldComplete, err, p.pid()
 		ev.setPayload(result) // unpacked: no box for the result
 		if w != nil {
-			w.completeAwaited(a.parent, &ev, childSeq(p.id))
+			w.completeAwaited(a.parent, &ev, childSeq(p.id.Load()))
 		} else {
-			_ = s.complete(relay.PID{Node: s.node, ID: a.parent}, &ev, childSeq(p.id), v)
+			_ = s.complete(relay.PID{Node: s.node, ID: a.parent}, &ev, childSeq(p.id.Load()), v)
 		}
 	}
 	if p.kind&pkHandle != 0 {

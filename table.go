@@ -140,7 +140,7 @@ func (t *table) lookup(id uint64) *proc {
 		return nil
 	}
 	p := e.p.Load()
-	if p == nil || p.id != id {
+	if p == nil || p.id.Load() != id {
 		return nil
 	}
 	return p
@@ -222,7 +222,7 @@ func (t *table) grow(slot uint32) {
 // publish makes p visible to lookups under its ID.
 // Called by the goroutine starting p, once.
 func (t *table) publish(p *proc) {
-	t.entry(slotOf(p.id)).p.Store(p)
+	t.entry(slotOf(p.id.Load())).p.Store(p)
 }
 
 // release frees the slot of id (published or only reserved) for reuse

@@ -590,7 +590,7 @@ func (w *worker) fireBatch(sh *timerShard, now int64) (popped int, queued, more 
 		if deadline {
 			ev.Error, cause = ErrTimeout, ErrTimeout
 		}
-		c, err := p.complete(&ev, due[i].seq, cause)
+		c, err := p.complete(&ev, due[i].seq, cause, pid)
 		if err != nil {
 			continue // ended, or the yield completed otherwise
 		}

@@ -347,7 +347,7 @@ func (w *worker) deferDirect() bool {
 	if c == nil {
 		return false
 	}
-	if a := c.awaited(); a == nil || a.parent != w.direct.id {
+	if a := c.awaited(); a == nil || a.parent != w.direct.id.Load() {
 		return false
 	}
 	w.directDefers++
@@ -761,7 +761,7 @@ func (w *worker) completeAwaited(parent uint64, ev *Event, seq uint64) {
 		dc = directClaim{claim: stRunning | uint64(w.id)<<workerShift | (w.runCount+1)<<runShift, events: &w.directEvs}
 		d = &dc
 	}
-	c, err := pp.completeFor(ev, seq, nil, d)
+	c, err := pp.completeFor(ev, seq, nil, d, parent)
 	if err != nil {
 		return
 	}
