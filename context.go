@@ -36,10 +36,71 @@ func Self(ctx context.Context) (pid relay.PID, ok bool) {
 func (p *proc) Deadline() (time.Time, bool) { return time.Time{}, false }
 
 // Done implements context.Context.
-func (p *proc) Done() <-chan struct{} {
+func (p *proc) Done() <-chan struct{} { return p.ctxDone(p.id.Load()) }
+
+// Err implements context.Context.
+func (p *proc) Err() error { return p.ctxErr(p.id.Load()) }
+
+// AfterFunc arranges for f to run, in its own goroutine, once the process
+// context is done. context.AfterFunc and the contexts derived from a
+// process context use it, so that they need no goroutine to wait. stop
+// reports whether it stopped f from being run.
+func (p *proc) AfterFunc(f func()) (stop func() bool) { return p.ctxAfterFunc(p.id.Load(), f) }
+
+// Value implements context.Context.
+func (p *proc) Value(key any) any { return p.ctxValue(p.id.Load(), p.values(), key) }
+
+// String makes the context printable, as context.Context values are.
+func (p *proc) String() string { return "scheduler.processContext(" + p.pid().String() + ")" }
+
+// procCtx is the context of a process started by a step (Spawn,
+// SpawnAwait): its record may be given to a later process once it has
+// ended (see Scheduler.record), so the context names the process by its
+// ID as well as its record, and stays the context of the process it was
+// made for. A record is reused only after a plain end (see
+// proc.reusable), so once the record has moved on the context is done
+// with cause ErrEnded. It keeps the values the process was started with
+// (x, the procExtra of its start, whose values never change). A process
+// started by Submit, whose Handle keeps its record, has the record itself
+// as its context, which saves this allocation.
+type procCtx struct {
+	p  *proc
+	x  *procExtra // nil if the process had none at its start
+	id uint64
+}
+
+// Deadline implements context.Context: a process context has none.
+func (c *procCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
+
+// Done implements context.Context.
+func (c *procCtx) Done() <-chan struct{} { return c.p.ctxDone(c.id) }
+
+// Err implements context.Context.
+func (c *procCtx) Err() error { return c.p.ctxErr(c.id) }
+
+// AfterFunc is as for the record's context (proc.AfterFunc).
+func (c *procCtx) AfterFunc(f func()) (stop func() bool) { return c.p.ctxAfterFunc(c.id, f) }
+
+// Value implements context.Context.
+func (c *procCtx) Value(key any) any {
+	var values context.Context
+	if c.x != nil {
+		values = c.x.values
+	}
+	return c.p.ctxValue(c.id, values, key)
+}
+
+// String makes the context printable, as context.Context values are.
+func (c *procCtx) String() string {
+	return "scheduler.processContext(" + relay.PID{Node: c.p.node, ID: c.id}.String() + ")"
+}
+
+// ctxDone is Done of the context of process id, whose record is p.
+// Any goroutine.
+func (p *proc) ctxDone(id uint64) <-chan struct{} {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.flags&(pfCancelled|pfClosed) != 0 {
+	if p.id.Load() != id || p.flags&(pfCancelled|pfClosed) != 0 {
 		return closedChan
 	}
 	x := p.getExtra()
@@ -49,50 +110,51 @@ func (p *proc) Done() <-chan struct{} {
 	return x.ctxDone
 }
 
-// Err implements context.Context.
-func (p *proc) Err() error {
+// ctxErr is Err of the context of process id, whose record is p.
+// Any goroutine.
+func (p *proc) ctxErr(id uint64) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.flags&(pfCancelled|pfClosed) != 0 {
+	if p.id.Load() != id || p.flags&(pfCancelled|pfClosed) != 0 {
 		return context.Canceled
 	}
 	return nil
 }
 
-// AfterFunc arranges for f to run, in its own goroutine, once the process
-// context is done. context.AfterFunc and the contexts derived from a
-// process context use it, so that they need no goroutine to wait. stop
-// reports whether it stopped f from being run.
-func (p *proc) AfterFunc(f func()) (stop func() bool) {
+// ctxAfterFunc is AfterFunc of the context of process id, whose record
+// is p. Any goroutine.
+func (p *proc) ctxAfterFunc(id uint64, f func()) (stop func() bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.flags&(pfCancelled|pfClosed) != 0 {
+	if p.id.Load() != id || p.flags&(pfCancelled|pfClosed) != 0 {
 		go f()
 		return func() bool { return false }
 	}
 	return p.getExtra().ctxAfter.add(f, &p.mu)
 }
 
-// Value implements context.Context.
-func (p *proc) Value(key any) any {
+// ctxValue is Value of the context of process id, whose record is p,
+// with values the context its lookups go to. p.node is the scheduler's,
+// the same for every process a record holds. Any goroutine.
+func (p *proc) ctxValue(id uint64, values context.Context, key any) any {
 	switch key.(type) {
 	case selfKey:
-		return p.pid()
+		return relay.PID{Node: p.node, ID: id}
 	}
 	if key == cancelCtxKey && cancelCtxKey != nil {
 		p.mu.Lock()
-		cause := p.cancelCause()
+		cause := ErrEnded // the record moved on, after a plain end (see procCtx)
+		if p.id.Load() == id {
+			cause = p.cancelCause()
+		}
 		p.mu.Unlock()
 		return causeValue(cause, key)
 	}
-	if v := p.values(); v != nil {
-		return v.Value(key)
+	if values != nil {
+		return values.Value(key)
 	}
 	return nil
 }
-
-// String makes the context printable, as context.Context values are.
-func (p *proc) String() string { return "scheduler.processContext(" + p.pid().String() + ")" }
 
 // cancelCause says why the process context is done, nil while it is
 // not: the cancel's cause ([ErrTerminated] or [ErrShuttingDown]) if the

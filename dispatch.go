@@ -502,6 +502,7 @@ func (w *worker) callHandler(p *proc, y *yield, seq uint64) {
 		w.completeNow(p, seq, nil, fmt.Errorf("%w: %d", ErrUnknownCommand, y.cmd))
 		return
 	}
+	p.inbox.wbits |= wbPinned // the handler may keep the Call, which holds the record
 	w.handoff.begin()
 	err := w.runHandler(p, h, Call{PID: p.pid(), Tag: y.tag, Cmd: y.cmd, Arg: y.arg, s: w.s, ctx: p, w: w, seq: seq})
 	w.handoff.end(w)

@@ -165,6 +165,9 @@ const (
 	// wbBigInbox: the last drain left a buffer larger than keptInbox, to
 	// be let go if the process goes waiting (see shrinkInbox).
 	wbBigInbox
+	// wbPinned: a handler was given a Call that holds the record, which
+	// it may keep: the record is never reused (see proc.reusable).
+	wbPinned
 )
 
 // events returns the queued events, a slice whose capacity is the whole

@@ -22,7 +22,12 @@ const (
 	stBlocked = uint64(StateBlocked - 1)
 	stIdle    = uint64(StateIdle - 1)
 	stEnded   = uint64(StateEnded - 1)
-	stateMask = uint64(7)
+	// stStarting is the state of a reused record while the process it
+	// was given to runs Init (see proc.reset): it is in the table already,
+	// but found by nobody (see gone) and left alone by walks of the table.
+	// It is no public State: Processes never lists such a record.
+	stStarting = stEnded + 1
+	stateMask  = uint64(7)
 
 	// flagWake is set on a Running process by whoever queued an event for
 	// it, so that the worker, instead of letting it wait, steps it again.
@@ -50,6 +55,7 @@ const (
 	pfForced                     // completed by a shutdown deadline
 	pfRoomWaiters                // a sender waits for room in the mailbox (extra.room)
 	pfEnded                      // its end is announced: its Handle reports it (set after pfClosed)
+	pfReuse                      // with pfClosed: the record may be given to a later process (see reset)
 )
 
 // Bits of proc.kind: what newProc allocated after the proc (see
@@ -218,6 +224,13 @@ type procAwait struct {
 // which. handle and awaited are never both set.
 // Any goroutine.
 func (s *Scheduler) newProc(handle, awaited bool) *proc {
+	return allocProc(s.kindOf(handle, awaited))
+}
+
+// kindOf returns the kind (pk* bits) of the record of a process with a
+// Handle if handle is set, awaited by its parent if awaited is set.
+// Any goroutine.
+func (s *Scheduler) kindOf(handle, awaited bool) uint8 {
 	var kind uint8
 	if s.hooks.End != nil {
 		kind |= pkTimed
@@ -228,6 +241,11 @@ func (s *Scheduler) newProc(handle, awaited bool) *proc {
 	if awaited {
 		kind |= pkAwaited
 	}
+	return kind
+}
+
+// allocProc allocates a zero proc of kind. Any goroutine.
+func allocProc(kind uint8) *proc {
 	var p *proc
 	switch kind {
 	case 0:
@@ -320,9 +338,12 @@ func (p *proc) getExtra() *procExtra {
 func (p *proc) pid() relay.PID { return relay.PID{Node: p.node, ID: p.id.Load()} }
 
 // gone reports whether the process that a caller found by ID id has
-// ended (or the record no longer holds it), so that nothing more may be
-// queued for it. Called with p.mu held.
-func (p *proc) gone(id uint64) bool { return p.flags&pfClosed != 0 || p.id.Load() != id }
+// ended (or the record no longer holds it, or holds a process whose Init
+// is running, not yet started: see stStarting), so that nothing more may
+// be queued for it. Called with p.mu held.
+func (p *proc) gone(id uint64) bool {
+	return p.flags&pfClosed != 0 || p.id.Load() != id || p.state.Load()&stateMask == stStarting
+}
 
 // addPending registers a yield with tag and sequence number seq (with
 // seqTimed if it will have a timer) as outstanding; it reports false,
@@ -363,9 +384,11 @@ func (p *proc) reservePending(n int, c *pendingCache) {
 // a Handle. It reports in *c the events that were queued and whether it
 // had been asked to stop (into the caller's closed rather than as a
 // result, which the caller would copy field by field and then read back
-// whole, a stall on every end). Called once, by whoever moved the process
-// to Complete, after Close returned.
-func (p *proc) close(c *closed, result payload.Payload, err error, forced bool) {
+// whole, a stall on every end). With reuse set, the record is marked
+// reusable (pfReuse) unless something of the process's must outlive it
+// (see reusable). Called once, by whoever moved the process to Complete,
+// after Close returned.
+func (p *proc) close(c *closed, result payload.Payload, err error, forced, reuse bool) {
 	p.mu.Lock()
 	c.unread, c.cancelled, c.cause = p.inbox.events(), p.flags&pfCancelled != 0, p.cancelCause()
 	// Most processes end with nothing queued or pending: the checks spare
@@ -407,12 +430,63 @@ func (p *proc) close(c *closed, result payload.Payload, err error, forced bool) 
 			x.room = nil
 		}
 	}
+	if reuse && p.reusable() {
+		p.flags |= pfReuse
+	}
 	p.flags &^= pfRoomWaiters
 	p.flags |= pfClosed
 	if forced {
 		p.flags |= pfForced
 	}
 	p.mu.Unlock()
+}
+
+// reusable reports whether nothing of the ending process p needs its
+// record once it has ended, so that the record may be given to a later
+// process (see reset): it was not asked to stop (whose cause its context
+// would have to keep), and its procExtra, if any, holds only what it was
+// started with (the values its context keeps, its entry point and mailbox
+// limit), not what others reach it by (names, monitors, a call's context,
+// a Done channel, functions to run at the end). The caller (finish) has
+// checked the rest: no Handle, not forced, never handed to a handler in a
+// Call, and not watched. Called with p.mu held, in close.
+func (p *proc) reusable() bool {
+	if p.flags&pfCancelled != 0 {
+		return false
+	}
+	x := p.extra.Load()
+	return x == nil || (x.ctxDone == nil && x.room == nil && len(x.calls) == 0 && len(x.ctxAfter) == 0 &&
+		x.names == nil && x.monitors == nil && x.held == nil && x.outside == nil)
+}
+
+// reset makes the ended record p the record of the process with ID id,
+// about to start, if its end left it reusable (pfReuse); it reports
+// whether it did. The process gets a record in the state of a new one but
+// for its state word, Starting until the process is published (see
+// start): the record is in id's slot of the table already, where a new
+// one would not be yet, and that state makes everyone treat it as not
+// there. Callers that found the record by its former ID lock it and find
+// the ID changed (see gone). Only the worker that took id from the free
+// IDs calls it: the record is in id's slot, so nobody else reuses it
+// meanwhile.
+func (p *proc) reset(id uint64) bool {
+	p.mu.Lock()
+	if p.flags&pfReuse == 0 {
+		p.mu.Unlock()
+		return false
+	}
+	p.id.Store(id)
+	p.state.Store(stStarting)
+	p.flags, p.msgs, p.methodID = 0, 0, 0
+	p.inbox = eventBuf{} // close emptied it; this clears its bits and hint
+	if p.extra.Load() != nil {
+		p.extra.Store(nil)
+	}
+	if p.kind&pkTimed != 0 {
+		*p.timing() = procTiming{}
+	}
+	p.mu.Unlock()
+	return true
 }
 
 // announce makes the end visible to the process's Handle, with err, the

@@ -1,11 +1,16 @@
 package scheduler
 
 import (
+	"context"
 	"runtime"
 	"testing"
 	"unsafe"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/procsched/scheduler/payload"
+	"github.com/procsched/scheduler/relay"
 )
 
 // TestPendingSetReservesMapsOnce: a step that yields more than fit the
@@ -98,4 +103,136 @@ func TestProcSizeClasses(t *testing.T) {
 			runtime.KeepAlive(keep)
 		})
 	}
+}
+
+// ctxProbe keeps the context its Init was given, and steps with step.
+type ctxProbe struct {
+	ctx  chan context.Context
+	step func(evs []Event, out *StepOutput) error
+}
+
+func (c *ctxProbe) Init(ctx context.Context, _ string, _ payload.Payloads) error {
+	c.ctx <- ctx
+	return nil
+}
+func (c *ctxProbe) Step(evs []Event, out *StepOutput) error { return c.step(evs, out) }
+func (c *ctxProbe) Close()                                  {}
+
+// recordKey is the context key of TestRecordReuse's value.
+type recordKey struct{}
+
+// TestRecordReuse: the record of a process started by a step that ended
+// plainly goes to the next process started in its slot (see
+// Scheduler.record), and the context the first process was given stays
+// its own: done, with cause ErrEnded, answering its own PID and the
+// values it was started with, while the record serves the second, which
+// nothing meant for the first reaches.
+func TestRecordReuse(t *testing.T) {
+	s := newScheduler(t, WithWorkers(1))
+	first := &ctxProbe{ctx: make(chan context.Context, 1), step: func(_ []Event, out *StepOutput) error {
+		out.Done(payload.Payload{})
+		return nil
+	}}
+	var secondEvents []Event
+	second := &ctxProbe{ctx: make(chan context.Context, 1), step: func(evs []Event, out *StepOutput) error {
+		secondEvents = append(secondEvents, evs...)
+		if len(secondEvents) > 0 {
+			out.Done(payload.Payload{})
+		}
+		return nil
+	}}
+	parent := numbered(func(n int, evs []Event, out *StepOutput) error {
+		switch n {
+		case 0:
+			out.SpawnAwait(1, first, "run", nil)
+		case 1:
+			out.SpawnAwait(2, second, "run", nil)
+		default:
+			out.Done(payload.Payload{})
+		}
+		return nil
+	})
+	ctx := context.WithValue(context.Background(), recordKey{}, "kept")
+	h, err := s.Submit(ctx, parent, "run", nil)
+	require.NoError(t, err)
+	firstCtx := receive(t, first.ctx, "the first child's context").(*procCtx)
+	secondCtx := receive(t, second.ctx, "the second child's context").(*procCtx)
+	require.Same(t, firstCtx.p, secondCtx.p, "the second child has the first one's record")
+
+	firstPID, ok := Self(firstCtx)
+	require.True(t, ok)
+	secondPID, _ := Self(secondCtx)
+	require.NotEqual(t, firstPID, secondPID)
+	assert.Equal(t, relay.PID{Node: s.node, ID: firstCtx.id}, firstPID)
+	assert.Equal(t, "kept", firstCtx.Value(recordKey{}), "the first child's values")
+	assert.ErrorIs(t, firstCtx.Err(), context.Canceled, "the first child's context once it ended")
+	assert.ErrorIs(t, context.Cause(firstCtx), ErrEnded)
+	select {
+	case <-firstCtx.Done():
+	default:
+		t.Error("the first child's context is not done")
+	}
+	ran := make(chan struct{})
+	context.AfterFunc(firstCtx, func() { close(ran) })
+	receive(t, ran, "AfterFunc on the first child's context")
+	require.NoError(t, secondCtx.Err(), "the second child's context while it waits")
+
+	eventually(t, "the second child waits", func() bool {
+		for _, info := range s.Processes() {
+			if info.PID == secondPID && info.State == StateIdle {
+				return true
+			}
+		}
+		return false
+	})
+	require.ErrorIs(t, s.Tell(firstPID, "for the first"), ErrProcessNotFound)
+	require.NoError(t, s.Tell(secondPID, "for the second"))
+	require.NoError(t, waitEnd(t, h))
+	require.Len(t, secondEvents, 1, "what the second child got")
+	assert.Equal(t, "for the second", secondEvents[0].Data)
+}
+
+// TestRecordKeptWhenHeld: a record that something may still hold once
+// its process has ended is not reused: here a handler kept the Call of
+// the first child's yield, whose context then stays that of the first
+// child, done with cause ErrEnded.
+func TestRecordKeptWhenHeld(t *testing.T) {
+	calls := make(chan Call, 1)
+	s := newScheduler(t, WithWorkers(1), WithHandler(FirstUserCommand, func(c Call) error {
+		calls <- c
+		return c.Complete(nil, nil)
+	}))
+	first := &ctxProbe{ctx: make(chan context.Context, 1), step: func(evs []Event, out *StepOutput) error {
+		if len(evs) == 0 {
+			out.Yield(1, FirstUserCommand, nil)
+		} else {
+			out.Done(payload.Payload{})
+		}
+		return nil
+	}}
+	second := &ctxProbe{ctx: make(chan context.Context, 1), step: func(_ []Event, out *StepOutput) error {
+		out.Done(payload.Payload{})
+		return nil
+	}}
+	parent := numbered(func(n int, evs []Event, out *StepOutput) error {
+		switch n {
+		case 0:
+			out.SpawnAwait(1, first, "run", nil)
+		case 1:
+			out.SpawnAwait(2, second, "run", nil)
+		default:
+			out.Done(payload.Payload{})
+		}
+		return nil
+	})
+	h, err := s.Submit(t.Context(), parent, "run", nil)
+	require.NoError(t, err)
+	require.NoError(t, waitEnd(t, h))
+	firstCtx := receive(t, first.ctx, "the first child's context").(*procCtx)
+	secondCtx := receive(t, second.ctx, "the second child's context").(*procCtx)
+	require.NotSame(t, firstCtx.p, secondCtx.p, "a record a handler's Call holds is not reused")
+	call := receive(t, calls, "the kept Call")
+	assert.ErrorIs(t, context.Cause(call.Context()), ErrEnded, "the kept call's context")
+	pid, _ := Self(call.Context())
+	assert.Equal(t, relay.PID{Node: s.node, ID: firstCtx.id}, pid)
 }

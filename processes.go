@@ -30,7 +30,9 @@ func (s *Scheduler) Processes() []ProcessInfo {
 	s.table.forEach(func(p *proc) {
 		st := p.state.Load()
 		p.mu.Lock()
-		if p.flags&pfClosed != 0 { // ended; its slot not reused yet
+		// Ended (its slot not reused yet), or a record reused for a
+		// process whose Init runs (see proc.reset): not live.
+		if p.flags&pfClosed != 0 || st&stateMask >= stEnded {
 			p.mu.Unlock()
 			return
 		}

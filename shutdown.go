@@ -207,7 +207,7 @@ func (s *Scheduler) tryForce(p *proc) {
 	for {
 		st := p.state.Load()
 		switch st & stateMask {
-		case stRunning, stEnded:
+		case stRunning, stEnded, stStarting:
 			return
 		}
 		if p.state.CompareAndSwap(st, stEnded) {

@@ -104,11 +104,18 @@ func (s *Scheduler) unadmit(id uint64, v via, why counterID) {
 // process's own mailbox limit; handle says the caller gets a Handle, so
 // the result must be kept. If it fails, it has given back what admit
 // took. Any goroutine; v says where it runs.
+//
+// A process with a Handle has its record as its context; one without
+// gets a context of its own (procCtx), since its record may be given to
+// a later process once it has ended (see record).
 func (s *Scheduler) start(id uint64, values context.Context, p Process, method string, input payload.Payloads, awaiter uint64, v via, mailbox *mailboxLimit, handle bool) (*proc, error) {
 	w := v.worker()
-	pr := s.newProc(handle, awaiter != 0)
-	pr.id.Store(id) // not yet shared: no lock needed
-	pr.node, pr.impl = s.node, p
+	pr, reused := s.record(id, handle, awaiter != 0, w)
+	if !reused {
+		pr.id.Store(id) // not yet shared: no lock needed
+		pr.node = s.node
+	}
+	pr.impl = p
 	if a := pr.awaited(); a != nil {
 		a.parent = awaiter
 	}
@@ -126,12 +133,17 @@ func (s *Scheduler) start(id uint64, values context.Context, p Process, method s
 		}
 		pr.extra.Store(x)
 	}
-	// pr is Ready: that is its zero state word.
-	if err := s.callInit(pr, method, input, v); err != nil {
+	// A new pr is Ready: that is its zero state word. A reused one is
+	// Starting until it is published (see proc.reset).
+	ctx := context.Context(pr)
+	if !handle {
+		ctx = &procCtx{p: pr, x: pr.extra.Load(), id: id}
+	}
+	if err := s.callInit(pr, ctx, method, input, v); err != nil {
 		_ = s.callClose(pr, v)
 		pr.impl = nil
 		var c closed
-		pr.close(&c, payload.Payload{}, err, false)
+		pr.close(&c, payload.Payload{}, err, false, false)
 		c.recycle(w.pendingCache())
 		s.unadmit(id, v, cInitFailed)
 		return nil, err
@@ -139,7 +151,11 @@ func (s *Scheduler) start(id uint64, values context.Context, p Process, method s
 	if s.hooks.End != nil {
 		pr.timing().started = s.coarse.now()
 	}
-	s.table.publish(pr)
+	if reused {
+		pr.state.Store(stReady) // in its slot already: this publishes it
+	} else {
+		s.table.publish(pr)
+	}
 	// A Shutdown that began after the check above may have walked the
 	// table before this process was published; deliver its cancel here.
 	if s.closing() {
@@ -149,6 +165,29 @@ func (s *Scheduler) start(id uint64, values context.Context, p Process, method s
 		s.hooks.Start(StartInfo{PID: pr.pid(), Method: method})
 	}
 	return pr, nil
+}
+
+// record returns the record for the process about to start as id: the
+// record of the last process in id's slot, when its end left it for
+// reuse (see proc.reset) and it is of the kind needed, else a new one;
+// reused says which. A process that starts and ends on a
+// worker often, as the nodes of a fork-join computation do, then costs no
+// allocation for its record and no work for the garbage collector: the
+// worker's free IDs name the slots it freed last, whose records it ended.
+// Only a worker reuses records (the ID came from its cache, so the slot
+// is its own until the process is published), and never for a process
+// with a Handle, which keeps its record.
+// Any goroutine; w is the calling worker, or nil.
+func (s *Scheduler) record(id uint64, handle, awaited bool, w *worker) (p *proc, reused bool) {
+	kind := s.kindOf(handle, awaited)
+	if w != nil && kind&pkHandle == 0 {
+		if e := s.table.entry(slotOf(id)); e != nil {
+			if old := e.p.Load(); old != nil && old.kind == kind && old.reset(id) {
+				return old, true
+			}
+		}
+	}
+	return allocProc(kind), false
 }
 
 // reserveProc counts a process against WithMaxProcesses, if there is room.
@@ -173,9 +212,10 @@ func (s *Scheduler) releaseProc() {
 	}
 }
 
-// callInit runs Init, turning a panic into an error.
+// callInit runs Init with the process context ctx, turning a panic into
+// an error.
 // Called by the goroutine starting p: the submitter, or the worker carrying out a spawn.
-func (s *Scheduler) callInit(p *proc, method string, input payload.Payloads, v via) (err error) {
+func (s *Scheduler) callInit(p *proc, ctx context.Context, method string, input payload.Payloads, v via) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			perr := newPanicError("Init", r)
@@ -183,7 +223,7 @@ func (s *Scheduler) callInit(p *proc, method string, input payload.Payloads, v v
 			err = fmt.Errorf("%w: %w", ErrInit, perr)
 		}
 	}()
-	if err := p.impl.Init(p, method, input); err != nil {
+	if err := p.impl.Init(ctx, method, input); err != nil {
 		return fmt.Errorf("%w: %w", ErrInit, err)
 	}
 	return nil
@@ -242,9 +282,13 @@ func (s *Scheduler) finish(p *proc, v via, result payload.Payload, err error, fo
 		s.count(v, cFailed)
 	}
 	s.countEnd(v, cCompleted) // last: it may release a Shutdown
+	// The record may be reused (see record) if it ends on a worker, not
+	// forced, without a Handle, never handed to a handler in a Call, and
+	// not on a worker the watchdog watches (which reads the records of
+	// the runs it looks at); close checks the rest.
+	reuse := w != nil && !forced && p.kind&pkHandle == 0 && p.inbox.wbits&wbPinned == 0 && !w.watched.Load()
 	var c closed
-	p.close(&c, result, err, forced)
-	s.table.release(p.id.Load(), w.slotCache())
+	p.close(&c, result, err, forced, reuse)
 	if n := len(c.unread); n > 0 {
 		s.countN(v, cUnread, uint64(n))
 		s.deadUnread(p.pid(), c.unread, v)
@@ -272,6 +316,9 @@ func (s *Scheduler) finish(p *proc, v via, result payload.Payload, err error, fo
 	if p.kind&pkHandle != 0 {
 		p.announce(err) // only a Handle reads it: a spawned child skips the lock
 	}
+	// Last: once the ID is free, this worker may give the record to the
+	// next process it starts.
+	s.table.release(p.id.Load(), w.slotCache())
 }
 
 type submitOptionFunc func(*submitOptions) error

@@ -72,11 +72,11 @@ type worker struct {
 	// directRun the state word of that run: it is Running already, its
 	// events in directEvs. findLocal takes it as it would the next slot,
 	// unless another of its children is on top of the deque (see
-	// deferDirect). Owner only.
+	// siblingFirst). Owner only.
 	direct    *proc
 	directRun uint64
 	// directEvs holds the events direct was claimed with, and those of
-	// siblings that ended while it was deferred (see deferDirect); run
+	// siblings that ended while it was deferred (see siblingFirst); run
 	// swaps it with events. directDefers counts the runs it has been
 	// deferred for. Owner only.
 	directEvs    []Event
@@ -295,7 +295,11 @@ func (w *worker) findLocal() *proc {
 	if w.nextRuns < maxNextRuns || w.s.unfair {
 		// A parent claimed by its child's end goes first, as if from the
 		// next slot, unless it waits for a sibling's run.
-		if w.direct != nil && !w.deferDirect() {
+		if w.direct != nil {
+			if c := w.siblingFirst(); c != nil {
+				w.nextRuns = 0 // a run from the queue
+				return c
+			}
 			w.nextRuns++
 			return w.takeDirect()
 		}
@@ -322,36 +326,39 @@ func (w *worker) findLocal() *proc {
 	if p := w.popGlobal(); p != nil {
 		return p
 	}
-	if w.direct != nil { // deferred for a sibling another worker stole
+	if w.direct != nil { // past the next slot's run of turns
 		return w.takeDirect()
 	}
 	return nil
 }
 
 // maxDirectDefers bounds how many sibling runs a claimed parent waits
-// for (see deferDirect), so that one with many children queued is still
+// for (see siblingFirst), so that one with many children queued is still
 // stepped every so often.
 const maxDirectDefers = 64
 
-// deferDirect reports whether the parent claimed in direct should wait
-// for the run of the process on top of the deque, because that is
-// another of its children: the worker runs the child first, and the
-// parent then steps once for both ends instead of once for each. Only
-// while the next slot is empty, so that what waits there is not put off.
+// siblingFirst returns the process on top of the deque, taken from it,
+// if it is another child of the parent claimed in direct: the worker
+// runs the child first, and the parent then steps once for both ends
+// instead of once for each. Only while the next slot is empty, so that
+// what waits there is not put off. A process it takes that is not such a
+// child goes back where it was. (It is taken, not looked at: once a
+// thief may take it, its record may end and serve another process.)
 // Owner only.
-func (w *worker) deferDirect() bool {
-	if w.directDefers >= maxDirectDefers || w.next.Load() != nil {
-		return false
+func (w *worker) siblingFirst() *proc {
+	if w.directDefers >= maxDirectDefers || w.next.Load() != nil || w.dq.Len() == 0 {
+		return nil
 	}
-	c := w.dq.PeekBottom()
+	c := w.dq.PopBottom()
 	if c == nil {
-		return false
+		return nil
 	}
 	if a := c.awaited(); a == nil || a.parent != w.direct.id.Load() {
-		return false
+		w.dq.PushBottom(c)
+		return nil
 	}
 	w.directDefers++
-	return true
+	return c
 }
 
 // takeDirect empties direct and returns the process it held, for run,

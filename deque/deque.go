@@ -173,18 +173,6 @@ func (d *Deque[T]) clearStale(t, b int64, force bool) {
 	}
 }
 
-// PeekBottom returns the item PopBottom would return, without removing
-// it, or nil when the deque is empty. Owner only. A thief may take the
-// item at any moment, so it is a hint: PopBottom may then return another
-// item, or nil.
-func (d *Deque[T]) PeekBottom() *T {
-	b := d.bottom.Load()
-	if b <= d.top.Load() {
-		return nil
-	}
-	return d.buf.Load().slot(b - 1).Load()
-}
-
 // Steal removes and returns the oldest item. It returns nil when the deque
 // is empty or when it lost a race for the item with another thief or the
 // owner; callers that must distinguish the two check [Deque.Len].

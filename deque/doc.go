@@ -29,9 +29,6 @@
 //     returns nil.
 //   - StealHalfInto claims about half the items, one CAS per item, and
 //     publishes them in the thief's own deque with one store of its bottom.
-//   - PeekBottom, the owner's, reads the slot below bottom if top is below
-//     it, and claims nothing: a thief may take the item meanwhile, so what
-//     it returns is a hint of what PopBottom will return.
 //
 // # Why StealHalfInto uses a CAS per item
 //

@@ -77,12 +77,6 @@ func runOps(t testing.TB, capacity int, ops []byte) {
 		}
 		require.Equalf(t, len(md), d.Len(), "step %d Len", i)
 		require.Equalf(t, len(mdst), dst.Len(), "step %d dst Len", i)
-		// PeekBottom shows what PopBottom would return, and takes nothing.
-		var want int
-		if len(md) > 0 {
-			want = md[len(md)-1]
-		}
-		check(i, "PeekBottom", d.PeekBottom(), want, len(md) > 0)
 	}
 	// Drain both and compare the remaining contents in order.
 	for len(md) > 0 {
