@@ -742,11 +742,13 @@ func (w *worker) run(p *proc) {
 // parent with ev, for a child that ended on this worker. If the parent
 // waits for it, and the worker would take a process from its next slot
 // at its next tick anyway, the worker claims the parent at once and runs
-// it next with ev as its one event (see direct): it skips the trip
-// through the next slot, the claim and the drain, which a parent woken
-// by each of its children in turn would otherwise pay every time.
-// Otherwise it completes the yield as Scheduler.complete does. Worker
-// only, after the child is closed.
+// it as if from the next slot, with ev in its batch (see direct): it
+// skips the trip through the next slot, the claim and the drain, which a
+// parent woken by each of its children in turn would otherwise pay every
+// time. A parent claimed so already, which waits for the run of this
+// child (see siblingFirst), gets ev in its batch too. Otherwise it
+// completes the yield as Scheduler.complete does. Worker only, after the
+// child is closed.
 func (w *worker) completeAwaited(parent uint64, ev *Event, seq uint64) {
 	s := w.s
 	if s.phase.Load() == phaseStopped {
