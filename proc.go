@@ -459,9 +459,11 @@ func (p *proc) reusable() bool {
 		x.names == nil && x.monitors == nil && x.held == nil && x.outside == nil)
 }
 
-// reset makes the ended record p the record of the process with ID id,
-// about to start, if its end left it reusable (pfReuse); it reports
-// whether it did. The process gets a record in the state of a new one but
+// reset makes the ended record p the record of the process with ID id
+// and entry point methodID, about to start, if its end left it reusable
+// (pfReuse); it reports whether it did. The entry point is set here,
+// under the lock, for the watchdog, which may read it of a record whose
+// run it saw (see watchdog.report). The process gets a record in the state of a new one but
 // for its state word, Starting until the process is published (see
 // start): the record is in id's slot of the table already, where a new
 // one would not be yet, and that state makes everyone treat it as not
@@ -469,7 +471,7 @@ func (p *proc) reusable() bool {
 // the ID changed (see gone). Only the worker that took id from the free
 // IDs calls it: the record is in id's slot, so nobody else reuses it
 // meanwhile.
-func (p *proc) reset(id uint64) bool {
+func (p *proc) reset(id uint64, methodID uint16) bool {
 	p.mu.Lock()
 	if p.flags&pfReuse == 0 {
 		p.mu.Unlock()
@@ -477,7 +479,7 @@ func (p *proc) reset(id uint64) bool {
 	}
 	p.id.Store(id)
 	p.state.Store(stStarting)
-	p.flags, p.msgs, p.methodID = 0, 0, 0
+	p.flags, p.msgs, p.methodID = 0, 0, methodID
 	p.inbox = eventBuf{} // close emptied it; this clears its bits and hint
 	if p.extra.Load() != nil {
 		p.extra.Store(nil)

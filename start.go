@@ -110,16 +110,16 @@ func (s *Scheduler) unadmit(id uint64, v via, why counterID) {
 // a later process once it has ended (see record).
 func (s *Scheduler) start(id uint64, values context.Context, p Process, method string, input payload.Payloads, awaiter uint64, v via, mailbox *mailboxLimit, handle bool) (*proc, error) {
 	w := v.worker()
-	pr, reused := s.record(id, handle, awaiter != 0, w)
+	mid := s.internMethod(method, w)
+	pr, reused := s.record(id, mid, handle, awaiter != 0, w)
 	if !reused {
 		pr.id.Store(id) // not yet shared: no lock needed
-		pr.node = s.node
+		pr.node, pr.methodID = s.node, mid
 	}
 	pr.impl = p
 	if a := pr.awaited(); a != nil {
 		a.parent = awaiter
 	}
-	pr.methodID = s.internMethod(method, w)
 	if values == context.Background() || values == context.TODO() {
 		values = nil // nothing to look up
 	}
@@ -178,11 +178,11 @@ func (s *Scheduler) start(id uint64, values context.Context, p Process, method s
 // is its own until the process is published), and never for a process
 // with a Handle, which keeps its record.
 // Any goroutine; w is the calling worker, or nil.
-func (s *Scheduler) record(id uint64, handle, awaited bool, w *worker) (p *proc, reused bool) {
+func (s *Scheduler) record(id uint64, methodID uint16, handle, awaited bool, w *worker) (p *proc, reused bool) {
 	kind := s.kindOf(handle, awaited)
 	if w != nil && kind&pkHandle == 0 {
 		if e := s.table.entry(slotOf(id)); e != nil {
-			if old := e.p.Load(); old != nil && old.kind == kind && old.reset(id) {
+			if old := e.p.Load(); old != nil && old.kind == kind && old.reset(id, methodID) {
 				return old, true
 			}
 		}
@@ -283,10 +283,9 @@ func (s *Scheduler) finish(p *proc, v via, result payload.Payload, err error, fo
 	}
 	s.countEnd(v, cCompleted) // last: it may release a Shutdown
 	// The record may be reused (see record) if it ends on a worker, not
-	// forced, without a Handle, never handed to a handler in a Call, and
-	// not on a worker the watchdog watches (which reads the records of
-	// the runs it looks at); close checks the rest.
-	reuse := w != nil && !forced && p.kind&pkHandle == 0 && p.inbox.wbits&wbPinned == 0 && !w.watched.Load()
+	// forced, without a Handle, and was never handed to a handler in a
+	// Call; close checks the rest.
+	reuse := w != nil && !forced && p.kind&pkHandle == 0 && p.inbox.wbits&wbPinned == 0
 	var c closed
 	p.close(&c, result, err, forced, reuse)
 	if n := len(c.unread); n > 0 {

@@ -4,6 +4,8 @@ import (
 	"runtime/metrics"
 	"sync/atomic"
 	"time"
+
+	"github.com/procsched/scheduler/relay"
 )
 
 // watchdog notices steps that take longer than a threshold, as the Go
@@ -104,6 +106,7 @@ type watchSample struct {
 	// The run being watched, if any.
 	run      *proc
 	state    uint64    // its state word without flagWake
+	id       uint64    // the ID of its process, read when the run was first seen
 	runSince time.Time // when that run was first seen
 	rescued  bool      // its worker was marked stalled
 
@@ -211,7 +214,7 @@ func (wd *watchdog) check() (busy bool) {
 		}
 		switch {
 		case p != smp.run || st != smp.state:
-			smp.run, smp.state, smp.runSince, smp.rescued = p, st, now, false
+			smp.run, smp.state, smp.id, smp.runSince, smp.rescued = p, st, p.id.Load(), now, false
 			smp.mark, smp.counted, smp.reported = mark, 0, false
 		case mark != smp.mark:
 			smp.mark, smp.counted, smp.reported = mark, 0, false
@@ -228,7 +231,7 @@ func (wd *watchdog) check() (busy bool) {
 		}
 		if !smp.reported && smp.counted >= wd.threshold {
 			smp.reported = true
-			wd.report(i, p, smp.counted)
+			wd.report(i, p, smp.state, smp.id, smp.counted)
 		}
 	}
 	return busy
@@ -307,13 +310,23 @@ func (wd *watchdog) rescue(w *worker, p *proc, st uint64) {
 
 // report handles a slow step of p on worker i, counted d. Watchdog
 // goroutine only.
-func (wd *watchdog) report(i int, p *proc, d time.Duration) {
+func (wd *watchdog) report(i int, p *proc, st, id uint64, d time.Duration) {
 	wd.slow.Add(1)
+	pid := relay.PID{Node: p.node, ID: id}
+	// The entry point, if the run still goes on: once it has ended, the
+	// record may serve another process (see Scheduler.record), whose
+	// start sets it under the lock.
+	p.mu.Lock()
+	var method string
+	if p.state.Load()&^flagWake == st {
+		method = wd.s.methodOf(p)
+	}
+	p.mu.Unlock()
 	if wd.hook != nil {
-		wd.hook(SlowStepInfo{PID: p.pid(), Method: wd.s.methodOf(p), Worker: i, Duration: d})
+		wd.hook(SlowStepInfo{PID: pid, Method: method, Worker: i, Duration: d})
 	}
 	if l := wd.s.log; l != nil {
-		l.Warn("scheduler: slow step", "pid", p.pid(), "method", wd.s.methodOf(p), "worker", i, "running", d)
+		l.Warn("scheduler: slow step", "pid", pid, "method", method, "worker", i, "running", d)
 	}
 }
 
