@@ -605,10 +605,10 @@ func (w *worker) pushLocal(p *proc) {
 func (w *worker) run(p *proc) {
 	s := w.s
 	var running uint64
-	direct := w.claimed != 0
-	if direct {
-		// Claimed by completeAwaited, its completions in directEvs.
-		running, w.claimed = w.claimed, 0
+	if c := w.claimed; c != 0 {
+		// Claimed by completeAwaited, its completions in directEvs: the
+		// only run that starts with events in hand.
+		running, w.claimed = c, 0
 		w.events, w.directEvs = w.directEvs, w.events[:0]
 	} else {
 		w.runCount++
@@ -632,10 +632,10 @@ func (w *worker) run(p *proc) {
 		w.cur.Store(p)
 	}
 	if s.forcing() {
-		if direct {
-			// The completion it was claimed with goes unread, as it would
+		if n := len(w.events); n > 0 {
+			// The completions it was claimed with go unread, as they would
 			// have in its mailbox.
-			w.countN(cUnread, uint64(len(w.events)))
+			w.countN(cUnread, uint64(n))
 			s.deadUnread(p.pid(), w.events, via{w: w})
 			w.events = w.events[:0]
 		}
@@ -644,7 +644,7 @@ func (w *worker) run(p *proc) {
 	}
 	if p.inbox.wbits&wbStepped == 0 {
 		p.inbox.wbits |= wbStepped // flagged by the claim: see above
-	} else if !direct {
+	} else if len(w.events) == 0 { // not claimed with its events in hand
 		w.events = p.drain(w.events[:0])
 	}
 	// Decided once per run, not per step: whether steps are traced, and
