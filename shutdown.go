@@ -199,8 +199,10 @@ func (s *Scheduler) stopper() {
 	close(s.sd.stopped)
 }
 
-// tryForce completes p as forced if it is not Running or Complete; a
-// Running process is forced by its worker when its step returns (it
+// tryForce completes p as forced if it is not Running or Complete (nor
+// a reused record whose new process runs Init: see stStarting, which its
+// starter publishes, and then cancels, since the scheduler is closing);
+// a Running process is forced by its worker when its step returns (it
 // checks forcing after each step and after each move to a waiting state).
 // Any goroutine; the state CAS makes exactly one party complete a process.
 func (s *Scheduler) tryForce(p *proc) {
