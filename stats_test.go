@@ -156,7 +156,7 @@ func TestStatsWaitingStates(t *testing.T) {
 			}
 			// A parent awaits a child that waits for a message.
 			children := make(chan relay.PID, 1)
-			parent := submit(t, s, &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+			parent := submit(t, s, &probe{step: func(p *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
 				switch {
 				case n == 0:
 					out.Spawn(1, &probe{step: untilMessage}, "run", nil)
@@ -164,10 +164,8 @@ func TestStatsWaitingStates(t *testing.T) {
 					children <- evs[0].From
 					out.SpawnAwait(2, &forkJoin{depth: 6}, "run", nil)
 					out.SpawnAwait(3, &probe{step: untilMessage}, "run", nil)
-				default:
-					if _, ok := completionOf(evs, 3); ok {
-						out.Done(payload.Payload{})
-					}
+				case len(p.EventsOf(sched.EventYieldComplete)) == 3: // the tree's end and the last child's
+					out.Done(payload.Payload{})
 				}
 				return nil
 			}})
