@@ -55,9 +55,9 @@ func TestPendingSetReservesMapsOnce(t *testing.T) {
 // process of that kind the whole step to the next class (16 bytes or
 // more, times a million waiting processes, and more work for the garbage
 // collector), so such a change has to show up here and be decided on.
-// Each record is also allocated through newProc and the bytes the
+// Each record is also allocated through allocProc and the bytes the
 // runtime handed out are counted, which checks that the bound is a real
-// size class and that newProc allocates the record meant.
+// size class and that allocProc allocates the record meant.
 func TestProcSizeClasses(t *testing.T) {
 	end := func(EndInfo) {}
 	cases := []struct {
@@ -87,7 +87,7 @@ func TestProcSizeClasses(t *testing.T) {
 			var before, after runtime.MemStats
 			runtime.ReadMemStats(&before)
 			for i := range keep {
-				keep[i] = s.newProc(c.handle, c.awaited)
+				keep[i] = allocProc(s.kindOf(c.handle, c.awaited))
 			}
 			runtime.ReadMemStats(&after)
 			// Classes this small are at least 16 bytes apart: what else
@@ -118,6 +118,22 @@ func (c *ctxProbe) Init(ctx context.Context, _ string, _ payload.Payloads) error
 func (c *ctxProbe) Step(evs []Event, out *StepOutput) error { return c.step(evs, out) }
 func (c *ctxProbe) Close()                                  {}
 
+// oneAfterOther returns a parent that awaits first, then second, then
+// ends: on one worker, second starts in the slot first ended in.
+func oneAfterOther(first, second Process) stepFunc {
+	return numbered(func(n int, _ []Event, out *StepOutput) error {
+		switch n {
+		case 0:
+			out.SpawnAwait(1, first, "run", nil)
+		case 1:
+			out.SpawnAwait(2, second, "run", nil)
+		default:
+			out.Done(payload.Payload{})
+		}
+		return nil
+	})
+}
+
 // recordKey is the context key of TestRecordReuse's value.
 type recordKey struct{}
 
@@ -141,17 +157,7 @@ func TestRecordReuse(t *testing.T) {
 		}
 		return nil
 	}}
-	parent := numbered(func(n int, evs []Event, out *StepOutput) error {
-		switch n {
-		case 0:
-			out.SpawnAwait(1, first, "run", nil)
-		case 1:
-			out.SpawnAwait(2, second, "run", nil)
-		default:
-			out.Done(payload.Payload{})
-		}
-		return nil
-	})
+	parent := oneAfterOther(first, second)
 	ctx := context.WithValue(context.Background(), recordKey{}, "kept")
 	h, err := s.Submit(ctx, parent, "run", nil)
 	require.NoError(t, err)
@@ -214,17 +220,7 @@ func TestRecordKeptWhenHeld(t *testing.T) {
 		out.Done(payload.Payload{})
 		return nil
 	}}
-	parent := numbered(func(n int, evs []Event, out *StepOutput) error {
-		switch n {
-		case 0:
-			out.SpawnAwait(1, first, "run", nil)
-		case 1:
-			out.SpawnAwait(2, second, "run", nil)
-		default:
-			out.Done(payload.Payload{})
-		}
-		return nil
-	})
+	parent := oneAfterOther(first, second)
 	h, err := s.Submit(t.Context(), parent, "run", nil)
 	require.NoError(t, err)
 	require.NoError(t, waitEnd(t, h))
