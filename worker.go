@@ -70,9 +70,9 @@ type worker struct {
 	// direct is a process that a child's end, on this worker, claimed
 	// for one of the worker's next runs (see completeAwaited), and
 	// directRun the state word of that run: it is Running already, its
-	// events in directEvs. findLocal takes it as it would the next slot,
-	// unless another of its children is on top of the deque (see
-	// siblingFirst). Owner only.
+	// events in directEvs. findLocal returns it as it would the next
+	// slot's, unless another of its children is on top of the deque (see
+	// siblingFirst), and run takes it out. Owner only.
 	direct    *proc
 	directRun uint64
 	// directEvs holds the events direct was claimed with, and those of
@@ -81,9 +81,6 @@ type worker struct {
 	// deferred for. Owner only.
 	directEvs    []Event
 	directDefers int
-	// claimed is the state word of the run that takeDirect handed out,
-	// until run takes it. Owner only.
-	claimed uint64
 	// nextRuns counts processes taken from next in a row; at
 	// maxNextRuns the worker takes from its queue instead, so a pair that
 	// keeps waking each other cannot starve the rest. Owner only.
@@ -362,13 +359,11 @@ func (w *worker) siblingFirst() *proc {
 	return c
 }
 
-// takeDirect empties direct and returns the process it held, for run,
-// which finds its state word in claimed. Owner only.
+// takeDirect returns the process in direct for the worker's next run,
+// which takes it out of direct (see run). Owner only.
 func (w *worker) takeDirect() *proc {
-	p := w.direct
-	w.claimed = w.directRun
-	w.direct, w.directRun, w.directDefers = nil, 0, 0
-	return p
+	w.directDefers = 0
+	return w.direct
 }
 
 // flushHeld moves the processes held during the run that just ended to
@@ -606,10 +601,11 @@ func (w *worker) pushLocal(p *proc) {
 func (w *worker) run(p *proc) {
 	s := w.s
 	var running uint64
-	if c := w.claimed; c != 0 {
+	if p == w.direct {
 		// Claimed by completeAwaited, its completions in directEvs: the
 		// only run that starts with events in hand.
-		running, w.claimed = c, 0
+		running = w.directRun
+		w.direct, w.directRun = nil, 0
 		w.events, w.directEvs = w.directEvs, w.events[:0]
 	} else {
 		w.runCount++
