@@ -392,15 +392,15 @@ func (p *proc) completeFor(ev *Event, seq uint64, cause error, d *directClaim, i
 		}
 		c.held = x.unholdMonitor(seq)
 	}
-	if d != nil && d.held && p.inbox.n == 0 {
-		*d.events = append(*d.events, *ev)
-		p.mu.Unlock()
-		return c, nil
-	}
-	if d != nil && !d.held && p.inbox.n == 0 {
+	if d != nil && p.inbox.n == 0 {
 		// Nobody else can change a waiting state while mu is held but
 		// a shutdown deadline's tryForce; if it wins, the event goes to
 		// the mailbox below and is counted unread at the close.
+		if d.held {
+			*d.events = append(*d.events, *ev)
+			p.mu.Unlock()
+			return c, nil
+		}
 		if st := p.state.Load(); (st == stBlocked || st == stIdle) && p.state.CompareAndSwap(st, d.claim) {
 			*d.events = append(*d.events, *ev)
 			c.woken, d.claimed = st, true
