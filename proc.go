@@ -58,7 +58,7 @@ const (
 	pfReuse                      // with pfClosed: the record may be given to a later process (see reset)
 )
 
-// Bits of proc.kind: what newProc allocated after the proc (see
+// Bits of proc.kind: what allocProc allocated after the proc (see
 // timedProc). Set before the proc is shared and never changed, so read
 // without mu.
 const (
@@ -218,17 +218,11 @@ type procAwait struct {
 	parent uint64 // the parent's PID.ID (its node is the scheduler's)
 }
 
-// newProc allocates a zero proc, with room for its timing when the End
-// hook is set, for its end record when handle is set, and for its
-// parent's yield when awaited is set (see timedProc); its kind says
-// which. handle and awaited are never both set.
-// Any goroutine.
-func (s *Scheduler) newProc(handle, awaited bool) *proc {
-	return allocProc(s.kindOf(handle, awaited))
-}
-
 // kindOf returns the kind (pk* bits) of the record of a process with a
-// Handle if handle is set, awaited by its parent if awaited is set.
+// Handle if handle is set, awaited by its parent if awaited is set:
+// room for its timing when the End hook is set, for its end record with
+// a Handle, and for its parent's yield when awaited (see timedProc).
+// handle and awaited are never both set.
 // Any goroutine.
 func (s *Scheduler) kindOf(handle, awaited bool) uint8 {
 	var kind uint8
@@ -244,7 +238,8 @@ func (s *Scheduler) kindOf(handle, awaited bool) uint8 {
 	return kind
 }
 
-// allocProc allocates a zero proc of kind. Any goroutine.
+// allocProc allocates a zero proc of kind (see kindOf), which its kind
+// field says. Any goroutine.
 func allocProc(kind uint8) *proc {
 	var p *proc
 	switch kind {
@@ -267,7 +262,7 @@ func allocProc(kind uint8) *proc {
 	return p
 }
 
-// timing returns p's timing record. Only for a proc that newProc
+// timing returns p's timing record. Only for a proc that allocProc
 // allocated while the End hook is set: p is then the first field of a
 // timedProc, a timedHandleProc or a timedAwaitedProc, whose timing is at
 // the same offset, so the conversion stays inside that allocation (the
@@ -449,7 +444,7 @@ func (p *proc) close(c *closed, result payload.Payload, err error, forced, reuse
 // limit), not what others reach it by (names, monitors, a call's context,
 // a Done channel, functions to run at the end). The caller (finish) has
 // checked the rest: no Handle, not forced, never handed to a handler in a
-// Call, and not watched. Called with p.mu held, in close.
+// Call. Called with p.mu held, in close.
 func (p *proc) reusable() bool {
 	if p.flags&pfCancelled != 0 {
 		return false
@@ -461,16 +456,16 @@ func (p *proc) reusable() bool {
 
 // reset makes the ended record p the record of the process with ID id
 // and entry point methodID, about to start, if its end left it reusable
-// (pfReuse); it reports whether it did. The entry point is set here,
-// under the lock, for the watchdog, which may read it of a record whose
-// run it saw (see watchdog.report). The process gets a record in the state of a new one but
-// for its state word, Starting until the process is published (see
-// start): the record is in id's slot of the table already, where a new
-// one would not be yet, and that state makes everyone treat it as not
-// there. Callers that found the record by its former ID lock it and find
-// the ID changed (see gone). Only the worker that took id from the free
-// IDs calls it: the record is in id's slot, so nobody else reuses it
-// meanwhile.
+// (pfReuse); it reports whether it did. The process gets a record in the
+// state of a new one but for its state word, Starting until the process
+// is published (see start): the record is in id's slot of the table
+// already, where a new one would not be yet, and that state makes
+// everyone treat it as not there. Callers that found the record by its
+// former ID lock it and find the ID changed (see gone). The entry point
+// is set here, under the lock, for the watchdog, which may read it of a
+// record whose run it saw (see watchdog.report). Only the worker that
+// took id from the free IDs calls it: the record is in id's slot, so
+// nobody else reuses it meanwhile.
 func (p *proc) reset(id uint64, methodID uint16) bool {
 	p.mu.Lock()
 	if p.flags&pfReuse == 0 {

@@ -172,10 +172,10 @@ func (s *Scheduler) start(id uint64, values context.Context, p Process, method s
 // record returns the record for the process about to start as id: the
 // record of the last process in id's slot, when its end left it for
 // reuse (see proc.reset) and it is of the kind needed, else a new one;
-// reused says which. A process that starts and ends on a
-// worker often, as the nodes of a fork-join computation do, then costs no
-// allocation for its record and no work for the garbage collector: the
-// worker's free IDs name the slots it freed last, whose records it ended.
+// reused says which. A process that starts and ends on a worker, as the
+// nodes of a fork-join computation do, then costs no allocation for its
+// record and no work for the garbage collector: the worker's free IDs
+// name the slots it freed last, whose records it ended.
 // Only a worker reuses records (the ID came from its cache, so the slot
 // is its own until the process is published), and never for a process
 // with a Handle, which keeps its record.

@@ -9,8 +9,9 @@ import (
 //
 // Process counts (Live, Submitted, Ended, ...) are exact at the moment
 // each is read, except that Submitted counts a process from the moment
-// it is admitted, while its Init runs, until Init fails. The per-step counters (Steps, Yields, message counts, the
-// work-finding counters, and the Blocked and Idle counts) are kept by each
+// it is admitted, while its Init runs, until Init fails. The per-step
+// counters (Steps, Yields, message counts, the work-finding counters,
+// and the Blocked and Idle counts) are kept by each
 // worker in plain memory and published every 64 scheduling rounds and
 // whenever the worker runs out of local work, so while a worker is busy
 // they may trail by a few dozen steps; once the scheduler is idle they are
