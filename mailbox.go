@@ -467,17 +467,22 @@ func (p *proc) drain(dst []Event) []Event {
 		x.room = nil
 	}
 	if n := int(p.inbox.n); n > 0 {
-		in := p.inbox.events()
-		dst = append(dst, in...)
 		if n == 1 {
-			in[0] = Event{} // the usual case, cheaper than clear
+			// The usual case: one event, copied and cleared as a value,
+			// cheaper than a slice copy and clear.
+			first := p.inbox.first
+			dst = append(dst, *first)
+			*first = Event{}
 		} else {
+			in := p.inbox.events()
+			dst = append(dst, in...)
 			clear(in)
 		}
 		// Keep the buffer for the next batch while it is well used; a
 		// buffer left by a burst that has passed is let go.
-		big := cap(in) > keptInbox
-		if big && n < cap(in)/4 {
+		size := 1 << p.inbox.logCap
+		big := size > keptInbox
+		if big && n < size/4 {
 			p.dropInbox()
 			big = false
 		} else {
