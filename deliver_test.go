@@ -438,3 +438,86 @@ func TestTerminate(t *testing.T) {
 		require.ErrorIs(t, s.Terminate(relay.PID{ID: 1<<32 | 77}), sched.ErrProcessNotFound)
 	})
 }
+
+// TestTellToWaitingProcessCounted: a step's Tell to a waiting process may
+// hand the receiver straight to the sender's worker (the message skips
+// the mailbox); the wake and the message must be counted as any other,
+// or the gauges of waiting processes drift. Two processes bounce a count
+// up to 100, then end: nothing may be left counted as waiting.
+func TestTellToWaitingProcessCounted(t *testing.T) {
+	for _, workers := range []int{1, 2} {
+		t.Run(fmt.Sprintf("workers=%d", workers), func(t *testing.T) {
+			s := newScheduler(t, sched.WithWorkers(workers))
+			bounce := func(p *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+				for _, ev := range evs {
+					if ev.Type != sched.EventMessage {
+						continue
+					}
+					hits, _ := payload.As[int](ev.Result())
+					if hits < 100 {
+						out.Tell(ev.From, hits+1)
+					}
+					if hits >= 99 {
+						out.Done(payload.Of(hits))
+					}
+				}
+				return nil
+			}
+			a := submit(t, s, &probe{step: bounce})
+			b := submit(t, s, &probe{step: bounce})
+			waitState(t, s, a.PID(), sched.StateIdle)
+			waitState(t, s, b.PID(), sched.StateIdle)
+			require.NoError(t, s.Send(relay.Message{From: b.PID(), To: a.PID(), Data: payload.Of(0)}))
+			for _, h := range []sched.Handle{a, b} {
+				_, err := waitEnd(t, s, h)
+				require.NoError(t, err)
+			}
+			eventually(t, "nothing waiting", func() bool {
+				st := s.Stats()
+				return st.Processes.Idle == 0 && st.Processes.Blocked == 0
+			})
+			st := s.Stats()
+			assert.Zero(t, st.Processes.Live)
+			assert.Equal(t, uint64(101), st.Messages.Accepted, "accepted messages: the outside one and 100 Tells")
+		})
+	}
+}
+
+// TestTellClaimedReceiverNotKeptWaiting: a step whose last Tell claimed
+// a waiting receiver for its worker must not step again before the
+// receiver has run, even if an event arrived for it meanwhile: the
+// receiver would sit Running on a worker busy with something else.
+// Here the sender's step Tells itself first, so that an event is
+// waiting when it settles; its second step, on the only worker, looks
+// at the receiver, which must not be Running then.
+func TestTellClaimedReceiverNotKeptWaiting(t *testing.T) {
+	for range 20 {
+		s := newScheduler(t, sched.WithWorkers(1))
+		receiver := submit(t, s, &probe{step: untilMessage})
+		waitState(t, s, receiver.PID(), sched.StateIdle)
+		seen := make(chan sched.State, 1)
+		sender := submit(t, s, &probe{step: func(p *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+			switch n {
+			case 0:
+				out.Tell(out.Self(), "again")
+				out.Tell(receiver.PID(), "hi") // last: may claim the receiver
+			default:
+				state := sched.State(0) // the receiver ended: not in the list
+				for _, info := range s.Processes() {
+					if info.PID == receiver.PID() {
+						state = info.State
+					}
+				}
+				seen <- state
+				out.Done(payload.Payload{})
+			}
+			return nil
+		}})
+		assert.NotEqual(t, sched.StateRunning, receive(t, seen, "the receiver's state"),
+			"the sender stepped again while the receiver it claimed waited")
+		for _, h := range []sched.Handle{receiver, sender} {
+			_, err := waitEnd(t, s, h)
+			require.NoError(t, err)
+		}
+	}
+}

@@ -189,7 +189,11 @@ func (w *worker) dispatch(p *proc) {
 		y := &ys[i]
 		switch y.kind {
 		case yieldTell:
-			w.tell(p, y.to, y.arg)
+			if i == len(ys)-1 && w.tellClaim {
+				w.tellDirect(p, y.to, y.arg)
+			} else {
+				w.tell(p, y.to, y.arg)
+			}
 		case yieldSpawn, yieldSpawnAwait:
 			child, _ := y.arg.(Process)
 			w.spawn(p, y, child)
@@ -448,6 +452,45 @@ func (w *worker) tell(p *proc, to relay.PID, msg any) {
 		var ev Event
 		ev.setMessage(msg, err, to)
 		_, _ = p.push(&ev, p.id.Load())
+	}
+}
+
+// tellDirect is tell for the last yield of a step after which p waits:
+// a receiver of this node that waits with an empty mailbox is claimed
+// for this worker's next run, as completeAwaited claims a parent, with
+// the message in its batch, when the worker would take a process from
+// its next slot at its next tick anyway. The message then skips the
+// receiver's mailbox, and the receiver the trip through the next slot
+// and the claim and drain of its run. Otherwise it is tell. Worker only,
+// with p Running.
+func (w *worker) tellDirect(p *proc, to relay.PID, msg any) {
+	s := w.s
+	if w.direct != nil || to.Node != s.node || s.limits.Load() || s.phase.Load() == phaseStopped || !w.mayRunDirect() {
+		w.tell(p, to, msg)
+		return
+	}
+	r := s.table.lookup(to.ID)
+	if r == nil {
+		w.tell(p, to, msg)
+		return
+	}
+	running := stRunning | uint64(w.id)<<workerShift | (w.runCount+1)<<runShift
+	woken, claimed, err := r.pushMessageClaim(msg, p.pid(), to.ID, running, &w.directEvs)
+	if err != nil {
+		w.tell(p, to, msg)
+		return
+	}
+	w.count(cSent)
+	w.ctr.n[cAccepted]++
+	if claimed {
+		w.runCount++
+		w.direct, w.directRun = r, running
+		w.tellClaimed = true
+		w.countWoken(woken)
+		return
+	}
+	if woken != 0 {
+		w.wokeNext(r, woken)
 	}
 }
 

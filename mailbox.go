@@ -135,6 +135,42 @@ func (p *proc) pushMessage(data any, from relay.PID, limit mailboxLimit, wait bo
 	return woken, evicted, nil, nil
 }
 
+// pushMessageClaim is pushMessage without a mailbox limit for a message
+// from a step on worker w, which hands the receiver straight to w when
+// it can: if p is Blocked or Idle with an empty mailbox, it is not made
+// Ready but claimed at once with the state word claim, the message the
+// only event of its batch, appended to events (see worker.tellDirect);
+// claimed reports that it was. Otherwise the message is queued as
+// pushMessage queues it. Worker only, for the worker whose run claim and
+// events are.
+func (p *proc) pushMessageClaim(data any, from relay.PID, id, claim uint64, events *[]Event) (woken uint64, claimed bool, err error) {
+	p.mu.Lock()
+	if p.gone(id) {
+		p.mu.Unlock()
+		return 0, false, ErrProcessNotFound
+	}
+	if p.inbox.n == 0 {
+		// As in completeFor: only a shutdown deadline's tryForce changes
+		// a waiting state while mu is held; if it wins, the message goes
+		// to the mailbox below and is counted unread at the close.
+		if st := p.state.Load(); (st == stBlocked || st == stIdle) && p.state.CompareAndSwap(st, claim) {
+			*events = append(*events, Event{})
+			ev := &(*events)[len(*events)-1]
+			ev.Type, ev.From = EventMessage, from
+			ev.setData(data)
+			p.mu.Unlock()
+			return st, true, nil
+		}
+	}
+	ev := p.newSlot()
+	ev.Type, ev.From = EventMessage, from
+	ev.setData(data)
+	p.msgs++
+	woken = p.markRunnable()
+	p.mu.Unlock()
+	return woken, false, nil
+}
+
 // eventBuf is a process's mailbox buffer, with a few small fields of the
 // process that fit in what would otherwise be padding. It holds what a
 // []Event would, in 16 bytes instead of 24, which keeps the proc in the

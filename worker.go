@@ -53,6 +53,15 @@ type worker struct {
 	// holding says that the step being dispatched asked to continue, so
 	// the processes it wakes go to held. Owner only.
 	holding bool
+	// tellClaim says that the process whose step is being dispatched
+	// waits after it: its last Tell may claim the receiver (see
+	// tellDirect). Owner only.
+	tellClaim bool
+	// tellClaimed says that the run going on claimed the receiver of its
+	// last Tell (see tellDirect): if the process gets events meanwhile,
+	// it goes to the next slot rather than stepping again while the
+	// receiver waits claimed. Owner only.
+	tellClaimed bool
 	// later holds a process that used up its step budget while others
 	// were queued on this worker: it waits behind them (see requeue)
 	// until laterDue or until the queue is empty, and then goes to the
@@ -601,6 +610,7 @@ func (w *worker) pushLocal(p *proc) {
 func (w *worker) run(p *proc) {
 	s := w.s
 	var running uint64
+	w.tellClaimed = false
 	if p == w.direct {
 		// Claimed by completeAwaited, its completions in directEvs: the
 		// only run that starts with events in hand.
@@ -673,8 +683,9 @@ func (w *worker) run(p *proc) {
 		// A process that continues holds what its step wakes until its
 		// run ends (see held).
 		w.holding = status == statusContinue
+		w.tellClaim = err == nil && status == statusWait
 		w.dispatch(p)
-		w.holding = false
+		w.holding, w.tellClaim = false, false
 		if err != nil {
 			w.end(p, payload.Payload{}, err)
 			return
@@ -727,7 +738,14 @@ func (w *worker) run(p *proc) {
 		if w.settle(p, running, next) {
 			return
 		}
-		// Events arrived: step again, within the budget.
+		// Events arrived: step again, within the budget, unless the step
+		// claimed the receiver of its Tell, which then runs first.
+		if w.tellClaimed {
+			w.tellClaimed = false
+			p.state.Store(stReady)
+			w.readyNext(p)
+			return
+		}
 		if steps >= s.stepBudget {
 			w.requeue(p)
 			return
