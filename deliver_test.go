@@ -521,3 +521,57 @@ func TestTellClaimedReceiverNotKeptWaiting(t *testing.T) {
 		}
 	}
 }
+
+// TestTellClaimedReceiverRunsBeforeItsChildren: a receiver that a step's
+// Tell claims runs next, even when children it awaits are on top of the
+// worker's deque, which a parent claimed by a child's end would let run
+// first. The receiver spawns five children and tells a second process,
+// which the worker runs before them (from its next slot) and which
+// answers: the receiver's next batch must hold the answer, not the
+// answer and the five children's ends.
+func TestTellClaimedReceiverRunsBeforeItsChildren(t *testing.T) {
+	doneAtOnce := func(_ *probe, _ int, _ []sched.Event, out *sched.StepOutput) error {
+		out.Done(payload.Payload{})
+		return nil
+	}
+	for range 20 {
+		s := newScheduler(t, sched.WithWorkers(1))
+		answerer := submit(t, s, &probe{step: func(p *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+			for _, ev := range evs {
+				switch {
+				case ev.Type != sched.EventMessage:
+				case ev.From.IsZero(): // from the test: the end
+					out.Done(payload.Payload{})
+				default:
+					out.Tell(ev.From, "answer") // the step's last yield, and it waits
+				}
+			}
+			return nil
+		}})
+		waitState(t, s, answerer.PID(), sched.StateIdle)
+		batches := make(chan []sched.Event, 10)
+		receiver := submit(t, s, &probe{step: func(p *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+			if n == 0 {
+				for tag := range uint64(5) {
+					out.SpawnAwait(tag+1, &probe{step: doneAtOnce}, "run", nil)
+				}
+				out.Tell(answerer.PID(), "question")
+				return nil
+			}
+			batches <- append([]sched.Event(nil), evs...)
+			if len(p.EventsOf(sched.EventYieldComplete)) == 5 && len(p.EventsOf(sched.EventMessage)) == 1 {
+				out.Done(payload.Payload{})
+			}
+			return nil
+		}})
+		first := receive(t, batches, "the receiver's second batch")
+		require.NotEmpty(t, first)
+		assert.Equal(t, sched.EventMessage, first[0].Type, "the answer comes first")
+		assert.LessOrEqual(t, len(first), 2, "its children ran before the receiver claimed by the answer: %v", first)
+		require.NoError(t, s.Tell(answerer.PID(), "bye"))
+		for _, h := range []sched.Handle{answerer, receiver} {
+			_, err := waitEnd(t, s, h)
+			require.NoError(t, err)
+		}
+	}
+}

@@ -485,6 +485,7 @@ func (w *worker) tellDirect(p *proc, to relay.PID, msg any) {
 	if claimed {
 		w.runCount++
 		w.direct, w.directRun = r, running
+		w.directDefers = maxDirectDefers // it runs next: no child of its goes first (see siblingFirst)
 		w.tellClaimed = true
 		w.countWoken(woken)
 		return
