@@ -73,7 +73,7 @@ type ProcessStats struct {
 
 // MessageStats counts messages.
 type MessageStats struct {
-	Accepted uint64 `json:"accepted"` // queued in a mailbox
+	Accepted uint64 `json:"accepted"` // accepted for delivery: queued in a mailbox, or handed over with the receiver
 	Dropped  uint64 `json:"dropped"`  // dropped by a full mailbox's policy (new or old)
 	Rejected uint64 `json:"rejected"` // refused by a full mailbox (MailboxReject)
 	Sent     uint64 `json:"sent"`     // told by processes (StepOutput.Tell)
@@ -230,7 +230,7 @@ const (
 	cForwarded     // messages handed to the transport
 	cRequeues      // processes put behind others after their step budget
 	cCancelled     // pending yields cancelled by their process
-	cAccepted      // messages queued in a mailbox
+	cAccepted      // messages accepted for delivery (queued in a mailbox or handed over with the receiver)
 	cDropped       // messages dropped by a full mailbox's policy
 	cMsgRejected   // messages refused by a full mailbox
 	cBlockedOut    // processes woken from Blocked (before cBlockedIn: see above)
