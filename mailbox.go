@@ -135,14 +135,14 @@ func (p *proc) pushMessage(data any, from relay.PID, limit mailboxLimit, wait bo
 	return woken, evicted, nil, nil
 }
 
-// pushMessageClaim is pushMessage without a mailbox limit for a message
-// from a step on worker w, which hands the receiver straight to w when
-// it can: if p is Blocked or Idle with an empty mailbox, it is not made
-// Ready but claimed at once with the state word claim, the message the
-// only event of its batch, appended to events (see worker.tellDirect);
-// claimed reports that it was. Otherwise the message is queued as
-// pushMessage queues it. Worker only, for the worker whose run claim and
-// events are.
+// pushMessageClaim is pushMessage, without a mailbox limit, for a
+// message from a step, which hands the receiver straight to the calling
+// worker when it can: if p is Blocked or Idle with an empty mailbox, it
+// is not made Ready but claimed at once with the state word claim, the
+// message the only event of its batch, appended to events (see
+// worker.tellDirect); claimed reports that it was. Otherwise the
+// message is queued as pushMessage queues it. Worker only: claim is a
+// run of the calling worker and events its batch.
 func (p *proc) pushMessageClaim(data any, from relay.PID, id, claim uint64, events *[]Event) (woken uint64, claimed bool, err error) {
 	p.mu.Lock()
 	if p.gone(id) {
