@@ -377,13 +377,18 @@ func countStripe() int {
 	return int(x * 0x9E3779B97F4A7C15 >> 60) // the top 4 bits: one of 16
 }
 
-// flush publishes the worker's plain counters. Owner only.
+// flush publishes the worker's plain counters, storing only those that
+// changed: an atomic store is a locked instruction, and most of the
+// counters (steals, drops, forwards...) stay put between two flushes.
+// Owner only.
 func (w *worker) flush() {
 	w.beat.Store(w.runCount)
 	if w.s.hooks.End != nil {
 		w.s.tick() // only the End hook reads the clock often enough to need the workers' ticks
 	}
 	for c := numEager; c < numCounters; c++ {
-		w.ctr.pub[c].Store(w.ctr.n[c])
+		if n := w.ctr.n[c]; w.ctr.pub[c].Load() != n {
+			w.ctr.pub[c].Store(n)
+		}
 	}
 }
