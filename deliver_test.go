@@ -575,3 +575,51 @@ func TestTellClaimedReceiverRunsBeforeItsChildren(t *testing.T) {
 		}
 	}
 }
+
+// TestClaimedProcessNeverWaitsForAnotherStep: on one worker, a pair that
+// bounces a message claims each process for the worker's next run, past
+// the next slot's three turns in a row while nothing else is queued on
+// the worker. Processes submitted meanwhile, which come through the
+// global queue, must not run while one of the pair waits claimed: at
+// their step, no other process may be Running.
+func TestClaimedProcessNeverWaitsForAnotherStep(t *testing.T) {
+	s := newScheduler(t, sched.WithWorkers(1))
+	bounce := func(p *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+		for _, ev := range evs {
+			switch ev.Type {
+			case sched.EventMessage:
+				out.Tell(ev.From, 1)
+			case sched.EventCancel:
+				out.Done(payload.Payload{})
+			}
+		}
+		return nil
+	}
+	a := submit(t, s, &probe{step: bounce})
+	b := submit(t, s, &probe{step: bounce})
+	waitState(t, s, a.PID(), sched.StateIdle)
+	waitState(t, s, b.PID(), sched.StateIdle)
+	require.NoError(t, s.Send(relay.Message{From: b.PID(), To: a.PID(), Data: payload.Of(1)}))
+	for range 200 {
+		others := make(chan []relay.PID, 1)
+		c := submit(t, s, &probe{step: func(p *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+			var running []relay.PID
+			for _, info := range s.Processes() {
+				if info.State == sched.StateRunning && info.PID != p.self {
+					running = append(running, info.PID)
+				}
+			}
+			others <- running
+			out.Done(payload.Payload{})
+			return nil
+		}})
+		assert.Empty(t, receive(t, others, "the submitted process's step"), "processes Running beside the one stepping")
+		_, err := waitEnd(t, s, c)
+		require.NoError(t, err)
+	}
+	for _, h := range []sched.Handle{a, b} {
+		require.NoError(t, s.Terminate(h.PID()))
+		_, err := waitEnd(t, s, h)
+		require.NoError(t, err)
+	}
+}

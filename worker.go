@@ -330,11 +330,16 @@ func (w *worker) findLocal() *proc {
 		return p
 	}
 	w.releaseLater() // nothing is left to wait behind
+	if w.direct != nil {
+		// Past the next slot's run of turns, with nothing else queued
+		// here: the claimed process goes before the global queue, which
+		// had its turn due within the last globalCheckInterval ticks
+		// (see mayRunDirect), so that it never waits claimed for another
+		// process's step.
+		return w.takeDirect()
+	}
 	if p := w.popGlobal(); p != nil {
 		return p
-	}
-	if w.direct != nil { // past the next slot's run of turns
-		return w.takeDirect()
 	}
 	return nil
 }
@@ -807,9 +812,10 @@ func (w *worker) completeAwaited(parent uint64, ev *Event, seq uint64) {
 // mayRunDirect reports whether findLocal, at the next tick, would take a
 // process from the next slot before anything else: not a tick for the
 // global queue or the own queue's oldest, no timer or later slot due,
-// and the next slot's run of turns not used up. If not, the parent goes
-// to the next slot instead, where a worker that the watchdog finds
-// stalled can lose it to another. Owner only.
+// and the next slot's run of turns not used up, or used up with nothing
+// else queued on the worker. If not, the parent goes to the next slot
+// instead, where a worker that the watchdog finds stalled can lose it
+// to another. Owner only.
 func (w *worker) mayRunDirect() bool {
 	if raceSkipNext(w) {
 		return false
@@ -821,7 +827,13 @@ func (w *worker) mayRunDirect() bool {
 	if w.s.unfair {
 		return true
 	}
-	return w.nextRuns < maxNextRuns && !w.checkGlobal && t%globalCheckInterval != 0 && t%ownQueueInterval != globalCheckInterval/2
+	if w.checkGlobal || t%globalCheckInterval == 0 || t%ownQueueInterval == globalCheckInterval/2 {
+		return false
+	}
+	// Past the next slot's run of turns only while nothing else is
+	// queued on this worker, which that run would keep waiting; findLocal
+	// then runs the claimed process before the global queue.
+	return w.nextRuns < maxNextRuns || (w.dq.Len() == 0 && w.next.Load() == nil && w.held.Len() == 0)
 }
 
 // settle moves the Running process p (whose state word without flagWake
