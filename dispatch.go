@@ -456,13 +456,13 @@ func (w *worker) tell(p *proc, to relay.PID, msg any) {
 }
 
 // tellDirect is tell for the last yield of a step after which p waits:
-// a receiver of this node that waits with an empty mailbox is claimed
-// for this worker's next run, as completeAwaited claims a parent, with
-// the message in its batch, when the worker would take a process from
-// its next slot at its next tick anyway. The message then skips the
-// receiver's mailbox, and the receiver the trip through the next slot
-// and the claim and drain of its run. Otherwise it is tell. Worker only,
-// with p Running.
+// a receiver of this node that waits is claimed for this worker's next
+// run, as completeAwaited claims a parent, with the message in its
+// batch, when the worker would take a process from its next slot at its
+// next tick anyway. The message then skips the receiver's mailbox and
+// lock, and the receiver the trip through the next slot and the claim
+// and drain of its run. Otherwise it is tell. Worker only, with p
+// Running.
 func (w *worker) tellDirect(p *proc, to relay.PID, msg any) {
 	s := w.s
 	if w.direct != nil || to.Node != s.node || s.limits.Load() || s.phase.Load() == phaseStopped || !w.mayRunDirect() {
@@ -475,24 +475,32 @@ func (w *worker) tellDirect(p *proc, to relay.PID, msg any) {
 		return
 	}
 	running := stRunning | uint64(w.id)<<workerShift | (w.runCount+1)<<runShift
-	woken, claimed, err := r.pushMessageClaim(msg, p.pid(), to.ID, running, &w.directEvs)
-	if err != nil {
+	woken, claimed, requeue := r.claimWaiting(to.ID, running)
+	if !claimed {
+		if requeue {
+			// Another process in the record, woken while claimed by
+			// mistake: it is queued as its waker would have queued it.
+			w.wokeNext(r, woken)
+		}
+		if s.forcing() {
+			// A shutdown deadline's walk may have passed it while it
+			// was claimed.
+			s.tryForce(r)
+		}
 		w.tell(p, to, msg)
 		return
 	}
+	w.directEvs = append(w.directEvs, Event{})
+	ev := &w.directEvs[len(w.directEvs)-1]
+	ev.Type, ev.From = EventMessage, p.pid()
+	ev.setData(msg)
 	w.count(cSent)
 	w.ctr.n[cAccepted]++
-	if claimed {
-		w.runCount++
-		w.direct, w.directRun = r, running
-		w.directDefers = maxDirectDefers // it runs next: no child of its goes first (see siblingFirst)
-		w.tellClaimed = true
-		w.countWoken(woken)
-		return
-	}
-	if woken != 0 {
-		w.wokeNext(r, woken)
-	}
+	w.runCount++
+	w.direct, w.directRun = r, running
+	w.directDefers = maxDirectDefers // it runs next: no child of its goes first (see siblingFirst)
+	w.tellClaimed = true
+	w.countWoken(woken)
 }
 
 // spawn is the built-in spawn yield y of p, starting child and queueing

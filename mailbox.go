@@ -135,40 +135,34 @@ func (p *proc) pushMessage(data any, from relay.PID, limit mailboxLimit, wait bo
 	return woken, evicted, nil, nil
 }
 
-// pushMessageClaim is pushMessage, without a mailbox limit, for a
-// message from a step, which hands the receiver straight to the calling
-// worker when it can: if p is Blocked or Idle with an empty mailbox, it
-// is not made Ready but claimed at once with the state word claim, the
-// message the only event of its batch, appended to events (see
-// worker.tellDirect); claimed reports that it was. Otherwise the
-// message is queued as pushMessage queues it. Worker only: claim is a
-// run of the calling worker and events its batch.
-func (p *proc) pushMessageClaim(data any, from relay.PID, id, claim uint64, events *[]Event) (woken uint64, claimed bool, err error) {
-	p.mu.Lock()
-	if p.gone(id) {
-		p.mu.Unlock()
-		return 0, false, ErrProcessNotFound
+// claimWaiting claims p, which the caller found by the ID id, for a run
+// of the calling worker with the state word claim, if p waits (Blocked
+// or Idle), and reports the state it left. It takes no lock: a process
+// waits only with an empty mailbox (whoever queues an event makes it
+// Ready under its lock, and a run lets it wait only if no event came
+// since its last drain), so the claim needs no look at the mailbox, and
+// the compare-and-swap alone decides between the claimer, a sender
+// queueing an event at the same time (which then finds it Running and
+// flags it: its event waits in the mailbox for the next step) and a
+// shutdown deadline's tryForce. A record that holds another process
+// than id when it is claimed (the one looked up ended and its record
+// went to a later process, which waits too) is given back: to the state
+// it had, or, if events reached it meanwhile, Ready, and requeue asks
+// the caller to queue it (woken is then the state it left). Worker only.
+func (p *proc) claimWaiting(id, claim uint64) (woken uint64, claimed, requeue bool) {
+	st := p.state.Load()
+	if (st != stBlocked && st != stIdle) || !p.state.CompareAndSwap(st, claim) {
+		return 0, false, false
 	}
-	if p.inbox.n == 0 {
-		// As in completeFor: only a shutdown deadline's tryForce changes
-		// a waiting state while mu is held; if it wins, the message goes
-		// to the mailbox below and is counted unread at the close.
-		if st := p.state.Load(); (st == stBlocked || st == stIdle) && p.state.CompareAndSwap(st, claim) {
-			*events = append(*events, Event{})
-			ev := &(*events)[len(*events)-1]
-			ev.Type, ev.From = EventMessage, from
-			ev.setData(data)
-			p.mu.Unlock()
-			return st, true, nil
-		}
+	if p.id.Load() == id {
+		return st, true, false
 	}
-	ev := p.newSlot()
-	ev.Type, ev.From = EventMessage, from
-	ev.setData(data)
-	p.msgs++
-	woken = p.markRunnable()
-	p.mu.Unlock()
-	return woken, false, nil
+	// Only the claimer ends a claim but for the flag of an event.
+	if !p.state.CompareAndSwap(claim, st) {
+		p.state.Store(stReady)
+		return st, false, true
+	}
+	return 0, false, false
 }
 
 // eventBuf is a process's mailbox buffer, with a few small fields of the

@@ -78,3 +78,37 @@ func TestMailboxBufferGrowsInOrder(t *testing.T) {
 	}
 	require.Panics(t, func() { new(eventBuf).setBuffer(make([]Event, 0, 3)) }, "a buffer of 3 events")
 }
+
+// TestClaimWaitingGivesBackAnotherProcess: a claim that finds the record
+// holding another process than the one looked up (its record went to a
+// later process, which waits too) gives the record back as it was: the
+// later process is not claimed, keeps its waiting state, and is not
+// queued; a process that does not wait is not claimed at all.
+func TestClaimWaitingGivesBackAnotherProcess(t *testing.T) {
+	const id, later = 7, 7 | 1<<32 // the same slot, the next generation
+	claim := stRunning | 1<<workerShift | 5<<runShift
+	for _, st := range []uint64{stIdle, stBlocked} {
+		p := new(proc)
+		p.id.Store(later)
+		p.state.Store(st)
+		woken, claimed, requeue := p.claimWaiting(id, claim)
+		require.False(t, claimed, "claimed the later process")
+		require.False(t, requeue, "queued a process that got no event")
+		require.Zero(t, woken)
+		require.Equal(t, st, p.state.Load(), "the later process's state")
+
+		woken, claimed, requeue = p.claimWaiting(later, claim)
+		require.True(t, claimed, "the process looked up, waiting, is claimed")
+		require.False(t, requeue)
+		require.Equal(t, st, woken)
+		require.Equal(t, claim, p.state.Load())
+	}
+	for _, st := range []uint64{stReady, stRunning | 2<<workerShift, stEnded, stStarting} {
+		p := new(proc)
+		p.id.Store(id)
+		p.state.Store(st)
+		_, claimed, requeue := p.claimWaiting(id, claim)
+		require.False(t, claimed || requeue, "state %#x", st)
+		require.Equal(t, st, p.state.Load())
+	}
+}
