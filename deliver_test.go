@@ -623,3 +623,92 @@ func TestClaimedProcessNeverWaitsForAnotherStep(t *testing.T) {
 		require.NoError(t, err)
 	}
 }
+
+// tokenMsg is a token passed round a ring, at hop hop.
+type tokenMsg struct{ token, hop int }
+
+// seqMsg is a numbered message from the test's own goroutine.
+type seqMsg struct{ seq int }
+
+// TestTellsExactlyOnceInOrderWhileClaimed: tokens passed round a ring of
+// processes, each pass a step's last Tell (which claims a waiting
+// receiver for the worker's next run), while the test's goroutine sends
+// numbered messages to the same processes: every token reaches every hop
+// exactly once and in turn, and every process gets the numbered messages
+// exactly once and in the order sent.
+func TestTellsExactlyOnceInOrderWhileClaimed(t *testing.T) {
+	const ring, tokens, hops, outside = 16, 8, 2000, 4000
+	for _, workers := range []int{1, 2, 4} {
+		t.Run(fmt.Sprintf("workers=%d", workers), func(t *testing.T) {
+			s := newScheduler(t, sched.WithWorkers(workers))
+			var (
+				mu       sync.Mutex
+				problems []string
+				nextHop  [tokens]int // the hop each token must arrive at next
+				lastSeq  [ring]int   // the last numbered message each process got
+				finished = make(chan int, tokens)
+				got      = make(chan struct{}, outside)
+			)
+			pids := make([]relay.PID, ring)
+			handles := make([]sched.Handle, ring)
+			for i := range ring {
+				i := i
+				lastSeq[i] = -1
+				handles[i] = submit(t, s, &probe{step: func(p *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+					for _, ev := range evs {
+						switch m := ev.Data.(type) {
+						case tokenMsg:
+							mu.Lock()
+							if m.hop != nextHop[m.token] || (m.token+m.hop)%ring != i {
+								problems = append(problems, fmt.Sprintf("token %d: hop %d at process %d, want hop %d", m.token, m.hop, i, nextHop[m.token]))
+							}
+							nextHop[m.token] = m.hop + 1
+							mu.Unlock()
+							if m.hop+1 == hops {
+								finished <- m.token
+							} else {
+								out.Tell(pids[(i+1)%ring], tokenMsg{m.token, m.hop + 1})
+							}
+						case seqMsg:
+							mu.Lock()
+							if m.seq <= lastSeq[i] {
+								problems = append(problems, fmt.Sprintf("process %d: message %d after %d", i, m.seq, lastSeq[i]))
+							}
+							lastSeq[i] = m.seq
+							mu.Unlock()
+							got <- struct{}{}
+						}
+						if ev.Type == sched.EventCancel {
+							out.Done(payload.Payload{})
+						}
+					}
+					return nil
+				}})
+				pids[i] = handles[i].PID()
+			}
+			for i := range ring {
+				waitState(t, s, pids[i], sched.StateIdle)
+			}
+			for k := range tokens {
+				require.NoError(t, s.Tell(pids[k%ring], tokenMsg{k, 0}))
+			}
+			for q := range outside {
+				require.NoError(t, s.Tell(pids[q*7%ring], seqMsg{q}))
+			}
+			for range tokens {
+				receive(t, finished, "a token's last hop")
+			}
+			for range outside {
+				receive(t, got, "a numbered message")
+			}
+			mu.Lock()
+			assert.Empty(t, problems)
+			mu.Unlock()
+			for _, h := range handles {
+				require.NoError(t, s.Terminate(h.PID()))
+				_, err := waitEnd(t, s, h)
+				require.NoError(t, err)
+			}
+		})
+	}
+}
