@@ -652,7 +652,6 @@ func TestTellsExactlyOnceInOrderWhileClaimed(t *testing.T) {
 			pids := make([]relay.PID, ring)
 			handles := make([]sched.Handle, ring)
 			for i := range ring {
-				i := i
 				lastSeq[i] = -1
 				handles[i] = submit(t, s, &probe{step: func(p *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
 					for _, ev := range evs {
