@@ -76,12 +76,13 @@ type worker struct {
 	// nothing waits there, so that findLocal's look costs a comparison.
 	// Owner only.
 	laterDue uint64
-	// direct is a process that a child's end, on this worker, claimed
-	// for one of the worker's next runs (see completeAwaited), and
-	// directRun the state word of that run: it is Running already, its
-	// events in directEvs. findLocal returns it as it would the next
-	// slot's, unless another of its children is on top of the deque (see
-	// siblingFirst), and run takes it out. Owner only.
+	// direct is a process claimed for one of the worker's next runs, by
+	// the end of a child of its on this worker (see completeAwaited) or
+	// by a step's last Tell (see tellDirect), and directRun the state
+	// word of that run: it is Running already, its events in directEvs.
+	// findLocal returns it as it would the next slot's, unless another
+	// of its children is on top of the deque (see siblingFirst), and run
+	// takes it out. Owner only.
 	direct    *proc
 	directRun uint64
 	// directEvs holds the events direct was claimed with, and those of
@@ -617,8 +618,8 @@ func (w *worker) run(p *proc) {
 	var running uint64
 	w.tellClaimed = false
 	if p == w.direct {
-		// Claimed by completeAwaited, its completions in directEvs: the
-		// only run that starts with events in hand.
+		// Claimed by completeAwaited or tellDirect, its events in
+		// directEvs: the only run that starts with events in hand.
 		running = w.directRun
 		w.direct, w.directRun = nil, 0
 		w.events, w.directEvs = w.directEvs, w.events[:0]
