@@ -175,8 +175,11 @@ func setHandler(hs []Handler, cmd CommandID, h Handler) []Handler {
 }
 
 // dispatch carries out the yields of the step that just ran for p, in
-// order. Worker only, with p Running.
-func (w *worker) dispatch(p *proc) {
+// order; waits says that p waits after the step (it neither continues
+// nor ends, and the step did not fail), so that its last Tell may hand
+// the receiver to this worker (see tell). Worker only, with p
+// Running.
+func (w *worker) dispatch(p *proc, waits bool) {
 	ys := w.out.yields
 	if len(ys) == 0 {
 		return
@@ -189,11 +192,7 @@ func (w *worker) dispatch(p *proc) {
 		y := &ys[i]
 		switch y.kind {
 		case yieldTell:
-			if i == len(ys)-1 && w.tellClaim {
-				w.tellDirect(p, y.to, y.arg)
-			} else {
-				w.tell(p, y.to, y.arg)
-			}
+			w.tell(p, y.to, y.arg, waits && i == len(ys)-1)
 		case yieldSpawn, yieldSpawnAwait:
 			child, _ := y.arg.(Process)
 			w.spawn(p, y, child)
@@ -213,7 +212,7 @@ func (w *worker) dispatch(p *proc) {
 				ev.setMessage(y.arg, err, relay.PID{})
 				_, _ = p.push(&ev, p.id.Load())
 			} else {
-				w.tell(p, to, y.arg)
+				w.tell(p, to, y.arg, false)
 			}
 		case yieldMonitor:
 			if seq := w.registerWithin(p, y, w.newSeq()); seq != 0 {
@@ -435,12 +434,40 @@ func (w *worker) cancelYield(p *proc, tag uint64) {
 // the others need, and it is most of what a Tell costs. Anything else,
 // including a receiver found closed, takes the full path, which does it
 // again from the start and gives the error; the short path queued
-// nothing, so the message is neither lost nor doubled.
-func (w *worker) tell(p *proc, to relay.PID, msg any) {
+// nothing, so the message is neither lost nor doubled. With claim (the
+// last yield of a step after which p waits), the short path first tries
+// to claim a waiting receiver for this worker's next run, as
+// completeAwaited claims a parent, when the worker would take a process
+// from its next slot at its next tick anyway (see mayRunDirect), and
+// hands it the message.
+func (w *worker) tell(p *proc, to relay.PID, msg any, claim bool) {
 	w.count(cSent)
 	s := w.s
 	if to.Node == s.node && !s.limits.Load() && s.phase.Load() != phaseStopped {
 		if r := s.table.lookup(to.ID); r != nil {
+			if claim && w.direct == nil && w.mayRunDirect() {
+				run := w.nextRunWord()
+				woken, claimed, gaveBack := r.claimWaiting(to.ID, run)
+				if claimed {
+					// Its batch holds the message: it skips the mailbox
+					// and lock, and the receiver the trip through the next
+					// slot and the claim and drain of its run.
+					w.directEvs = append(w.directEvs, Event{})
+					ev := &w.directEvs[len(w.directEvs)-1]
+					ev.Type, ev.From = EventMessage, p.pid()
+					ev.setData(msg)
+					w.ctr.n[cAccepted]++
+					w.runCount++
+					w.direct, w.directRun = r, run
+					w.directDefers = maxDirectDefers // it runs next: no child of its goes first (see siblingFirst)
+					w.tellClaimed = true
+					w.countWoken(woken)
+					return
+				}
+				if gaveBack {
+					w.gaveBack(r, woken)
+				}
+			}
 			if woken, _, _, err := r.pushMessage(msg, p.pid(), mailboxLimit{}, false, to.ID); err == nil {
 				w.accepted(r, woken)
 				return
@@ -455,52 +482,18 @@ func (w *worker) tell(p *proc, to relay.PID, msg any) {
 	}
 }
 
-// tellDirect is tell for the last yield of a step after which p waits:
-// a receiver of this node that waits is claimed for this worker's next
-// run, as completeAwaited claims a parent, with the message in its
-// batch, when the worker would take a process from its next slot at its
-// next tick anyway. The message then skips the receiver's mailbox and
-// lock, and the receiver the trip through the next slot and the claim
-// and drain of its run. Otherwise it is tell. Worker only, with p
-// Running.
-func (w *worker) tellDirect(p *proc, to relay.PID, msg any) {
-	s := w.s
-	if w.direct != nil || to.Node != s.node || s.limits.Load() || s.phase.Load() == phaseStopped || !w.mayRunDirect() {
-		w.tell(p, to, msg)
-		return
+// gaveBack settles r, a record claimed by mistake for the receiver of a
+// Tell and given back (see claimWaiting): another process, now in it,
+// is queued as its waker would have queued it if an event reached it
+// meanwhile (woken is then the state it left), and forced if a shutdown
+// deadline's walk passed it while it was claimed. Worker only.
+func (w *worker) gaveBack(r *proc, woken uint64) {
+	if woken != 0 {
+		w.wokeNext(r, woken)
 	}
-	r := s.table.lookup(to.ID)
-	if r == nil {
-		w.tell(p, to, msg)
-		return
+	if w.s.forcing() {
+		w.s.tryForce(r)
 	}
-	running := stRunning | uint64(w.id)<<workerShift | (w.runCount+1)<<runShift
-	woken, claimed, requeue := r.claimWaiting(to.ID, running)
-	if !claimed {
-		if requeue {
-			// Another process in the record, woken while claimed by
-			// mistake: it is queued as its waker would have queued it.
-			w.wokeNext(r, woken)
-		}
-		if s.forcing() {
-			// A shutdown deadline's walk may have passed it while it
-			// was claimed.
-			s.tryForce(r)
-		}
-		w.tell(p, to, msg)
-		return
-	}
-	w.directEvs = append(w.directEvs, Event{})
-	ev := &w.directEvs[len(w.directEvs)-1]
-	ev.Type, ev.From = EventMessage, p.pid()
-	ev.setData(msg)
-	w.count(cSent)
-	w.ctr.n[cAccepted]++
-	w.runCount++
-	w.direct, w.directRun = r, running
-	w.directDefers = maxDirectDefers // it runs next: no child of its goes first (see siblingFirst)
-	w.tellClaimed = true
-	w.countWoken(woken)
 }
 
 // spawn is the built-in spawn yield y of p, starting child and queueing

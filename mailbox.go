@@ -146,10 +146,11 @@ func (p *proc) pushMessage(data any, from relay.PID, limit mailboxLimit, wait bo
 // flags it: its event waits in the mailbox for the next step) and a
 // shutdown deadline's tryForce. A record that holds another process
 // than id when it is claimed (the one looked up ended and its record
-// went to a later process, which waits too) is given back: to the state
-// it had, or, if events reached it meanwhile, Ready, and requeue asks
-// the caller to queue it (woken is then the state it left). Worker only.
-func (p *proc) claimWaiting(id, claim uint64) (woken uint64, claimed, requeue bool) {
+// went to a later process, which waits too) is given back, and gaveBack
+// says so: to the state it had, or, if events reached it meanwhile,
+// Ready, with woken the state it left, and the caller must queue it.
+// Worker only.
+func (p *proc) claimWaiting(id, claim uint64) (woken uint64, claimed, gaveBack bool) {
 	st := p.state.Load()
 	if (st != stBlocked && st != stIdle) || !p.state.CompareAndSwap(st, claim) {
 		return 0, false, false
@@ -162,7 +163,7 @@ func (p *proc) claimWaiting(id, claim uint64) (woken uint64, claimed, requeue bo
 		p.state.Store(stReady)
 		return st, false, true
 	}
-	return 0, false, false
+	return 0, false, true
 }
 
 // eventBuf is a process's mailbox buffer, with a few small fields of the
@@ -423,9 +424,11 @@ func (p *proc) completeFor(ev *Event, seq uint64, cause error, d *directClaim, i
 		c.held = x.unholdMonitor(seq)
 	}
 	if d != nil && p.inbox.n == 0 {
-		// Nobody else can change a waiting state while mu is held but
-		// a shutdown deadline's tryForce; if it wins, the event goes to
-		// the mailbox below and is counted unread at the close.
+		// Besides the holders of mu, only a shutdown deadline's tryForce
+		// and another worker's claim of a Tell's receiver (see
+		// claimWaiting) change a waiting state: if either wins, the event
+		// goes to the mailbox below, flagged, or is counted unread at
+		// the close.
 		if d.held {
 			*d.events = append(*d.events, *ev)
 			p.mu.Unlock()

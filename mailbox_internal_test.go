@@ -91,15 +91,15 @@ func TestClaimWaitingGivesBackAnotherProcess(t *testing.T) {
 		p := new(proc)
 		p.id.Store(later)
 		p.state.Store(st)
-		woken, claimed, requeue := p.claimWaiting(id, claim)
+		woken, claimed, gaveBack := p.claimWaiting(id, claim)
 		require.False(t, claimed, "claimed the later process")
-		require.False(t, requeue, "queued a process that got no event")
-		require.Zero(t, woken)
+		require.True(t, gaveBack, "the later process not reported given back")
+		require.Zero(t, woken, "queued a process that got no event")
 		require.Equal(t, st, p.state.Load(), "the later process's state")
 
-		woken, claimed, requeue = p.claimWaiting(later, claim)
+		woken, claimed, gaveBack = p.claimWaiting(later, claim)
 		require.True(t, claimed, "the process looked up, waiting, is claimed")
-		require.False(t, requeue)
+		require.False(t, gaveBack)
 		require.Equal(t, st, woken)
 		require.Equal(t, claim, p.state.Load())
 	}
@@ -107,8 +107,8 @@ func TestClaimWaitingGivesBackAnotherProcess(t *testing.T) {
 		p := new(proc)
 		p.id.Store(id)
 		p.state.Store(st)
-		_, claimed, requeue := p.claimWaiting(id, claim)
-		require.False(t, claimed || requeue, "state %#x", st)
+		_, claimed, gaveBack := p.claimWaiting(id, claim)
+		require.False(t, claimed || gaveBack, "state %#x", st)
 		require.Equal(t, st, p.state.Load())
 	}
 }

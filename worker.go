@@ -53,12 +53,8 @@ type worker struct {
 	// holding says that the step being dispatched asked to continue, so
 	// the processes it wakes go to held. Owner only.
 	holding bool
-	// tellClaim says that the process whose step is being dispatched
-	// waits after it: its last Tell may claim the receiver (see
-	// tellDirect). Owner only.
-	tellClaim bool
 	// tellClaimed says that the run going on claimed the receiver of its
-	// last Tell (see tellDirect): if the process gets events meanwhile,
+	// last Tell (see tell): if the process gets events meanwhile,
 	// it goes to the next slot rather than stepping again while the
 	// receiver waits claimed. Owner only.
 	tellClaimed bool
@@ -78,7 +74,7 @@ type worker struct {
 	laterDue uint64
 	// direct is a process claimed for one of the worker's next runs, by
 	// the end of a child of its on this worker (see completeAwaited) or
-	// by a step's last Tell (see tellDirect), and directRun the state
+	// by a step's last Tell (see tell), and directRun the state
 	// word of that run: it is Running already, its events in directEvs.
 	// findLocal returns it as it would the next slot's, unless another
 	// of its children is on top of the deque (see siblingFirst), and run
@@ -339,10 +335,7 @@ func (w *worker) findLocal() *proc {
 		// process's step.
 		return w.takeDirect()
 	}
-	if p := w.popGlobal(); p != nil {
-		return p
-	}
-	return nil
+	return w.popGlobal()
 }
 
 // maxDirectDefers bounds how many sibling runs a claimed parent waits
@@ -618,7 +611,7 @@ func (w *worker) run(p *proc) {
 	var running uint64
 	w.tellClaimed = false
 	if p == w.direct {
-		// Claimed by completeAwaited or tellDirect, its events in
+		// Claimed by completeAwaited or by a Tell, its events in
 		// directEvs: the only run that starts with events in hand.
 		running = w.directRun
 		w.direct, w.directRun = nil, 0
@@ -689,9 +682,8 @@ func (w *worker) run(p *proc) {
 		// A process that continues holds what its step wakes until its
 		// run ends (see held).
 		w.holding = status == statusContinue
-		w.tellClaim = err == nil && status == statusWait
-		w.dispatch(p)
-		w.holding, w.tellClaim = false, false
+		w.dispatch(p, err == nil && status == statusWait)
+		w.holding = false
 		if err != nil {
 			w.end(p, payload.Payload{}, err)
 			return
@@ -747,7 +739,6 @@ func (w *worker) run(p *proc) {
 		// Events arrived: step again, within the budget, unless the step
 		// claimed the receiver of its Tell, which then runs first.
 		if w.tellClaimed {
-			w.tellClaimed = false
 			p.state.Store(stReady)
 			w.readyNext(p)
 			return
@@ -788,7 +779,7 @@ func (w *worker) completeAwaited(parent uint64, ev *Event, seq uint64) {
 		dc = directClaim{claim: w.directRun, events: &w.directEvs, held: true}
 		d = &dc
 	case w.direct == nil && w.mayRunDirect():
-		dc = directClaim{claim: stRunning | uint64(w.id)<<workerShift | (w.runCount+1)<<runShift, events: &w.directEvs}
+		dc = directClaim{claim: w.nextRunWord(), events: &w.directEvs}
 		d = &dc
 	}
 	c, err := pp.completeFor(ev, seq, nil, d, parent)
@@ -808,6 +799,12 @@ func (w *worker) completeAwaited(parent uint64, ev *Event, seq uint64) {
 	if c.woken != 0 {
 		s.woke(pp, c.woken, via{w: w})
 	}
+}
+
+// nextRunWord is the Running state word of the worker's next run, which
+// a claim for that run (see direct) stores. Owner only.
+func (w *worker) nextRunWord() uint64 {
+	return stRunning | uint64(w.id)<<workerShift | (w.runCount+1)<<runShift
 }
 
 // mayRunDirect reports whether findLocal, at the next tick, would take a
