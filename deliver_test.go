@@ -439,6 +439,19 @@ func TestTerminate(t *testing.T) {
 	})
 }
 
+// startRally starts two processes stepped by step and, once both wait,
+// sends the first of them first as if from the second, so that each
+// answers the other.
+func startRally(t *testing.T, s *sched.Scheduler, step func(*probe, int, []sched.Event, *sched.StepOutput) error, first any) (a, b sched.Handle) {
+	t.Helper()
+	a = submit(t, s, &probe{step: step})
+	b = submit(t, s, &probe{step: step})
+	waitState(t, s, a.PID(), sched.StateIdle)
+	waitState(t, s, b.PID(), sched.StateIdle)
+	require.NoError(t, s.Send(relay.Message{From: b.PID(), To: a.PID(), Data: payload.Of(first)}))
+	return a, b
+}
+
 // TestTellToWaitingProcessCounted: a step's Tell to a waiting process may
 // hand the receiver straight to the sender's worker (the message skips
 // the mailbox); the wake and the message must be counted as any other,
@@ -463,11 +476,7 @@ func TestTellToWaitingProcessCounted(t *testing.T) {
 				}
 				return nil
 			}
-			a := submit(t, s, &probe{step: bounce})
-			b := submit(t, s, &probe{step: bounce})
-			waitState(t, s, a.PID(), sched.StateIdle)
-			waitState(t, s, b.PID(), sched.StateIdle)
-			require.NoError(t, s.Send(relay.Message{From: b.PID(), To: a.PID(), Data: payload.Of(0)}))
+			a, b := startRally(t, s, bounce, 0)
 			for _, h := range []sched.Handle{a, b} {
 				_, err := waitEnd(t, s, h)
 				require.NoError(t, err)
@@ -595,11 +604,7 @@ func TestClaimedProcessNeverWaitsForAnotherStep(t *testing.T) {
 		}
 		return nil
 	}
-	a := submit(t, s, &probe{step: bounce})
-	b := submit(t, s, &probe{step: bounce})
-	waitState(t, s, a.PID(), sched.StateIdle)
-	waitState(t, s, b.PID(), sched.StateIdle)
-	require.NoError(t, s.Send(relay.Message{From: b.PID(), To: a.PID(), Data: payload.Of(1)}))
+	a, b := startRally(t, s, bounce, 1)
 	for range 200 {
 		others := make(chan []relay.PID, 1)
 		c := submit(t, s, &probe{step: func(p *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
