@@ -439,9 +439,9 @@ func TestTerminate(t *testing.T) {
 	})
 }
 
-// startRally starts two processes stepped by step and, once both wait,
-// sends the first of them first as if from the second, so that each
-// answers the other.
+// startRally starts two processes a and b stepped by step and, once
+// both wait, sends a the message first as if from b, so that each can
+// answer the other.
 func startRally(t *testing.T, s *sched.Scheduler, step func(*probe, int, []sched.Event, *sched.StepOutput) error, first any) (a, b sched.Handle) {
 	t.Helper()
 	a = submit(t, s, &probe{step: step})
