@@ -14,40 +14,66 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// checkInvariants inspects the ring: a power-of-two capacity, the live items
-// non-nil and every other slot nil (so popped items can be collected).
+// checkInvariants inspects the chain of rings of a queue nobody is using
+// (see ringsError).
 func checkInvariants[T any](t *testing.T, q *Queue[T]) {
 	t.Helper()
-	require.NoError(t, ringError(q))
+	require.NoError(t, ringsError(q))
 }
 
-// ringError returns the first broken invariant of the ring, or nil. It uses
+// ringsError returns the first broken invariant of the rings from head to
+// tail, or nil, for a queue no push or pop is in: capacities are powers of
+// two, each twice the one before; every ring before the tail is closed;
+// consumers are not past the producers; the cells of the positions
+// between them hold their items, filled for those positions, and every
+// other cell holds no item, so that popped items can be collected. It uses
 // plain comparisons because the differential test runs it after every
-// operation, where assertion calls per slot would dominate the run time.
-func ringError[T any](q *Queue[T]) error {
+// operation, where assertion calls per cell would dominate the run time.
+func ringsError[T any](q *Queue[T]) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	n, capacity := int(q.length.Load()), len(q.buf)
-	switch {
-	case n < 0 || n > capacity:
-		return fmt.Errorf("length %d outside [0, capacity %d]", n, capacity)
-	case capacity == 0:
+	h, tl := q.head.Load(), q.tail.Load()
+	if h == nil || tl == nil {
+		if h != tl {
+			return fmt.Errorf("head %p and tail %p: one is set without the other", h, tl)
+		}
 		return nil
-	case bits.OnesCount(uint(capacity)) != 1:
-		return fmt.Errorf("capacity %d is not a power of two", capacity)
-	case q.head < 0 || q.head >= capacity:
-		return fmt.Errorf("head %d outside [0, capacity %d)", q.head, capacity)
 	}
-	for i := range capacity {
-		live := (i-q.head+capacity)&(capacity-1) < n
-		if live && q.buf[i] == nil {
-			return fmt.Errorf("slot %d holds a queued item but is nil", i)
+	for r := h; ; r = r.next.Load() {
+		if r == nil {
+			return fmt.Errorf("tail not reachable from head")
 		}
-		if !live && q.buf[i] != nil {
-			return fmt.Errorf("slot %d is free but still references an item", i)
+		capacity := r.mask + 1
+		e, d := r.enq.Load(), r.deq.Load()
+		closed := e&closedBit != 0
+		e &^= closedBit
+		switch {
+		case bits.OnesCount64(capacity) != 1 || uint64(len(r.cells)) != capacity:
+			return fmt.Errorf("capacity %d with %d cells", capacity, len(r.cells))
+		case r != tl && !closed:
+			return fmt.Errorf("a ring of capacity %d before the tail is open", capacity)
+		case d > e || e-d > capacity:
+			return fmt.Errorf("ring of capacity %d: deq %d, enq %d", capacity, d, e)
+		}
+		for i := range capacity {
+			// The position in [d, e) that lives in cell i, if any.
+			p := d + (i-d)&r.mask
+			c := &r.cells[i]
+			if p < e {
+				if c.val == nil || c.seq.Load() != p+1 {
+					return fmt.Errorf("ring of capacity %d: cell %d of queued position %d has seq %d, item %v", capacity, i, p, c.seq.Load(), c.val != nil)
+				}
+			} else if c.val != nil {
+				return fmt.Errorf("ring of capacity %d: free cell %d still references an item", capacity, i)
+			}
+		}
+		if r == tl {
+			return nil
+		}
+		if n := r.next.Load(); n != nil && n.mask+1 != 2*capacity {
+			return fmt.Errorf("a ring of capacity %d is followed by one of %d", capacity, n.mask+1)
 		}
 	}
-	return nil
 }
 
 // TestDifferential drives a Queue and a slice model with the same random
@@ -124,7 +150,7 @@ func TestDifferential(t *testing.T) {
 				require.FailNow(t, "length mismatch", "%s: Len %d Empty %v, model has %d",
 					ctx, q.Len(), q.Empty(), len(model))
 			}
-			if err := ringError(&q); err != nil {
+			if err := ringsError(&q); err != nil {
 				require.NoError(t, err, ctx)
 			}
 		}
@@ -155,7 +181,8 @@ func TestZeroValueIsEmpty(t *testing.T) {
 	require.Zero(t, q.Len())
 	require.Nil(t, q.Pop())
 	require.Zero(t, q.PopInto(make([]*int, 4)))
-	require.Nil(t, q.buf, "looking at an empty queue must not allocate its ring")
+	require.Nil(t, q.head.Load(), "looking at an empty queue must not allocate a ring")
+	require.Nil(t, q.tail.Load(), "looking at an empty queue must not allocate a ring")
 }
 
 func TestPushNilPanics(t *testing.T) {
@@ -176,26 +203,28 @@ func TestPushNilPanics(t *testing.T) {
 			require.Equal(t, 1, q.Len(), "a rejected push must leave the queue unchanged")
 			require.Same(t, a, q.Pop())
 			require.Nil(t, q.Pop())
-			q.Push(b) // the lock was not left held
+			q.Push(b) // the queue still works
 			require.Same(t, b, q.Pop())
 		})
 	}
 }
 
-// TestGrowthPreservesOrder grows the ring from its smallest size while the
-// items wrap around its end, with single and batch pushes.
+// TestGrowthPreservesOrder grows the queue from its smallest ring while
+// the items wrap around the ends of the rings, with single and batch
+// pushes, and checks the rings it went through and the order items come
+// out in. Once drained, the queue keeps its largest ring.
 func TestGrowthPreservesOrder(t *testing.T) {
 	tests := []struct {
 		name     string
-		offset   int // items pushed and popped first, so head is not 0
+		offset   int // items pushed and popped first, so positions do not start at 0
 		total    int
 		batch    int // 0: Push one at a time
 		wantCaps []int
 	}{
-		{"single pushes from zero value", 0, 100, 0, []int{0, 16, 32, 64, 128}},
-		{"single pushes wrapped", 11, 100, 0, []int{16, 32, 64, 128}},
-		{"batches wrapped", 13, 200, 7, []int{16, 32, 64, 128, 256}},
-		{"one batch beyond double", 13, 1000, 1000, []int{16, 1024}},
+		{"single pushes from zero value", 0, 100, 0, []int{16, 32, 64}},
+		{"single pushes wrapped", 11, 100, 0, []int{16, 32, 64}},
+		{"batches wrapped", 13, 200, 7, []int{16, 32, 64, 128}},
+		{"one batch over several rings", 13, 1000, 1000, []int{16, 32, 64, 128, 256, 512}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -209,33 +238,78 @@ func TestGrowthPreservesOrder(t *testing.T) {
 				items[i] = new(int)
 				*items[i] = i
 			}
-			caps := []int{len(q.buf)}
-			record := func() {
-				if c := len(q.buf); c != caps[len(caps)-1] {
-					caps = append(caps, c)
-				}
-			}
 			if tt.batch == 0 {
 				for _, x := range items {
 					q.Push(x)
-					record()
 				}
 			} else {
 				for i := 0; i < len(items); i += tt.batch {
 					q.PushBatch(items[i:min(i+tt.batch, len(items))])
-					record()
 				}
 			}
-			require.Equal(t, tt.wantCaps, caps, "capacities the ring went through")
 			checkInvariants(t, &q)
+			var caps []int
+			for r := q.head.Load(); r != nil; r = r.next.Load() {
+				caps = append(caps, int(r.mask+1))
+			}
+			require.Equal(t, tt.wantCaps, caps, "capacities of the rings from head to tail")
 			require.Equal(t, tt.total, q.Len())
 			for i, want := range items {
 				got := q.Pop()
 				require.Same(t, want, got, "item %d: got %v", i, deref(got))
 			}
 			require.True(t, q.Empty())
+			require.Zero(t, q.Len())
+			require.Same(t, q.tail.Load(), q.head.Load(), "drained: one ring left")
+			require.Equal(t, tt.wantCaps[len(tt.wantCaps)-1], int(q.head.Load().mask+1))
 			checkInvariants(t, &q)
 		})
+	}
+}
+
+// TestClaimedPositionHoldsBackLaterItems claims a position the way a push
+// does and leaves it unfilled, as a producer between its two steps would:
+// the items pushed after it must not come out before it, the queue must
+// look empty meanwhile (nothing can be popped), also when enough items
+// follow to close the ring and go on in the next, and everything must
+// come out in order once the position is filled.
+func TestClaimedPositionHoldsBackLaterItems(t *testing.T) {
+	for _, at := range []int{0, 5, minCapacity - 1} {
+		for _, after := range []int{3, minCapacity + 3} {
+			t.Run(fmt.Sprintf("position %d, %d after", at, after), func(t *testing.T) {
+				var q Queue[int]
+				for range at {
+					q.Push(new(int))
+					require.NotNil(t, q.Pop())
+				}
+				lead := new(int) // an item before the claim: the pops below get as far as the claim
+				q.Push(lead)
+				r := q.tailRing()
+				pos := r.enq.Load()
+				require.True(t, r.enq.CompareAndSwap(pos, pos+1)) // the claim of a push that has not filled yet
+				first, later := new(int), make([]*int, after)
+				for i := range later {
+					later[i] = new(int)
+				}
+				q.Push(later[0])
+				q.PushBatch(later[1:])
+				require.Equal(t, after >= minCapacity, r.next.Load() != nil, "the ring closed")
+				got := make([]*int, 4)
+				require.Equal(t, 1, q.PopInto(got), "the items after the claimed position must wait")
+				require.Same(t, lead, got[0])
+				require.True(t, q.Empty(), "the next position is not filled: nothing can be popped")
+				require.Nil(t, q.Pop())
+				require.Zero(t, q.PopInto(make([]*int, 4)))
+				require.Equal(t, 1+after, q.Len(), "the claimed position counts")
+				r.fill(pos, first)
+				require.False(t, q.Empty())
+				dst := make([]*int, 2*after)
+				require.Equal(t, 1+after, q.PopInto(dst))
+				require.Equal(t, append([]*int{first}, later...), dst[:1+after])
+				require.True(t, q.Empty())
+				checkInvariants(t, &q)
+			})
+		}
 	}
 }
 
@@ -259,7 +333,8 @@ func pushTracked(q *Queue[payload], count int) []weak.Pointer[payload] {
 }
 
 // TestPoppedItemsAreCollectable checks that the queue drops its reference to
-// a popped item, and keeps the ones still queued.
+// a popped item, and keeps the ones still queued, also when the items are
+// spread over rings.
 func TestPoppedItemsAreCollectable(t *testing.T) {
 	tests := []struct {
 		name string
@@ -276,22 +351,24 @@ func TestPoppedItemsAreCollectable(t *testing.T) {
 		}},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var q Queue[payload]
-			const total, popped = 8, 5
-			ws := pushTracked(&q, total)
-			tt.pop(&q, popped)
-			runtime.GC()
-			for i, w := range ws {
-				if i < popped {
-					require.Nil(t, w.Value(), "popped item %d is still reachable: the queue kept its slot", i)
-				} else {
-					require.NotNil(t, w.Value(), "queued item %d was collected", i)
+		for _, size := range [][2]int{{8, 5}, {3 * minCapacity, minCapacity + 5}} {
+			t.Run(fmt.Sprintf("%s %d of %d", tt.name, size[1], size[0]), func(t *testing.T) {
+				var q Queue[payload]
+				total, popped := size[0], size[1]
+				ws := pushTracked(&q, total)
+				tt.pop(&q, popped)
+				runtime.GC()
+				for i, w := range ws {
+					if i < popped {
+						require.Nil(t, w.Value(), "popped item %d is still reachable: the queue kept its cell", i)
+					} else {
+						require.NotNil(t, w.Value(), "queued item %d was collected", i)
+					}
 				}
-			}
-			require.Equal(t, total-popped, q.Len())
-			runtime.KeepAlive(&q)
-		})
+				require.Equal(t, total-popped, q.Len())
+				runtime.KeepAlive(&q)
+			})
+		}
 	}
 }
 
@@ -318,8 +395,8 @@ func TestSteadyStateDoesNotAllocate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var q Queue[int]
-			// Grow the ring first, and keep some items queued so that the
-			// measured operations wrap around its end.
+			// Grow the queue first, and keep some items queued so that
+			// the measured operations wrap around the ring's end.
 			for range 16 {
 				q.PushBatch(items)
 			}
