@@ -56,7 +56,8 @@ type ring[T any] struct {
 	cells []cell[T]
 }
 
-// newRing returns an empty ring of capacity n, a power of two.
+// newRing returns an empty ring of capacity n, a power of two. Any
+// goroutine.
 func newRing[T any](n uint64) *ring[T] {
 	return &ring[T]{mask: n - 1, cells: make([]cell[T], n)}
 }
@@ -137,16 +138,34 @@ func (q *Queue[T]) PushBatch(xs []*T) {
 	}
 }
 
-// room returns enq and how many positions from it are free. deq is loaded
-// first: it never passes enq, so the difference cannot wrap. Producers
+// room returns enq and how many positions from it are free. Producers
 // only.
 func (r *ring[T]) room() (pos, free uint64) {
-	deq := r.deq.Load()
-	pos = r.enq.Load()
-	if pos&closedBit != 0 {
-		return pos, 0
+	for {
+		// deq first: it never passes enq, so pos-deq does not wrap.
+		deq := r.deq.Load()
+		pos = r.enq.Load()
+		if pos&closedBit != 0 {
+			return pos, 0
+		}
+		if free, ok := r.freeAt(deq, pos); ok {
+			return pos, free
+		}
 	}
-	return pos, r.mask + 1 - (pos - deq)
+}
+
+// freeAt returns how many positions from pos are free when the consumers
+// are at deq, or false if deq was loaded too early to tell: consumers
+// and producers moved on between the two loads, by more than the
+// capacity in all (pos can be at most deq plus the capacity for the deq
+// of the same moment). Taken as free, the difference would wrap around
+// and let a producer claim cells still holding items. Any goroutine.
+func (r *ring[T]) freeAt(deq, pos uint64) (uint64, bool) {
+	used := pos - deq
+	if used > r.mask+1 {
+		return 0, false
+	}
+	return r.mask + 1 - used, true
 }
 
 // fill stores x in the cell of pos, which the caller claimed. Producers

@@ -313,6 +313,30 @@ func TestClaimedPositionHoldsBackLaterItems(t *testing.T) {
 	}
 }
 
+// TestRoomWithStaleConsumerPosition: a producer loads the consumers'
+// position and then the producers'; meanwhile both can move on, the
+// producers to more than a capacity past the position it loaded. That
+// pair must not be taken as room (the difference would wrap around to a
+// huge number of free cells and let the producer overwrite queued
+// items), and a consistent pair must give the room there is.
+func TestRoomWithStaleConsumerPosition(t *testing.T) {
+	r := newRing[int](minCapacity)
+	for _, tt := range []struct {
+		deq, pos, free uint64
+		ok             bool
+	}{
+		{100, 100, minCapacity, true},
+		{100, 105, minCapacity - 5, true},
+		{100, 100 + minCapacity, 0, true},
+		{100, 100 + minCapacity + 1, 0, false},
+		{100, 100 + 3*minCapacity, 0, false},
+	} {
+		free, ok := r.freeAt(tt.deq, tt.pos)
+		require.Equal(t, tt.ok, ok, "deq %d, pos %d", tt.deq, tt.pos)
+		require.Equal(t, tt.free, free, "deq %d, pos %d", tt.deq, tt.pos)
+	}
+}
+
 // payload is large enough and pointer-free so that it is not batched into a
 // tiny-allocator block, which would keep it alive with its neighbours.
 type payload struct {
