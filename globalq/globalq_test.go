@@ -556,3 +556,94 @@ func TestConcurrentFIFOPerProducer(t *testing.T) {
 		})
 	}
 }
+
+// TestConcurrentGrowth runs many short-lived queues, each from its first
+// ring, with producers racing to fill, close and link rings while
+// consumers race to empty them and move on, so that closing a ring and
+// moving to the next happen under contention again and again (in one
+// long-lived queue they happen only until it has grown). Every item must
+// come out exactly once, and each producer's in the order it pushed them.
+func TestConcurrentGrowth(t *testing.T) {
+	const producers, consumers, perProducer = 4, 2, 2000
+	for iter := range 20 * stressScale {
+		var q Queue[tagged]
+		items := make([][]tagged, producers)
+		for p := range items {
+			items[p] = make([]tagged, perProducer)
+			for i := range items[p] {
+				items[p][i] = tagged{producer: p, seq: i}
+			}
+		}
+		var popped atomic.Int64
+		var wg sync.WaitGroup
+		start := make(chan struct{}) // released together, so that they contend from the first ring
+		for p := range producers {
+			wg.Go(func() {
+				<-start
+				for i := 0; i < perProducer; {
+					if n := 1 + (i+p)%5; p == 0 && i+n <= perProducer {
+						batch := make([]*tagged, n)
+						for j := range batch {
+							batch[j] = &items[p][i+j]
+						}
+						q.PushBatch(batch)
+						i += n
+						continue
+					}
+					q.Push(&items[p][i])
+					i++
+				}
+			})
+		}
+		got := make([][]*tagged, consumers)
+		var stop atomic.Bool // set when items went missing: the consumers give up
+		for c := range consumers {
+			wg.Go(func() {
+				<-start
+				dst := make([]*tagged, 7)
+				for popped.Load() < producers*perProducer && !stop.Load() {
+					n := q.PopInto(dst[:1+c*3])
+					if n == 0 {
+						runtime.Gosched()
+						continue
+					}
+					got[c] = append(got[c], dst[:n]...)
+					popped.Add(int64(n))
+				}
+			})
+		}
+		close(start)
+		done := make(chan struct{})
+		go func() {
+			wg.Wait()
+			close(done)
+		}()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			stop.Store(true)
+			<-done
+			require.FailNow(t, "hang: items lost", "iteration %d: popped %d of %d", iter, popped.Load(), producers*perProducer)
+		}
+		seen := make(map[*tagged]bool)
+		for c := range got {
+			last := make([]int, producers)
+			for i := range last {
+				last[i] = -1
+			}
+			for _, x := range got[c] {
+				if seen[x] {
+					require.FailNow(t, "item popped twice", "iteration %d: producer %d seq %d", iter, x.producer, x.seq)
+				}
+				seen[x] = true
+				if x.seq <= last[x.producer] {
+					require.FailNow(t, "per-producer FIFO order violated", "iteration %d: consumer %d saw producer %d seq %d after %d", iter, c, x.producer, x.seq, last[x.producer])
+				}
+				last[x.producer] = x.seq
+			}
+		}
+		require.Len(t, seen, producers*perProducer, "iteration %d: items popped", iter)
+		require.True(t, q.Empty(), "iteration %d", iter)
+		checkInvariants(t, &q)
+	}
+}
