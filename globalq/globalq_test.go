@@ -441,209 +441,140 @@ type tagged struct {
 // TestConcurrentFIFOPerProducer has several producers push tagged sequences
 // (single and batch pushes) while several consumers pop them (Pop and
 // PopInto). Each consumer must see each producer's items in increasing
-// order, and every item must be popped exactly once.
+// order, and every item must be popped exactly once. The last case runs
+// many short-lived queues one after the other, each from its first ring,
+// so that rings fill, close and are emptied while producers and consumers
+// race, again and again (in one long-lived queue that happens only until
+// it has grown).
 func TestConcurrentFIFOPerProducer(t *testing.T) {
-	tests := []struct {
-		producers, consumers int
-		maxBatch             int
-		consumerMode         string // "Pop", "PopInto" or "mixed"
-	}{
-		{4, 4, 16, "mixed"},
-		{1, 4, 32, "mixed"},
-		{4, 1, 8, "PopInto"},
-		{3, 3, 1, "Pop"},
+	tests := []fifoCase{
+		{4, 4, 16, "mixed", 1, 20000 * stressScale},
+		{1, 4, 32, "mixed", 1, 20000 * stressScale},
+		{4, 1, 8, "PopInto", 1, 20000 * stressScale},
+		{3, 3, 1, "Pop", 1, 20000 * stressScale},
+		{4, 2, 5, "PopInto", 20 * stressScale, 2000},
 	}
 	for _, tt := range tests {
-		name := fmt.Sprintf("%dP%dC batch%d %s", tt.producers, tt.consumers, tt.maxBatch, tt.consumerMode)
+		name := fmt.Sprintf("%dP%dC batch%d %s %dx%d", tt.producers, tt.consumers, tt.maxBatch, tt.consumerMode, tt.queues, tt.perProducer)
 		t.Run(name, func(t *testing.T) {
-			perProducer := 20000 * stressScale
-			total := int64(tt.producers * perProducer)
-
-			items := make([][]tagged, tt.producers)
-			for p := range items {
-				items[p] = make([]tagged, perProducer)
-				for s := range items[p] {
-					items[p][s] = tagged{producer: p, seq: s}
-				}
+			for range tt.queues {
+				concurrentFIFO(t, tt)
 			}
-			seen := make([]atomic.Int32, tt.producers*perProducer)
-			var consumed atomic.Int64
-			var q Queue[tagged]
-
-			var wg sync.WaitGroup
-			for p := range tt.producers {
-				wg.Go(func() {
-					rng := rand.New(rand.NewPCG(uint64(p), 1))
-					batch := make([]*tagged, 0, tt.maxBatch)
-					for s := 0; s < perProducer; {
-						if tt.maxBatch == 1 || rng.IntN(2) == 0 {
-							q.Push(&items[p][s])
-							s++
-							continue
-						}
-						batch = batch[:0]
-						for k := 1 + rng.IntN(tt.maxBatch); k > 0 && s < perProducer; k-- {
-							batch = append(batch, &items[p][s])
-							s++
-						}
-						q.PushBatch(batch)
-					}
-				})
-			}
-			violations := make([]string, tt.consumers)
-			for c := range tt.consumers {
-				wg.Go(func() {
-					rng := rand.New(rand.NewPCG(uint64(c), 2))
-					last := make([]int, tt.producers)
-					for i := range last {
-						last[i] = -1
-					}
-					observe := func(x *tagged) {
-						if x.seq <= last[x.producer] && violations[c] == "" {
-							violations[c] = fmt.Sprintf("consumer %d saw producer %d seq %d after seq %d",
-								c, x.producer, x.seq, last[x.producer])
-						}
-						last[x.producer] = x.seq
-						seen[x.producer*perProducer+x.seq].Add(1)
-					}
-					dst := make([]*tagged, max(tt.maxBatch, 2))
-					for consumed.Load() < total {
-						usePop := tt.consumerMode == "Pop" || tt.consumerMode == "mixed" && rng.IntN(2) == 0
-						got := 0
-						if usePop {
-							if x := q.Pop(); x != nil {
-								observe(x)
-								got = 1
-							}
-						} else {
-							got = q.PopInto(dst[:1+rng.IntN(len(dst))])
-							for _, x := range dst[:got] {
-								observe(x)
-							}
-						}
-						if got == 0 {
-							runtime.Gosched()
-							continue
-						}
-						consumed.Add(int64(got))
-					}
-				})
-			}
-
-			done := make(chan struct{})
-			go func() {
-				wg.Wait()
-				close(done)
-			}()
-			select {
-			case <-done:
-			case <-time.After(30 * time.Second):
-				require.FailNow(t, "hang: items lost",
-					"consumed %d of %d, queue length %d", consumed.Load(), total, q.Len())
-			}
-
-			for _, v := range violations {
-				require.Empty(t, v, "per-producer FIFO order violated")
-			}
-			require.Equal(t, total, consumed.Load(), "items consumed")
-			require.True(t, q.Empty(), "queue must be empty, has %d", q.Len())
-			for i := range seen {
-				require.Equal(t, int32(1), seen[i].Load(),
-					"producer %d seq %d popped %d times, want exactly once",
-					i/perProducer, i%perProducer, seen[i].Load())
-			}
-			checkInvariants(t, &q)
 		})
 	}
 }
 
-// TestConcurrentGrowth runs many short-lived queues, each from its first
-// ring, with producers racing to fill, close and link rings while
-// consumers race to empty them and move on, so that closing a ring and
-// moving to the next happen under contention again and again (in one
-// long-lived queue they happen only until it has grown). Every item must
-// come out exactly once, and each producer's in the order it pushed them.
-func TestConcurrentGrowth(t *testing.T) {
-	const producers, consumers, perProducer = 4, 2, 2000
-	for iter := range 20 * stressScale {
-		var q Queue[tagged]
-		items := make([][]tagged, producers)
-		for p := range items {
-			items[p] = make([]tagged, perProducer)
-			for i := range items[p] {
-				items[p][i] = tagged{producer: p, seq: i}
+// fifoCase is a case of TestConcurrentFIFOPerProducer.
+type fifoCase struct {
+	producers, consumers int
+	maxBatch             int
+	consumerMode         string // "Pop", "PopInto" or "mixed"
+	queues               int    // fresh queues, run one after the other
+	perProducer          int    // items each producer pushes to each queue
+}
+
+// concurrentFIFO runs one queue of TestConcurrentFIFOPerProducer's case tt.
+func concurrentFIFO(t *testing.T, tt fifoCase) {
+	t.Helper()
+	perProducer := tt.perProducer
+	total := int64(tt.producers * perProducer)
+
+	items := make([][]tagged, tt.producers)
+	for p := range items {
+		items[p] = make([]tagged, perProducer)
+		for s := range items[p] {
+			items[p][s] = tagged{producer: p, seq: s}
+		}
+	}
+	seen := make([]atomic.Int32, tt.producers*perProducer)
+	var consumed atomic.Int64
+	var q Queue[tagged]
+
+	var wg sync.WaitGroup
+	start := make(chan struct{}) // released together, so that they contend from the first ring on
+	for p := range tt.producers {
+		wg.Go(func() {
+			<-start
+			rng := rand.New(rand.NewPCG(uint64(p), 1))
+			batch := make([]*tagged, 0, tt.maxBatch)
+			for s := 0; s < perProducer; {
+				if tt.maxBatch == 1 || rng.IntN(2) == 0 {
+					q.Push(&items[p][s])
+					s++
+					continue
+				}
+				batch = batch[:0]
+				for k := 1 + rng.IntN(tt.maxBatch); k > 0 && s < perProducer; k-- {
+					batch = append(batch, &items[p][s])
+					s++
+				}
+				q.PushBatch(batch)
 			}
-		}
-		var popped atomic.Int64
-		var wg sync.WaitGroup
-		start := make(chan struct{}) // released together, so that they contend from the first ring
-		for p := range producers {
-			wg.Go(func() {
-				<-start
-				for i := 0; i < perProducer; {
-					if n := 1 + (i+p)%5; p == 0 && i+n <= perProducer {
-						batch := make([]*tagged, n)
-						for j := range batch {
-							batch[j] = &items[p][i+j]
-						}
-						q.PushBatch(batch)
-						i += n
-						continue
-					}
-					q.Push(&items[p][i])
-					i++
-				}
-			})
-		}
-		got := make([][]*tagged, consumers)
-		var stop atomic.Bool // set when items went missing: the consumers give up
-		for c := range consumers {
-			wg.Go(func() {
-				<-start
-				dst := make([]*tagged, 7)
-				for popped.Load() < producers*perProducer && !stop.Load() {
-					n := q.PopInto(dst[:1+c*3])
-					if n == 0 {
-						runtime.Gosched()
-						continue
-					}
-					got[c] = append(got[c], dst[:n]...)
-					popped.Add(int64(n))
-				}
-			})
-		}
-		close(start)
-		done := make(chan struct{})
-		go func() {
-			wg.Wait()
-			close(done)
-		}()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			stop.Store(true)
-			<-done
-			require.FailNow(t, "hang: items lost", "iteration %d: popped %d of %d", iter, popped.Load(), producers*perProducer)
-		}
-		seen := make(map[*tagged]bool)
-		for c := range got {
-			last := make([]int, producers)
+		})
+	}
+	violations := make([]string, tt.consumers)
+	for c := range tt.consumers {
+		wg.Go(func() {
+			<-start
+			rng := rand.New(rand.NewPCG(uint64(c), 2))
+			last := make([]int, tt.producers)
 			for i := range last {
 				last[i] = -1
 			}
-			for _, x := range got[c] {
-				if seen[x] {
-					require.FailNow(t, "item popped twice", "iteration %d: producer %d seq %d", iter, x.producer, x.seq)
-				}
-				seen[x] = true
-				if x.seq <= last[x.producer] {
-					require.FailNow(t, "per-producer FIFO order violated", "iteration %d: consumer %d saw producer %d seq %d after %d", iter, c, x.producer, x.seq, last[x.producer])
+			observe := func(x *tagged) {
+				if x.seq <= last[x.producer] && violations[c] == "" {
+					violations[c] = fmt.Sprintf("consumer %d saw producer %d seq %d after seq %d",
+						c, x.producer, x.seq, last[x.producer])
 				}
 				last[x.producer] = x.seq
+				seen[x.producer*perProducer+x.seq].Add(1)
 			}
-		}
-		require.Len(t, seen, producers*perProducer, "iteration %d: items popped", iter)
-		require.True(t, q.Empty(), "iteration %d", iter)
-		checkInvariants(t, &q)
+			dst := make([]*tagged, max(tt.maxBatch, 2))
+			for consumed.Load() < total {
+				usePop := tt.consumerMode == "Pop" || tt.consumerMode == "mixed" && rng.IntN(2) == 0
+				got := 0
+				if usePop {
+					if x := q.Pop(); x != nil {
+						observe(x)
+						got = 1
+					}
+				} else {
+					got = q.PopInto(dst[:1+rng.IntN(len(dst))])
+					for _, x := range dst[:got] {
+						observe(x)
+					}
+				}
+				if got == 0 {
+					runtime.Gosched()
+					continue
+				}
+				consumed.Add(int64(got))
+			}
+		})
 	}
+
+	close(start)
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		require.FailNow(t, "hang: items lost",
+			"consumed %d of %d, queue length %d", consumed.Load(), total, q.Len())
+	}
+
+	for _, v := range violations {
+		require.Empty(t, v, "per-producer FIFO order violated")
+	}
+	require.Equal(t, total, consumed.Load(), "items consumed")
+	require.True(t, q.Empty(), "queue must be empty, has %d", q.Len())
+	for i := range seen {
+		require.Equal(t, int32(1), seen[i].Load(),
+			"producer %d seq %d popped %d times, want exactly once",
+			i/perProducer, i%perProducer, seen[i].Load())
+	}
+	checkInvariants(t, &q)
 }
