@@ -59,37 +59,74 @@ func (p *proc) String() string { return "scheduler.processContext(" + p.pid().St
 // ID as well as its record, and stays the context of the process it was
 // made for. A record is reused only after a plain end (see
 // proc.reusable), so once the record has moved on the context is done
-// with cause ErrEnded. It keeps the values the process was started with
-// (x, the procExtra of its start, whose values never change). A process
-// started by Submit, whose Handle keeps its record, has the record itself
-// as its context, which saves this allocation.
+// with cause ErrEnded. A process started by Submit, whose Handle keeps
+// its record, has the record itself as its context, which saves this
+// allocation.
+//
+// A procCtx is the context of a process started without context values,
+// the usual case, and is two words: such contexts are what a fork-join
+// computation allocates most of, and while the live heap is small the
+// collector runs once per few megabytes allocated, so every byte of them
+// is paid for in collections.
+// A process started with values gets a valuesCtx, which keeps them too.
 type procCtx struct {
 	p  *proc
-	x  *procExtra // nil if the process had none at its start
 	id uint64
+}
+
+// valuesCtx is the context of a process started by a step with context
+// values: a procCtx that also keeps the procExtra of the process's start,
+// whose values never change, so that they stay reachable through the
+// context once the record has moved on.
+type valuesCtx struct {
+	procCtx
+	x *procExtra
 }
 
 // procCtxSlab is how many process contexts a worker allocates at once
 // (see newProcCtx).
 const procCtxSlab = 16
 
-// newProcCtx returns a zero procCtx for a process the worker starts. The
-// worker allocates them procCtxSlab at a time, one allocation instead of
+// newProcCtx returns the context of process id, whose record is p and
+// whose procExtra, if it was started with one, is set already: a
+// valuesCtx if it has context values, else a procCtx. The worker
+// allocates contexts procCtxSlab at a time, one allocation instead of
 // sixteen, which a process's start pays for most of: nothing of the
 // scheduler's points to a context, so a slab is garbage once the
 // processes it served have ended, unless user code keeps one of their
-// contexts, which then keeps its slab (384 bytes) alive. A nil worker
-// (a start outside the workers) allocates one.
+// contexts, which then keeps its slab (256 or 384 bytes) alive. A nil
+// worker (a start outside the workers) allocates one.
 // Any goroutine; the worker's own only by its owner.
-func (w *worker) newProcCtx() *procCtx {
+func (w *worker) newProcCtx(p *proc, id uint64) context.Context {
+	if x := p.extra.Load(); x != nil && x.values != nil {
+		var c *valuesCtx
+		if w == nil {
+			c = new(valuesCtx)
+		} else {
+			c = fromSlab(&w.valuesCtxs)
+		}
+		c.p, c.id, c.x = p, id, x
+		return c
+	}
+	var c *procCtx
 	if w == nil {
-		return new(procCtx)
+		c = new(procCtx)
+	} else {
+		c = fromSlab(&w.ctxs)
 	}
-	if len(w.ctxs) == 0 {
-		w.ctxs = make([]procCtx, procCtxSlab)
+	c.p, c.id = p, id
+	return c
+}
+
+// fromSlab returns the next zero element of slab, allocating a new slab
+// of procCtxSlab elements when it is used up (see newProcCtx).
+// Owner of slab only.
+func fromSlab[T any](slab *[]T) *T {
+	if len(*slab) == 0 {
+		*slab = make([]T, procCtxSlab)
 	}
-	c := &w.ctxs[0]
-	w.ctxs = w.ctxs[1:]
+	c := &(*slab)[0]
+	*slab = (*slab)[1:]
 	return c
 }
 
@@ -105,14 +142,12 @@ func (c *procCtx) Err() error { return c.p.ctxErr(c.id) }
 // AfterFunc is as for the record's context (proc.AfterFunc).
 func (c *procCtx) AfterFunc(f func()) (stop func() bool) { return c.p.ctxAfterFunc(c.id, f) }
 
+// Value implements context.Context: the process was started without
+// values, so only the scheduler's own keys answer.
+func (c *procCtx) Value(key any) any { return c.p.ctxValue(c.id, nil, key) }
+
 // Value implements context.Context.
-func (c *procCtx) Value(key any) any {
-	var values context.Context
-	if c.x != nil {
-		values = c.x.values
-	}
-	return c.p.ctxValue(c.id, values, key)
-}
+func (c *valuesCtx) Value(key any) any { return c.p.ctxValue(c.id, c.x.values, key) }
 
 // String makes the context printable, as context.Context values are.
 func (c *procCtx) String() string {

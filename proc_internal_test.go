@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"testing"
 	"unsafe"
@@ -137,13 +138,34 @@ func oneAfterOther(first, second Process) stepFunc {
 // recordKey is the context key of TestRecordReuse's value.
 type recordKey struct{}
 
+// spawnedCtx returns the record and ID a spawned process's context names,
+// failing unless it is a valuesCtx (values set) or a procCtx.
+func spawnedCtx(t *testing.T, ctx context.Context, values bool) (*proc, uint64) {
+	t.Helper()
+	if values {
+		c, ok := ctx.(*valuesCtx)
+		require.True(t, ok, "the context of a process started with values is a %T", ctx)
+		return c.p, c.id
+	}
+	c, ok := ctx.(*procCtx)
+	require.True(t, ok, "the context of a process started without values is a %T", ctx)
+	return c.p, c.id
+}
+
 // TestRecordReuse: the record of a process started by a step that ended
 // plainly goes to the next process started in its slot (see
 // Scheduler.record), and the context the first process was given stays
 // its own: done, with cause ErrEnded, answering its own PID and the
-// values it was started with, while the record serves the second, which
-// nothing meant for the first reaches.
+// values it was started with (none, for a process started without any,
+// whose context keeps no values), while the record serves the second,
+// which nothing meant for the first reaches.
 func TestRecordReuse(t *testing.T) {
+	for _, values := range []bool{true, false} {
+		t.Run(fmt.Sprintf("values=%v", values), func(t *testing.T) { testRecordReuse(t, values) })
+	}
+}
+
+func testRecordReuse(t *testing.T, values bool) {
 	s := newScheduler(t, WithWorkers(1))
 	first := &ctxProbe{ctx: make(chan context.Context, 1), step: func(_ []Event, out *StepOutput) error {
 		out.Done(payload.Payload{})
@@ -158,19 +180,25 @@ func TestRecordReuse(t *testing.T) {
 		return nil
 	}}
 	parent := oneAfterOther(first, second)
-	ctx := context.WithValue(context.Background(), recordKey{}, "kept")
+	ctx, want := context.Background(), any(nil)
+	if values {
+		ctx, want = context.WithValue(ctx, recordKey{}, "kept"), "kept"
+	}
 	h, err := s.Submit(ctx, parent, "run", nil)
 	require.NoError(t, err)
-	firstCtx := receive(t, first.ctx, "the first child's context").(*procCtx)
-	secondCtx := receive(t, second.ctx, "the second child's context").(*procCtx)
-	require.Same(t, firstCtx.p, secondCtx.p, "the second child has the first one's record")
+	firstCtx := receive(t, first.ctx, "the first child's context")
+	secondCtx := receive(t, second.ctx, "the second child's context")
+	firstRecord, firstID := spawnedCtx(t, firstCtx, values)
+	secondRecord, _ := spawnedCtx(t, secondCtx, values)
+	require.Same(t, firstRecord, secondRecord, "the second child has the first one's record")
 
 	firstPID, ok := Self(firstCtx)
 	require.True(t, ok)
 	secondPID, _ := Self(secondCtx)
 	require.NotEqual(t, firstPID, secondPID)
-	assert.Equal(t, relay.PID{Node: s.node, ID: firstCtx.id}, firstPID)
-	assert.Equal(t, "kept", firstCtx.Value(recordKey{}), "the first child's values")
+	assert.Equal(t, relay.PID{Node: s.node, ID: firstID}, firstPID)
+	assert.Equal(t, want, firstCtx.Value(recordKey{}), "the first child's values")
+	assert.Equal(t, want, secondCtx.Value(recordKey{}), "the second child's values")
 	assert.ErrorIs(t, firstCtx.Err(), context.Canceled, "the first child's context once it ended")
 	assert.ErrorIs(t, context.Cause(firstCtx), ErrEnded)
 	select {
@@ -196,6 +224,17 @@ func TestRecordReuse(t *testing.T) {
 	require.NoError(t, waitEnd(t, h))
 	require.Len(t, secondEvents, 1, "what the second child got")
 	assert.Equal(t, "for the second", secondEvents[0].Data)
+}
+
+// TestSpawnedContextSize pins the context of a process started by a step
+// without context values to two words: fork-join computations allocate
+// one per process, and while their live heap is small the collector runs
+// once per few megabytes allocated, so every byte more costs collections
+// (docs/benchmarks.md has the measurement).
+func TestSpawnedContextSize(t *testing.T) {
+	if size := unsafe.Sizeof(procCtx{}); size > 2*unsafe.Sizeof(uintptr(0)) {
+		t.Fatalf("a spawned process's context is %d bytes, want two words", size)
+	}
 }
 
 // TestRecordKeptWhenHeld: a record that something may still hold once
@@ -224,11 +263,11 @@ func TestRecordKeptWhenHeld(t *testing.T) {
 	h, err := s.Submit(t.Context(), parent, "run", nil)
 	require.NoError(t, err)
 	require.NoError(t, waitEnd(t, h))
-	firstCtx := receive(t, first.ctx, "the first child's context").(*procCtx)
-	secondCtx := receive(t, second.ctx, "the second child's context").(*procCtx)
-	require.NotSame(t, firstCtx.p, secondCtx.p, "a record a handler's Call holds is not reused")
+	firstRecord, firstID := spawnedCtx(t, receive(t, first.ctx, "the first child's context"), true)
+	secondRecord, _ := spawnedCtx(t, receive(t, second.ctx, "the second child's context"), true)
+	require.NotSame(t, firstRecord, secondRecord, "a record a handler's Call holds is not reused")
 	call := receive(t, calls, "the kept Call")
 	assert.ErrorIs(t, context.Cause(call.Context()), ErrEnded, "the kept call's context")
 	pid, _ := Self(call.Context())
-	assert.Equal(t, relay.PID{Node: s.node, ID: firstCtx.id}, pid)
+	assert.Equal(t, relay.PID{Node: s.node, ID: firstID}, pid)
 }

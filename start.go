@@ -137,9 +137,7 @@ func (s *Scheduler) start(id uint64, values context.Context, p Process, method s
 	// Starting until it is published (see proc.reset).
 	ctx := context.Context(pr)
 	if !handle {
-		c := w.newProcCtx()
-		c.p, c.x, c.id = pr, pr.extra.Load(), id
-		ctx = c
+		ctx = w.newProcCtx(pr, id)
 	}
 	if err := s.callInit(pr, ctx, method, input, v); err != nil {
 		_ = s.callClose(pr, v)
