@@ -488,9 +488,15 @@ const (
 )
 
 func testAllocSpawn(t *testing.T, await bool, what string) {
+	testAllocSpawnIn(t, context.Background(), await, what)
+}
+
+func testAllocSpawnIn(t *testing.T, ctx context.Context, await bool, what string) {
 	s := newScheduler(t, sched.WithWorkers(2))
 	done := make(chan struct{}, startOps)
-	parent := allocSubmit(t, s, &startParent{done: done, tok: &allocToken{}, await: await})
+	h, err := s.Submit(ctx, &startParent{done: done, tok: &allocToken{}, await: await}, "alloc", nil)
+	require.NoError(t, err)
+	parent := h.PID()
 	msg := &allocToken{}
 	checkStartAllocs(t, what, spawnedCosts, spawnedWant, startOps, func() {
 		for range startOps / startBatch {
@@ -510,6 +516,19 @@ func TestAllocSpawn(t *testing.T) {
 
 func TestAllocSpawnAwait(t *testing.T) {
 	testAllocSpawn(t, true, "SpawnAwait (the completion carries the child's result)")
+}
+
+// allocValueKey is the key of TestAllocSpawnWithValues's context value.
+type allocValueKey struct{}
+
+// TestAllocSpawnWithValues: the children of a process submitted with a
+// context that carries values, as a request's does, inherit them and
+// cost no more allocations than without: they share one record of the
+// values instead of one each.
+func TestAllocSpawnWithValues(t *testing.T) {
+	ctx := context.WithValue(context.Background(), allocValueKey{}, "request")
+	testAllocSpawnIn(t, ctx, false, "Spawn under a context with values")
+	testAllocSpawnIn(t, ctx, true, "SpawnAwait under a context with values")
 }
 
 // forkNode is a node of a fork-join tree, the shape of a recursive

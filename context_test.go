@@ -217,3 +217,85 @@ func TestCancelCarriesItsCause(t *testing.T) {
 	assert.ErrorIs(t, evs[0].Error, sched.ErrShuttingDown)
 	assert.ErrorIs(t, context.Cause(live.Ctx()), sched.ErrShuttingDown)
 }
+
+// TestChildrenShareValuesNotState: the children of a process submitted
+// with context values see the values, and so do theirs, yet what one
+// child's context gets of its own (a Done channel, a function to run
+// when it is done, a name) is that child's alone: terminating one child
+// cancels its context, runs its function and frees its name, and leaves
+// its sibling's context as it was.
+func TestChildrenShareValuesNotState(t *testing.T) {
+	s := newScheduler(t, sched.WithWorkers(2))
+	a := &probe{step: untilCancel}
+	grandchild := &probe{step: untilCancel}
+	b := &probe{step: func(p *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+		if n == 0 {
+			return nil
+		}
+		if hasCancel(evs) {
+			out.Done(payload.Payload{})
+			return nil
+		}
+		out.Spawn(1, grandchild, "grandchild", nil) // on the message
+		return nil
+	}}
+	pids := make(chan relay.PID, 2)
+	parent := &probe{step: func(p *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+		if n == 0 {
+			out.Spawn(1, a, "a", nil)
+			out.Spawn(2, b, "b", nil)
+			return nil
+		}
+		for _, ev := range evs {
+			if ev.Type == sched.EventYieldComplete && ev.Error == nil {
+				pids <- ev.From
+			}
+		}
+		return untilCancel(p, n, evs, out)
+	}}
+	ctx := context.WithValue(context.Background(), ctxKey{}, "request")
+	hp, err := s.Submit(ctx, parent, "parent", nil)
+	require.NoError(t, err)
+	byMethod := map[string]relay.PID{}
+	for range 2 {
+		pid := receive(t, pids, "a child's PID")
+		info, ok := findProcess(s, pid)
+		require.True(t, ok)
+		byMethod[info.Method] = pid
+	}
+	ctxA, ctxB := a.Ctx(), b.Ctx()
+	assert.Equal(t, "request", ctxA.Value(ctxKey{}), "a's values")
+	assert.Equal(t, "request", ctxB.Value(ctxKey{}), "b's values")
+
+	doneA := ctxA.Done()
+	ranA := make(chan struct{})
+	context.AfterFunc(ctxA, func() { close(ranA) })
+	require.NoError(t, s.Register("child-a", byMethod["a"]))
+	doneB := ctxB.Done()
+	require.False(t, doneA == doneB, "the two children's contexts share a Done channel")
+
+	require.NoError(t, s.Terminate(byMethod["a"]))
+	receive(t, doneA, "a's context once a is terminated")
+	receive(t, ranA, "a's AfterFunc")
+	assert.ErrorIs(t, context.Cause(ctxA), sched.ErrTerminated)
+	eventually(t, "a's name freed", func() bool {
+		_, err := s.Lookup("child-a")
+		return err != nil
+	})
+	assert.False(t, isClosed(doneB), "b's context is done because a was terminated")
+	assert.NoError(t, ctxB.Err())
+	assert.NoError(t, context.Cause(ctxB))
+
+	// b's children still inherit the values, though b's context now has
+	// a Done channel of its own.
+	require.NoError(t, s.Tell(byMethod["b"], "spawn"))
+	eventually(t, "the grandchild started", func() bool { return grandchild.Ctx() != nil })
+	assert.Equal(t, "request", grandchild.Ctx().Value(ctxKey{}), "the grandchild's values")
+	assert.NoError(t, grandchild.Ctx().Err())
+
+	require.NoError(t, s.Terminate(byMethod["b"]))
+	receive(t, doneB, "b's context once b is terminated")
+	require.NoError(t, s.Terminate(hp.PID()))
+	_, err = waitEnd(t, s, hp)
+	require.NoError(t, err)
+}

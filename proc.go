@@ -115,11 +115,13 @@ type proc struct {
 	inbox   eventBuf   // the mailbox: the events queued for the next step, and a few bits
 	pending pendingSet // tags of yields awaiting completion
 
-	// extra holds what few processes need (see procExtra): made at the
+	// extra holds what few processes need (see procExtra): set at the
 	// start for context values or a mailbox limit of the process's own,
-	// or on demand under mu (getExtra). Once set the pointer never
-	// changes, so it is loaded without mu; its mutable fields are
-	// guarded by mu.
+	// or on demand under mu (getExtra). It changes only under mu, and
+	// only from a shared procExtra to the process's own copy of it (see
+	// procExtra.shared), which holds the same immutable fields: so those
+	// are read with a load of it without mu, and the mutable fields,
+	// guarded by mu, with a load made under mu.
 	extra atomic.Pointer[procExtra]
 }
 
@@ -296,9 +298,27 @@ func (p *proc) awaited() *procAwait {
 }
 
 // procExtra is the part of a proc that most processes never need.
+//
+// A process started by a step inherits its parent's context values, and
+// every process of a tree submitted with a request's context would need
+// a procExtra for them alone. Instead the children of a process share
+// one procExtra that holds only the values (childExtra): it is shared,
+// and never written. Whatever writes a field of a process's procExtra
+// first gets the process's own through getExtra, which replaces a shared
+// one with a copy under mu; the clean-ups at a process's end and cancel,
+// which write without asking for one, skip a shared one, which has
+// nothing to clean.
 type procExtra struct {
 	values context.Context // where Value lookups go (never its Done); immutable
 	method string          // the entry point, if not interned; immutable
+
+	// shared marks the procExtra the children of a process share (see
+	// childExtra), which is never written; immutable.
+	shared bool
+	// children is the shared procExtra of the children of the process's
+	// steps (see childExtra), made at its first spawn. Written and read
+	// only by the worker running the process.
+	children *procExtra
 
 	// Guarded by proc.mu:
 	ctxDone  chan struct{}  // made on demand by Done, closed on cancel or end
@@ -318,14 +338,37 @@ type procExtra struct {
 	mailbox *mailboxLimit // this process's own mailbox limit, if any; immutable
 }
 
-// getExtra returns p's procExtra, creating it. Called with mu held.
+// getExtra returns p's own procExtra, creating it, or replacing a shared
+// one with a copy of its values. Called with mu held.
 func (p *proc) getExtra() *procExtra {
 	x := p.extra.Load()
-	if x == nil {
-		x = &procExtra{}
-		p.extra.Store(x)
+	if x == nil || x.shared {
+		own := &procExtra{}
+		if x != nil {
+			own.values = x.values // a shared one holds nothing else
+		}
+		p.extra.Store(own)
+		x = own
 	}
 	return x
+}
+
+// childExtra returns the procExtra for a child that p's step starts
+// without a mailbox limit of its own: nil if p has no context values,
+// else one holding only them, shared by all of p's children (see
+// procExtra), and by theirs.
+// Worker only, with p Running.
+func (p *proc) childExtra() *procExtra {
+	x := p.extra.Load()
+	switch {
+	case x == nil || x.values == nil:
+		return nil
+	case x.shared:
+		return x // p's own children take what p took
+	case x.children == nil:
+		x.children = &procExtra{values: x.values, shared: true}
+	}
+	return x.children
 }
 
 // pid returns the process's PID.
@@ -407,7 +450,7 @@ func (p *proc) close(c *closed, result payload.Payload, err error, forced, reuse
 		*p.outcomeValue() = result.Value()
 		p.inbox.logCap = uint8(result.Format())
 	}
-	if x := p.extra.Load(); x != nil {
+	if x := p.extra.Load(); x != nil && !x.shared {
 		x.large = nil
 		if p.flags&pfCancelled == 0 {
 			if x.ctxDone != nil {

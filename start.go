@@ -48,7 +48,7 @@ func (s *Scheduler) submit(ctx context.Context, values context.Context, p Proces
 	if err != nil {
 		return Handle{}, err
 	}
-	pr, err := s.start(id, values, p, method, input, 0, v, so.mailbox, true)
+	pr, err := s.start(id, values, nil, p, method, input, 0, v, so.mailbox, true)
 	if err != nil {
 		return Handle{}, err
 	}
@@ -98,7 +98,10 @@ func (s *Scheduler) unadmit(id uint64, v via, why counterID) {
 
 // start is the second half: it creates the process admitted as id,
 // initialises and registers it; the caller queues it. values is the
-// context its Value lookups go to; awaiter, if not 0, is the parent whose
+// context its Value lookups go to; inherit, if not nil, is the shared
+// procExtra of its parent's children (see proc.childExtra), which holds
+// values and which the process takes instead of a procExtra of its own
+// if it needs nothing else; awaiter, if not 0, is the parent whose
 // SpawnAwait yield waits for its end (the yield's sequence number is
 // childSeq(id)); v says where this runs; mailbox, if not nil, is the
 // process's own mailbox limit; handle says the caller gets a Handle, so
@@ -108,7 +111,7 @@ func (s *Scheduler) unadmit(id uint64, v via, why counterID) {
 // A process with a Handle has its record as its context; one without
 // gets a context of its own (procCtx), since its record may be given to
 // a later process once it has ended (see record).
-func (s *Scheduler) start(id uint64, values context.Context, p Process, method string, input payload.Payloads, awaiter uint64, v via, mailbox *mailboxLimit, handle bool) (*proc, error) {
+func (s *Scheduler) start(id uint64, values context.Context, inherit *procExtra, p Process, method string, input payload.Payloads, awaiter uint64, v via, mailbox *mailboxLimit, handle bool) (*proc, error) {
 	w := v.worker()
 	mid := s.internMethod(method, w)
 	pr, reused := s.record(id, mid, handle, awaiter != 0, w)
@@ -123,7 +126,10 @@ func (s *Scheduler) start(id uint64, values context.Context, p Process, method s
 	if values == context.Background() || values == context.TODO() {
 		values = nil // nothing to look up
 	}
-	if values != nil || mailbox != nil || pr.methodID == 0 {
+	switch {
+	case inherit != nil && mailbox == nil && pr.methodID != 0:
+		pr.extra.Store(inherit) // its values are values (see childExtra)
+	case values != nil || mailbox != nil || pr.methodID == 0:
 		x := &procExtra{values: values, mailbox: mailbox}
 		if pr.methodID == 0 {
 			x.method = method
