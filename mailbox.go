@@ -579,7 +579,7 @@ func (p *proc) terminate(cause uint8, id uint64) (woken uint64, err error) {
 	}
 	p.flags |= pfCancelled | cause
 	*p.newSlot() = Event{Type: EventCancel, Error: p.cancelCause()}
-	if x := p.extra.Load(); x != nil && !x.shared {
+	if x := p.extra.Load(); x != nil && !x.shared() {
 		if x.ctxDone != nil {
 			close(x.ctxDone)
 		}

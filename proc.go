@@ -310,15 +310,15 @@ func (p *proc) awaited() *procAwait {
 // nothing to clean.
 type procExtra struct {
 	values context.Context // where Value lookups go (never its Done); immutable
-	method string          // the entry point, if not interned; immutable
+	method *string         // the entry point, if not interned; immutable
 
-	// shared marks the procExtra the children of a process share (see
-	// childExtra), which is never written; immutable.
-	shared bool
 	// children is the shared procExtra of the children of the process's
-	// steps (see childExtra), made at its first spawn. Written and read
-	// only by the worker running the process.
-	children *procExtra
+	// steps (see childExtra), made at its first spawn; in a shared one,
+	// the procExtra itself, set before it is shared, which is what
+	// marks it (see shared). Stored only by the worker running the
+	// process; loaded by it and, under proc.mu, by whoever asks whether
+	// the procExtra is shared.
+	children atomic.Pointer[procExtra]
 
 	// Guarded by proc.mu:
 	ctxDone  chan struct{}  // made on demand by Done, closed on cancel or end
@@ -338,11 +338,16 @@ type procExtra struct {
 	mailbox *mailboxLimit // this process's own mailbox limit, if any; immutable
 }
 
+// shared reports whether x is the procExtra the children of a process
+// share (see childExtra), which is never written.
+// Any goroutine.
+func (x *procExtra) shared() bool { return x.children.Load() == x }
+
 // getExtra returns p's own procExtra, creating it, or replacing a shared
 // one with a copy of its values. Called with mu held.
 func (p *proc) getExtra() *procExtra {
 	x := p.extra.Load()
-	if x == nil || x.shared {
+	if x == nil || x.shared() {
 		own := &procExtra{}
 		if x != nil {
 			own.values = x.values // a shared one holds nothing else
@@ -360,15 +365,16 @@ func (p *proc) getExtra() *procExtra {
 // Worker only, with p Running.
 func (p *proc) childExtra() *procExtra {
 	x := p.extra.Load()
-	switch {
-	case x == nil || x.values == nil:
+	if x == nil || x.values == nil {
 		return nil
-	case x.shared:
-		return x // p's own children take what p took
-	case x.children == nil:
-		x.children = &procExtra{values: x.values, shared: true}
 	}
-	return x.children
+	c := x.children.Load() // x itself, if x is shared: p's children take what p took
+	if c == nil {
+		c = &procExtra{values: x.values}
+		c.children.Store(c)
+		x.children.Store(c)
+	}
+	return c
 }
 
 // pid returns the process's PID.
@@ -450,7 +456,7 @@ func (p *proc) close(c *closed, result payload.Payload, err error, forced, reuse
 		*p.outcomeValue() = result.Value()
 		p.inbox.logCap = uint8(result.Format())
 	}
-	if x := p.extra.Load(); x != nil && !x.shared {
+	if x := p.extra.Load(); x != nil && !x.shared() {
 		x.large = nil
 		if p.flags&pfCancelled == 0 {
 			if x.ctxDone != nil {

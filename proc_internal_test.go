@@ -226,6 +226,15 @@ func testRecordReuse(t *testing.T, values bool) {
 	assert.Equal(t, "for the second", secondEvents[0].Data)
 }
 
+// TestProcExtraSize pins the part of a record that some processes need
+// (a name, a monitor, a Done channel, context values of their own) to its
+// 176-byte size class: a service's long-lived processes keep one each.
+func TestProcExtraSize(t *testing.T) {
+	if size := unsafe.Sizeof(procExtra{}); size > 176 {
+		t.Fatalf("procExtra is %d bytes, past its 176-byte size class", size)
+	}
+}
+
 // TestSpawnedContextSize pins the context of a process started by a step
 // without context values to two words: fork-join computations allocate
 // one per process, and while their live heap is small the collector runs

@@ -132,7 +132,8 @@ func (s *Scheduler) start(id uint64, values context.Context, inherit *procExtra,
 	case values != nil || mailbox != nil || pr.methodID == 0:
 		x := &procExtra{values: values, mailbox: mailbox}
 		if pr.methodID == 0 {
-			x.method = method
+			m := method // a copy: taking method's address would move it to the heap on every start
+			x.method = &m
 		}
 		if mailbox != nil && !s.limits.Load() {
 			s.limits.Store(true)
