@@ -162,7 +162,7 @@ func (p *proc) ctxDone(id uint64) <-chan struct{} {
 	if p.id.Load() != id || p.flags&(pfCancelled|pfClosed) != 0 {
 		return closedChan
 	}
-	x := p.getExtra()
+	x := p.getLive()
 	if x.ctxDone == nil {
 		x.ctxDone = make(chan struct{})
 	}
@@ -189,7 +189,7 @@ func (p *proc) ctxAfterFunc(id uint64, f func()) (stop func() bool) {
 		go f()
 		return func() bool { return false }
 	}
-	return p.getExtra().ctxAfter.add(f, &p.mu)
+	return p.getLive().ctxAfter.add(f, &p.mu)
 }
 
 // ctxValue is Value of the context of process id, whose record is p,
@@ -294,7 +294,7 @@ type callContext struct {
 func newCallContext(p *proc, seq uint64, ts *timerService) *callContext {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	x := p.extra.Load()
+	x := p.live()
 	if x != nil {
 		for _, c := range x.calls {
 			if c.seq == seq {
@@ -311,7 +311,7 @@ func newCallContext(p *proc, seq uint64, ts *timerService) *callContext {
 	case !p.pending.hasSeq(seq, x):
 		c.cause = context.Canceled // completed: nothing more to say
 	default:
-		x = p.getExtra()
+		x = p.getLive()
 		x.calls = append(x.calls, c)
 	}
 	return c
@@ -436,7 +436,7 @@ func (a *afterFuncs) run() {
 
 // endCall ends the call context of yield seq, if one was made, with
 // cause: the yield is no longer pending. Called with proc.mu held.
-func (x *procExtra) endCall(seq uint64, cause error) {
+func (x *procLive) endCall(seq uint64, cause error) {
 	for i, c := range x.calls {
 		if c.seq == seq {
 			c.end(cause)
@@ -451,7 +451,7 @@ func (x *procExtra) endCall(seq uint64, cause error) {
 
 // endCalls ends every call context with cause: the process has ended.
 // Called with proc.mu held.
-func (x *procExtra) endCalls(cause error) {
+func (x *procLive) endCalls(cause error) {
 	for _, c := range x.calls {
 		c.end(cause)
 	}

@@ -308,7 +308,7 @@ func (w *worker) expire(p *proc, seq uint64) {
 // with p Running.
 func (w *worker) timeout(p *proc, tag uint64, when int64) {
 	p.mu.Lock()
-	seq, ok := p.pending.lookupTag(tag, p.extra.Load())
+	seq, ok := p.pending.lookupTag(tag, p.live())
 	p.mu.Unlock()
 	if !ok {
 		return
@@ -329,7 +329,7 @@ func (w *worker) timeout(p *proc, tag uint64, when int64) {
 	// no mark and leaves the timer, which the failed mark then removes.
 	ts.addDeadline(w, p.id.Load(), seq, when)
 	p.mu.Lock()
-	marked := p.pending.markTimed(seq, p.extra.Load())
+	marked := p.pending.markTimed(seq, p.live())
 	p.mu.Unlock()
 	if !marked {
 		ts.remove(seq)
@@ -383,7 +383,7 @@ func (w *worker) completeNowFrom(p *proc, seq uint64, from relay.PID, data any, 
 // only, with p Running.
 func (w *worker) cancelYield(p *proc, tag uint64) {
 	p.mu.Lock()
-	x := p.extra.Load()
+	x := p.live()
 	seq, ok := p.pending.removeTag(tag, x)
 	timed := seq&seqTimed != 0
 	seq &^= seqTimed

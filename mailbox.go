@@ -242,7 +242,7 @@ func (p *proc) newSlot() *Event {
 func (p *proc) full(limit mailboxLimit, wait bool) (evicted *Event, room <-chan struct{}, err error) {
 	switch {
 	case wait:
-		x := p.getExtra()
+		x := p.getLive()
 		if x.room == nil {
 			x.room = make(chan struct{})
 		}
@@ -396,7 +396,7 @@ func (p *proc) completeFor(ev *Event, seq uint64, cause error, d *directClaim, i
 		p.mu.Unlock()
 		return completed{}, ErrProcessNotFound
 	}
-	x := p.extra.Load()
+	x := p.live()
 	var c completed
 	var ok bool
 	if seq != 0 {
@@ -495,7 +495,7 @@ func (p *proc) drain(dst []Event) []Event {
 	p.msgs = 0
 	if p.flags&pfRoomWaiters != 0 {
 		p.flags &^= pfRoomWaiters
-		x := p.extra.Load()
+		x := p.live()
 		close(x.room)
 		x.room = nil
 	}
@@ -557,7 +557,7 @@ const keptInbox = 64
 // Worker only.
 func (p *proc) shrinkInbox() {
 	p.mu.Lock()
-	if p.inbox.n == 0 && p.pending.len(p.extra.Load()) == 0 {
+	if p.inbox.n == 0 && p.pending.len(p.live()) == 0 {
 		p.dropInbox()
 		p.inbox.wbits &^= wbBigInbox
 	}
@@ -579,7 +579,7 @@ func (p *proc) terminate(cause uint8, id uint64) (woken uint64, err error) {
 	}
 	p.flags |= pfCancelled | cause
 	*p.newSlot() = Event{Type: EventCancel, Error: p.cancelCause()}
-	if x := p.extra.Load(); x != nil && !x.shared() {
+	if x := p.live(); x != nil {
 		if x.ctxDone != nil {
 			close(x.ctxDone)
 		}

@@ -113,7 +113,7 @@ func (p *proc) addMonitor(seq, watcher, id uint64) bool {
 	if p.gone(id) {
 		return false
 	}
-	x := p.getExtra()
+	x := p.getLive()
 	if x.monitors == nil {
 		x.monitors = new(u64map)
 	}
@@ -125,7 +125,7 @@ func (p *proc) addMonitor(seq, watcher, id uint64) bool {
 // unless p has ended (see gone). Any goroutine.
 func (p *proc) removeMonitor(seq, id uint64) {
 	p.mu.Lock()
-	if x := p.extra.Load(); x != nil && x.monitors != nil && !p.gone(id) {
+	if x := p.live(); x != nil && x.monitors != nil && !p.gone(id) {
 		x.monitors.remove(seq)
 	}
 	p.mu.Unlock()
@@ -135,7 +135,7 @@ func (p *proc) removeMonitor(seq, id uint64) {
 // Worker only, with p Running.
 func (p *proc) holdMonitor(seq, target uint64) {
 	p.mu.Lock()
-	x := p.getExtra()
+	x := p.getLive()
 	if x.held == nil {
 		x.held = new(u64map)
 	}
@@ -145,7 +145,7 @@ func (p *proc) holdMonitor(seq, target uint64) {
 
 // unholdMonitor forgets that the yield seq watches a process, returning
 // which (0: none). Called with proc.mu held; x may be nil.
-func (x *procExtra) unholdMonitor(seq uint64) (target uint64) {
+func (x *procLive) unholdMonitor(seq uint64) (target uint64) {
 	if x == nil || x.held == nil {
 		return 0
 	}
@@ -181,7 +181,7 @@ func (w *worker) watch(p *proc, seq uint64, pid relay.PID, request bool) bool {
 	}
 	if !t.addMonitor(seq, watcher, pid.ID) {
 		p.mu.Lock()
-		p.extra.Load().unholdMonitor(seq)
+		p.live().unholdMonitor(seq)
 		p.mu.Unlock()
 		return false
 	}
@@ -248,7 +248,7 @@ func (s *Scheduler) Monitor(pid relay.PID, f func(Exit)) (stop func() bool) {
 		if t := s.table.lookup(pid.ID); t != nil {
 			t.mu.Lock()
 			if !t.gone(pid.ID) {
-				x := t.getExtra()
+				x := t.getLive()
 				x.outside = append(x.outside, m)
 				t.mu.Unlock()
 				return func() bool { return m.stop(t) }
@@ -279,7 +279,7 @@ func (m *outsideMonitor) stop(t *proc) bool {
 	m.once.Do(func() { stopped = true })
 	if stopped {
 		t.mu.Lock()
-		if x := t.extra.Load(); x != nil {
+		if x := t.live(); x != nil {
 			for i, o := range x.outside {
 				if o == m {
 					x.outside = append(x.outside[:i], x.outside[i+1:]...)
@@ -296,7 +296,7 @@ func (m *outsideMonitor) stop(t *proc) bool {
 // with exit, and forgets the monitors p itself held on others. x is p's
 // procExtra, frozen now that p is closed. Called once, by whoever ended
 // p, after closing it.
-func (s *Scheduler) notifyEnd(p *proc, x *procExtra, exit Exit, v via) {
+func (s *Scheduler) notifyEnd(p *proc, x *procLive, exit Exit, v via) {
 	if x.monitors != nil && x.monitors.len() > 0 {
 		var boxed any = exit // one allocation for every watcher
 		x.monitors.each(func(seq, watcher uint64) {

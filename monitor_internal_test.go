@@ -52,7 +52,7 @@ func TestWatchedProcessKeepsNothingOfEndedWatchers(t *testing.T) {
 	require.NotNil(t, p)
 	p.mu.Lock()
 	n := 0
-	if x := p.extra.Load(); x != nil && x.monitors != nil {
+	if x := p.live(); x != nil && x.monitors != nil {
 		n = x.monitors.len()
 	}
 	p.mu.Unlock()

@@ -57,7 +57,7 @@ func (s *Scheduler) Register(name string, pid relay.PID) error {
 		p.mu.Unlock()
 		return fmt.Errorf("%w: %v", ErrProcessNotFound, pid)
 	}
-	x := p.getExtra()
+	x := p.getLive()
 	x.names = append(x.names, name)
 	p.mu.Unlock()
 	if s.names.byName == nil {
@@ -83,7 +83,7 @@ func (s *Scheduler) Unregister(name string) error {
 		p.mu.Lock()
 		// A closed process's names are frozen: whoever ended it reads
 		// them without the lock to release them.
-		if x := p.extra.Load(); x != nil && !p.gone(pid.ID) {
+		if x := p.live(); x != nil && !p.gone(pid.ID) {
 			x.dropName(name)
 		}
 		p.mu.Unlock()
@@ -129,7 +129,7 @@ func (s *Scheduler) releaseNames(pid relay.PID, names []string) {
 
 // dropName removes name from the process's names. Called with proc.mu
 // held.
-func (x *procExtra) dropName(name string) {
+func (x *procLive) dropName(name string) {
 	for i, n := range x.names {
 		if n == name {
 			last := len(x.names) - 1

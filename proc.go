@@ -111,17 +111,17 @@ type proc struct {
 
 	impl Process // nil once complete
 
-	mu      sync.Mutex // guards flags, inbox, pending and extra's mutable fields; held for a few instructions
+	mu      sync.Mutex // guards flags, inbox, pending and extra's live part; held for a few instructions
 	inbox   eventBuf   // the mailbox: the events queued for the next step, and a few bits
 	pending pendingSet // tags of yields awaiting completion
 
 	// extra holds what few processes need (see procExtra): set at the
 	// start for context values or a mailbox limit of the process's own,
-	// or on demand under mu (getExtra). It changes only under mu, and
-	// only from a shared procExtra to the process's own copy of it (see
+	// or on demand under mu (getLive). It changes only under mu, and
+	// only from a shared procExtra to the process's own (see
 	// procExtra.shared), which holds the same immutable fields: so those
-	// are read with a load of it without mu, and the mutable fields,
-	// guarded by mu, with a load made under mu.
+	// are read with a load of it without mu, and its live part, guarded
+	// by mu, through a load made under mu (see live).
 	extra atomic.Pointer[procExtra]
 }
 
@@ -297,20 +297,25 @@ func (p *proc) awaited() *procAwait {
 	return nil
 }
 
-// procExtra is the part of a proc that most processes never need.
+// procExtra is the part of a proc that most processes never need: what
+// it was started with beyond its record (context values, its own mailbox
+// limit, an entry point too many to intern), immutable, and, behind live,
+// what it gets on demand (a Done channel, names, monitors, ...). The two
+// are apart so that a process that has only context values, as one
+// submitted with a request's context has, costs 48 bytes for them and
+// not the whole; a process that needs live from the start gets both in
+// one allocation (extraAndLive).
 //
 // A process started by a step inherits its parent's context values, and
 // every process of a tree submitted with a request's context would need
 // a procExtra for them alone. Instead the children of a process share
-// one procExtra that holds only the values (childExtra): it is shared,
-// and never written. Whatever writes a field of a process's procExtra
-// first gets the process's own through getExtra, which replaces a shared
-// one with a copy under mu; the clean-ups at a process's end and cancel,
-// which write without asking for one, skip a shared one, which has
-// nothing to clean.
+// one procExtra that holds only the values (childExtra). A shared one
+// never gets a live part: a child that needs one gets a procExtra of its
+// own, with the values copied, from getLive, under its lock.
 type procExtra struct {
-	values context.Context // where Value lookups go (never its Done); immutable
-	method *string         // the entry point, if not interned; immutable
+	values  context.Context // where Value lookups go (never its Done); immutable
+	method  *string         // the entry point, if not interned; immutable
+	mailbox *mailboxLimit   // this process's own mailbox limit, if any; immutable
 
 	// children is the shared procExtra of the children of the process's
 	// steps (see childExtra), made at its first spawn; in a shared one,
@@ -320,6 +325,15 @@ type procExtra struct {
 	// the procExtra is shared.
 	children atomic.Pointer[procExtra]
 
+	// live is the part made on demand (see getLive), nil until then and
+	// always in a shared procExtra. Guarded by proc.mu; frozen once the
+	// process is closed.
+	live *procLive
+}
+
+// procLive is what a process gets on demand, by being named, monitored,
+// asked for its context's Done channel, and so on (see procExtra).
+type procLive struct {
 	// Guarded by proc.mu:
 	ctxDone  chan struct{}  // made on demand by Done, closed on cancel or end
 	large    *largePending  // pending yields of a process with many outstanding
@@ -334,8 +348,13 @@ type procExtra struct {
 	monitors *u64map           // monitors on this process: yield seq -> watcher (| monitorRequest)
 	held     *u64map           // monitors this process holds: its yield seq -> watched process
 	outside  []*outsideMonitor // monitors set by Scheduler.Monitor
+}
 
-	mailbox *mailboxLimit // this process's own mailbox limit, if any; immutable
+// extraAndLive is a procExtra and its procLive in one allocation, for a
+// process that needs the live part and has no procExtra of its own yet.
+type extraAndLive struct {
+	x procExtra
+	l procLive
 }
 
 // shared reports whether x is the procExtra the children of a process
@@ -343,19 +362,33 @@ type procExtra struct {
 // Any goroutine.
 func (x *procExtra) shared() bool { return x.children.Load() == x }
 
-// getExtra returns p's own procExtra, creating it, or replacing a shared
-// one with a copy of its values. Called with mu held.
-func (p *proc) getExtra() *procExtra {
-	x := p.extra.Load()
-	if x == nil || x.shared() {
-		own := &procExtra{}
-		if x != nil {
-			own.values = x.values // a shared one holds nothing else
-		}
-		p.extra.Store(own)
-		x = own
+// live returns p's procLive, or nil if it has none. Called with mu held,
+// or, once p is closed, by whoever ended it.
+func (p *proc) live() *procLive {
+	if x := p.extra.Load(); x != nil {
+		return x.live
 	}
-	return x
+	return nil
+}
+
+// getLive returns p's procLive, creating it: in p's own procExtra if it
+// has one, else with a procExtra of its own in one allocation, which
+// replaces a shared one (keeping its values). Called with mu held.
+func (p *proc) getLive() *procLive {
+	x := p.extra.Load()
+	if x != nil && !x.shared() {
+		if x.live == nil {
+			x.live = new(procLive)
+		}
+		return x.live
+	}
+	both := new(extraAndLive)
+	if x != nil {
+		both.x.values = x.values // a shared one holds nothing else
+	}
+	both.x.live = &both.l
+	p.extra.Store(&both.x)
+	return &both.l
 }
 
 // childExtra returns the procExtra for a child that p's step starts
@@ -397,7 +430,7 @@ func (p *proc) gone(id uint64) bool {
 func (p *proc) addPending(tag, seq uint64, c *pendingCache) bool {
 	p.mu.Lock()
 	ok := p.pending.add(tag, seq, p, c) // seq may carry seqTimed
-	p.notePending(p.extra.Load())
+	p.notePending(p.live())
 	p.mu.Unlock()
 	return ok
 }
@@ -406,7 +439,7 @@ func (p *proc) addPending(tag, seq uint64, c *pendingCache) bool {
 // stores only when the answer changes, so a step that yields ten
 // commands, and the ten completions that follow, pay two atomic stores
 // rather than twenty. Called with p.mu held.
-func (p *proc) notePending(x *procExtra) {
+func (p *proc) notePending(x *procLive) {
 	if has := p.pending.len(x) > 0; has != p.hasPending.Load() {
 		p.hasPending.Store(has)
 	}
@@ -456,7 +489,7 @@ func (p *proc) close(c *closed, result payload.Payload, err error, forced, reuse
 		*p.outcomeValue() = result.Value()
 		p.inbox.logCap = uint8(result.Format())
 	}
-	if x := p.extra.Load(); x != nil && !x.shared() {
+	if x := p.live(); x != nil {
 		x.large = nil
 		if p.flags&pfCancelled == 0 {
 			if x.ctxDone != nil {
@@ -498,7 +531,7 @@ func (p *proc) reusable() bool {
 	if p.flags&pfCancelled != 0 {
 		return false
 	}
-	x := p.extra.Load()
+	x := p.live()
 	return x == nil || (x.ctxDone == nil && x.room == nil && len(x.calls) == 0 && len(x.ctxAfter) == 0 &&
 		x.names == nil && x.monitors == nil && x.held == nil && x.outside == nil)
 }
@@ -701,7 +734,7 @@ const (
 )
 
 // len returns the number of pending yields. Called with p.mu held.
-func (ps *pendingSet) len(x *procExtra) int {
+func (ps *pendingSet) len(x *procLive) int {
 	if x != nil && x.large != nil {
 		return x.large.byTag.len()
 	}
@@ -715,7 +748,7 @@ func (ps *pendingSet) len(x *procExtra) int {
 // fit it anyway.
 // Called with p.mu held.
 func (ps *pendingSet) reserve(n int, p *proc, c *pendingCache) {
-	if x := p.extra.Load(); x != nil && x.large != nil {
+	if x := p.live(); x != nil && x.large != nil {
 		return
 	}
 	have := ps.small()
@@ -799,7 +832,7 @@ func (c *pendingCache) put(arr []pendingYield) {
 // add inserts a yield and reports false if its tag was already present.
 // Called with p.mu held.
 func (ps *pendingSet) add(tag, seq uint64, p *proc, c *pendingCache) bool {
-	if x := p.extra.Load(); x != nil && x.large != nil {
+	if x := p.live(); x != nil && x.large != nil {
 		if !x.large.byTag.add(tag, seq) {
 			return false
 		}
@@ -837,7 +870,7 @@ func (ps *pendingSet) toLarge(p *proc, need int, c *pendingCache) *largePending 
 		large.byTag.add(y.tag, y.seq)
 		large.bySeq.add(y.seq&^seqTimed, y.tag)
 	}
-	p.getExtra().large = large
+	p.getLive().large = large
 	if arr := ps.array(); arr != nil {
 		c.put(arr)
 	}
@@ -848,7 +881,7 @@ func (ps *pendingSet) toLarge(p *proc, need int, c *pendingCache) *largePending 
 // removeTag deletes the yield with tag and returns its sequence number,
 // with seqTimed if it has a timer.
 // Called with p.mu held.
-func (ps *pendingSet) removeTag(tag uint64, x *procExtra) (seq uint64, ok bool) {
+func (ps *pendingSet) removeTag(tag uint64, x *procLive) (seq uint64, ok bool) {
 	if x != nil && x.large != nil {
 		// The maps stay once made: a process that fanned out widely
 		// will likely do it again, and regrowing them costs more.
@@ -872,7 +905,7 @@ func (ps *pendingSet) removeTag(tag uint64, x *procExtra) (seq uint64, ok bool) 
 // removeSeq deletes the yield with sequence number seq and returns its
 // tag, and whether it has a timer.
 // Called with p.mu held.
-func (ps *pendingSet) removeSeq(seq uint64, x *procExtra) (tag uint64, timed, ok bool) {
+func (ps *pendingSet) removeSeq(seq uint64, x *procLive) (tag uint64, timed, ok bool) {
 	if x != nil && x.large != nil {
 		if tag, ok = x.large.bySeq.remove(seq); ok {
 			stored, _ := x.large.byTag.remove(tag)
@@ -893,7 +926,7 @@ func (ps *pendingSet) removeSeq(seq uint64, x *procExtra) (tag uint64, timed, ok
 // lookupTag returns the sequence number, with seqTimed if it has a
 // timer, of the pending yield with tag.
 // Called with p.mu held.
-func (ps *pendingSet) lookupTag(tag uint64, x *procExtra) (seq uint64, ok bool) {
+func (ps *pendingSet) lookupTag(tag uint64, x *procLive) (seq uint64, ok bool) {
 	if x != nil && x.large != nil {
 		return x.large.byTag.get(tag)
 	}
@@ -907,7 +940,7 @@ func (ps *pendingSet) lookupTag(tag uint64, x *procExtra) (seq uint64, ok bool) 
 
 // hasSeq reports whether the yield with sequence number seq is pending.
 // Called with p.mu held.
-func (ps *pendingSet) hasSeq(seq uint64, x *procExtra) bool {
+func (ps *pendingSet) hasSeq(seq uint64, x *procLive) bool {
 	if x != nil && x.large != nil {
 		_, ok := x.large.bySeq.get(seq)
 		return ok
@@ -923,7 +956,7 @@ func (ps *pendingSet) hasSeq(seq uint64, x *procExtra) bool {
 // markTimed records that the pending yield seq has a timer; it reports
 // false if the yield is not pending.
 // Called with p.mu held.
-func (ps *pendingSet) markTimed(seq uint64, x *procExtra) bool {
+func (ps *pendingSet) markTimed(seq uint64, x *procLive) bool {
 	if x != nil && x.large != nil {
 		tag, ok := x.large.bySeq.get(seq)
 		if ok {
@@ -944,7 +977,7 @@ func (ps *pendingSet) markTimed(seq uint64, x *procExtra) bool {
 // eachTimed calls f with the sequence number of every pending yield that
 // has a timer.
 // Called with p.mu held.
-func (ps *pendingSet) eachTimed(x *procExtra, f func(seq uint64)) {
+func (ps *pendingSet) eachTimed(x *procLive, f func(seq uint64)) {
 	if x != nil && x.large != nil {
 		x.large.byTag.each(func(_, seq uint64) {
 			if seq&seqTimed != 0 {

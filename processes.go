@@ -42,7 +42,7 @@ func (s *Scheduler) Processes() []ProcessInfo {
 			State:   stateOf(st),
 			Woken:   st&flagWake != 0,
 			Queued:  int(p.inbox.n),
-			Pending: p.pending.len(p.extra.Load()),
+			Pending: p.pending.len(p.live()),
 		}
 		p.mu.Unlock()
 		entries = append(entries, entry{info.PID.ID, info})

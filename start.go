@@ -301,7 +301,7 @@ func (s *Scheduler) finish(p *proc, v via, result payload.Payload, err error, fo
 	}
 	c.recycle(w.pendingCache())
 	// Names, monitors: frozen now that the process is closed.
-	if x := p.extra.Load(); x != nil {
+	if x := p.live(); x != nil {
 		if len(x.names) > 0 {
 			s.releaseNames(p.pid(), x.names)
 		}

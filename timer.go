@@ -270,7 +270,7 @@ func (ts *timerService) release(p *proc) {
 		return
 	}
 	p.mu.Lock()
-	p.pending.eachTimed(p.extra.Load(), func(seq uint64) { ts.remove(seq) })
+	p.pending.eachTimed(p.live(), func(seq uint64) { ts.remove(seq) })
 	p.mu.Unlock()
 }
 
