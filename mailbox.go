@@ -97,8 +97,8 @@ func (s *Scheduler) limitOf(p *proc) mailboxLimit {
 	if !s.limits.Load() {
 		return mailboxLimit{}
 	}
-	if x := p.extra.Load(); x != nil && x.mailbox != nil {
-		return *x.mailbox
+	if x := p.extra.Load(); x != nil && x.start != nil && x.start.mailbox != nil {
+		return *x.start.mailbox
 	}
 	return s.mailbox
 }

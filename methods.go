@@ -86,8 +86,8 @@ func (s *Scheduler) methodOf(p *proc) string {
 	if p.methodID != 0 {
 		return s.methods.name(p.methodID)
 	}
-	if x := p.extra.Load(); x != nil && x.method != nil {
-		return *x.method
+	if x := p.extra.Load(); x != nil && x.start != nil {
+		return x.start.method
 	}
 	return ""
 }

@@ -303,8 +303,10 @@ func (p *proc) awaited() *procAwait {
 // what it gets on demand (a Done channel, names, monitors, ...). The two
 // are apart so that a process that has only context values, as one
 // submitted with a request's context has, costs 48 bytes for them and
-// not the whole; a process that needs live from the start gets both in
-// one allocation (extraAndLive).
+// not the whole; a process that needs live with no procExtra yet gets
+// both in one allocation (extraAndLive), of 176 bytes. The rarest of
+// what a process is started with (procStart) is one more step away,
+// which keeps the two within those size classes.
 //
 // A process started by a step inherits its parent's context values, and
 // every process of a tree submitted with a request's context would need
@@ -313,9 +315,8 @@ func (p *proc) awaited() *procAwait {
 // never gets a live part: a child that needs one gets a procExtra of its
 // own, with the values copied, from getLive, under its lock.
 type procExtra struct {
-	values  context.Context // where Value lookups go (never its Done); immutable
-	method  *string         // the entry point, if not interned; immutable
-	mailbox *mailboxLimit   // this process's own mailbox limit, if any; immutable
+	values context.Context // where Value lookups go (never its Done); immutable
+	start  *procStart      // the rest of what it was started with, if anything; immutable
 
 	// children is the shared procExtra of the children of the process's
 	// steps (see childExtra), made at its first spawn; in a shared one,
@@ -329,6 +330,20 @@ type procExtra struct {
 	// always in a shared procExtra. Guarded by proc.mu; frozen once the
 	// process is closed.
 	live *procLive
+}
+
+// procStart is what few processes are started with: a mailbox limit of
+// their own, or an entry point that the table of interned ones had no
+// room for (see procExtra). Immutable.
+type procStart struct {
+	method  string        // the entry point, if not interned
+	mailbox *mailboxLimit // this process's own mailbox limit, if any
+}
+
+// extraAndStart is a procExtra and its procStart in one allocation.
+type extraAndStart struct {
+	x procExtra
+	s procStart
 }
 
 // procLive is what a process gets on demand, by being named, monitored,

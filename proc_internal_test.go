@@ -229,15 +229,15 @@ func testRecordReuse(t *testing.T, values bool) {
 // TestProcExtraSize pins the part of a record that some processes need
 // to its size class: 48 bytes for what a process is started with
 // (context values of its own, say, as a process submitted with a
-// request's context has), 192 with what it gets on demand (a name, a
+// request's context has), 176 with what it gets on demand (a name, a
 // monitor, a Done channel): a service's long-lived processes keep one
 // each.
 func TestProcExtraSize(t *testing.T) {
 	if size := unsafe.Sizeof(procExtra{}); size > 48 {
 		t.Fatalf("procExtra is %d bytes, past its 48-byte size class", size)
 	}
-	if size := unsafe.Sizeof(extraAndLive{}); size > 192 {
-		t.Fatalf("extraAndLive is %d bytes, past its 192-byte size class", size)
+	if size := unsafe.Sizeof(extraAndLive{}); size > 176 {
+		t.Fatalf("extraAndLive is %d bytes, past its 176-byte size class", size)
 	}
 }
 

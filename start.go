@@ -129,16 +129,18 @@ func (s *Scheduler) start(id uint64, values context.Context, inherit *procExtra,
 	switch {
 	case inherit != nil && mailbox == nil && pr.methodID != 0:
 		pr.extra.Store(inherit) // its values are values (see childExtra)
-	case values != nil || mailbox != nil || pr.methodID == 0:
-		x := &procExtra{values: values, mailbox: mailbox}
+	case mailbox != nil || pr.methodID == 0:
+		both := &extraAndStart{x: procExtra{values: values}, s: procStart{mailbox: mailbox}}
 		if pr.methodID == 0 {
-			m := method // a copy: taking method's address would move it to the heap on every start
-			x.method = &m
+			both.s.method = method
 		}
+		both.x.start = &both.s
 		if mailbox != nil && !s.limits.Load() {
 			s.limits.Store(true)
 		}
-		pr.extra.Store(x)
+		pr.extra.Store(&both.x)
+	case values != nil:
+		pr.extra.Store(&procExtra{values: values})
 	}
 	// A new pr is Ready: that is its zero state word. A reused one is
 	// Starting until it is published (see proc.reset).
