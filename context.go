@@ -67,8 +67,8 @@ func (p *proc) String() string { return "scheduler.processContext(" + p.pid().St
 // the usual case, and is two words: such contexts are what a fork-join
 // computation allocates most of, and while the live heap is small the
 // collector runs once per few megabytes allocated, so every byte of them
-// is paid for in collections.
-// A process started with values gets a valuesCtx, which keeps them too.
+// is paid for in collections. A process started with values gets a
+// valuesCtx, which keeps them too.
 type procCtx struct {
 	p  *proc
 	id uint64
