@@ -445,3 +445,58 @@ func (m *countedProc) Step(evs []sched.Event, out *sched.StepOutput) error {
 	out.Done(payload.Payload{})
 	return nil
 }
+
+// TestStepPanicsOnOneWorker: a worker whose steps panic one after another
+// keeps serving, and a panicking step ends its process as a step that
+// returns an error does: what it wrote before the panic (a Tell, a
+// Continue) is carried out, its Handle reports a PanicError from Step,
+// and the panic is counted.
+func TestStepPanicsOnOneWorker(t *testing.T) {
+	const n = 20
+	s := newScheduler(t, sched.WithWorkers(1))
+	sink := submit(t, s, &probe{step: func(p *probe, _ int, _ []sched.Event, out *sched.StepOutput) error {
+		if len(p.EventsOf(sched.EventMessage)) == 2*n {
+			out.Done(payload.Of(2 * n))
+		}
+		return nil
+	}})
+	stepErr := testError("step error")
+	failing := func(i int, panics bool) sched.Process {
+		return &probe{step: func(_ *probe, _ int, _ []sched.Event, out *sched.StepOutput) error {
+			out.Tell(sink.PID(), i)
+			if i%2 == 0 {
+				out.Continue()
+			}
+			if panics {
+				panic(fmt.Sprintf("panic %d", i))
+			}
+			return stepErr
+		}}
+	}
+	before := s.Stats().Processes.Panics
+	var panicked, failed []sched.Handle
+	for i := range n {
+		panicked = append(panicked, submit(t, s, failing(i, true)))
+		failed = append(failed, submit(t, s, failing(i, false)))
+	}
+	for i, h := range panicked {
+		_, err := waitEnd(t, s, h)
+		var pe *sched.PanicError
+		require.ErrorAs(t, err, &pe, "process %d", i)
+		assert.Equal(t, "Step", pe.Where)
+		assert.Equal(t, fmt.Sprintf("panic %d", i), pe.Value)
+	}
+	for _, h := range failed {
+		_, err := waitEnd(t, s, h)
+		require.ErrorIs(t, err, stepErr)
+	}
+	res, err := waitEnd(t, s, sink)
+	require.NoError(t, err)
+	assert.Equal(t, 2*n, res.Value(), "messages told by the failing steps")
+	assert.Equal(t, uint64(n), s.Stats().Processes.Panics-before)
+
+	// The worker still runs processes.
+	res, err = waitEnd(t, s, submit(t, s, &probe{step: doneWith("after")}))
+	require.NoError(t, err)
+	assert.Equal(t, "after", res.Value())
+}

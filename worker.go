@@ -53,6 +53,10 @@ type worker struct {
 	// holding says that the step being dispatched asked to continue, so
 	// the processes it wakes go to held. Owner only.
 	holding bool
+	// stepping is the process whose Step runs on the worker's plain path
+	// (see step), nil between steps: what a panic that work recovers
+	// came from. Owner only.
+	stepping *proc
 	// tellClaimed says that the run going on claimed the receiver of its
 	// last Tell (see tell): if the process gets events meanwhile,
 	// it goes to the next slot rather than stepping again while the
@@ -215,6 +219,26 @@ func newWorker(s *Scheduler, id int) *worker {
 func (w *worker) loop() {
 	defer w.s.wg.Done()
 	_ = w.s.addOwnGoroutine()
+	for !w.work() {
+		// A step panicked; work ended its process. Carry on.
+	}
+	if w.spinning {
+		w.spinning = false
+		w.s.spinning.Add(-1)
+	}
+	w.stopAlarm()
+	w.flush()
+}
+
+// work finds and runs processes until the scheduler stops, and reports
+// true then. A Step that panics on the plain path (see step) unwinds to
+// here: work ends its process as a step returning the panic as an error
+// would have (see recoverStepPanic), and reports false, and the worker
+// comes back to it. So a step costs no deferred call of its own: one
+// deferred call for the whole loop catches the rare panic.
+// Owner only.
+func (w *worker) work() (stopped bool) {
+	defer w.recoverStepPanic()
 	var backoff spin.Backoff
 	idle := false
 	for w.s.phase.Load() < phaseStopping {
@@ -261,12 +285,28 @@ func (w *worker) loop() {
 		w.park()
 		backoff.Reset()
 	}
-	if w.spinning {
-		w.spinning = false
-		w.s.spinning.Add(-1)
+	return true
+}
+
+// recoverStepPanic, deferred by work, recovers a panic raised while
+// w.stepping was set: a panic in the Step of that process, which it ends
+// with a PanicError as run ends a process whose step failed. Any other
+// panic goes on: it is not the user's. Owner only.
+func (w *worker) recoverStepPanic() {
+	p := w.stepping
+	if p == nil {
+		return
 	}
-	w.stopAlarm()
-	w.flush()
+	v := recover()
+	if v == nil {
+		return // runtime.Goexit, which goes on
+	}
+	w.stepping = nil
+	perr := newPanicError("Step", v)
+	w.s.recovered(p, perr, via{w: w})
+	w.stepped(p, perr)
+	w.end(p, payload.Payload{}, perr)
+	w.flushHeld()
 }
 
 // findLocal returns work from the worker's next slot, own queue or the
@@ -675,16 +715,7 @@ func (w *worker) run(p *proc) {
 		} else {
 			err = w.step(p)
 		}
-		batch := len(w.events)
-		w.eventsUsed = max(w.eventsUsed, batch)
-		w.events = w.events[:0]
-		w.count(cSteps)
-		status := w.out.status
-		// A process that continues holds what its step wakes until its
-		// run ends (see held).
-		w.holding = status == statusContinue
-		w.dispatch(p, err == nil && status == statusWait)
-		w.holding = false
+		status, batch := w.stepped(p, err)
 		if err != nil {
 			w.end(p, payload.Payload{}, err)
 			return
@@ -888,31 +919,55 @@ func (w *worker) requeue(p *proc) {
 	w.s.wakeWorker()
 }
 
+// stepped does what follows a step of p that returned err: the count of
+// the events it was given and the dispatch of what it wrote. It returns
+// the step's status and how many events it was given. Worker only, with
+// p Running.
+func (w *worker) stepped(p *proc, err error) (st status, batch int) {
+	batch = len(w.events)
+	w.eventsUsed = max(w.eventsUsed, batch)
+	w.events = w.events[:0]
+	w.count(cSteps)
+	st = w.out.status
+	// A process that continues holds what its step wakes until its run
+	// ends (see held).
+	w.holding = st == statusContinue
+	w.dispatch(p, err == nil && st == statusWait)
+	w.holding = false
+	return st, batch
+}
+
 // tracedStep is step inside a runtime/trace region named "step", with the
 // process's PID and entry point logged, for when a trace is being taken.
+// Its panics are recovered here, so that the region ends.
 // Worker only, with p Running.
 func (w *worker) tracedStep(p *proc) error {
 	ctx := context.Background()
 	r := trace.StartRegion(ctx, "step")
 	trace.Log(ctx, "process", p.pid().String()+" "+w.s.methodOf(p))
 	defer r.End()
-	return w.step(p)
+	return w.stepMarked(p, w.stepFlags.Load())
 }
 
-// step calls Step, turning a panic into an error. While the watchdog
-// watches the worker, it marks the step's start and end in stepMark (see
-// stepMarked); otherwise it costs one load of the worker's own memory more
-// than the call.
+// step calls Step, its panics turned into errors. On the plain path, a
+// panic unwinds to work, which ends the process (see recoverStepPanic):
+// the step pays two stores to the worker's own memory for it instead of
+// a deferred call. While the watchdog watches the worker, or a test hook
+// is set, it marks the step's start and end (see stepMarked), and
+// recovers the panic itself.
 // Worker only, with p Running.
-func (w *worker) step(p *proc) (err error) {
+func (w *worker) step(p *proc) error {
 	if f := w.stepFlags.Load(); f != 0 {
 		return w.stepMarked(p, f)
 	}
-	defer w.recoverStep(p, &err)
-	return p.impl.Step(w.events, &w.out)
+	w.stepping = p
+	err := p.impl.Step(w.events, &w.out)
+	w.stepping = nil
+	return err
 }
 
-// stepMarked is step while stepFlags f is not zero.
+// stepMarked is step while stepFlags f is not zero, and for a traced
+// step: it recovers a panic of Step itself.
 // Worker only, with p Running.
 func (w *worker) stepMarked(p *proc, f uint32) (err error) {
 	w.enterStep(f)
