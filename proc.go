@@ -425,6 +425,17 @@ func (p *proc) childExtra() *procExtra {
 	return c
 }
 
+// setFreshID sets the ID of p, a record not yet shared with any other
+// goroutine, with a plain store: an atomic one is an xchg on amd64, a
+// locked instruction, which a start would pay for nothing. Whoever
+// loads the ID later found p through its publication (the table's
+// atomic store, or the queue that hands p over), which orders this
+// store before their load.
+// Only the goroutine that allocated p, before sharing it.
+func (p *proc) setFreshID(id uint64) {
+	*(*uint64)(unsafe.Pointer(&p.id)) = id
+}
+
 // pid returns the process's PID.
 // Any goroutine.
 func (p *proc) pid() relay.PID { return relay.PID{Node: p.node, ID: p.id.Load()} }

@@ -116,7 +116,7 @@ func (s *Scheduler) start(id uint64, values context.Context, inherit *procExtra,
 	mid := s.internMethod(method, w)
 	pr, reused := s.record(id, mid, handle, awaiter != 0, w)
 	if !reused {
-		pr.id.Store(id) // not yet shared: no lock needed
+		pr.setFreshID(id)
 		pr.node, pr.methodID = s.node, mid
 	}
 	pr.impl = p
