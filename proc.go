@@ -323,7 +323,11 @@ type procExtra struct {
 	// the procExtra itself, set before it is shared, which is what
 	// marks it (see shared). Stored only by the worker running the
 	// process; loaded by it and, under proc.mu, by whoever asks whether
-	// the procExtra is shared.
+	// the procExtra is shared. Atomic because those two meet: a
+	// shared() load under mu may run while the worker stores the
+	// children's part; the store of the self-mark comes before the
+	// procExtra is shared, and sharing it (an atomic store of proc.extra)
+	// orders it before every load.
 	children atomic.Pointer[procExtra]
 
 	// live is the part made on demand (see getLive), nil until then and
