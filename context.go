@@ -94,26 +94,17 @@ const procCtxSlab = 16
 // sixteen, which a process's start pays for most of: nothing of the
 // scheduler's points to a context, so a slab is garbage once the
 // processes it served have ended, unless user code keeps one of their
-// contexts, which then keeps its slab (256 or 384 bytes) alive. A nil
-// worker (a start outside the workers) allocates one.
-// Any goroutine; the worker's own only by its owner.
+// contexts, which then keeps its slab (256 or 384 bytes) alive. Only a
+// step's spawn needs one (a process with a Handle has its record as its
+// context), so only a worker calls it.
+// Worker only.
 func (w *worker) newProcCtx(p *proc, id uint64) context.Context {
 	if x := p.extra.Load(); x != nil && x.values != nil {
-		var c *valuesCtx
-		if w == nil {
-			c = new(valuesCtx)
-		} else {
-			c = fromSlab(&w.valuesCtxs)
-		}
+		c := fromSlab(&w.valuesCtxs)
 		c.p, c.id, c.x = p, id, x
 		return c
 	}
-	var c *procCtx
-	if w == nil {
-		c = new(procCtx)
-	} else {
-		c = fromSlab(&w.ctxs)
-	}
+	c := fromSlab(&w.ctxs)
 	c.p, c.id = p, id
 	return c
 }

@@ -524,7 +524,7 @@ func (w *worker) spawn(p *proc, y *yield, child Process) {
 		w.s.unadmit(id, v, cRefused)
 		return
 	}
-	c, err := w.s.start(id, p.values(), p.childExtra(), child, y.method, y.input, awaiter, v, nil, false)
+	c, err := w.s.start(id, nil, p.childExtra(), child, y.method, y.input, awaiter, v, nil, false)
 	if err != nil {
 		w.completeNow(p, seq, nil, err)
 		return

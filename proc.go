@@ -673,9 +673,10 @@ func (p *proc) ending() (payload.Payload, error, bool) {
 	return repack(f, v), err, true
 }
 
-// values returns the context a child of p takes its values from: the one
-// p got them from, not p itself, so that lookups do not walk a chain of
-// ancestors and a child with no values needs no procExtra.
+// values returns the context p's values come from: the one p got them
+// from, not p itself, which its Value lookups and the processes its
+// Calls submit go to, so that lookups do not walk a chain of ancestors
+// (a child started by a step reaches the same one through childExtra).
 // Any goroutine.
 func (p *proc) values() context.Context {
 	if x := p.extra.Load(); x != nil {

@@ -98,10 +98,10 @@ func (s *Scheduler) unadmit(id uint64, v via, why counterID) {
 
 // start is the second half: it creates the process admitted as id,
 // initialises and registers it; the caller queues it. values is the
-// context its Value lookups go to; inherit, if not nil, is the shared
-// procExtra of its parent's children (see proc.childExtra), which holds
-// values and which the process takes instead of a procExtra of its own
-// if it needs nothing else; awaiter, if not 0, is the parent whose
+// context its Value lookups go to, unless inherit is set: the shared
+// procExtra of its parent's children (see proc.childExtra), whose values
+// are the process's, and which it takes instead of a procExtra of its
+// own if it needs nothing else; awaiter, if not 0, is the parent whose
 // SpawnAwait yield waits for its end (the yield's sequence number is
 // childSeq(id)); v says where this runs; mailbox, if not nil, is the
 // process's own mailbox limit; handle says the caller gets a Handle, so
@@ -123,12 +123,14 @@ func (s *Scheduler) start(id uint64, values context.Context, inherit *procExtra,
 	if a := pr.awaited(); a != nil {
 		a.parent = awaiter
 	}
-	if values == context.Background() || values == context.TODO() {
+	if inherit != nil {
+		values = inherit.values
+	} else if values == context.Background() || values == context.TODO() {
 		values = nil // nothing to look up
 	}
 	switch {
 	case inherit != nil && mailbox == nil && pr.methodID != 0:
-		pr.extra.Store(inherit) // its values are values (see childExtra)
+		pr.extra.Store(inherit)
 	case mailbox != nil || pr.methodID == 0:
 		both := &extraAndStart{x: procExtra{values: values}, s: procStart{mailbox: mailbox}}
 		if pr.methodID == 0 {
