@@ -518,9 +518,6 @@ func TestAllocSpawnAwait(t *testing.T) {
 	testAllocSpawn(t, true, "SpawnAwait (the completion carries the child's result)")
 }
 
-// allocValueKey is the key of TestAllocSpawnWithValues's context value.
-type allocValueKey struct{}
-
 // waitForever is a process that waits until it is terminated; of zero
 // size, so that starting one allocates nothing for it.
 type waitForever struct{ stepOnly }
@@ -562,7 +559,7 @@ func (g *gate) Step(_ []sched.Event, out *sched.StepOutput) error {
 // zero-size type, which allocates nothing.
 func TestBytesSubmitWithValues(t *testing.T) {
 	s := newScheduler(t, sched.WithWorkers(1))
-	ctx := context.WithValue(context.Background(), allocValueKey{}, "request")
+	ctx := context.WithValue(context.Background(), ctxKey{}, "request")
 	const n = 2000
 	hs := make([]sched.Handle, 0, n)
 	round := func() float64 {
@@ -609,7 +606,7 @@ func TestBytesSubmitWithValues(t *testing.T) {
 // cost no more allocations than without: they share one record of the
 // values instead of one each.
 func TestAllocSpawnWithValues(t *testing.T) {
-	ctx := context.WithValue(context.Background(), allocValueKey{}, "request")
+	ctx := context.WithValue(context.Background(), ctxKey{}, "request")
 	testAllocSpawnIn(t, ctx, false, "Spawn under a context with values")
 	testAllocSpawnIn(t, ctx, true, "SpawnAwait under a context with values")
 }

@@ -533,15 +533,12 @@ func (n *skynetNode) Step(evs []sched.Event, out *sched.StepOutput) error {
 // ns/op is per tree.
 func BenchmarkSkynet(b *testing.B) { benchSkynet(b) }
 
-// skynetValueKey is the key of BenchmarkSkynetWithValues's context value.
-type skynetValueKey struct{}
-
 // BenchmarkSkynetWithValues: the same tree, submitted with a context that
 // carries a value, as a request's context does: every process of the
 // tree inherits the values, and should cost what it costs without them
 // but for a slightly larger context.
 func BenchmarkSkynetWithValues(b *testing.B) {
-	benchSkynetIn(b, context.WithValue(context.Background(), skynetValueKey{}, "request"))
+	benchSkynetIn(b, context.WithValue(context.Background(), ctxKey{}, "request"))
 }
 
 func benchSkynet(b *testing.B, opts ...sched.Option) {
