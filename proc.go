@@ -551,10 +551,10 @@ func (p *proc) close(c *closed, result payload.Payload, err error, forced, reuse
 // reusable reports whether nothing of the ending process p needs its
 // record once it has ended, so that the record may be given to a later
 // process (see reset): it was not asked to stop (whose cause its context
-// would have to keep), and its procExtra, if any, holds only what it was
-// started with (the values its context keeps, its entry point and mailbox
-// limit), not what others reach it by (names, monitors, a call's context,
-// a Done channel, functions to run at the end). The caller (finish) has
+// would have to keep), and its live part (procLive), if it has one,
+// holds none of what others reach it by (names, monitors, a call's
+// context, a Done channel, functions to run at the end): what it was
+// started with is immutable, and its context keeps what it needs of it. The caller (finish) has
 // checked the rest: no Handle, not forced, never handed to a handler in a
 // Call. Called with p.mu held, in close.
 func (p *proc) reusable() bool {
