@@ -15,6 +15,7 @@ package main
 
 import (
 	"fmt"
+	"runtime"
 	"sync/atomic"
 
 	"github.com/alitto/pond/v2"
@@ -27,7 +28,36 @@ import (
 const wideConcurrency = 10_000
 
 func main() {
-	workload.Main("pond", workload.PoolEntries(wideConcurrency, skynet, spawn, fanOut, fib))
+	entries := workload.PoolEntries(wideConcurrency, skynet, spawn, fanOut, fib)
+	entries = append(entries, workload.Entry{Workload: workload.Spawn, Variant: "results", Run: spawnResults})
+	workload.Main("pond", entries)
+}
+
+// spawnResults is spawn in the shape of this scheduler's submit variant:
+// each task returns its index through the future pond's result pool
+// gives back (GOMAXPROCS workers), the caller keeps every future and
+// then waits for each one and sums the results. The fire-and-forget
+// variants above keep nothing per task; this one keeps, as a Handle
+// does, a result for whoever asks.
+func spawnResults(m *workload.Meter, sz workload.Sizes) (workload.Outcome, error) {
+	pool := pond.NewResultPool[int](runtime.GOMAXPROCS(0))
+	defer pool.StopAndWait()
+	n := sz.SpawnProcesses
+	tasks := make([]pond.ResultTask[int], n)
+	m.Start()
+	for i := range tasks {
+		tasks[i] = pool.Submit(func() int { return i })
+	}
+	var sum int64
+	for _, t := range tasks {
+		v, err := t.Wait()
+		if err != nil {
+			return workload.Outcome{}, err
+		}
+		sum += int64(v)
+	}
+	m.Stop()
+	return workload.Outcome{Detail: fmt.Sprintf("sum=%d", sum)}, workload.Check("sum of results", sum, workload.SpawnSum(n))
 }
 
 func spawn(m *workload.Meter, sz workload.Sizes, size int) (workload.Outcome, error) {

@@ -32,6 +32,7 @@ func main() {
 		{Workload: workload.Skynet, Run: skynet},
 		{Workload: workload.Spawn, Variant: "child", Run: spawnChildren},
 		{Workload: workload.Spawn, Variant: "submit", Run: spawnSubmit},
+		{Workload: workload.Spawn, Variant: "forget", Run: spawnForget},
 		{Workload: workload.FanOut, Run: fanOut},
 		{Workload: workload.Yield, Run: yieldRoundTrip},
 		{Workload: workload.Fib, Run: fib},
@@ -422,6 +423,60 @@ func spawnSubmit(m *workload.Meter, sz workload.Sizes) (workload.Outcome, error)
 		sum += int64(v)
 	}
 	m.Stop()
+	return workload.Outcome{Detail: fmt.Sprintf("sum=%d", sum)}, workload.Check("sum of results", sum, workload.SpawnSum(n))
+}
+
+// tally is what the processes of spawnForget report to: the sum of their
+// indexes, and how many are left, the last closing done.
+type tally struct {
+	sum  atomic.Int64
+	left atomic.Int64
+	done chan struct{}
+}
+
+// reporting finishes in its first step, having added its index to the
+// tally.
+type reporting struct {
+	i int
+	t *tally
+}
+
+func (p *reporting) Init(context.Context, string, payload.Payloads) error { return nil }
+func (p *reporting) Close()                                               {}
+func (p *reporting) Step(_ []scheduler.Event, out *scheduler.StepOutput) error {
+	p.t.sum.Add(int64(p.i))
+	if p.t.left.Add(-1) == 0 {
+		close(p.t.done)
+	}
+	out.Done(payload.Payload{})
+	return nil
+}
+
+// spawnForget: the caller outside the scheduler submits every process and
+// keeps no Handle; each process reports its result to a shared tally, as
+// a pool's fire-and-forget task does, and the caller waits for the last.
+func spawnForget(m *workload.Meter, sz workload.Sizes) (workload.Outcome, error) {
+	s, err := start()
+	if err != nil {
+		return workload.Outcome{}, err
+	}
+	defer stop(s)
+	ctx := context.Background()
+	n := sz.SpawnProcesses
+	t := &tally{done: make(chan struct{})}
+	t.left.Store(int64(n))
+	if n == 0 {
+		close(t.done)
+	}
+	m.Start()
+	for i := range n {
+		if _, err := s.Submit(ctx, &reporting{i: i, t: t}, "run", nil); err != nil {
+			return workload.Outcome{}, err
+		}
+	}
+	<-t.done
+	m.Stop()
+	sum := t.sum.Load()
 	return workload.Outcome{Detail: fmt.Sprintf("sum=%d", sum)}, workload.Check("sum of results", sum, workload.SpawnSum(n))
 }
 
