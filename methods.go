@@ -10,19 +10,29 @@ import (
 // methods; past maxMethods distinct names, new ones are not interned and
 // the process keeps its name in its procExtra instead.
 type methodTable struct {
+	_     [cacheLine]byte
 	ids   atomic.Pointer[map[string]*methodEntry] // replaced copy-on-write under mu; read without a lock
 	names atomic.Pointer[[]string]                // names[id]; id 0 is "not interned"
 	mu    sync.Mutex
 	// last is the latest name looked up from outside the workers: most
 	// callers submit one kind of process over and over.
 	last atomic.Pointer[methodEntry]
+	_    [cacheLine]byte
 }
 
 // methodEntry is an interned name; entries are never changed, so one can
 // be shared through an atomic pointer without copying.
+//
+// A Submit from outside the workers reads the table's last entry, so the
+// table and each entry take cache lines of their own: a 24-byte entry
+// would otherwise share a line with whatever small objects the program
+// allocated next to it, and if another core writes one of those (a
+// shared counter, say), every such Submit misses on the entry. The
+// padding costs a few lines per method name.
 type methodEntry struct {
 	name string
 	id   uint16
+	_    [cacheLine - 24]byte
 }
 
 // maxMethods bounds the interned names. IDs run from 1 to maxMethods, so

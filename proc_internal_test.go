@@ -286,3 +286,28 @@ func TestRecordKeptWhenHeld(t *testing.T) {
 	pid, _ := Self(call.Context())
 	assert.Equal(t, relay.PID{Node: s.node, ID: firstID}, pid)
 }
+
+// TestMethodEntriesOwnTheirLines: a Submit from outside the workers
+// reads the method table's last entry, so the table's fields and each
+// entry must share no cache line with other objects, which another core
+// may be writing (see methodEntry). An entry is one line, allocated
+// line-aligned; the table's fields have a line of padding on each side.
+func TestMethodEntriesOwnTheirLines(t *testing.T) {
+	if size := unsafe.Sizeof(methodEntry{}); size != cacheLine {
+		t.Fatalf("methodEntry is %d bytes, want one %d-byte cache line", size, cacheLine)
+	}
+	mt := newMethodTable()
+	for _, name := range []string{"a", "b", "c"} {
+		mt.id(name)
+		e := (*mt.ids.Load())[name]
+		if addr := uintptr(unsafe.Pointer(e)); addr%cacheLine != 0 {
+			t.Fatalf("the entry of %q is at %#x, not at the start of a cache line", name, addr)
+		}
+	}
+	if off := unsafe.Offsetof(mt.ids); off < cacheLine {
+		t.Fatalf("the method table's first field is at offset %d, want a cache line of padding before it", off)
+	}
+	if after := unsafe.Sizeof(*mt) - unsafe.Offsetof(mt.last) - unsafe.Sizeof(mt.last); after < cacheLine {
+		t.Fatalf("%d bytes after the method table's last field, want a cache line of padding", after)
+	}
+}
