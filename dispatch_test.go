@@ -944,6 +944,100 @@ func TestSpawnsOfOneStepFreeTagsInOrder(t *testing.T) {
 	require.Equal(t, [2]int{1, 1}, [2]int{dup, ran}, "tag 7: one child ran, one duplicate")
 }
 
+// TestSpawnRunOutcomes: a step that writes several spawns in a row gets,
+// for each, what the spawn would get alone, in order: a tag outstanding
+// from an earlier yield is a duplicate and its child is never
+// initialised; a nil process and an empty method fail; a SpawnAwait
+// whose child fails Init completes with ErrInit and frees its tag for
+// the next spawn of the step; the rest start, and every count in Stats
+// is exact. Run without a process limit, where the spawns of a step are
+// admitted and registered together; with a loose one, where they go one
+// at a time, with the same outcomes; and with a tight one, where the
+// place a refused or failed child took is free again for the next spawn
+// of the step, and the spawns past the limit are rejected.
+func TestSpawnRunOutcomes(t *testing.T) {
+	for _, c := range []struct {
+		limit            int
+		dispatched, ends []string
+		submitted, ended uint64
+		rejected         int
+	}{
+		{limit: 0, dispatched: []string{"1:duplicate", "2:nil", "3:ok", "4:init", "5:empty", "6:duplicate"}, ends: []string{"4:ok", "6:ok"}, submitted: 4},
+		{limit: 100, dispatched: []string{"1:duplicate", "2:nil", "3:ok", "4:init", "5:empty", "6:duplicate"}, ends: []string{"4:ok", "6:ok"}, submitted: 4},
+		// The parent, the Spawn of tag 3 (queued, not yet run) and the
+		// SpawnAwait of tag 4 fill the three places.
+		{limit: 3, dispatched: []string{"1:duplicate", "2:nil", "3:ok", "4:init", "5:empty", "6:limit", "6:limit"}, ends: []string{"4:ok"}, submitted: 3, rejected: 2},
+	} {
+		t.Run(fmt.Sprintf("limit=%d", c.limit), func(t *testing.T) {
+			initErr := testError("init failed")
+			failing := &probe{init: func(context.Context, string, payload.Payloads) error { return initErr }}
+			dup := &probe{}
+			want := len(c.dispatched) + len(c.ends)
+			p := &probe{step: func(p *probe, n int, _ []sched.Event, out *sched.StepOutput) error {
+				if n == 0 {
+					out.Sleep(1, time.Hour)            // holds tag 1
+					out.SpawnAwait(1, dup, "run", nil) // a duplicate
+					out.SpawnAwait(2, nil, "run", nil) // nil process
+					out.Spawn(3, oneStep, "run", nil)
+					out.SpawnAwait(4, failing, "run", nil)
+					out.SpawnAwait(4, oneStep, "run", nil) // the failed Init freed tag 4
+					out.Spawn(5, oneStep, "", nil)         // empty method
+					out.SpawnAwait(6, oneStep, "run", nil)
+					out.Spawn(6, oneStep, "run", nil) // 6 is outstanding, unless the spawn before failed
+					return nil
+				}
+				if len(p.EventsOf(sched.EventYieldComplete)) == want {
+					out.Cancel(1)
+					out.Done(payload.Payload{})
+				}
+				return nil
+			}}
+			opts := []sched.Option{sched.WithWorkers(1)}
+			if c.limit > 0 {
+				opts = append(opts, sched.WithMaxProcesses(c.limit))
+			}
+			s := newScheduler(t, opts...)
+			_, err := waitEnd(t, s, submit(t, s, p))
+			require.NoError(t, err)
+
+			var got []string
+			for _, ev := range p.EventsOf(sched.EventYieldComplete) {
+				what := "ok"
+				switch {
+				case errors.Is(ev.Error, sched.ErrDuplicateTag):
+					what = "duplicate"
+				case errors.Is(ev.Error, sched.ErrNilProcess):
+					what = "nil"
+				case errors.Is(ev.Error, sched.ErrEmptyMethod):
+					what = "empty"
+				case errors.Is(ev.Error, initErr):
+					what = "init"
+				case errors.Is(ev.Error, sched.ErrTooManyProcesses):
+					what = "limit"
+				case ev.Error != nil:
+					what = ev.Error.Error()
+				}
+				got = append(got, fmt.Sprintf("%d:%s", ev.Tag, what))
+			}
+			// The events of the step's own dispatch come in the order of
+			// the yields; the awaited children's ends come after it, in
+			// the order they ran.
+			require.Len(t, got, want)
+			require.Equal(t, c.dispatched, got[:len(c.dispatched)])
+			require.ElementsMatch(t, c.ends, got[len(c.dispatched):])
+			assert.Zero(t, dup.Inits(), "the duplicate's child was initialised")
+			assert.Equal(t, 1, failing.Inits())
+
+			eventually(t, "every process to end", func() bool { return s.Stats().Processes.Live == 0 })
+			st := s.Stats().Processes
+			assert.Equal(t, c.submitted, st.Submitted, "submitted")
+			assert.Equal(t, uint64(1), st.InitFailed, "Init failed")
+			assert.Equal(t, uint64(c.rejected), st.Rejected, "rejected")
+			assert.Equal(t, c.submitted, st.Ended, "ended")
+		})
+	}
+}
+
 // TestAwaitedChildAfterCancel: a SpawnAwait yield that was cancelled and
 // whose tag was yielded again by a second SpawnAwait is completed by the
 // second child only; the first child's end finds its own yield gone.

@@ -62,13 +62,29 @@ func (s *Scheduler) submit(ctx context.Context, values context.Context, p Proces
 // to start or back through unadmit. v says where this runs.
 // Any goroutine.
 func (s *Scheduler) admit(p Process, method string, v via) (id uint64, err error) {
-	if p == nil {
-		return 0, ErrNilProcess
-	}
-	if method == "" {
-		return 0, ErrEmptyMethod
+	if err := checkStart(p, method); err != nil {
+		return 0, err
 	}
 	s.count(v, cStarted)
+	return s.admitCounted(v)
+}
+
+// checkStart reports what makes p and method unfit to start, or nil.
+// Any goroutine.
+func checkStart(p Process, method string) error {
+	if p == nil {
+		return ErrNilProcess
+	}
+	if method == "" {
+		return ErrEmptyMethod
+	}
+	return nil
+}
+
+// admitCounted is admit for a process whose start the caller has
+// checked and counted already (see worker.spawnBatch): it refuses the
+// process or takes its ID. Any goroutine; v says where it runs.
+func (s *Scheduler) admitCounted(v via) (id uint64, err error) {
 	if s.closing() {
 		s.countEnd(v, cRefused)
 		return 0, ErrClosed

@@ -127,6 +127,7 @@ type worker struct {
 	batch      []*proc
 	slots      slotCache    // free process-table slots; owner only
 	pend       pendingCache // recycled pending arrays; owner only
+	spawning   []spawnSlot  // spawnBatch's scratch, empty between its calls; owner only
 	ctxs       []procCtx    // the rest of the worker's slab of process contexts (see newProcCtx); owner only
 	valuesCtxs []valuesCtx  // the same for processes started with context values; owner only
 	// lastMethod and lastMethodID cache the latest interned entry point.
