@@ -510,13 +510,13 @@ func (w *worker) gaveBack(r *proc, woken uint64) {
 // past). Worker only, with p Running.
 func (w *worker) spawn(p *proc, y *yield, child Process) {
 	id, err := w.s.admit(child, y.method, via{w: w})
-	w.spawnAdmitted(p, y, id, err)
+	w.spawnAdmitted(p, y, child, id, err)
 }
 
 // spawnAdmitted is spawn once the child has been admitted as id, or
 // refused with err: it registers the yield and carries it out.
 // Worker only, with p Running.
-func (w *worker) spawnAdmitted(p *proc, y *yield, id uint64, err error) {
+func (w *worker) spawnAdmitted(p *proc, y *yield, child Process, id uint64, err error) {
 	var seq uint64
 	if err == nil && y.kind == yieldSpawnAwait {
 		seq = w.registerWithin(p, y, childSeq(id))
@@ -529,20 +529,19 @@ func (w *worker) spawnAdmitted(p *proc, y *yield, id uint64, err error) {
 		}
 		return
 	}
-	w.spawnRegistered(p, y, id, seq, err)
+	w.spawnRegistered(p, y, child, id, seq, err)
 }
 
 // spawnRegistered carries out the spawn y of p registered as seq: if
 // its child was refused with err, the yield completes with err (named as
-// any other); else the child, admitted as id, is started and queued on
-// the worker, and a spawn that does not await it completes now, naming
-// it. Worker only, with p Running.
-func (w *worker) spawnRegistered(p *proc, y *yield, id, seq uint64, err error) {
+// any other); else child, admitted as id, is started and queued on the
+// worker, and a spawn that does not await it completes now, naming it.
+// Worker only, with p Running.
+func (w *worker) spawnRegistered(p *proc, y *yield, child Process, id, seq uint64, err error) {
 	if err != nil {
 		w.completeNow(p, seq, nil, err)
 		return
 	}
-	child, _ := y.arg.(Process)
 	var awaiter uint64
 	if y.kind == yieldSpawnAwait {
 		awaiter = p.id.Load()
@@ -570,9 +569,10 @@ func spawnRun(ys []yield) int {
 }
 
 // spawnSlot is what spawnBatch knows of one spawn between its passes:
-// the child's ID, or why it was not admitted, and the sequence number
+// the child, its ID or why it was not admitted, and the sequence number
 // its yield was registered under (0: not registered yet).
 type spawnSlot struct {
+	child   Process
 	id, seq uint64
 	err     error
 }
@@ -611,7 +611,7 @@ func (w *worker) spawnBatch(p *proc, ys []yield) {
 		if err == nil {
 			valid++
 		}
-		sl = append(sl, spawnSlot{err: err})
+		sl = append(sl, spawnSlot{child: child, err: err})
 	}
 	// Counted before any is admitted, as admit counts before it looks
 	// at the shutdown: a Shutdown waiting for the count of live
@@ -641,12 +641,12 @@ func (w *worker) spawnBatch(p *proc, ys []yield) {
 	for i := range sl {
 		e, y := &sl[i], &ys[i]
 		if i < registered {
-			w.spawnRegistered(p, y, e.id, e.seq, e.err)
+			w.spawnRegistered(p, y, e.child, e.id, e.seq, e.err)
 		} else {
-			w.spawnAdmitted(p, y, e.id, e.err)
+			w.spawnAdmitted(p, y, e.child, e.id, e.err)
 		}
 	}
-	clear(sl) // the errors
+	clear(sl) // the children and errors
 	w.spawning = sl[:0]
 }
 

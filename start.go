@@ -141,7 +141,7 @@ func (s *Scheduler) start(id uint64, values context.Context, inherit *procExtra,
 	}
 	if inherit != nil {
 		values = inherit.values
-	} else if values == context.Background() || values == context.TODO() {
+	} else if values != nil && (values == context.Background() || values == context.TODO()) {
 		values = nil // nothing to look up
 	}
 	switch {
