@@ -593,14 +593,13 @@ type spawnSlot struct {
 // without WithMaxProcesses: under a limit, admitting all before any
 // starts would hold places that a refused spawn or a failed Init gives
 // back, and refuse later spawns of the step that one at a time would
-// get them. A
-// yield's registration fails only if its tag is outstanding; an earlier
-// spawn of the same step may free that tag (a Spawn completes once its
-// child has started, a SpawnAwait whose child's Init fails at once), so
-// registration stops at the first failure, the spawns before it are
-// carried out, and the rest go one by one as spawn would, each
-// registered after the ones before it were carried out.
-// Worker only, with p Running.
+// get them. A yield's registration fails only if its tag is
+// outstanding; an earlier spawn of the same step may free that tag (a
+// Spawn completes once its child has started, a SpawnAwait whose
+// child's Init fails at once), so registration stops at the first
+// failure, the spawns before it are carried out, and the rest go one by
+// one as spawn would, each registered after the ones before it were
+// carried out. Worker only, with p Running.
 func (w *worker) spawnBatch(p *proc, ys []yield) {
 	s, v := w.s, via{w: w}
 	sl := w.spawning[:0]
