@@ -22,6 +22,11 @@ import (
 //
 // ctx bounds the submission only: the process context carries ctx's
 // values but not its cancellation (see [Process]).
+//
+// A caller that will not wait for the process may drop the Handle: the
+// process runs the same. An ended process's record and result stay in
+// memory while a Handle to it is kept; the scheduler itself keeps only a
+// bounded number of ended records, for reuse.
 func (s *Scheduler) Submit(ctx context.Context, p Process, method string, input payload.Payloads, opts ...SubmitOption) (Handle, error) {
 	return s.submit(ctx, nil, p, method, input, opts, via{})
 }
