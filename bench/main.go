@@ -754,6 +754,7 @@ func rowOf(c *cell, sz workload.Sizes, w string) report.Row {
 	ops := float64(c.ok[0].Ops)
 	row.Primary = c.summary()
 	row.PerOpNS = c.median(func(r workload.Result) float64 { return float64(r.NS) }) / ops
+	row.CPUPerOpNS = c.median(func(r workload.Result) float64 { return float64(r.CPUNS) }) / ops
 	row.AllocsPerOp = c.median(func(r workload.Result) float64 { return float64(r.Allocs) }) / ops
 	row.BytesPerOp = c.median(func(r workload.Result) float64 { return float64(r.AllocBytes) }) / ops
 	row.PeakRSS = c.median(func(r workload.Result) float64 { return float64(r.PeakRSS) })

@@ -224,7 +224,7 @@ func TestPlanInterleaves(t *testing.T) {
 
 func TestSummarize(t *testing.T) {
 	res := func(w, impl, variant string, ns int64, ok bool) workload.Result {
-		r := workload.Result{Workload: w, Impl: impl, Variant: variant, NS: ns, Ops: 1000, OK: ok, PeakRSS: 1 << 20}
+		r := workload.Result{Workload: w, Impl: impl, Variant: variant, NS: ns, CPUNS: 2 * ns, Ops: 1000, OK: ok, PeakRSS: 1 << 20}
 		if !ok {
 			r.Error = "wrong answer"
 		}
@@ -255,6 +255,7 @@ func TestSummarize(t *testing.T) {
 	require.Equal(t, 410.0, gor.Primary.Median)
 	require.InDelta(t, 410.0/110.0, sched.Ratio, 1e-9)
 	require.Equal(t, 0.11, sched.PerOpNS)
+	require.Equal(t, 0.22, sched.CPUPerOpNS, "the median of the rounds' CPU time, per operation")
 
 	idle := table.Rows[2]
 	require.True(t, idle.Memory)

@@ -36,7 +36,10 @@ type Row struct {
 	// timed workload, bytes per process for the idle-memory one.
 	Primary stats.Summary
 	PerOpNS float64 // median nanoseconds per operation
-	OpUnit  string  // what one operation is, e.g. "msg"
+	// CPUPerOpNS is the median CPU time per operation, every thread of
+	// the process counted; 0 when the runs did not record it.
+	CPUPerOpNS float64
+	OpUnit     string // what one operation is, e.g. "msg"
 	// Ratio is the baseline's median primary figure divided by this
 	// row's: above 1 is faster (or smaller) than goroutines. 0 when
 	// there is no baseline.
@@ -131,12 +134,15 @@ func writeLocal(b *strings.Builder, rows []Row) {
 	b.WriteString("Median of the rounds, with the fastest and slowest round. " +
 		"**× goroutines** is the goroutine baseline's median divided by this one's: above 1 is faster " +
 		"(for idle memory: fewer bytes per process) than goroutines with channels. " +
+		"**CPU per op** is the CPU time of the whole process (every thread, the collector's included) " +
+		"during the measured part, per operation: what the work costs, which sets the speed when other " +
+		"processes take the cores. " +
 		"Allocations are per operation during the measured part; peak RSS is the whole process's.\n\n")
-	b.WriteString("| workload | implementation | median | min – max | per op | × goroutines | allocs/op | B/op | peak RSS | runs |\n")
-	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|---|\n")
+	b.WriteString("| workload | implementation | median | min – max | per op | CPU per op | × goroutines | allocs/op | B/op | peak RSS | runs |\n")
+	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
 	for i, r := range rows {
-		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-			workloadCell(rows, i), implName(r), primary(r, r.Primary.Median), spread(r), perOp(r), ratio(r),
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+			workloadCell(rows, i), implName(r), primary(r, r.Primary.Median), spread(r), perOp(r), cpuPerOp(r), ratio(r),
 			num(r.AllocsPerOp), num(r.BytesPerOp), Bytes(r.PeakRSS), runs(r))
 	}
 }
@@ -257,6 +263,14 @@ func perOp(r Row) string {
 		unit = "op"
 	}
 	return fmt.Sprintf("%s/%s", Duration(r.PerOpNS), unit)
+}
+
+// cpuPerOp formats the CPU time per operation, "–" when not recorded.
+func cpuPerOp(r Row) string {
+	if r.Primary.N == 0 || r.CPUPerOpNS == 0 {
+		return "–"
+	}
+	return Duration(r.CPUPerOpNS)
 }
 
 func ratio(r Row) string {

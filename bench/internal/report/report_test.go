@@ -21,7 +21,7 @@ func sampleTable() Table {
 		Rounds:  3,
 		Rows: []Row{
 			{Workload: "pingpong", Size: "1,000 msg", Impl: "goroutines", Variant: "unbuffered", Baseline: true,
-				Primary: stats.Summarize([]float64{2e6, 2.1e6, 1.9e6}), PerOpNS: 2000, OpUnit: "msg", Runs: 3, PeakRSS: 3 << 20},
+				Primary: stats.Summarize([]float64{2e6, 2.1e6, 1.9e6}), PerOpNS: 2000, CPUPerOpNS: 3000, OpUnit: "msg", Runs: 3, PeakRSS: 3 << 20},
 			{Workload: "pingpong", Impl: "sched", Ratio: 2.5,
 				Primary: stats.Summarize([]float64{8e5, 8.2e5, 7.9e5}), PerOpNS: 800, OpUnit: "msg", Runs: 3, AllocsPerOp: 0.001, BytesPerOp: 12},
 			{Workload: "idle", Size: "1,000 proc", Impl: "sched", Memory: true, Ratio: 10,
@@ -59,9 +59,9 @@ func TestWriteMarkdown(t *testing.T) {
 		"go1.26",
 		"- Library revision: abc1234-dirty",
 		"2025-01-02 03:04 UTC",
-		"| **pingpong** (1,000 msg) | goroutines (unbuffered) | 2 ms | 1.9 ms – 2.1 ms | 2 µs/msg | 1 (baseline) |",
+		"| **pingpong** (1,000 msg) | goroutines (unbuffered) | 2 ms | 1.9 ms – 2.1 ms | 2 µs/msg | 3 µs | 1 (baseline) |",
 		"|  | sched | 800 µs |",
-		"| **2.50×** |",
+		"| 800 ns/msg | – | **2.50×** |", // no CPU time recorded (a run saved before it was)
 		"| **idle** (1,000 proc) | sched | 255 B/proc | 250 – 260 B |",
 		"3/3 FAILED: sum \\| wrong again",
 		"- goroutines: unbuffered kept",

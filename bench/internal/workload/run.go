@@ -54,6 +54,7 @@ type Result struct {
 	Ops      int64   `json:"ops"` // unit operations (see Sizes.Ops)
 
 	NS           int64    `json:"ns"`                       // duration of the measured part
+	CPUNS        int64    `json:"cpu_ns"`                   // CPU time the process spent in the measured part, user and system, all threads
 	Allocs       uint64   `json:"allocs"`                   // heap allocations in the measured part
 	AllocBytes   uint64   `json:"alloc_bytes"`              // bytes allocated in the measured part
 	PeakRSS      uint64   `json:"peak_rss"`                 // the process's peak resident set, bytes
@@ -67,14 +68,17 @@ type Result struct {
 }
 
 // Meter measures the part of a run between Start and Stop: wall time,
-// allocations and garbage collections. Both calls force a collection so
-// that garbage left by the setup is not charged to the run.
+// the CPU time of the whole process (every thread: the workers, the
+// runtime's, the collector's), allocations and garbage collections.
+// Start forces a collection so that garbage left by the setup is not
+// charged to the run.
 type Meter struct {
-	start, stop time.Time
-	before      runtime.MemStats
-	after       runtime.MemStats
-	started     bool
-	stopped     bool
+	start, stop       time.Time
+	cpuStart, cpuStop time.Duration
+	before            runtime.MemStats
+	after             runtime.MemStats
+	started           bool
+	stopped           bool
 }
 
 // Start begins the measured part.
@@ -82,6 +86,7 @@ func (m *Meter) Start() {
 	runtime.GC()
 	runtime.ReadMemStats(&m.before)
 	m.started = true
+	m.cpuStart = processCPU()
 	m.start = time.Now()
 }
 
@@ -91,6 +96,7 @@ func (m *Meter) Stop() {
 		return
 	}
 	m.stop = time.Now()
+	m.cpuStop = processCPU()
 	runtime.ReadMemStats(&m.after)
 	m.stopped = true
 }
@@ -138,6 +144,19 @@ func PeakRSS() uint64 {
 		return uint64(ru.Maxrss) * 1024 // kilobytes on Linux
 	}
 	return 0
+}
+
+// processCPU returns the CPU time the process has used so far, user and
+// system, summed over its threads (getrusage), or 0 if it cannot tell.
+// Two readings bracket a measured part: unlike its wall time, what it
+// spent does not shrink when other processes take the cores, so it is
+// what sets an implementation's speed on a loaded machine.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // Listing is what a benchmark binary prints for -list: the workloads and
@@ -306,6 +325,7 @@ func Measure(impl string, e Entry, scale float64, prof Profiles) (res Result) {
 		return res
 	}
 	res.NS = m.stop.Sub(m.start).Nanoseconds()
+	res.CPUNS = (m.cpuStop - m.cpuStart).Nanoseconds()
 	res.Allocs = m.after.Mallocs - m.before.Mallocs
 	res.AllocBytes = m.after.TotalAlloc - m.before.TotalAlloc
 	res.GCs = m.after.NumGC - m.before.NumGC

@@ -203,6 +203,24 @@ func TestRunPrintsResult(t *testing.T) {
 		}
 	}
 
+	// The CPU time of the measured part: a run that spins until the
+	// process has used 5 ms of CPU reports at least that much.
+	const burn = 5 * time.Millisecond
+	spin := []Entry{{Workload: Skynet, Run: func(m *Meter, sz Sizes) (Outcome, error) {
+		m.Start()
+		for from := processCPU(); processCPU()-from < burn; {
+		}
+		m.Stop()
+		return Outcome{}, nil
+	}}}
+	var spun bytes.Buffer
+	if code := run("test", spin, []string{"-workload", Skynet}, &spun, &spun); code != 0 {
+		t.Fatalf("spin: exit code %d: %s", code, spun.String())
+	}
+	if r := decode(spun.Bytes()); r.CPUNS < burn.Nanoseconds() {
+		t.Errorf("a run that used %v of CPU reports %v", burn, time.Duration(r.CPUNS))
+	}
+
 	var out bytes.Buffer
 	if code := run("test", entries, []string{"-list"}, &out, &out); code != 0 {
 		t.Fatalf("-list: exit code %d", code)
