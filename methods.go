@@ -3,7 +3,6 @@ package scheduler
 import (
 	"sync"
 	"sync/atomic"
-	"unsafe"
 )
 
 // methodTable interns entry-point names, so that a process record holds a
@@ -107,7 +106,7 @@ func (s *Scheduler) methodOf(p *proc) string {
 // first (a worker spawning children usually names the same method).
 // Any goroutine; w is the calling worker, or nil outside the workers.
 func (s *Scheduler) internMethod(method string, w *worker) uint16 {
-	if w != nil && w.lastMethodID != 0 && sameString(w.lastMethod, method) {
+	if w != nil && w.lastMethodID != 0 && w.lastMethod == method {
 		return w.lastMethodID
 	}
 	id := s.methods.id(method)
@@ -115,12 +114,4 @@ func (s *Scheduler) internMethod(method string, w *worker) uint16 {
 		w.lastMethod, w.lastMethodID = method, id
 	}
 	return id
-}
-
-// sameString reports whether a and b are equal, first by their bytes'
-// address and length: a program names its entry points with constants,
-// so the same name nearly always comes with the same bytes, and the
-// comparison then costs no call. Any goroutine.
-func sameString(a, b string) bool {
-	return len(a) == len(b) && (unsafe.StringData(a) == unsafe.StringData(b) || a == b)
 }

@@ -554,9 +554,9 @@ func (p *proc) close(c *closed, result payload.Payload, err error, forced, reuse
 // would have to keep), and its live part (procLive), if it has one,
 // holds none of what others reach it by (names, monitors, a call's
 // context, a Done channel, functions to run at the end): what it was
-// started with is immutable, and its context keeps what it needs of it. The caller (finish) has
-// checked the rest: no Handle, not forced, never handed to a handler in a
-// Call. Called with p.mu held, in close.
+// started with is immutable, and its context keeps what it needs of it.
+// The caller (finish) has checked the rest: no Handle, not forced, never
+// handed to a handler in a Call. Called with p.mu held, in close.
 func (p *proc) reusable() bool {
 	if p.flags&pfCancelled != 0 {
 		return false
