@@ -13,16 +13,41 @@ import (
 	"github.com/procsched/scheduler/relay"
 )
 
-// deadLetterLog collects what the DeadLetter hook gets.
+// deadLetterLog collects what the DeadLetter hook gets and, once watch
+// named a Handle, how many it got after that Handle reported the end.
 type deadLetterLog struct {
-	mu  sync.Mutex
-	got []sched.DeadLetter
+	mu      sync.Mutex
+	got     []sched.DeadLetter
+	watched <-chan struct{} // the watched Handle's Done
+	late    int
 }
 
 func (d *deadLetterLog) hook(dl sched.DeadLetter) {
 	d.mu.Lock()
 	d.got = append(d.got, dl)
+	if d.watched != nil {
+		select {
+		case <-d.watched:
+			d.late++
+		default:
+		}
+	}
 	d.mu.Unlock()
+}
+
+// watch makes the hook check h's end at each dead letter.
+func (d *deadLetterLog) watch(h sched.Handle) {
+	d.mu.Lock()
+	d.watched = h.Done()
+	d.mu.Unlock()
+}
+
+// lateCount returns how many dead letters came after the watched Handle
+// reported the end.
+func (d *deadLetterLog) lateCount() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.late
 }
 
 func (d *deadLetterLog) all() []sched.DeadLetter {
@@ -58,6 +83,28 @@ func TestDeadLetters(t *testing.T) {
 			assert.Equal(t, relay.Message{From: relay.PID{ID: 77}, To: h.PID(), Data: want}, got[i].Message)
 		}
 		assert.Equal(t, uint64(2), s.Stats().DeadLetters.Unread)
+	})
+
+	t.Run("messages that arrive during the last step, before the Handle reports the end", func(t *testing.T) {
+		var dl deadLetterLog
+		s := newScheduler(t, sched.WithWorkers(1), sched.WithHooks(sched.Hooks{DeadLetter: dl.hook}))
+		final, gate := make(chan struct{}), make(chan struct{})
+		h := submit(t, s, &probe{step: func(_ *probe, _ int, _ []sched.Event, out *sched.StepOutput) error {
+			close(final)
+			<-gate // the messages queue meanwhile
+			out.Done(payload.Payload{})
+			return nil
+		}})
+		dl.watch(h)
+		receive(t, final, "the last step")
+		for _, m := range []string{"a", "b"} {
+			require.NoError(t, s.Tell(h.PID(), m))
+		}
+		close(gate)
+		_, err := waitEnd(t, s, h)
+		require.NoError(t, err)
+		require.Len(t, dl.all(), 2, "both messages are dead letters by the time the Handle reports the end")
+		assert.Zero(t, dl.lateCount(), "dead letters reported after the Handle saw the end")
 	})
 
 	t.Run("a bounce for a sender that has ended", func(t *testing.T) {

@@ -545,7 +545,22 @@ func (p *proc) close(c *closed, result payload.Payload, err error, forced, reuse
 	if forced {
 		p.flags |= pfForced
 	}
+	// A Handle may see the end now if nothing else has to happen first
+	// (see announce): no unread events to count, no names to release, no
+	// monitors to tell. That is most processes, and it spares them a
+	// second hold of the lock.
+	if p.kind&pkHandle != 0 && len(c.unread) == 0 && !p.live().tellsEnd() {
+		p.announceLocked(err)
+		c.announced = true
+	}
 	p.mu.Unlock()
+}
+
+// tellsEnd reports whether whoever ends the process has others to tell
+// of it (see Scheduler.finish): names to release, monitors to notify.
+// Called with proc.mu held, or once the process is closed; x may be nil.
+func (x *procLive) tellsEnd() bool {
+	return x != nil && (len(x.names) > 0 || x.monitors != nil || x.held != nil || x.outside != nil)
 }
 
 // reusable reports whether nothing of the ending process p needs its
@@ -602,16 +617,24 @@ func (p *proc) reset(id uint64, methodID uint16) bool {
 // error it ended with: after close (which kept the result), and after its
 // names were released and its monitors told, so that once a Handle
 // reports the end, the name is free and every monitor has its event.
-// Only for a process with a Handle: nothing else reads the end.
-// Called once, by whoever ended the process.
+// Only for a process with a Handle: nothing else reads the end. close
+// announces the end itself, under the hold it takes anyway, when none of
+// that is to be done (closed.announced); announce is for the rest.
+// Called once, by whoever ended the process, unless close announced.
 func (p *proc) announce(err error) {
 	p.mu.Lock()
+	p.announceLocked(err)
+	p.mu.Unlock()
+}
+
+// announceLocked is announce with p.mu held: close calls it when the
+// end needs nothing else first. Called once, with p.mu held.
+func (p *proc) announceLocked(err error) {
 	p.flags |= pfEnded
 	if done := p.end().done; done != nil {
 		close(done)
 	}
 	*p.outcomeErr() = err
-	p.mu.Unlock()
 }
 
 // closed is what close reports of the process it closed.
@@ -619,6 +642,7 @@ type closed struct {
 	unread    []Event        // events that were queued and never read, in the mailbox buffer; the caller's now
 	pending   []pendingYield // the small pending set's array, if it had one; the caller's now
 	cancelled bool           // it had been asked to stop (Terminate, Shutdown)
+	announced bool           // its end was announced to its Handle already (see announce)
 	cause     error          // the cancel's cause, if so
 }
 

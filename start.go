@@ -326,7 +326,7 @@ func (s *Scheduler) finish(p *proc, v via, result payload.Payload, err error, fo
 	}
 	c.recycle(w.pendingCache())
 	// Names, monitors: frozen now that the process is closed.
-	if x := p.live(); x != nil {
+	if x := p.live(); x.tellsEnd() {
 		if len(x.names) > 0 {
 			s.releaseNames(p.pid(), x.names)
 		}
@@ -344,7 +344,7 @@ func (s *Scheduler) finish(p *proc, v via, result payload.Payload, err error, fo
 			_ = s.complete(relay.PID{Node: s.node, ID: a.parent}, &ev, childSeq(p.id.Load()), v)
 		}
 	}
-	if p.kind&pkHandle != 0 {
+	if p.kind&pkHandle != 0 && !c.announced {
 		p.announce(err) // only a Handle reads it: a spawned child skips the lock
 	}
 	// Last: once the ID is free, this worker may give the record to the
