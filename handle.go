@@ -26,7 +26,9 @@ func (h Handle) PID() relay.PID {
 }
 
 // Done returns a channel that is closed when the process has ended and its
-// result is available. Close has returned by then.
+// result is available. By then Close has returned, the process's names
+// are free, its monitors have been told, and the messages it left unread
+// have gone to the DeadLetter hook.
 func (h Handle) Done() <-chan struct{} {
 	if h.p == nil {
 		return closedChan

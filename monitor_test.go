@@ -137,6 +137,24 @@ func TestOutsideMonitor(t *testing.T) {
 	}
 }
 
+// TestMonitorsAreToldBeforeTheHandle: by the time a process's Handle
+// reports its end, its monitors have been told: an outside monitor's
+// stop then finds it fired already. (Told after, stop would find it
+// waiting in the moments between: many rounds make those moments show.)
+func TestMonitorsAreToldBeforeTheHandle(t *testing.T) {
+	s := newScheduler(t)
+	for i := range 1000 {
+		target := submit(t, s, &probe{step: untilCancel})
+		called := make(chan sched.Exit, 1)
+		stop := s.Monitor(target.PID(), func(e sched.Exit) { called <- e })
+		require.NoError(t, s.Terminate(target.PID()))
+		_, err := waitEnd(t, s, target)
+		require.NoError(t, err)
+		require.False(t, stop(), "iteration %d: the Handle reported the end before the monitor was told", i)
+		assert.Equal(t, sched.ExitTerminated, receive(t, called, "the monitor's call").Reason)
+	}
+}
+
 // TestMonitorRacingTheEnd: a monitor set up while its target ends
 // concurrently is told exactly once: either how it ended or that it was
 // gone; never not at all, never twice.
