@@ -488,13 +488,14 @@ func (p *proc) reservePending(n int, c *pendingCache) {
 
 // close marks the process ended: later events are refused, queued ones and
 // pending yields dropped, the context cancelled, and the result kept for
-// a Handle. It reports in *c the events that were queued and whether it
-// had been asked to stop (into the caller's closed rather than as a
-// result, which the caller would copy field by field and then read back
-// whole, a stall on every end). With reuse set, the record is marked
-// reusable (pfReuse) unless something of the process's must outlive it
-// (see reusable). Called once, by whoever moved the process to Complete,
-// after Close returned.
+// a Handle, to which it announces the end when nothing must come first
+// (see announce). It reports in *c the events that were queued, whether
+// it had been asked to stop and whether it announced the end (into the
+// caller's closed rather than as a result, which the caller would copy
+// field by field and then read back whole, a stall on every end). With
+// reuse set, the record is marked reusable (pfReuse) unless something of
+// the process's must outlive it (see reusable). Called once, by whoever
+// moved the process to Complete, after Close returned.
 func (p *proc) close(c *closed, result payload.Payload, err error, forced, reuse bool) {
 	p.mu.Lock()
 	c.unread, c.cancelled, c.cause = p.inbox.events(), p.flags&pfCancelled != 0, p.cancelCause()
