@@ -251,7 +251,7 @@ func (s *Scheduler) Monitor(pid relay.PID, f func(Exit)) (stop func() bool) {
 				x := t.getLive()
 				x.outside = append(x.outside, m)
 				t.mu.Unlock()
-				return func() bool { return m.stop(t) }
+				return func() bool { return m.stop(t, pid.ID) }
 			}
 			t.mu.Unlock()
 		}
@@ -272,14 +272,18 @@ func (m *outsideMonitor) fire(e Exit) {
 	m.once.Do(func() { go m.f(e) })
 }
 
-// stop forgets the monitor on t; it reports whether f will not be called.
-// Any goroutine.
-func (m *outsideMonitor) stop(t *proc) bool {
+// stop forgets the monitor on t, the record of the process with ID id;
+// it reports whether f will not be called. Once the process is closed its
+// list of monitors is frozen, read without the lock by whoever ends it
+// (see notifyEnd): a stop then leaves the list as it is (the end's fire
+// finds the monitor stopped), since taking the monitor out would move the
+// ones after it under the end's reading. Any goroutine.
+func (m *outsideMonitor) stop(t *proc, id uint64) bool {
 	stopped := false
 	m.once.Do(func() { stopped = true })
 	if stopped {
 		t.mu.Lock()
-		if x := t.live(); x != nil {
+		if x := t.live(); x != nil && !t.gone(id) {
 			for i, o := range x.outside {
 				if o == m {
 					x.outside = append(x.outside[:i], x.outside[i+1:]...)

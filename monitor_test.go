@@ -3,6 +3,7 @@ package scheduler_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 
@@ -152,6 +153,48 @@ func TestMonitorsAreToldBeforeTheHandle(t *testing.T) {
 		require.NoError(t, err)
 		require.False(t, stop(), "iteration %d: the Handle reported the end before the monitor was told", i)
 		assert.Equal(t, sched.ExitTerminated, receive(t, called, "the monitor's call").Reason)
+	}
+}
+
+// TestOutsideMonitorStopRacingTheEnd: stopping outside monitors while
+// their process ends leaves the others alone: every monitor whose stop
+// did not report it forgotten is called once, the forgotten ones never.
+// (A stop that rewrote the list of monitors while the end read it could
+// make the end skip one; the race detector also watches that list.)
+func TestOutsideMonitorStopRacingTheEnd(t *testing.T) {
+	s := newScheduler(t)
+	const n = 8
+	for i := range 200 {
+		target := submit(t, s, &probe{step: untilCancel})
+		calls := make(chan int, n)
+		stops := make([]func() bool, n)
+		for j := range n {
+			stops[j] = s.Monitor(target.PID(), func(sched.Exit) { calls <- j })
+		}
+		var stopped [n]bool
+		var wg sync.WaitGroup
+		wg.Go(func() { _ = s.Terminate(target.PID()) })
+		wg.Go(func() {
+			for j := 0; j < n; j += 2 {
+				stopped[j] = stops[j]()
+			}
+		})
+		wg.Wait()
+		_, err := waitEnd(t, s, target)
+		require.NoError(t, err)
+		want := 0
+		for _, st := range stopped {
+			if !st {
+				want++
+			}
+		}
+		got := map[int]bool{}
+		for range want {
+			j := receive(t, calls, fmt.Sprintf("iteration %d: a monitor's call (%d of %d)", i, len(got)+1, want))
+			require.False(t, stopped[j], "iteration %d: monitor %d was called after its stop reported it forgotten", i, j)
+			require.False(t, got[j], "iteration %d: monitor %d was called twice", i, j)
+			got[j] = true
+		}
 	}
 }
 
