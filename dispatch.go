@@ -202,11 +202,11 @@ func (w *worker) dispatch(p *proc, waits bool) {
 			child, _ := y.arg.(Process)
 			w.spawn(p, y, child)
 		case yieldTimer:
-			if seq := w.register(p, y.tag, w.newSeq(), true); seq != 0 {
+			if seq := w.register(p, y.tag, w.newSeq()); seq != 0 {
 				if y.deadline != 0 && y.deadline < y.when {
-					w.s.timers.addDeadline(w, p.id.Load(), seq, y.deadline) // the deadline comes first
+					w.arm(p, seq, y.deadline, true) // the deadline comes first
 				} else {
-					w.s.timers.add(w, p.id.Load(), seq, y.when)
+					w.arm(p, seq, y.when, false)
 				}
 			}
 		case yieldTellName:
@@ -261,18 +261,14 @@ func (w *worker) dispatchGeneric(p *proc, y *yield) {
 	w.callHandler(p, y, seq)
 }
 
-// register records a yield of p with tag as outstanding (with a timer to
-// come if timed) under seq, the sequence number that names it from now
-// on (newSeq's, or a child's: see childSeq), and returns seq; a yield
-// whose tag is already outstanding completes at once with
-// ErrDuplicateTag (without touching the outstanding one), and register
-// returns 0. Worker only, with p Running.
-func (w *worker) register(p *proc, tag, seq uint64, timed bool) uint64 {
-	stored := seq
-	if timed {
-		stored |= seqTimed
-	}
-	if p.addPending(tag, stored, &w.pend) {
+// register records a yield of p with tag as outstanding under seq, the
+// sequence number that names it from now on (newSeq's, or a child's: see
+// childSeq), and returns seq; a yield whose tag is already outstanding
+// completes at once with ErrDuplicateTag (without touching the
+// outstanding one), and register returns 0. A timer comes after, with
+// arm. Worker only, with p Running.
+func (w *worker) register(p *proc, tag, seq uint64) uint64 {
+	if p.addPending(tag, seq, &w.pend) {
 		return seq
 	}
 	// p is Running: the push flags it and never asks for a queue.
@@ -287,7 +283,7 @@ func (w *worker) register(p *proc, tag, seq uint64, timed bool) uint64 {
 // already past (the yield then completed with ErrTimeout). Worker only,
 // with p Running.
 func (w *worker) registerWithin(p *proc, y *yield, seq uint64) uint64 {
-	seq = w.register(p, y.tag, seq, y.deadline != 0)
+	seq = w.register(p, y.tag, seq)
 	if seq == 0 || y.deadline == 0 {
 		return seq
 	}
@@ -295,8 +291,32 @@ func (w *worker) registerWithin(p *proc, y *yield, seq uint64) uint64 {
 		w.expire(p, seq)
 		return 0
 	}
-	w.s.timers.addDeadline(w, p.id.Load(), seq, y.deadline)
+	w.arm(p, seq, y.deadline, true)
 	return seq
+}
+
+// arm gives p's pending yield seq a timer at when, a deadline (which
+// completes it with ErrTimeout) or else a Sleep's end, and marks the
+// yield timed, so that whatever completes, cancels or releases it
+// removes the timer. The timer first, then the mark: a completion
+// before the mark finds no mark and leaves the timer (whether it came
+// before the timer or after), and the mark, failing, removes it. Marked
+// first, a completion between the mark and the timer (CompleteYield by
+// tag, from any goroutine) would look for the timer before it was there
+// and leave it behind. Worker only, with p Running.
+func (w *worker) arm(p *proc, seq uint64, when int64, deadline bool) {
+	ts := w.s.timers
+	if deadline {
+		ts.addDeadline(w, p.id.Load(), seq, when)
+	} else {
+		ts.add(w, p.id.Load(), seq, when)
+	}
+	p.mu.Lock()
+	marked := p.pending.markTimed(seq, p.live())
+	p.mu.Unlock()
+	if !marked {
+		ts.remove(seq)
+	}
 }
 
 // expire completes p's pending yield seq with ErrTimeout: its deadline
@@ -330,15 +350,7 @@ func (w *worker) timeout(p *proc, tag uint64, when int64) {
 		w.expire(p, seq)
 		return
 	}
-	// The timer first, then the mark: a completion between the two sees
-	// no mark and leaves the timer, which the failed mark then removes.
-	ts.addDeadline(w, p.id.Load(), seq, when)
-	p.mu.Lock()
-	marked := p.pending.markTimed(seq, p.live())
-	p.mu.Unlock()
-	if !marked {
-		ts.remove(seq)
-	}
+	w.arm(p, seq, when, true)
 }
 
 // newSeq returns a yield sequence number that no other yield of this

@@ -244,9 +244,11 @@ func (ts *timerService) lookup(seq uint64) (when int64, deadline, ok bool) {
 // Any goroutine.
 func (ts *timerService) remove(seq uint64) bool {
 	sh, _ := ts.shardOf(seq)
-	// A timer is added before its yield can be completed, cancelled or
-	// released, by the worker running the process, so a shard that
-	// shows none has none for seq.
+	// The count is published under the shard's lock with every add and
+	// remove, so a shard that shows none has none for seq now. A timer
+	// added after this look is marked on its yield after it is added,
+	// and removed by the failing mark if the yield is gone (see
+	// worker.arm).
 	if sh.count.Load() == 0 {
 		return false
 	}

@@ -316,3 +316,40 @@ func TestManySleepers(t *testing.T) {
 	eventually(t, "Live == 0", func() bool { return s.Stats().Processes.Live == 0 })
 	assert.Zero(t, s.Stats().Timers)
 }
+
+// repeatSleeper sleeps an hour under tag 1, n times, and ends: someone
+// else completes each sleep (CompleteYield).
+type repeatSleeper struct {
+	stepOnly
+	left int
+}
+
+func (p *repeatSleeper) Step(_ []sched.Event, out *sched.StepOutput) error {
+	if p.left == 0 {
+		out.Done(payload.Payload{})
+		return nil
+	}
+	p.left--
+	out.Sleep(1, time.Hour)
+	return nil
+}
+
+// TestSleepCompletedBeforeItsTimerIsSet: a sleep completed by its tag
+// from outside, as soon as it can be (even between its registration and
+// its timer), leaves no timer behind: the timers of an ended process
+// are gone when its Handle reports the end.
+func TestSleepCompletedBeforeItsTimerIsSet(t *testing.T) {
+	s := newScheduler(t, sched.WithWorkers(2))
+	h := submit(t, s, &repeatSleeper{left: 20_000})
+	for done := false; !done; {
+		select {
+		case <-h.Done():
+			done = true
+		default:
+			_ = s.CompleteYield(h.PID(), 1, nil, nil) // fails while no sleep is pending
+		}
+	}
+	_, err := h.Result()
+	require.NoError(t, err)
+	assert.Zero(t, s.Stats().Timers, "timers left behind by an ended process")
+}
