@@ -353,3 +353,51 @@ func TestSleepCompletedBeforeItsTimerIsSet(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, s.Stats().Timers, "timers left behind by an ended process")
 }
+
+// resleeper sleeps briefly under tag 1 and, in the step after, which
+// runs about as long as other workers wait before they fire an overdue
+// timer of a busy one, gives the sleep a deadline an hour away
+// (StepOutput.Timeout), which a sleep that ends first keeps out; then it
+// waits for the sleep. n rounds, then it ends.
+type resleeper struct {
+	stepOnly
+	left  int
+	phase int // 0: to sleep, 1: to set the deadline, 2: waiting
+	rng   *rand.Rand
+}
+
+func (p *resleeper) Step(evs []sched.Event, out *sched.StepOutput) error {
+	if _, ok := completionOf(evs, 1); ok {
+		p.phase = 0
+	}
+	switch p.phase {
+	case 0:
+		if p.left == 0 {
+			out.Done(payload.Payload{})
+			return nil
+		}
+		p.left--
+		out.Sleep(1, 20*time.Microsecond)
+		out.Continue()
+		p.phase = 1
+	case 1:
+		// Busy, not asleep: the race is between this worker setting the
+		// deadline and another one firing the sleep.
+		for d, start := time.Duration(100+p.rng.IntN(80))*time.Microsecond, time.Now(); time.Since(start) < d; {
+		}
+		out.Timeout(1, time.Hour)
+		p.phase = 2
+	}
+	return nil
+}
+
+// TestTimeoutRacingTheSleepItReplaces: a deadline set on a sleep while
+// the sleep fires either comes too late (the sleep completed) or replaces
+// it; either way no timer outlives the yield.
+func TestTimeoutRacingTheSleepItReplaces(t *testing.T) {
+	s := newScheduler(t, sched.WithWorkers(4))
+	h := submit(t, s, &resleeper{left: 20_000, rng: rand.New(rand.NewPCG(3, 4))})
+	_, err := waitEnd(t, s, h)
+	require.NoError(t, err)
+	assert.Zero(t, s.Stats().Timers, "timers left behind by an ended process")
+}
