@@ -123,6 +123,60 @@ func TestDeadLetters(t *testing.T) {
 		assert.Equal(t, uint64(1), s.Stats().DeadLetters.Bounces)
 	})
 
+	t.Run("a request evicted from a full mailbox after its asker ended", func(t *testing.T) {
+		var dl deadLetterLog
+		s := newScheduler(t, sched.WithHooks(sched.Hooks{DeadLetter: dl.hook}))
+		gate := make(chan struct{})
+		b, err := s.Submit(t.Context(), &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+			if n == 0 {
+				<-gate // the request waits in the mailbox
+			}
+			if hasCancel(evs) {
+				out.Done(payload.Payload{})
+			}
+			return nil
+		}}, "run", nil, sched.Mailbox(1, sched.MailboxDropOldest))
+		require.NoError(t, err)
+		waitState(t, s, b.PID(), sched.StateRunning)
+		asker := submit(t, s, &probe{step: func(_ *probe, _ int, _ []sched.Event, out *sched.StepOutput) error {
+			out.Request(1, b.PID(), "question")
+			out.Done(payload.Payload{}) // does not wait for the answer
+			return nil
+		}})
+		_, err = waitEnd(t, s, asker)
+		require.NoError(t, err)
+		require.NoError(t, s.Tell(b.PID(), "new")) // evicts the request
+		close(gate)
+		got := dl.all()
+		require.Len(t, got, 1, "the evicted request reached nobody")
+		assert.Equal(t, sched.DeadBounce, got[0].Reason)
+		assert.Equal(t, asker.PID(), got[0].Message.To)
+		assert.ErrorIs(t, got[0].Message.Err, sched.ErrDropped)
+		req, ok := got[0].Message.Data.(sched.Request)
+		require.True(t, ok, "the dead letter is the request: %#v", got[0].Message.Data)
+		assert.Equal(t, "question", req.Body)
+		assert.Equal(t, uint64(1), s.Stats().DeadLetters.Bounces)
+		require.NoError(t, s.Terminate(b.PID()))
+		_, _ = waitEnd(t, s, b)
+	})
+
+	t.Run("a request returned to an asker that has ended", func(t *testing.T) {
+		var dl deadLetterLog
+		s := newScheduler(t, sched.WithHooks(sched.Hooks{DeadLetter: dl.hook}))
+		ended := submit(t, s, &probe{step: doneWith(1)})
+		_, err := waitEnd(t, s, ended)
+		require.NoError(t, err)
+		why := errors.New("not delivered")
+		req := sched.Request{ReplyTo: sched.ReplyTo{PID: ended.PID(), Seq: 3}, Body: "question"}
+		err = s.Send(relay.Message{From: relay.PID{ID: 5}, To: ended.PID(), Data: req, Err: why})
+		require.ErrorIs(t, err, sched.ErrProcessNotFound)
+		got := dl.all()
+		require.Len(t, got, 1)
+		assert.Equal(t, sched.DeadBounce, got[0].Reason)
+		assert.Equal(t, req, got[0].Message.Data)
+		assert.ErrorIs(t, got[0].Message.Err, why)
+	})
+
 	t.Run("dropped by a full mailbox with nobody to return it to", func(t *testing.T) {
 		var dl deadLetterLog
 		s := newScheduler(t, sched.WithHooks(sched.Hooks{DeadLetter: dl.hook}))

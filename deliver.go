@@ -47,6 +47,8 @@ var _ relay.Receiver = (*Scheduler)(nil)
 // [relay.Message]): it reaches msg.To as an EventMessage with that Error,
 // outside any mailbox limit, and is counted in [MessageStats].Bounced (a
 // returned [Request] completes its asking yield with the error instead).
+// One whose sender has ended, or a request whose asker no longer waits,
+// is a dead letter ([DeadBounce]) and Send returns why.
 // A msg whose Data is a [Reply] to msg.To answers that request, as
 // [Scheduler.Reply] does. Transports use both to hand in what comes from
 // other nodes.
@@ -189,8 +191,8 @@ func (s *Scheduler) returned(msg relay.Message, v via) error {
 	if msg.To.Node != s.node && s.transport != nil {
 		return s.forward(msg, v)
 	}
-	if s.requestReturned(msg, v) {
-		return nil
+	if ok, err := s.requestReturned(msg, v); ok {
+		return err
 	}
 	p, err := s.lookup(msg.To)
 	if err == nil {

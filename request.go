@@ -90,14 +90,19 @@ func (w *worker) request(p *proc, seq uint64, to relay.PID, body any) {
 
 // requestReturned handles a request message that came back undelivered
 // (from a transport, or evicted from a full mailbox): the asking yield
-// completes with the error instead of the asker getting a bounce. It
-// reports false if msg is not a request of a local process.
+// completes with the error instead of the asker getting a bounce. If the
+// asker has ended or waits no more, the request is a dead letter, as a
+// bounce to an ended sender is, and err says why. It reports false if
+// msg is not a request of a local process.
 // Any goroutine; v says where it runs.
-func (s *Scheduler) requestReturned(msg relay.Message, v via) bool {
+func (s *Scheduler) requestReturned(msg relay.Message, v via) (handled bool, err error) {
 	req, ok := msg.Data.(Request)
 	if !ok || req.ReplyTo.PID != msg.To || msg.To.Node != s.node {
-		return false
+		return false, nil
 	}
-	_ = s.complete(msg.To, &Event{Type: EventYieldComplete, Error: msg.Err, From: msg.From}, req.ReplyTo.Seq, v)
-	return true
+	if err := s.complete(msg.To, &Event{Type: EventYieldComplete, Error: msg.Err, From: msg.From}, req.ReplyTo.Seq, v); err != nil {
+		s.deadLetter(msg, DeadBounce, v)
+		return true, err
+	}
+	return true, nil
 }
