@@ -11,22 +11,32 @@ import (
 // A nil hook costs nothing. Each runs outside every scheduler lock, on the
 // goroutine named at its field, and delays whatever that goroutine does
 // next: keep hooks short and never block in them. A hook may call the
-// scheduler's methods.
+// scheduler's methods, except Shutdown in the two that can run on the
+// goroutine that called Submit (see Start and Panic).
 type Hooks struct {
 	// Start is called once per process, after its Init succeeded and
 	// before its first step: on the goroutine that called Submit, or on the
-	// worker that carried out a spawn.
+	// worker that carried out a spawn. On the goroutine that called
+	// Submit it must not call Shutdown, as Init must not: the process
+	// it reports is queued only once the hook returns, and Shutdown would
+	// wait for it to end.
 	Start func(StartInfo)
 	// End is called once per process that started, after Close returned
 	// and before its Handle reports the end: on the worker that ran its
-	// last step, or on the goroutine that called Shutdown for a process
-	// forced at the deadline. Setting it costs each process two loads of
-	// the scheduler's coarse clock, a counter per step, and 16 bytes more
-	// in its record, and each worker a clock read every 64 rounds.
+	// last step, or, for a process forced at a shutdown deadline, on the
+	// scheduler's own goroutine that carries the shutdown through.
+	// Setting it costs each process two loads of the scheduler's coarse
+	// clock, a counter per step, and 16 bytes more in its record, and
+	// each worker a clock read every 64 rounds.
 	End func(EndInfo)
 	// Panic is called when a process's Init, Step or Close, or a handler,
 	// panics, on the goroutine that recovered the panic, before the
-	// process ends (or the yield completes) with the PanicError.
+	// process ends (or the yield completes) with the PanicError. For a
+	// panic in the Init of a process started by Submit (or in the Close
+	// that follows it) that is the goroutine that called Submit, which
+	// must not call Shutdown there, as Init must not: the process is
+	// counted out only once the hook returns, and Shutdown would wait for
+	// it.
 	Panic func(PanicInfo)
 	// SlowStep is called by the watchdog goroutine when it finds a step
 	// slow (see [WithWatchdog]); once per slow step.
