@@ -344,7 +344,13 @@ func (w *worker) timeout(p *proc, tag uint64, when int64) {
 		if old, deadline, ok := ts.lookup(seq); ok && !deadline && old <= when {
 			return // a Sleep that ends first
 		}
-		ts.remove(seq)
+		// A timed yield keeps its timer in its shard until the timer
+		// fires or the yield completes (see arm): one that is gone has
+		// fired, or the yield is completing, and a deadline set now
+		// would outlive it.
+		if !ts.remove(seq) {
+			return
+		}
 	}
 	if when <= ts.now() {
 		w.expire(p, seq)

@@ -596,10 +596,9 @@ func (w *worker) fireBatch(sh *timerShard, now int64) (popped int, queued, more 
 		if err != nil {
 			continue // ended, or the yield completed otherwise
 		}
-		// Its timer is this one, gone already, unless a Timeout that
-		// missed it (it was out of the shard, not yet completed) gave the
-		// yield a deadline meanwhile: that one goes too.
-		w.s.letGo(c)
+		if c.held != 0 {
+			w.s.demonitor(c.held, c.seq) // its timer is this one, gone already
+		}
 		st := c.woken
 		if st == 0 {
 			continue // running: its worker steps it again
