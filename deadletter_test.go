@@ -126,27 +126,16 @@ func TestDeadLetters(t *testing.T) {
 	t.Run("a request evicted from a full mailbox after its asker ended", func(t *testing.T) {
 		var dl deadLetterLog
 		s := newScheduler(t, sched.WithHooks(sched.Hooks{DeadLetter: dl.hook}))
-		gate := make(chan struct{})
-		b, err := s.Submit(t.Context(), &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
-			if n == 0 {
-				<-gate // the request waits in the mailbox
-			}
-			if hasCancel(evs) {
-				out.Done(payload.Payload{})
-			}
-			return nil
-		}}, "run", nil, sched.Mailbox(1, sched.MailboxDropOldest))
-		require.NoError(t, err)
-		waitState(t, s, b.PID(), sched.StateRunning)
+		g, b := submitGated(t, s, sched.Mailbox(1, sched.MailboxDropOldest)) // the request waits in its mailbox
 		asker := submit(t, s, &probe{step: func(_ *probe, _ int, _ []sched.Event, out *sched.StepOutput) error {
 			out.Request(1, b.PID(), "question")
 			out.Done(payload.Payload{}) // does not wait for the answer
 			return nil
 		}})
-		_, err = waitEnd(t, s, asker)
+		_, err := waitEnd(t, s, asker)
 		require.NoError(t, err)
-		require.NoError(t, s.Tell(b.PID(), "new")) // evicts the request
-		close(gate)
+		require.NoError(t, s.Tell(b.PID(), note{})) // evicts the request
+		g.open()
 		got := dl.all()
 		require.Len(t, got, 1, "the evicted request reached nobody")
 		assert.Equal(t, sched.DeadBounce, got[0].Reason)
