@@ -692,12 +692,18 @@ func (w *worker) callHandler(p *proc, y *yield, seq uint64) {
 // runHandler calls h for a yield of p, turning a panic into an error.
 // Worker only, with p Running.
 func (w *worker) runHandler(p *proc, h Handler, c Call) (err error) {
+	returned := false // as in Scheduler.callInit
 	defer func() {
+		if returned {
+			return
+		}
 		if v := recover(); v != nil {
 			perr := newPanicError("handler", v)
 			w.s.recovered(p, perr, via{w: w})
 			err = perr
 		}
 	}()
-	return h(c)
+	err = h(c)
+	returned = true
+	return err
 }

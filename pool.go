@@ -205,7 +205,11 @@ func (p *pool) runTask(t poolTask) {
 // protect runs t's work, turning a panic into a PanicError.
 // Pool goroutine only.
 func (p *pool) protect(t poolTask, ctx context.Context) (data any, err error) {
+	returned := false // as in Scheduler.callInit
 	defer func() {
+		if returned {
+			return
+		}
 		if v := recover(); v != nil {
 			perr := newPanicError("pool", v)
 			if pr := t.call.ctx; pr != nil {
@@ -214,7 +218,9 @@ func (p *pool) protect(t poolTask, ctx context.Context) (data any, err error) {
 			data, err = nil, perr
 		}
 	}()
-	return t.work(ctx)
+	data, err = t.work(ctx)
+	returned = true
+	return data, err
 }
 
 // stats reports the pool for Stats.

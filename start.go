@@ -248,14 +248,20 @@ func (s *Scheduler) releaseProc() {
 // an error.
 // Called by the goroutine starting p: the submitter, or the worker carrying out a spawn.
 func (s *Scheduler) callInit(p *proc, ctx context.Context, method string, input payload.Payloads, v via) (err error) {
+	returned := false // only a panic (or runtime.Goexit) leaves it false
 	defer func() {
+		if returned {
+			return // the usual case: no call to recover
+		}
 		if r := recover(); r != nil {
 			perr := newPanicError("Init", r)
 			s.recovered(p, perr, v)
 			err = fmt.Errorf("%w: %w", ErrInit, perr)
 		}
 	}()
-	if err := p.impl.Init(ctx, method, input); err != nil {
+	err = p.impl.Init(ctx, method, input)
+	returned = true
+	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInit, err)
 	}
 	return nil
@@ -264,7 +270,11 @@ func (s *Scheduler) callInit(p *proc, ctx context.Context, method string, input 
 // callClose runs Close and returns the panic it raised, if any.
 // Called by whoever ends p, once.
 func (s *Scheduler) callClose(p *proc, v via) (perr error) {
+	returned := false // as in callInit
 	defer func() {
+		if returned {
+			return
+		}
 		if r := recover(); r != nil {
 			pe := newPanicError("Close", r)
 			s.recovered(p, pe, v)
@@ -272,6 +282,7 @@ func (s *Scheduler) callClose(p *proc, v via) (perr error) {
 		}
 	}()
 	p.impl.Close()
+	returned = true
 	return nil
 }
 
