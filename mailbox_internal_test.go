@@ -103,7 +103,7 @@ func TestClaimWaitingGivesBackAnotherProcess(t *testing.T) {
 		require.Equal(t, st, woken)
 		require.Equal(t, claim, p.state.Load())
 	}
-	for _, st := range []uint64{stReady, stRunning | 2<<workerShift, stEnded, stStarting} {
+	for _, st := range []uint64{stReady, stRunning | 2<<workerShift, stEnded} {
 		p := new(proc)
 		p.id.Store(id)
 		p.state.Store(st)

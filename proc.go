@@ -22,12 +22,7 @@ const (
 	stBlocked = uint64(StateBlocked - 1)
 	stIdle    = uint64(StateIdle - 1)
 	stEnded   = uint64(StateEnded - 1)
-	// stStarting is the state of a reused record while the process it
-	// was given to runs Init (see proc.reset): it is in the table already,
-	// but found by nobody (see gone) and left alone by walks of the table.
-	// It is no public State: Processes never lists such a record.
-	stStarting = stEnded + 1
-	stateMask  = uint64(7)
+	stateMask = uint64(7)
 
 	// flagWake is set on a Running process by whoever queued an event for
 	// it, so that the worker, instead of letting it wait, steps it again.
@@ -445,11 +440,15 @@ func (p *proc) setFreshID(id uint64) {
 func (p *proc) pid() relay.PID { return relay.PID{Node: p.node, ID: p.id.Load()} }
 
 // gone reports whether the process that a caller found by ID id has
-// ended (or the record no longer holds it, or holds a process whose Init
-// is running, not yet started: see stStarting), so that nothing more may
-// be queued for it. Called with p.mu held.
+// ended, so that nothing more may be queued for it: its last step has
+// returned (its state is Ended, the state its worker or a shutdown
+// deadline gives it before ending it) or it is closed. It also reports
+// true when the record no longer holds that process, and for a reused
+// record whose new process runs Init: the record keeps the Ended state
+// of its last process until the new one is published (see reset).
+// Called with p.mu held.
 func (p *proc) gone(id uint64) bool {
-	return p.flags&pfClosed != 0 || p.id.Load() != id || p.state.Load()&stateMask == stStarting
+	return p.flags&pfClosed != 0 || p.id.Load() != id || p.state.Load()&stateMask == stEnded
 }
 
 // addPending registers a yield with tag and sequence number seq (with
@@ -585,10 +584,12 @@ func (p *proc) reusable() bool {
 // reset makes the ended record p the record of the process with ID id
 // and entry point methodID, about to start, if its end left it reusable
 // (pfReuse); it reports whether it did. The process gets a record in the
-// state of a new one but for its state word, Starting until the process
-// is published (see start): the record is in id's slot of the table
-// already, where a new one would not be yet, and that state makes
-// everyone treat it as not there. Callers that found the record by its
+// state of a new one but for its state word, which stays Ended, as the
+// end of the last process left it (only a worker's end leaves a record
+// reusable, and it stores Ended first), until the process is published
+// (see start): the record is in id's slot of the table already, where a
+// new one would not be yet, and that state makes everyone treat it as
+// not there (see gone), with no store to say so. Callers that found the record by its
 // former ID lock it and find the ID changed (see gone). The entry point
 // is set here, under the lock, for the watchdog, which may read it of a
 // record whose run it saw (see watchdog.report). Only the worker that
@@ -601,7 +602,6 @@ func (p *proc) reset(id uint64, methodID uint16) bool {
 		return false
 	}
 	p.id.Store(id)
-	p.state.Store(stStarting)
 	p.flags, p.msgs, p.methodID = 0, 0, methodID
 	p.inbox = eventBuf{} // close emptied it; this clears its bits and hint
 	if p.extra.Load() != nil {

@@ -311,3 +311,46 @@ func TestMethodEntriesOwnTheirLines(t *testing.T) {
 		t.Fatalf("%d bytes after the method table's last field, want a cache line of padding", after)
 	}
 }
+
+// selfTeller is a process whose Init sends a message to its own PID and
+// keeps what Tell returned, and whose first step ends it.
+type selfTeller struct {
+	s      *Scheduler
+	ctx    context.Context
+	told   error
+	events int
+}
+
+func (p *selfTeller) Init(ctx context.Context, _ string, _ payload.Payloads) error {
+	p.ctx = ctx
+	self, _ := Self(ctx)
+	p.told = p.s.Tell(self, "sent during Init")
+	return nil
+}
+
+func (p *selfTeller) Step(evs []Event, out *StepOutput) error {
+	p.events += len(evs)
+	out.Done(payload.Payload{})
+	return nil
+}
+func (p *selfTeller) Close() {}
+
+// TestReusedRecordIsNotThereDuringInit: a process that reuses the record
+// of one that ended in its slot is in the table while its Init runs, as
+// a new record is not; until it is published, a message to it is
+// refused as it would be for a new record, which nobody finds yet, and
+// does not reach its first step.
+func TestReusedRecordIsNotThereDuringInit(t *testing.T) {
+	s := newScheduler(t, WithWorkers(1))
+	first, second := &selfTeller{s: s}, &selfTeller{s: s}
+	h, err := s.Submit(context.Background(), oneAfterOther(first, second), "run", nil)
+	require.NoError(t, err)
+	require.NoError(t, waitEnd(t, h))
+	firstRecord, _ := spawnedCtx(t, first.ctx, false)
+	secondRecord, _ := spawnedCtx(t, second.ctx, false)
+	require.Same(t, firstRecord, secondRecord, "the second child has the first one's record")
+	for name, p := range map[string]*selfTeller{"new record": first, "reused record": second} {
+		assert.ErrorIs(t, p.told, ErrProcessNotFound, "%s: a Tell during Init", name)
+		assert.Zero(t, p.events, "%s: events at the first step", name)
+	}
+}

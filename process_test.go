@@ -1,6 +1,7 @@
 package scheduler_test
 
 import (
+	"sync"
 	"testing"
 	"time"
 
@@ -38,4 +39,47 @@ func TestDoneIsFinal(t *testing.T) {
 			requireLifecycle(t, p)
 		})
 	}
+}
+
+// TestEndedOnceTheLastStepReturns: once a process's final step has
+// returned, it has ended for everyone else, though its Close still runs:
+// a message to it is refused, Terminate, Register and CompleteYield fail
+// with ErrProcessNotFound, and a monitor set then is told at once that
+// the process is gone.
+func TestEndedOnceTheLastStepReturns(t *testing.T) {
+	s := newScheduler(t)
+	closing, release := make(chan struct{}), make(chan struct{})
+	p := &probe{
+		step: func(_ *probe, _ int, _ []sched.Event, out *sched.StepOutput) error {
+			out.Done(payload.Of("result"))
+			return nil
+		},
+		close: func() {
+			close(closing)
+			<-release
+		},
+	}
+	var released sync.Once
+	unblock := func() { released.Do(func() { close(release) }) }
+	t.Cleanup(unblock) // a failure below must not leave Close blocked
+	h := submit(t, s, p)
+	receive(t, closing, "Close")
+	pid := h.PID()
+	require.ErrorIs(t, s.Tell(pid, "during Close"), sched.ErrProcessNotFound, "Tell")
+	require.ErrorIs(t, s.Terminate(pid), sched.ErrProcessNotFound, "Terminate")
+	require.ErrorIs(t, s.Register("closing", pid), sched.ErrProcessNotFound, "Register")
+	require.ErrorIs(t, s.CompleteYield(pid, 1, nil, nil), sched.ErrProcessNotFound, "CompleteYield")
+	exits := make(chan sched.Exit, 1)
+	s.Monitor(pid, func(e sched.Exit) { exits <- e })
+	assert.Equal(t, sched.ExitGone, receive(t, exits, "the monitor set during Close").Reason)
+	select {
+	case <-h.Done():
+		t.Fatal("the Handle reported the end while Close runs")
+	default:
+	}
+	unblock()
+	res, err := waitEnd(t, s, h)
+	require.NoError(t, err)
+	assert.Equal(t, "result", res.Value())
+	assert.Zero(t, s.Stats().Messages.Unread, "messages counted unread")
 }

@@ -201,9 +201,10 @@ func (s *Scheduler) stopper() {
 	close(s.sd.stopped)
 }
 
-// tryForce completes p as forced if it is not Running or Complete (nor
-// a reused record whose new process runs Init: see stStarting, which its
-// starter publishes, and then cancels, since the scheduler is closing);
+// tryForce completes p as forced if it is not Running or Ended (the
+// state also of a reused record whose new process runs Init, until its
+// starter publishes it, and then cancels it, since the scheduler is
+// closing: see proc.reset);
 // a Running process is forced by its worker when its step returns (it
 // checks forcing after each step and after each move to a waiting state).
 // Any goroutine; the state CAS makes exactly one party complete a process.
@@ -211,7 +212,7 @@ func (s *Scheduler) tryForce(p *proc) {
 	for {
 		st := p.state.Load()
 		switch st & stateMask {
-		case stRunning, stEnded, stStarting:
+		case stRunning, stEnded:
 			return
 		}
 		if p.state.CompareAndSwap(st, stEnded) {

@@ -165,8 +165,9 @@ func (s *Scheduler) start(id uint64, values context.Context, inherit *procExtra,
 	case values != nil:
 		pr.extra.Store(&procExtra{values: values})
 	}
-	// A new pr is Ready: that is its zero state word. A reused one is
-	// Starting until it is published (see proc.reset).
+	// A new pr is Ready: that is its zero state word. A reused one stays
+	// Ended, as its last process left it, until it is published (see
+	// proc.reset).
 	ctx := context.Context(pr)
 	if !handle {
 		ctx = w.newProcCtx(pr, id)
