@@ -167,7 +167,9 @@ func (s *Scheduler) refused(err error, to relay.PID, v via) error {
 // still lives (msg.From is the recipient not reached, msg.Err why): a
 // local sender gets it as a bounce; a sender on another node gets it back
 // through the transport; a returned request completes its asking yield. A
-// bounce that reaches no process is a dead letter. Bounces are outside
+// bounce that reaches no process is a dead letter, even once the
+// scheduler has stopped: a message evicted from a mailbox was accepted,
+// so it is owed a fate, whenever a Shutdown ends. Bounces are outside
 // any mailbox limit. Any goroutine.
 func (s *Scheduler) bounce(msg relay.Message, v via) {
 	if msg.To.Node != s.node {
@@ -176,18 +178,26 @@ func (s *Scheduler) bounce(msg relay.Message, v via) {
 		}
 		return
 	}
-	_ = s.returned(msg, v)
+	_ = s.sendBack(msg, v)
 }
 
-// returned delivers a message that comes back undelivered (msg.Err set)
-// to its sender msg.To: to a local process as a bounce, counted; to a
-// process of another node, back through the transport; to a request's
-// asking yield as its completion. A bounce that reaches no process is a
-// dead letter. Any goroutine.
+// returned is sendBack for a message handed back from outside the
+// scheduler (Send with msg.Err set): after Shutdown has returned it is
+// refused with ErrClosed, and stays its caller's. Any goroutine.
 func (s *Scheduler) returned(msg relay.Message, v via) error {
 	if s.phase.Load() == phaseStopped {
 		return ErrClosed
 	}
+	return s.sendBack(msg, v)
+}
+
+// sendBack delivers a message that comes back undelivered (msg.Err set)
+// to its sender msg.To: to a local process as a bounce, counted; to a
+// process of another node, back through the transport; to a request's
+// asking yield as its completion. A bounce that reaches no process is a
+// dead letter; so is every local one once the scheduler has stopped,
+// since its processes have all ended. Any goroutine.
+func (s *Scheduler) sendBack(msg relay.Message, v via) error {
 	if msg.To.Node != s.node && s.transport != nil {
 		return s.forward(msg, v)
 	}

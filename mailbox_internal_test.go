@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"context"
 	"testing"
 	"unsafe"
 
@@ -111,4 +112,25 @@ func TestClaimWaitingGivesBackAnotherProcess(t *testing.T) {
 		require.False(t, claimed || gaveBack, "state %#x", st)
 		require.Equal(t, st, p.state.Load())
 	}
+}
+
+// TestEvictedMessageAfterTheStop: a message that a full mailbox evicted
+// goes back to its sender; when the scheduler has stopped by then (the
+// eviction raced the end of a Shutdown), the sender is gone, and the
+// message, which the scheduler accepted, must still get a fate: a dead
+// letter, not nothing.
+func TestEvictedMessageAfterTheStop(t *testing.T) {
+	var dead []DeadLetter
+	s := newScheduler(t, WithHooks(Hooks{DeadLetter: func(d DeadLetter) { dead = append(dead, d) }}))
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	require.NoError(t, s.Shutdown(ctx))
+	sender := relay.PID{Node: s.node, ID: 7}
+	evicted := relay.Message{From: relay.PID{Node: s.node, ID: 8}, To: sender, Data: "evicted", Err: ErrDropped}
+	s.bounce(evicted, via{})
+	require.Len(t, dead, 1, "dead letters")
+	require.Equal(t, DeadBounce, dead[0].Reason)
+	require.Equal(t, "evicted", dead[0].Message.Data)
+	require.ErrorIs(t, s.returned(evicted, via{}), ErrClosed, "a transport's return after the stop is the caller's")
+	require.Len(t, dead, 1, "dead letters after a returned message was refused")
 }
