@@ -107,21 +107,36 @@ func TestDeadLetters(t *testing.T) {
 		assert.Zero(t, dl.lateCount(), "dead letters reported after the Handle saw the end")
 	})
 
-	t.Run("a bounce for a sender that has ended", func(t *testing.T) {
-		var dl deadLetterLog
-		s := newScheduler(t, sched.WithHooks(sched.Hooks{DeadLetter: dl.hook}))
-		ended := submit(t, s, &probe{step: doneWith(1)})
-		_, err := waitEnd(t, s, ended)
-		require.NoError(t, err)
-		why := errors.New("not delivered")
-		err = s.Send(relay.Message{From: relay.PID{ID: 5}, To: ended.PID(), Data: "x", Err: why})
-		require.ErrorIs(t, err, sched.ErrProcessNotFound)
-		got := dl.all()
-		require.Len(t, got, 1)
-		assert.Equal(t, sched.DeadBounce, got[0].Reason)
-		assert.ErrorIs(t, got[0].Message.Err, why)
-		assert.Equal(t, uint64(1), s.Stats().DeadLetters.Bounces)
-	})
+	// A message handed back undelivered (Send with Err set, as a
+	// transport does) to a process that has ended: a plain message, and
+	// a request, which would otherwise complete its asking yield.
+	for _, c := range []struct {
+		name string
+		data func(sender relay.PID) any
+	}{
+		{"a bounce for a sender that has ended", func(relay.PID) any { return "x" }},
+		{"a request returned to an asker that has ended", func(asker relay.PID) any {
+			return sched.Request{ReplyTo: sched.ReplyTo{PID: asker, Seq: 3}, Body: "question"}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var dl deadLetterLog
+			s := newScheduler(t, sched.WithHooks(sched.Hooks{DeadLetter: dl.hook}))
+			ended := submit(t, s, &probe{step: doneWith(1)})
+			_, err := waitEnd(t, s, ended)
+			require.NoError(t, err)
+			why := errors.New("not delivered")
+			data := c.data(ended.PID())
+			err = s.Send(relay.Message{From: relay.PID{ID: 5}, To: ended.PID(), Data: data, Err: why})
+			require.ErrorIs(t, err, sched.ErrProcessNotFound)
+			got := dl.all()
+			require.Len(t, got, 1)
+			assert.Equal(t, sched.DeadBounce, got[0].Reason)
+			assert.Equal(t, data, got[0].Message.Data)
+			assert.ErrorIs(t, got[0].Message.Err, why)
+			assert.Equal(t, uint64(1), s.Stats().DeadLetters.Bounces)
+		})
+	}
 
 	t.Run("a request evicted from a full mailbox after its asker ended", func(t *testing.T) {
 		var dl deadLetterLog
@@ -147,23 +162,6 @@ func TestDeadLetters(t *testing.T) {
 		assert.Equal(t, uint64(1), s.Stats().DeadLetters.Bounces)
 		require.NoError(t, s.Terminate(b.PID()))
 		_, _ = waitEnd(t, s, b)
-	})
-
-	t.Run("a request returned to an asker that has ended", func(t *testing.T) {
-		var dl deadLetterLog
-		s := newScheduler(t, sched.WithHooks(sched.Hooks{DeadLetter: dl.hook}))
-		ended := submit(t, s, &probe{step: doneWith(1)})
-		_, err := waitEnd(t, s, ended)
-		require.NoError(t, err)
-		why := errors.New("not delivered")
-		req := sched.Request{ReplyTo: sched.ReplyTo{PID: ended.PID(), Seq: 3}, Body: "question"}
-		err = s.Send(relay.Message{From: relay.PID{ID: 5}, To: ended.PID(), Data: req, Err: why})
-		require.ErrorIs(t, err, sched.ErrProcessNotFound)
-		got := dl.all()
-		require.Len(t, got, 1)
-		assert.Equal(t, sched.DeadBounce, got[0].Reason)
-		assert.Equal(t, req, got[0].Message.Data)
-		assert.ErrorIs(t, got[0].Message.Err, why)
 	})
 
 	t.Run("dropped by a full mailbox with nobody to return it to", func(t *testing.T) {
