@@ -590,11 +590,11 @@ func (p *proc) reusable() bool {
 // (see start): the record is in id's slot of the table already, where a
 // new one would not be yet, and that state makes everyone treat it as
 // not there (see gone), with no store to say so. Callers that found the
-// record by its former ID lock it and find the ID changed (see gone). The entry point
-// is set here, under the lock, for the watchdog, which may read it of a
-// record whose run it saw (see watchdog.report). Only the worker that
-// took id from the free IDs calls it: the record is in id's slot, so
-// nobody else reuses it meanwhile.
+// record by its former ID lock it and find the ID changed (see gone).
+// The entry point is set here, under the lock, for the watchdog, which
+// may read it of a record whose run it saw (see watchdog.report). Only
+// the worker that took id from the free IDs calls it: the record is in
+// id's slot, so nobody else reuses it meanwhile.
 func (p *proc) reset(id uint64, methodID uint16) bool {
 	p.mu.Lock()
 	if p.flags&pfReuse == 0 {
