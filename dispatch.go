@@ -305,6 +305,7 @@ func (w *worker) registerWithin(p *proc, y *yield, seq uint64) uint64 {
 // tag, from any goroutine) would look for the timer before it was there
 // and leave it behind. Worker only, with p Running.
 func (w *worker) arm(p *proc, seq uint64, when int64, deadline bool) {
+	p.inbox.wbits |= wbTimed
 	ts := w.s.timers
 	if deadline {
 		ts.addDeadline(w, p.id.Load(), seq, when)

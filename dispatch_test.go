@@ -1192,3 +1192,108 @@ func TestAwaitedChildEndAfterItsMessage(t *testing.T) {
 	}
 	assert.Equal(t, []string{"end 2", "message", "end 1"}, order)
 }
+
+// TestAwaitedChildEndBeatsALaterTimer: a child that ends before the
+// timer of its SpawnAwait fires completes the yield with its result, even
+// when its parent, held on the worker for a run of siblings (see
+// TestAwaitedChildrenOneStep), steps only after the timer has fired. The
+// child's step lets the deadline pass before it ends; with one worker no
+// timer fires during a step, and the siblings queued under it give the
+// worker more turns than it lets pass between two looks at its timers, so
+// the timer fires before the parent runs.
+func TestAwaitedChildEndBeatsALaterTimer(t *testing.T) {
+	const (
+		d        = 300 * time.Millisecond
+		quick    = 3  // on top: the first of them to end holds the parent
+		siblings = 40 // under the timed child: run after it, before the parent
+	)
+	var deadline time.Time
+	timed := &probe{step: func(_ *probe, _ int, _ []sched.Event, out *sched.StepOutput) error {
+		time.Sleep(time.Until(deadline) + 20*time.Millisecond) // the race, not a wait
+		out.Done(payload.Of("in time"))
+		return nil
+	}}
+	total := 1 + quick + siblings
+	parent := &probe{step: func(p *probe, n int, _ []sched.Event, out *sched.StepOutput) error {
+		if n == 0 {
+			for i := range siblings {
+				out.SpawnAwait(uint64(100+i), oneStep, "run", nil)
+			}
+			deadline = time.Now().Add(d)
+			out.SpawnAwait(1, timed, "run", nil)
+			out.Timeout(1, d)
+			for i := range quick {
+				out.SpawnAwait(uint64(10+i), oneStep, "run", nil)
+			}
+			return nil
+		}
+		if len(p.EventsOf(sched.EventYieldComplete)) == total {
+			out.Done(payload.Payload{})
+		}
+		return nil
+	}}
+	s := newScheduler(t, sched.WithWorkers(1))
+	_, err := waitEnd(t, s, submit(t, s, parent))
+	require.NoError(t, err)
+	evs := parent.EventsOf(sched.EventYieldComplete)
+	require.Len(t, evs, total)
+	for _, ev := range evs {
+		if ev.Tag == 1 {
+			require.NoError(t, ev.Error, "the timed child's end")
+			assert.Equal(t, "in time", ev.Data)
+		}
+	}
+}
+
+// TestAwaitedChildEndAndCompleteYield: a SpawnAwait yield completes once
+// when its child's end and a CompleteYield of its tag race: a sibling's
+// step calls CompleteYield right after the child ended, while the
+// parent is held on the worker (see TestAwaitedChildrenOneStep). Either
+// may take the yield, as the child's end takes effect when the parent
+// next runs; CompleteYield says which did, and the parent reads that
+// one's completion and no other.
+func TestAwaitedChildEndAndCompleteYield(t *testing.T) {
+	s := newScheduler(t, sched.WithWorkers(1))
+	var completeErr error
+	completed := false
+	parent := &probe{step: func(p *probe, n int, _ []sched.Event, out *sched.StepOutput) error {
+		if n == 0 {
+			self := out.Self()
+			completer := &probe{step: func(_ *probe, _ int, _ []sched.Event, out *sched.StepOutput) error {
+				completeErr, completed = s.CompleteYield(self, 1, "from outside", nil), true
+				out.Done(payload.Payload{})
+				return nil
+			}}
+			out.SpawnAwait(3, completer, "run", nil) // runs third
+			out.SpawnAwait(1, &probe{step: func(_ *probe, _ int, _ []sched.Event, out *sched.StepOutput) error {
+				out.Done(payload.Of("from the child"))
+				return nil
+			}}, "run", nil) // runs second
+			out.SpawnAwait(2, oneStep, "run", nil) // runs first, and holds the parent
+			return nil
+		}
+		if len(p.EventsOf(sched.EventYieldComplete)) >= 3 {
+			out.Done(payload.Payload{})
+		}
+		return nil
+	}}
+	_, err := waitEnd(t, s, submit(t, s, parent))
+	require.NoError(t, err)
+	require.True(t, completed, "the completer ran")
+	var got []any
+	var tags []uint64
+	for _, ev := range parent.EventsOf(sched.EventYieldComplete) {
+		tags = append(tags, ev.Tag)
+		if ev.Tag == 1 {
+			got = append(got, ev.Data)
+		}
+	}
+	assert.ElementsMatch(t, []uint64{1, 2, 3}, tags, "one completion a yield")
+	if completeErr == nil {
+		assert.Equal(t, []any{"from outside"}, got)
+	} else {
+		require.ErrorIs(t, completeErr, sched.ErrYieldNotPending)
+		assert.Equal(t, []any{"from the child"}, got)
+	}
+	eventually(t, "no process live", func() bool { return s.Stats().Processes.Live == 0 })
+}

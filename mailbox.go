@@ -199,6 +199,12 @@ const (
 	// wbPinned: a handler was given a Call that holds the record, which
 	// it may keep: the record is never reused (see proc.reusable).
 	wbPinned
+	// wbTimed: a step of the process armed a timer (a Sleep or a
+	// deadline) that may still be pending: the worker holding it claimed
+	// then applies its children's completions at once rather than when
+	// it runs (see worker.completeAwaited). Cleared when it goes Idle,
+	// with nothing pending.
+	wbTimed
 )
 
 // events returns the queued events, a slice whose capacity is the whole
@@ -382,7 +388,9 @@ type directClaim struct {
 	claimed bool
 	// held says that the worker holds the claim already: the completion
 	// joins events while the mailbox is empty, else the mailbox, so
-	// that the process reads nothing before what arrived earlier.
+	// that the process reads nothing before what arrived earlier. (A
+	// child's completion usually skips this: see
+	// worker.completeAwaited.)
 	held bool
 }
 
@@ -397,32 +405,12 @@ func (p *proc) completeFor(ev *Event, seq uint64, cause error, d *directClaim, i
 		return completed{}, ErrProcessNotFound
 	}
 	x := p.live()
-	var c completed
-	var ok bool
-	if seq != 0 {
-		var tag uint64
-		if tag, c.timed, ok = p.pending.removeSeq(seq, x); ok {
-			ev.Tag = tag
-		}
-	} else {
-		seq, ok = p.pending.removeTag(ev.Tag, x)
-		c.timed, seq = seq&seqTimed != 0, seq&^seqTimed
-	}
+	c, ok := p.takeYield(ev, seq, cause, x)
 	if !ok {
 		p.mu.Unlock()
 		return completed{}, ErrYieldNotPending
 	}
-	c.seq = seq
 	p.notePending(x)
-	if x != nil {
-		if x.calls != nil {
-			if cause == nil {
-				cause = context.Canceled
-			}
-			x.endCall(seq, cause)
-		}
-		c.held = x.unholdMonitor(seq)
-	}
 	if d != nil && p.inbox.n == 0 {
 		// Besides the holders of mu, only a shutdown deadline's tryForce
 		// and another worker's claim of a Tell's receiver (see
@@ -445,6 +433,41 @@ func (p *proc) completeFor(ev *Event, seq uint64, cause error, d *directClaim, i
 	c.woken = p.markRunnable()
 	p.mu.Unlock()
 	return c, nil
+}
+
+// takeYield removes the pending yield that ev completes from the pending
+// set, as complete describes for seq and ev.Tag, and ends what the yield
+// held under the lock: its call context, with cause, and its monitor,
+// which the caller lets go (see Scheduler.letGo) once it has unlocked.
+// It reports false if the yield is not pending. The caller calls
+// notePending after its last takeYield. x is p.live().
+// Called with mu held, p not gone.
+func (p *proc) takeYield(ev *Event, seq uint64, cause error, x *procLive) (completed, bool) {
+	var c completed
+	var ok bool
+	if seq != 0 {
+		var tag uint64
+		if tag, c.timed, ok = p.pending.removeSeq(seq, x); ok {
+			ev.Tag = tag
+		}
+	} else {
+		seq, ok = p.pending.removeTag(ev.Tag, x)
+		c.timed, seq = seq&seqTimed != 0, seq&^seqTimed
+	}
+	if !ok {
+		return completed{}, false
+	}
+	c.seq = seq
+	if x != nil {
+		if x.calls != nil {
+			if cause == nil {
+				cause = context.Canceled
+			}
+			x.endCall(seq, cause)
+		}
+		c.held = x.unholdMonitor(seq)
+	}
+	return c, true
 }
 
 // completed is what completing a yield leaves its completer to do.

@@ -197,6 +197,14 @@ func (o *StepOutput) Spawn(tag uint64, child Process, method string, input paylo
 // the completion's [Event.Result] is the child's result (its Data is the
 // result's value: see [Event]), Error its error, and From its PID, as for
 // Spawn. A failing Init completes it at once.
+//
+// The child's end reaches the parent at once or, while the worker it
+// ended on holds the parent for its next run, when that run starts.
+// Until then a [Scheduler.CompleteYield] of the same tag from elsewhere
+// may still complete the yield, and the child's result is then dropped,
+// as a completion that comes too late is; a deadline set with
+// [StepOutput.Timeout] never wins over a child that ended before it
+// passed.
 func (o *StepOutput) SpawnAwait(tag uint64, child Process, method string, input payload.Payloads) {
 	o.spawn(tag, child, method, input, yieldSpawnAwait)
 }

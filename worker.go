@@ -91,6 +91,14 @@ type worker struct {
 	// deferred for. Owner only.
 	directEvs    []Event
 	directDefers int
+	// keptSeqs are the yields that the last len(keptSeqs) events of
+	// directEvs complete: completions of direct's children kept on the
+	// worker, their yields still pending, until direct runs (see
+	// completeAwaited and applyKept). Owner only.
+	keptSeqs []uint64
+	// keptLetGo is applyKept's scratch for what the yields it completes
+	// held; empty between its calls. Owner only.
+	keptLetGo []completed
 	// nextRuns counts processes taken from next in a row; at
 	// maxNextRuns the worker takes from its queue instead, so a pair that
 	// keeps waking each other cannot starve the rest. Owner only.
@@ -658,6 +666,9 @@ func (w *worker) run(p *proc) {
 		running = w.directRun
 		w.direct, w.directRun = nil, 0
 		w.events, w.directEvs = w.directEvs, w.events[:0]
+		if len(w.keptSeqs) > 0 {
+			w.applyKept(p)
+		}
 	} else {
 		w.runCount++
 		running = stRunning | uint64(w.id)<<workerShift | w.runCount<<runShift
@@ -762,6 +773,8 @@ func (w *worker) run(p *proc) {
 		next := stIdle
 		if p.hasPending.Load() {
 			next = stBlocked
+		} else {
+			p.inbox.wbits &^= wbTimed // no timer of its is pending
 		}
 		if p.inbox.wbits&wbBigInbox != 0 {
 			p.shrinkInbox()
@@ -791,7 +804,9 @@ func (w *worker) run(p *proc) {
 // skips the trip through the next slot, the claim and the drain, which a
 // parent woken by each of its children in turn would otherwise pay every
 // time. A parent claimed so already, which waits for the run of this
-// child (see siblingFirst), gets ev in its batch too. Otherwise it
+// child (see siblingFirst), gets ev in its batch too, without its lock
+// when nothing forbids it: the yield is then completed when the parent's
+// run starts (see applyKept). Otherwise it
 // completes the yield as Scheduler.complete does. Worker only, after the
 // child is closed.
 func (w *worker) completeAwaited(parent uint64, ev *Event, seq uint64) {
@@ -808,7 +823,15 @@ func (w *worker) completeAwaited(parent uint64, ev *Event, seq uint64) {
 	switch {
 	case w.direct == pp:
 		// Claimed already, deferred for this child's run: the completion
-		// joins the others.
+		// joins the others. Kept without the parent's lock while nothing
+		// has reached its mailbox since the claim (no flagWake: the
+		// completion is older than anything there) and no timer of its
+		// may complete the yield first.
+		if pp.inbox.wbits&wbTimed == 0 && pp.state.Load()&flagWake == 0 {
+			w.directEvs = append(w.directEvs, *ev)
+			w.keptSeqs = append(w.keptSeqs, seq)
+			return
+		}
 		dc = directClaim{claim: w.directRun, events: &w.directEvs, held: true}
 		d = &dc
 	case w.direct == nil && w.mayRunDirect():
@@ -831,6 +854,46 @@ func (w *worker) completeAwaited(parent uint64, ev *Event, seq uint64) {
 	}
 	if c.woken != 0 {
 		s.woke(pp, c.woken, via{w: w})
+	}
+}
+
+// applyKept completes, in one hold of p's lock, the yields of the
+// completions that completeAwaited kept for p, the last len(w.keptSeqs)
+// events of w.events, when p, claimed, starts its run: each is removed
+// from the pending set and its event tagged as completeFor does it. An
+// event whose yield is no longer pending, which another completer (a
+// CompleteYield of its tag) took in the meantime, is dropped, as
+// completeFor would have refused it. Owner only, at the start of p's run.
+func (w *worker) applyKept(p *proc) {
+	base := len(w.events) - len(w.keptSeqs)
+	n := base
+	p.mu.Lock()
+	x := p.live()
+	for i, seq := range w.keptSeqs {
+		ev := &w.events[base+i]
+		c, ok := p.takeYield(ev, seq, nil, x)
+		if !ok {
+			continue
+		}
+		if c.held != 0 || c.timed {
+			w.keptLetGo = append(w.keptLetGo, c)
+		}
+		if n != base+i {
+			w.events[n] = *ev
+		}
+		n++
+	}
+	p.notePending(x)
+	p.mu.Unlock()
+	clear(w.events[n:])
+	w.events = w.events[:n]
+	w.keptSeqs = w.keptSeqs[:0]
+	if len(w.keptLetGo) > 0 {
+		for _, c := range w.keptLetGo {
+			w.s.letGo(c)
+		}
+		clear(w.keptLetGo)
+		w.keptLetGo = w.keptLetGo[:0]
 	}
 }
 
