@@ -185,7 +185,7 @@ func (w *worker) dispatch(p *proc, waits bool) {
 		return
 	}
 	w.countN(cYields, uint64(len(ys)))
-	if len(ys) > 1 {
+	if len(ys) > 1 && !w.oneSpawnBatch(ys) {
 		p.reservePending(len(ys), &w.pend)
 	}
 	for i := 0; i < len(ys); i++ {
@@ -576,6 +576,14 @@ func (w *worker) spawnRegistered(p *proc, y *yield, child Process, id, seq uint6
 	w.pushLocal(c)
 }
 
+// oneSpawnBatch reports whether spawnBatch carries out all of ys, a
+// step's yields, together: it then makes room for them in the pending set
+// in the hold of p's lock in which it registers them, and dispatch spares
+// the hold of its own reserve. Owner only.
+func (w *worker) oneSpawnBatch(ys []yield) bool {
+	return w.s.maxProcs == 0 && spawnRun(ys) == len(ys)
+}
+
 // spawnRun returns how many of the yields at the start of ys are spawns
 // without a deadline, which spawnBatch can carry out together.
 // Any goroutine.
@@ -642,6 +650,7 @@ func (w *worker) spawnBatch(p *proc, ys []yield) {
 	}
 	registered := len(sl)
 	p.mu.Lock()
+	p.pending.reserve(len(sl), p, &w.pend) // see oneSpawnBatch
 	for i := range sl {
 		e, y := &sl[i], &ys[i]
 		seq := childSeq(e.id)
