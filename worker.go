@@ -674,15 +674,11 @@ func (w *worker) run(p *proc) {
 		running = stRunning | uint64(w.id)<<workerShift | w.runCount<<runShift
 		// The first step gets no events, even if some arrived while the
 		// process waited in a queue (their senders saw it Ready and set
-		// no flag). The claim sets flagWake for it, so that settle looks
-		// at the mailbox before letting it wait. wbStepped is the
-		// previous runner's, handed over with the process through the
-		// queue it came from.
-		claim := running
-		if p.inbox.wbits&wbStepped == 0 {
-			claim |= flagWake
-		}
-		if !p.state.CompareAndSwap(stReady, claim) {
+		// no flag): before it may wait after that step, the run looks at
+		// its mailbox (see fresh below). wbStepped is the previous
+		// runner's, handed over with the process through the queue it
+		// came from.
+		if !p.state.CompareAndSwap(stReady, running) {
 			// Completed by a shutdown deadline while it sat in a queue.
 			return
 		}
@@ -701,8 +697,12 @@ func (w *worker) run(p *proc) {
 		w.force(p)
 		return
 	}
-	if p.inbox.wbits&wbStepped == 0 {
-		p.inbox.wbits |= wbStepped // flagged by the claim: see above
+	// fresh says that this run's first step is the process's first, for
+	// which nothing was drained: events that came while it was Ready
+	// may wait in its mailbox unflagged.
+	fresh := p.inbox.wbits&wbStepped == 0
+	if fresh {
+		p.inbox.wbits |= wbStepped
 	} else if len(w.events) == 0 { // not claimed with its events in hand
 		w.events = p.drain(w.events[:0])
 	}
@@ -779,7 +779,12 @@ func (w *worker) run(p *proc) {
 		if p.inbox.wbits&wbBigInbox != 0 {
 			p.shrinkInbox()
 		}
-		if w.settle(p, running, next) {
+		// After a first step, an event that came before the claim is
+		// looked for under the lock; one that came since flagged the
+		// state word, which makes settle's compare-and-swap fail. (The
+		// claim could flag the state itself instead, which costs a
+		// failed compare-and-swap and a store more.)
+		if !(fresh && steps == 1 && p.hasEvents()) && w.settle(p, running, next) {
 			return
 		}
 		// Events arrived: step again, within the budget, unless the step

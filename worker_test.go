@@ -81,6 +81,49 @@ func TestFirstStepHasNoEvents(t *testing.T) {
 	}
 }
 
+// TestEventsBeforeTheFirstStepWakeIt: events queued for a new process
+// before its first step, which that step does not get, wake it for a
+// second step even though the first neither continues nor ends: the
+// process must not be left waiting with them in its mailbox. One worker
+// is kept busy so that they arrive first.
+func TestEventsBeforeTheFirstStepWakeIt(t *testing.T) {
+	s := newScheduler(t, sched.WithWorkers(1))
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	t.Cleanup(func() { once.Do(func() { close(release) }) })
+	blocker := &probe{step: func(_ *probe, n int, _ []sched.Event, out *sched.StepOutput) error {
+		if n == 0 {
+			close(entered)
+			<-release
+		}
+		out.Done(payload.Payload{})
+		return nil
+	}}
+	hb := submit(t, s, blocker)
+	receive(t, entered, "the blocker's step")
+
+	p := &probe{step: func(p *probe, n int, _ []sched.Event, out *sched.StepOutput) error {
+		if len(p.EventsOf(sched.EventMessage)) == 2 {
+			out.Done(payload.Payload{})
+		}
+		return nil // the first step waits
+	}}
+	h := submit(t, s, p)
+	require.NoError(t, s.Tell(h.PID(), 1))
+	require.NoError(t, s.Tell(h.PID(), 2))
+	once.Do(func() { close(release) })
+	_, err := waitEnd(t, s, h)
+	require.NoError(t, err)
+	_, err = waitEnd(t, s, hb)
+	require.NoError(t, err)
+
+	batches := p.Batches()
+	require.Len(t, batches, 2)
+	assert.Empty(t, batches[0], "events of the first step")
+	assert.Len(t, batches[1], 2, "events of the second step")
+	requireLifecycle(t, p)
+}
+
 // TestStepBatches: concurrent senders, a process that sometimes continues;
 // every event arrives once, per sender in order, and no step after the
 // first gets an empty batch unless the step before it continued.
