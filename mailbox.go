@@ -199,12 +199,16 @@ const (
 	// wbPinned: a handler was given a Call that holds the record, which
 	// it may keep: the record is never reused (see proc.reusable).
 	wbPinned
-	// wbTimed: a step of the process armed a timer (a Sleep or a
-	// deadline) that may still be pending: the worker holding it claimed
-	// then applies its children's completions at once rather than when
-	// it runs (see worker.completeAwaited). Cleared when it goes Idle,
-	// with nothing pending.
+	// wbTimed: a step of the process has armed a timer (a Sleep or a
+	// deadline): the worker holding it claimed then applies its
+	// children's completions at once rather than when it runs (see
+	// worker.completeAwaited). Never cleared: looking for the moment no
+	// timer of its is pending would cost every run more than it saves.
 	wbTimed
+	// wbUnlooked: the process has stepped, but nobody has looked at its
+	// mailbox since it was claimed for its first step (see
+	// worker.beforeWait).
+	wbUnlooked
 )
 
 // events returns the queued events, a slice whose capacity is the whole

@@ -675,7 +675,7 @@ func (w *worker) run(p *proc) {
 		// The first step gets no events, even if some arrived while the
 		// process waited in a queue (their senders saw it Ready and set
 		// no flag): before it may wait after that step, the run looks at
-		// its mailbox (see fresh below). wbStepped is the previous
+		// its mailbox (see beforeWait). wbStepped is the previous
 		// runner's, handed over with the process through the queue it
 		// came from.
 		if !p.state.CompareAndSwap(stReady, running) {
@@ -697,12 +697,8 @@ func (w *worker) run(p *proc) {
 		w.force(p)
 		return
 	}
-	// fresh says that this run's first step is the process's first, for
-	// which nothing was drained: events that came while it was Ready
-	// may wait in its mailbox unflagged.
-	fresh := p.inbox.wbits&wbStepped == 0
-	if fresh {
-		p.inbox.wbits |= wbStepped
+	if p.inbox.wbits&wbStepped == 0 {
+		p.inbox.wbits |= wbStepped | wbUnlooked // see beforeWait
 	} else if len(w.events) == 0 { // not claimed with its events in hand
 		w.events = p.drain(w.events[:0])
 	}
@@ -773,18 +769,10 @@ func (w *worker) run(p *proc) {
 		next := stIdle
 		if p.hasPending.Load() {
 			next = stBlocked
-		} else {
-			p.inbox.wbits &^= wbTimed // no timer of its is pending
 		}
-		if p.inbox.wbits&wbBigInbox != 0 {
-			p.shrinkInbox()
-		}
-		// After a first step, an event that came before the claim is
-		// looked for under the lock; one that came since flagged the
-		// state word, which makes settle's compare-and-swap fail. (The
-		// claim could flag the state itself instead, which costs a
-		// failed compare-and-swap and a store more.)
-		if !(fresh && steps == 1 && p.hasEvents()) && w.settle(p, running, next) {
+		// It waits unless events came before its first step (see
+		// beforeWait) or since the step began (see settle).
+		if (p.inbox.wbits&(wbBigInbox|wbUnlooked) == 0 || !w.beforeWait(p)) && w.settle(p, running, next) {
 			return
 		}
 		// Events arrived: step again, within the budget, unless the step
@@ -799,6 +787,28 @@ func (w *worker) run(p *proc) {
 			return
 		}
 	}
+}
+
+// beforeWait does what a run leaves for when its process, Running,
+// would wait: it lets a large mailbox buffer go (wbBigInbox: see
+// shrinkInbox) and, after the process's first step, looks under the lock
+// for events that came while it was Ready in a queue (wbUnlooked): their
+// senders set no flag, and the first step got none of them. It reports
+// whether it found any; the process must then step again. Events that
+// came after the claim flagged the state word, which makes settle's
+// compare-and-swap fail. (The claim could flag the state word itself, as
+// if an event had come, but that costs a failed compare-and-swap and a
+// store more, and most first steps end the process or continue.)
+// Owner only, with p Running.
+func (w *worker) beforeWait(p *proc) bool {
+	if p.inbox.wbits&wbBigInbox != 0 {
+		p.shrinkInbox()
+	}
+	if p.inbox.wbits&wbUnlooked == 0 {
+		return false
+	}
+	p.inbox.wbits &^= wbUnlooked
+	return p.hasEvents()
 }
 
 // completeAwaited completes the SpawnAwait yield seq of the process
