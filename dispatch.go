@@ -651,13 +651,19 @@ func (w *worker) spawnBatch(p *proc, ys []yield) {
 	registered := len(sl)
 	p.mu.Lock()
 	p.pending.reserve(len(sl), p, &w.pend) // see oneSpawnBatch
+	// A tag above every pending one, as a loop numbering its children
+	// writes them, cannot be taken: it is appended without add's search
+	// for it. Any other goes through add.
+	top, has, small := p.pending.topTag(p.live())
 	for i := range sl {
 		e, y := &sl[i], &ys[i]
 		seq := childSeq(e.id)
 		if e.err != nil || y.kind != yieldSpawnAwait {
 			seq = w.newSeq()
 		}
-		if !p.pending.add(y.tag, seq, p, &w.pend) {
+		if small && (!has || y.tag > top) && p.pending.addAbove(y.tag, seq) {
+			top, has = y.tag, true
+		} else if !p.pending.add(y.tag, seq, p, &w.pend) {
 			registered = i
 			break
 		}

@@ -1038,6 +1038,88 @@ func TestSpawnRunOutcomes(t *testing.T) {
 	}
 }
 
+// TestSpawnRunTags: the spawns of a step, carried out together, get the
+// same tags checked as one at a time would: a tag pending from an earlier
+// yield, or repeated within the step, is a duplicate, whatever order the
+// tags come in, and a run longer than the pending slice holds moves to
+// the maps without losing one. (Tags rising above every pending one are
+// registered without a search for them: these cases take that path and
+// leave it at each place it ends.)
+func TestSpawnRunTags(t *testing.T) {
+	rising := func(from, n int) []uint64 {
+		var tags []uint64
+		for i := range n {
+			tags = append(tags, uint64(from+i))
+		}
+		return tags
+	}
+	for _, c := range []struct {
+		name  string
+		sleep uint64 // a Sleep's tag yielded first, pending throughout; 0: none
+		tags  []uint64
+		dups  []uint64 // the tags whose spawn is a duplicate
+	}{
+		{name: "rising", tags: rising(1, 5)},
+		{name: "rising from zero", tags: rising(0, 5)},
+		{name: "falling", tags: []uint64{5, 4, 3, 2, 1}},
+		{name: "repeated", tags: []uint64{1, 2, 2, 3}, dups: []uint64{2}},
+		{name: "repeated after a fall", tags: []uint64{3, 1, 2, 3}, dups: []uint64{3}},
+		{name: "equal to a pending tag", sleep: 10, tags: []uint64{11, 10, 12}, dups: []uint64{10}},
+		{name: "first equal to a pending tag", sleep: 10, tags: []uint64{10, 11}, dups: []uint64{10}},
+		{name: "below a pending tag", sleep: 100, tags: []uint64{1, 2, 3}},
+		{name: "more than the slice holds", tags: rising(1, 40)},
+		{name: "more than the slice holds, repeated at the end", tags: append(rising(1, 40), 40), dups: []uint64{40}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			want := map[string]int{}
+			for _, tag := range c.tags {
+				want[fmt.Sprintf("%d:ok", tag)]++
+			}
+			for _, tag := range c.dups {
+				want[fmt.Sprintf("%d:ok", tag)]--
+				want[fmt.Sprintf("%d:duplicate", tag)]++
+			}
+			p := &probe{step: func(p *probe, n int, _ []sched.Event, out *sched.StepOutput) error {
+				if n == 0 {
+					if c.sleep != 0 {
+						out.Sleep(c.sleep, time.Hour)
+					}
+					for _, tag := range c.tags {
+						out.SpawnAwait(tag, oneStep, "run", nil)
+					}
+					return nil
+				}
+				if len(p.EventsOf(sched.EventYieldComplete)) == len(c.tags) {
+					if c.sleep != 0 {
+						out.Cancel(c.sleep)
+					}
+					out.Done(payload.Payload{})
+				}
+				return nil
+			}}
+			s := newScheduler(t, sched.WithWorkers(1))
+			_, err := waitEnd(t, s, submit(t, s, p))
+			require.NoError(t, err)
+			got := map[string]int{}
+			for _, ev := range p.EventsOf(sched.EventYieldComplete) {
+				what := "ok"
+				if errors.Is(ev.Error, sched.ErrDuplicateTag) {
+					what = "duplicate"
+				} else if ev.Error != nil {
+					what = ev.Error.Error()
+				}
+				got[fmt.Sprintf("%d:%s", ev.Tag, what)]++
+			}
+			for k, v := range want {
+				if v == 0 {
+					delete(want, k)
+				}
+			}
+			assert.Equal(t, want, got)
+		})
+	}
+}
+
 // TestAwaitedChildAfterCancel: a SpawnAwait yield that was cancelled and
 // whose tag was yielded again by a second SpawnAwait is completed by the
 // second child only; the first child's end finds its own yield gone.

@@ -885,6 +885,36 @@ func (c *pendingCache) put(arr []pendingYield) {
 	pendingSlices.put(arr)
 }
 
+// topTag returns the highest pending tag, with has false if none is
+// pending; small is false, and the rest meaningless, once the yields are
+// in the maps. Called with p.mu held.
+func (ps *pendingSet) topTag(x *procLive) (top uint64, has, small bool) {
+	if x != nil && x.large != nil {
+		return 0, false, false
+	}
+	for i := range ps.count() {
+		if t := ps.at(i).tag; !has || t > top {
+			top, has = t, true
+		}
+	}
+	return top, has, true
+}
+
+// addAbove appends a yield whose tag the caller knows to be above every
+// pending tag (see topTag), so that add's search for it is spared, and
+// reports true; false, adding nothing, if the slice has no room left or
+// the yields are in the maps, which leave no slice (the caller then uses
+// add). Called with p.mu held.
+func (ps *pendingSet) addAbove(tag, seq uint64) bool {
+	n := ps.count()
+	if ps.arr == nil || n+1 == ps.arr.seq { // the header takes one element
+		return false
+	}
+	*ps.at(n) = pendingYield{tag, seq}
+	ps.arr.tag = n + 1
+	return true
+}
+
 // add inserts a yield and reports false if its tag was already present.
 // Called with p.mu held.
 func (ps *pendingSet) add(tag, seq uint64, p *proc, c *pendingCache) bool {
