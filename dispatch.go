@@ -670,6 +670,7 @@ func (w *worker) spawnBatch(p *proc, ys []yield) {
 		e.seq = seq
 	}
 	p.notePending(p.live())
+	p.looked()
 	p.mu.Unlock()
 	for i := range sl {
 		e, y := &sl[i], &ys[i]

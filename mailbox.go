@@ -507,6 +507,16 @@ func (p *proc) markRunnable() uint64 {
 	}
 }
 
+// looked clears wbUnlooked if the mailbox is empty: the worker running
+// p, holding mu after the claim for some other purpose, finds that no
+// event came while p was Ready, and spares worker.beforeWait a hold of
+// its own. Called with mu held, by the worker running p.
+func (p *proc) looked() {
+	if p.inbox.n == 0 {
+		p.inbox.wbits &^= wbUnlooked
+	}
+}
+
 // hasEvents reports whether events are queued. Worker only.
 func (p *proc) hasEvents() bool {
 	p.mu.Lock()

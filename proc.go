@@ -460,6 +460,7 @@ func (p *proc) addPending(tag, seq uint64, c *pendingCache) bool {
 	p.mu.Lock()
 	ok := p.pending.add(tag, seq, p, c) // seq may carry seqTimed
 	p.notePending(p.live())
+	p.looked()
 	p.mu.Unlock()
 	return ok
 }
@@ -482,6 +483,7 @@ func (p *proc) notePending(x *procLive) {
 func (p *proc) reservePending(n int, c *pendingCache) {
 	p.mu.Lock()
 	p.pending.reserve(n, p, c)
+	p.looked()
 	p.mu.Unlock()
 }
 
