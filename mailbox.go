@@ -409,12 +409,32 @@ func (p *proc) completeFor(ev *Event, seq uint64, cause error, d *directClaim, i
 		return completed{}, ErrProcessNotFound
 	}
 	x := p.live()
-	c, ok := p.takeYield(ev, seq, cause, x)
+	var c completed
+	var ok bool
+	if seq != 0 {
+		var tag uint64
+		if tag, c.timed, ok = p.pending.removeSeq(seq, x); ok {
+			ev.Tag = tag
+		}
+	} else {
+		seq, ok = p.pending.removeTag(ev.Tag, x)
+		c.timed, seq = seq&seqTimed != 0, seq&^seqTimed
+	}
 	if !ok {
 		p.mu.Unlock()
 		return completed{}, ErrYieldNotPending
 	}
+	c.seq = seq
 	p.notePending(x)
+	if x != nil {
+		if x.calls != nil {
+			if cause == nil {
+				cause = context.Canceled
+			}
+			x.endCall(seq, cause)
+		}
+		c.held = x.unholdMonitor(seq)
+	}
 	if d != nil && p.inbox.n == 0 {
 		// Besides the holders of mu, only a shutdown deadline's tryForce
 		// and another worker's claim of a Tell's receiver (see
@@ -437,41 +457,6 @@ func (p *proc) completeFor(ev *Event, seq uint64, cause error, d *directClaim, i
 	c.woken = p.markRunnable()
 	p.mu.Unlock()
 	return c, nil
-}
-
-// takeYield removes the pending yield that ev completes from the pending
-// set, as complete describes for seq and ev.Tag, and ends what the yield
-// held under the lock: its call context, with cause, and its monitor,
-// which the caller lets go (see Scheduler.letGo) once it has unlocked.
-// It reports false if the yield is not pending. The caller calls
-// notePending after its last takeYield. x is p.live().
-// Called with mu held, p not gone.
-func (p *proc) takeYield(ev *Event, seq uint64, cause error, x *procLive) (completed, bool) {
-	var c completed
-	var ok bool
-	if seq != 0 {
-		var tag uint64
-		if tag, c.timed, ok = p.pending.removeSeq(seq, x); ok {
-			ev.Tag = tag
-		}
-	} else {
-		seq, ok = p.pending.removeTag(ev.Tag, x)
-		c.timed, seq = seq&seqTimed != 0, seq&^seqTimed
-	}
-	if !ok {
-		return completed{}, false
-	}
-	c.seq = seq
-	if x != nil {
-		if x.calls != nil {
-			if cause == nil {
-				cause = context.Canceled
-			}
-			x.endCall(seq, cause)
-		}
-		c.held = x.unholdMonitor(seq)
-	}
-	return c, true
 }
 
 // completed is what completing a yield leaves its completer to do.

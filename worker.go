@@ -96,9 +96,6 @@ type worker struct {
 	// worker, their yields still pending, until direct runs (see
 	// completeAwaited and applyKept). Owner only.
 	keptSeqs []uint64
-	// keptLetGo is applyKept's scratch for what the yields it completes
-	// held; empty between its calls. Owner only.
-	keptLetGo []completed
 	// nextRuns counts processes taken from next in a row; at
 	// maxNextRuns the worker takes from its queue instead, so a pair that
 	// keeps waking each other cannot starve the rest. Owner only.
@@ -874,8 +871,10 @@ func (w *worker) completeAwaited(parent uint64, ev *Event, seq uint64) {
 
 // applyKept completes, in one hold of p's lock, the yields of the
 // completions that completeAwaited kept for p, the last len(w.keptSeqs)
-// events of w.events, when p, claimed, starts its run: each is removed
-// from the pending set and its event tagged as completeFor does it. An
+// events of w.events, when p, claimed, starts its run: each yield leaves
+// the pending set and its event gets the yield's tag, as in completeFor.
+// They are SpawnAwait yields, which hold no call context and no monitor,
+// and p has no timer (see wbTimed), so that is all there is to do. An
 // event whose yield is no longer pending, which another completer (a
 // CompleteYield of its tag) took in the meantime, is dropped, as
 // completeFor would have refused it. Owner only, at the start of p's run.
@@ -885,16 +884,13 @@ func (w *worker) applyKept(p *proc) {
 	p.mu.Lock()
 	x := p.live()
 	for i, seq := range w.keptSeqs {
-		ev := &w.events[base+i]
-		c, ok := p.takeYield(ev, seq, nil, x)
+		tag, _, ok := p.pending.removeSeq(seq, x)
 		if !ok {
 			continue
 		}
-		if c.held != 0 || c.timed {
-			w.keptLetGo = append(w.keptLetGo, c)
-		}
+		w.events[base+i].Tag = tag
 		if n != base+i {
-			w.events[n] = *ev
+			w.events[n] = w.events[base+i]
 		}
 		n++
 	}
@@ -903,13 +899,6 @@ func (w *worker) applyKept(p *proc) {
 	clear(w.events[n:])
 	w.events = w.events[:n]
 	w.keptSeqs = w.keptSeqs[:0]
-	if len(w.keptLetGo) > 0 {
-		for _, c := range w.keptLetGo {
-			w.s.letGo(c)
-		}
-		clear(w.keptLetGo)
-		w.keptLetGo = w.keptLetGo[:0]
-	}
 }
 
 // nextRunWord is the Running state word of the worker's next run, which
