@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -1234,6 +1235,51 @@ func TestAwaitedChildrenOneStep(t *testing.T) {
 		assert.Less(t, p.Steps(), 1+children, "steps of the parent")
 	} else {
 		assert.Equal(t, 2, p.Steps(), "steps of the parent: the spawns, then every end at once")
+	}
+}
+
+// TestAwaitedChildrenOfTwoSteps: a parent whose two steps each spawned
+// awaited children, all queued on its worker at once, gets every child's
+// end once, and is stepped once for all six: the worker runs every child
+// before the parent, the first step's under the second's included.
+func TestAwaitedChildrenOfTwoSteps(t *testing.T) {
+	const perStep = 3
+	var ran atomic.Int32
+	child := func() *probe {
+		return &probe{step: func(_ *probe, _ int, _ []sched.Event, out *sched.StepOutput) error {
+			ran.Add(1)
+			out.Done(payload.Payload{})
+			return nil
+		}}
+	}
+	p := &probe{step: func(p *probe, n int, _ []sched.Event, out *sched.StepOutput) error {
+		switch n {
+		case 0, 1:
+			for i := range perStep {
+				out.SpawnAwait(uint64(n*perStep+i+1), child(), "run", nil)
+			}
+			if n == 0 {
+				out.Tell(out.Self(), "spawn more") // a second step before any child runs
+			}
+			return nil
+		}
+		if len(p.EventsOf(sched.EventYieldComplete)) == 2*perStep {
+			out.Done(payload.Payload{})
+		}
+		return nil
+	}}
+	s := newScheduler(t, sched.WithWorkers(1))
+	_, err := waitEnd(t, s, submit(t, s, p))
+	require.NoError(t, err)
+	var tags []uint64
+	for _, ev := range p.EventsOf(sched.EventYieldComplete) {
+		require.NoError(t, ev.Error)
+		tags = append(tags, ev.Tag)
+	}
+	assert.ElementsMatch(t, []uint64{1, 2, 3, 4, 5, 6}, tags)
+	assert.Equal(t, int32(2*perStep), ran.Load())
+	if !raceEnabled {
+		assert.Equal(t, 3, p.Steps(), "steps of the parent: two that spawn, one for the six ends")
 	}
 }
 
