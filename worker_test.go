@@ -42,20 +42,7 @@ func TestFirstStepHasNoEvents(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := newScheduler(t, sched.WithWorkers(1))
-			entered, release := make(chan struct{}), make(chan struct{})
-			var once sync.Once
-			t.Cleanup(func() { once.Do(func() { close(release) }) })
-			blocker := &probe{step: func(_ *probe, n int, _ []sched.Event, out *sched.StepOutput) error {
-				if n == 0 {
-					close(entered)
-					<-release
-				} else {
-					out.Done(payload.Payload{})
-				}
-				return nil
-			}}
-			hb := submit(t, s, blocker)
-			receive(t, entered, "the blocker's step")
+			blocker, hb := submitGated(t, s)
 
 			p := &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
 				if n > 0 {
@@ -67,7 +54,7 @@ func TestFirstStepHasNoEvents(t *testing.T) {
 			}}
 			h := submit(t, s, p)
 			tt.queue(t, s, h.PID())
-			once.Do(func() { close(release) })
+			blocker.open()
 			_, err := waitEnd(t, s, h)
 			require.NoError(t, err)
 			require.NoError(t, s.Terminate(hb.PID()))
@@ -108,19 +95,7 @@ func TestEventsBeforeTheFirstStepWakeIt(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := newScheduler(t, sched.WithWorkers(1))
-			entered, release := make(chan struct{}), make(chan struct{})
-			var once sync.Once
-			t.Cleanup(func() { once.Do(func() { close(release) }) })
-			blocker := &probe{step: func(_ *probe, n int, _ []sched.Event, out *sched.StepOutput) error {
-				if n == 0 {
-					close(entered)
-					<-release
-				}
-				out.Done(payload.Payload{})
-				return nil
-			}}
-			hb := submit(t, s, blocker)
-			receive(t, entered, "the blocker's step")
+			blocker, hb := submitGated(t, s)
 
 			p := &probe{step: func(p *probe, n int, _ []sched.Event, out *sched.StepOutput) error {
 				if n == 0 {
@@ -135,9 +110,10 @@ func TestEventsBeforeTheFirstStepWakeIt(t *testing.T) {
 			h := submit(t, s, p)
 			require.NoError(t, s.Tell(h.PID(), 1))
 			require.NoError(t, s.Tell(h.PID(), 2))
-			once.Do(func() { close(release) })
+			blocker.open()
 			_, err := waitEnd(t, s, h)
 			require.NoError(t, err)
+			require.NoError(t, s.Terminate(hb.PID()))
 			_, err = waitEnd(t, s, hb)
 			require.NoError(t, err)
 
