@@ -612,16 +612,17 @@ func TestAllocSpawnWithValues(t *testing.T) {
 }
 
 // forkNode is a node of a fork-join tree, the shape of a recursive
-// computation: a leaf ends at once; an inner node spawns two children,
-// awaits both, and ends, telling done if it is the root. Every inner
-// node is a short-lived parent, so the buffers a parent needs for its
-// children (its pending yields, the mailbox their results arrive in)
-// are made and let go once per inner node.
+// computation: a leaf ends at once; an inner node spawns width children
+// in one step (two if width is 0), awaits them all, and ends, telling
+// done if it is the root. Every inner node is a short-lived parent, so
+// the buffers a parent needs for its children (its pending yields, the
+// mailbox their results arrive in) are made and let go once per inner
+// node.
 type forkNode struct {
 	stepOnly
-	depth, waiting int
-	tok            *allocToken
-	done           chan<- struct{} // the root's only
+	depth, width, waiting int
+	tok                   *allocToken
+	done                  chan<- struct{} // the root's only
 }
 
 func (n *forkNode) Step(evs []sched.Event, out *sched.StepOutput) error {
@@ -630,9 +631,10 @@ func (n *forkNode) Step(evs []sched.Event, out *sched.StepOutput) error {
 		return nil
 	}
 	if n.waiting == 0 && len(evs) == 0 {
-		n.waiting = 2
-		out.SpawnAwait(1, &forkNode{depth: n.depth - 1, tok: n.tok}, "run", nil)
-		out.SpawnAwait(2, &forkNode{depth: n.depth - 1, tok: n.tok}, "run", nil)
+		n.waiting = max(n.width, 2)
+		for i := range n.waiting {
+			out.SpawnAwait(uint64(i+1), &forkNode{depth: n.depth - 1, width: n.width, tok: n.tok}, "run", nil)
+		}
 		return nil
 	}
 	for i := range evs {
@@ -677,43 +679,6 @@ func TestAllocForkJoinTree(t *testing.T) {
 	})
 }
 
-// wideNode is a parent that spawns width children in one step, awaits
-// them all and ends, telling done; a wideNode of width 0 is a child,
-// which ends at once.
-type wideNode struct {
-	stepOnly
-	width, waiting int
-	tok            *allocToken
-	done           chan<- struct{}
-}
-
-func (n *wideNode) Step(evs []sched.Event, out *sched.StepOutput) error {
-	if n.width == 0 {
-		out.Done(payload.Of(n.tok))
-		return nil
-	}
-	if n.waiting == 0 && len(evs) == 0 {
-		n.waiting = n.width
-		for i := range n.width {
-			out.SpawnAwait(uint64(i+1), &wideNode{tok: n.tok}, "run", nil)
-		}
-		return nil
-	}
-	for i := range evs {
-		if evs[i].Error != nil {
-			return evs[i].Error
-		}
-		if evs[i].Type == sched.EventYieldComplete {
-			n.waiting--
-		}
-	}
-	if n.waiting == 0 {
-		n.done <- struct{}{}
-		out.Done(payload.Of(n.tok))
-	}
-	return nil
-}
-
 // TestAllocWideParent: a step that spawns more children than the
 // pending slice holds moves its pending set to maps once, sized for all
 // of them, rather than regrowing them as the children are registered.
@@ -729,7 +694,7 @@ func TestAllocWideParent(t *testing.T) {
 	done := make(chan struct{}, 1)
 	tok := &allocToken{}
 	f := func() {
-		if _, err := s.Submit(context.Background(), &wideNode{width: width, tok: tok, done: done}, "run", nil); err != nil {
+		if _, err := s.Submit(context.Background(), &forkNode{depth: 1, width: width, tok: tok, done: done}, "run", nil); err != nil {
 			t.Fatal(err)
 		}
 		<-done
