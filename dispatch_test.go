@@ -896,22 +896,15 @@ func TestCompleteFrom(t *testing.T) {
 func TestSpawnsOfOneStepFreeTagsInOrder(t *testing.T) {
 	initErr := testError("init failed")
 	failing := &probe{init: func(context.Context, string, payload.Payloads) error { return initErr }}
-	p := &probe{step: func(p *probe, n int, _ []sched.Event, out *sched.StepOutput) error {
-		if n == 0 {
-			for range 3 {
-				out.Spawn(5, oneStep, "run", nil)
-			}
-			out.SpawnAwait(6, failing, "run", nil)
-			out.SpawnAwait(6, oneStep, "run", nil)
-			out.SpawnAwait(7, oneStep, "run", nil)
-			out.SpawnAwait(7, oneStep, "run", nil)
-			return nil
+	p := awaiter(7, func(out *sched.StepOutput) {
+		for range 3 {
+			out.Spawn(5, oneStep, "run", nil)
 		}
-		if len(p.EventsOf(sched.EventYieldComplete)) == 7 {
-			out.Done(payload.Payload{})
-		}
-		return nil
-	}}
+		out.SpawnAwait(6, failing, "run", nil)
+		out.SpawnAwait(6, oneStep, "run", nil)
+		out.SpawnAwait(7, oneStep, "run", nil)
+		out.SpawnAwait(7, oneStep, "run", nil)
+	})
 	s := newScheduler(t, sched.WithWorkers(1))
 	_, err := waitEnd(t, s, submit(t, s, p))
 	require.NoError(t, err)
@@ -1215,18 +1208,11 @@ func TestRefusedSpawnStartsNothing(t *testing.T) {
 // stepped together.)
 func TestAwaitedChildrenOneStep(t *testing.T) {
 	const children = 10
-	p := &probe{step: func(p *probe, n int, _ []sched.Event, out *sched.StepOutput) error {
-		if n == 0 {
-			for i := range children {
-				out.SpawnAwait(uint64(i), oneStep, "run", nil)
-			}
-			return nil
+	p := awaiter(children, func(out *sched.StepOutput) {
+		for i := range children {
+			out.SpawnAwait(uint64(i), oneStep, "run", nil)
 		}
-		if len(p.EventsOf(sched.EventYieldComplete)) == children {
-			out.Done(payload.Payload{})
-		}
-		return nil
-	}}
+	})
 	s := newScheduler(t, sched.WithWorkers(1))
 	_, err := waitEnd(t, s, submit(t, s, p))
 	require.NoError(t, err)
@@ -1289,23 +1275,16 @@ func TestAwaitedChildrenOfTwoSteps(t *testing.T) {
 // message and then ends is read message first, even though the parent
 // holds the end of a sibling that ended before.
 func TestAwaitedChildEndAfterItsMessage(t *testing.T) {
-	parent := &probe{step: func(p *probe, n int, _ []sched.Event, out *sched.StepOutput) error {
-		if n == 0 {
-			self := out.Self()
-			teller := &probe{step: func(_ *probe, _ int, _ []sched.Event, out *sched.StepOutput) error {
-				out.Tell(self, "from the first child")
-				out.Done(payload.Payload{})
-				return nil
-			}}
-			out.SpawnAwait(1, teller, "run", nil)
-			out.SpawnAwait(2, oneStep, "run", nil) // queued last, runs first
-			return nil
-		}
-		if len(p.EventsOf(sched.EventYieldComplete)) == 2 {
+	parent := awaiter(2, func(out *sched.StepOutput) {
+		self := out.Self()
+		teller := &probe{step: func(_ *probe, _ int, _ []sched.Event, out *sched.StepOutput) error {
+			out.Tell(self, "from the first child")
 			out.Done(payload.Payload{})
-		}
-		return nil
-	}}
+			return nil
+		}}
+		out.SpawnAwait(1, teller, "run", nil)
+		out.SpawnAwait(2, oneStep, "run", nil) // queued last, runs first
+	})
 	s := newScheduler(t, sched.WithWorkers(1))
 	_, err := waitEnd(t, s, submit(t, s, parent))
 	require.NoError(t, err)
@@ -1342,24 +1321,17 @@ func TestAwaitedChildEndBeatsALaterTimer(t *testing.T) {
 		return nil
 	}}
 	total := 1 + quick + siblings
-	parent := &probe{step: func(p *probe, n int, _ []sched.Event, out *sched.StepOutput) error {
-		if n == 0 {
-			for i := range siblings {
-				out.SpawnAwait(uint64(100+i), oneStep, "run", nil)
-			}
-			deadline = time.Now().Add(d)
-			out.SpawnAwait(1, timed, "run", nil)
-			out.Timeout(1, d)
-			for i := range quick {
-				out.SpawnAwait(uint64(10+i), oneStep, "run", nil)
-			}
-			return nil
+	parent := awaiter(total, func(out *sched.StepOutput) {
+		for i := range siblings {
+			out.SpawnAwait(uint64(100+i), oneStep, "run", nil)
 		}
-		if len(p.EventsOf(sched.EventYieldComplete)) == total {
-			out.Done(payload.Payload{})
+		deadline = time.Now().Add(d)
+		out.SpawnAwait(1, timed, "run", nil)
+		out.Timeout(1, d)
+		for i := range quick {
+			out.SpawnAwait(uint64(10+i), oneStep, "run", nil)
 		}
-		return nil
-	}}
+	})
 	s := newScheduler(t, sched.WithWorkers(1))
 	_, err := waitEnd(t, s, submit(t, s, parent))
 	require.NoError(t, err)
@@ -1384,27 +1356,20 @@ func TestAwaitedChildEndAndCompleteYield(t *testing.T) {
 	s := newScheduler(t, sched.WithWorkers(1))
 	var completeErr error
 	completed := false
-	parent := &probe{step: func(p *probe, n int, _ []sched.Event, out *sched.StepOutput) error {
-		if n == 0 {
-			self := out.Self()
-			completer := &probe{step: func(_ *probe, _ int, _ []sched.Event, out *sched.StepOutput) error {
-				completeErr, completed = s.CompleteYield(self, 1, "from outside", nil), true
-				out.Done(payload.Payload{})
-				return nil
-			}}
-			out.SpawnAwait(3, completer, "run", nil) // runs third
-			out.SpawnAwait(1, &probe{step: func(_ *probe, _ int, _ []sched.Event, out *sched.StepOutput) error {
-				out.Done(payload.Of("from the child"))
-				return nil
-			}}, "run", nil) // runs second
-			out.SpawnAwait(2, oneStep, "run", nil) // runs first, and holds the parent
-			return nil
-		}
-		if len(p.EventsOf(sched.EventYieldComplete)) >= 3 {
+	parent := awaiter(3, func(out *sched.StepOutput) {
+		self := out.Self()
+		completer := &probe{step: func(_ *probe, _ int, _ []sched.Event, out *sched.StepOutput) error {
+			completeErr, completed = s.CompleteYield(self, 1, "from outside", nil), true
 			out.Done(payload.Payload{})
-		}
-		return nil
-	}}
+			return nil
+		}}
+		out.SpawnAwait(3, completer, "run", nil) // runs third
+		out.SpawnAwait(1, &probe{step: func(_ *probe, _ int, _ []sched.Event, out *sched.StepOutput) error {
+			out.Done(payload.Of("from the child"))
+			return nil
+		}}, "run", nil) // runs second
+		out.SpawnAwait(2, oneStep, "run", nil) // runs first, and holds the parent
+	})
 	_, err := waitEnd(t, s, submit(t, s, parent))
 	require.NoError(t, err)
 	require.True(t, completed, "the completer ran")
@@ -1424,4 +1389,18 @@ func TestAwaitedChildEndAndCompleteYield(t *testing.T) {
 		assert.Equal(t, []any{"from the child"}, got)
 	}
 	eventually(t, "no process live", func() bool { return s.Stats().Processes.Live == 0 })
+}
+
+// awaiter returns a process that calls first in its first step, and ends
+// once it has read n completions (at least n: a test that checks for
+// more reads them all).
+func awaiter(n int, first func(out *sched.StepOutput)) *probe {
+	return &probe{step: func(p *probe, step int, _ []sched.Event, out *sched.StepOutput) error {
+		if step == 0 {
+			first(out)
+		} else if len(p.EventsOf(sched.EventYieldComplete)) >= n {
+			out.Done(payload.Payload{})
+		}
+		return nil
+	}}
 }
