@@ -654,14 +654,14 @@ func (w *worker) spawnBatch(p *proc, ys []yield) {
 	// A tag above every pending one, as a loop numbering its children
 	// writes them, cannot be taken: it is appended without add's search
 	// for it. Any other goes through add.
-	top, has, small := p.pending.topTag(p.live())
+	top, has := p.pending.topTag()
 	for i := range sl {
 		e, y := &sl[i], &ys[i]
 		seq := childSeq(e.id)
 		if e.err != nil || y.kind != yieldSpawnAwait {
 			seq = w.newSeq()
 		}
-		if small && (!has || y.tag > top) && p.pending.addAbove(y.tag, seq) {
+		if (!has || y.tag > top) && p.pending.addAbove(y.tag, seq) {
 			top, has = y.tag, true
 		} else if !p.pending.add(y.tag, seq, p, &w.pend) {
 			registered = i

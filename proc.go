@@ -887,19 +887,16 @@ func (c *pendingCache) put(arr []pendingYield) {
 	pendingSlices.put(arr)
 }
 
-// topTag returns the highest pending tag, with has false if none is
-// pending; small is false, and the rest meaningless, once the yields are
-// in the maps. Called with p.mu held.
-func (ps *pendingSet) topTag(x *procLive) (top uint64, has, small bool) {
-	if x != nil && x.large != nil {
-		return 0, false, false
-	}
+// topTag returns the highest tag in the slice, with has false if the
+// slice holds none, as when the yields are in the maps (which leave no
+// slice: addAbove then refuses). Called with p.mu held.
+func (ps *pendingSet) topTag() (top uint64, has bool) {
 	for i := range ps.count() {
 		if t := ps.at(i).tag; !has || t > top {
 			top, has = t, true
 		}
 	}
-	return top, has, true
+	return top, has
 }
 
 // addAbove appends a yield whose tag the caller knows to be above every
