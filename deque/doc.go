@@ -17,7 +17,8 @@
 //
 //   - PushBottom writes the slot at bottom, then increments bottom. When the
 //     ring is full it first copies the live range into a ring twice as large;
-//     no item is ever dropped.
+//     no item is ever dropped. PushBottomN writes several slots, then
+//     moves bottom past all of them with one store.
 //   - PopBottom decrements bottom first (reserving the newest index), then
 //     reads top. If more than one item remains the newest is the owner's
 //     without further synchronisation. If exactly one remains, owner and
@@ -50,7 +51,8 @@
 // Every atomic operation in Go's sync/atomic is sequentially consistent,
 // which is at least as strong as each ordering the algorithm needs:
 //
-//   - The store of bottom in PushBottom releases the slot written before it;
+//   - The store of bottom in PushBottom releases the slot written before it
+//     (in PushBottomN, every slot written before it);
 //     a thief's load of bottom acquires it, and the thief loads the ring and
 //     the slot only after that load.
 //   - In PopBottom the store of the decremented bottom must be ordered before
@@ -83,7 +85,7 @@
 //
 // # Who may call what
 //
-// PushBottom and PopBottom: only the owner. Steal and Len: any goroutine.
+// PushBottom, PushBottomN and PopBottom: only the owner. Steal and Len: any goroutine.
 // StealHalfInto: any goroutine that owns the destination deque. The owner is
 // whichever goroutine uses the bottom end; ownership may move between
 // goroutines only through a happens-before edge (a mutex, a channel).

@@ -19,11 +19,13 @@ const (
 	opPush opKind = iota
 	opPop
 	opSteal // a Steal, or one claim inside StealHalfInto
+	opPushN // a PushBottomN of items
 )
 
 type dequeInput struct {
-	kind opKind
-	item byte // pushed item; items are numbered from 1
+	kind  opKind
+	item  byte   // pushed item; items are numbered from 1
+	items string // PushBottomN's items, oldest first, one byte each
 }
 
 // dequeModel is the sequential specification. The state is the deque's
@@ -38,6 +40,8 @@ var dequeModel = porcupine.Model{
 		switch in.kind {
 		case opPush:
 			return true, s + string(in.item)
+		case opPushN:
+			return true, s + in.items
 		case opPop:
 			if out == 0 {
 				return s == "", s
@@ -55,6 +59,8 @@ var dequeModel = porcupine.Model{
 		switch in.kind {
 		case opPush:
 			return fmt.Sprintf("push(%d)", in.item)
+		case opPushN:
+			return fmt.Sprintf("pushN(%v)", []byte(in.items))
 		case opPop:
 			return fmt.Sprintf("pop() -> %d", output)
 		default:
@@ -133,6 +139,19 @@ func runShortHistory(seed uint64, thieves, ownerOps, thiefOps int) []porcupine.O
 		next := 0
 		barrier()
 		for range ownerOps {
+			if k := 2 + rng.IntN(3); next+k <= len(items) && rng.UintN(5) == 0 {
+				// Several at once: thieves must see all or none of them.
+				xs := make([]*byte, k)
+				for i := range xs {
+					xs[i] = &items[next+i]
+				}
+				in := dequeInput{kind: opPushN, items: string(items[next : next+k])}
+				call := h.clock.Add(1)
+				d.PushBottomN(xs)
+				next += k
+				h.record(0, in, call, 0)
+				continue
+			}
 			if next < len(items) && rng.UintN(5) < 3 {
 				in := dequeInput{kind: opPush, item: items[next]}
 				call := h.clock.Add(1)

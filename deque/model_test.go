@@ -48,7 +48,7 @@ func runOps(t testing.TB, capacity int, ops []byte) {
 		require.Equalf(t, want, *got, "step %d %s", step, what)
 	}
 	for i, op := range ops {
-		switch op % 8 {
+		switch op % 9 {
 		case 0, 1, 2: // pushes dominate so the deque grows
 			x := newItem()
 			d.PushBottom(x)
@@ -74,6 +74,13 @@ func runOps(t testing.TB, capacity int, ops []byte) {
 			x := newItem()
 			dst.PushBottom(x)
 			mdst.push(*x)
+		case 8: // zero to eight at once, past a full ring at small capacities
+			xs := make([]*int, int(op/9)%9)
+			for j := range xs {
+				xs[j] = newItem()
+				md.push(*xs[j])
+			}
+			d.PushBottomN(xs)
 		}
 		require.Equalf(t, len(md), d.Len(), "step %d Len", i)
 		require.Equalf(t, len(mdst), dst.Len(), "step %d dst Len", i)
@@ -125,6 +132,13 @@ func TestNewRoundsCapacityUp(t *testing.T) {
 
 func TestPushBottomNilPanics(t *testing.T) {
 	require.PanicsWithValue(t, "deque: PushBottom of nil", func() { New[int](2).PushBottom(nil) })
+}
+
+func TestPushBottomNOfNilPanicsBeforePushing(t *testing.T) {
+	d := New[int](2)
+	v := 1
+	require.PanicsWithValue(t, "deque: PushBottomN of nil", func() { d.PushBottomN([]*int{&v, nil}) })
+	require.Zero(t, d.Len(), "an item pushed before the nil was found")
 }
 
 func TestStealHalfIntoItselfPanics(t *testing.T) {
@@ -182,5 +196,17 @@ func TestPoppedAndStolenSlotsAreCleared(t *testing.T) {
 	v := 7
 	d.PushBottom(&v)
 	require.Same(t, &v, d.PopBottom())
+	require.Equal(t, 0, liveSlots(d))
+
+	// So do pops of items pushed together.
+	xs := make([]*int, 10)
+	for i := range xs {
+		x := i
+		xs[i] = &x
+	}
+	d.PushBottomN(xs)
+	require.Equal(t, 10, liveSlots(d))
+	for d.PopBottom() != nil {
+	}
 	require.Equal(t, 0, liveSlots(d))
 }

@@ -84,6 +84,7 @@ func runStress(t *testing.T, cfg stressConfig) {
 
 	rng := rand.New(rand.NewPCG(cfg.seed, 0))
 	next := 0
+	burst := make([]*int, 64)
 	for next < len(items) {
 		// Push a burst, then pop some: the deque grows and shrinks. Half
 		// the rounds keep it at one or two items, so the owner keeps racing
@@ -92,9 +93,19 @@ func runStress(t *testing.T, cfg stressConfig) {
 		if rng.UintN(2) == 0 {
 			pushes, pops = rng.IntN(64), rng.IntN(48)
 		}
-		for n := pushes; n > 0 && next < len(items); n-- {
-			owner.PushBottom(&items[next])
-			next++
+		if rng.UintN(4) == 0 {
+			// The same burst in one PushBottomN.
+			n := min(pushes, len(items)-next)
+			for i := range n {
+				burst[i] = &items[next+i]
+			}
+			owner.PushBottomN(burst[:n])
+			next += n
+		} else {
+			for n := pushes; n > 0 && next < len(items); n-- {
+				owner.PushBottom(&items[next])
+				next++
+			}
 		}
 		for n := pops; n > 0; n-- {
 			if x := owner.PopBottom(); x != nil {
