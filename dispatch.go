@@ -548,18 +548,21 @@ func (w *worker) spawnAdmitted(p *proc, y *yield, child Process, id uint64, err 
 		}
 		return
 	}
-	w.spawnRegistered(p, y, child, id, seq, err)
+	if c := w.spawnRegistered(p, y, child, id, seq, err); c != nil {
+		w.pushLocal(c)
+	}
 }
 
 // spawnRegistered carries out the spawn y of p registered as seq: if
 // its child was refused with err, the yield completes with err (named as
-// any other); else child, admitted as id, is started and queued on the
-// worker, and a spawn that does not await it completes now, naming it.
+// any other); else child, admitted as id, is started, and a spawn that
+// does not await it completes now, naming it. It returns the started
+// child, which the caller queues on the worker, or nil.
 // Worker only, with p Running.
-func (w *worker) spawnRegistered(p *proc, y *yield, child Process, id, seq uint64, err error) {
+func (w *worker) spawnRegistered(p *proc, y *yield, child Process, id, seq uint64, err error) *proc {
 	if err != nil {
 		w.completeNow(p, seq, nil, err)
-		return
+		return nil
 	}
 	var awaiter uint64
 	if y.kind == yieldSpawnAwait {
@@ -568,12 +571,12 @@ func (w *worker) spawnRegistered(p *proc, y *yield, child Process, id, seq uint6
 	c, err := w.s.start(id, nil, p.childExtra(), child, y.method, y.input, awaiter, via{w: w}, nil, false)
 	if err != nil {
 		w.completeNow(p, seq, nil, err)
-		return
+		return nil
 	}
 	if awaiter == 0 {
 		w.completeNowFrom(p, seq, c.pid(), nil, nil) // the child in From: no box for its PID
 	}
-	w.pushLocal(c)
+	return c
 }
 
 // oneSpawnBatch reports whether spawnBatch carries out all of ys, a
@@ -615,8 +618,9 @@ type spawnSlot struct {
 // children takes two locked instructions per child fewer (the counter
 // is exact, so each count is a locked store: see Stats).
 //
-// The children are admitted first, then registered, then started and
-// queued in order, so their Inits run in the order of the yields. Only
+// The children are admitted first, then registered, then started in
+// order, so their Inits run in the order of the yields, and then queued
+// in that order, together. Only
 // without WithMaxProcesses: under a limit, admitting all before any
 // starts would hold places that a refused spawn or a failed Init gives
 // back, and refuse later spawns of the step that one at a time would
@@ -672,13 +676,22 @@ func (w *worker) spawnBatch(p *proc, ys []yield) {
 	p.notePending(p.live())
 	p.looked()
 	p.mu.Unlock()
-	for i := range sl {
-		e, y := &sl[i], &ys[i]
-		if i < registered {
-			w.spawnRegistered(p, y, e.child, e.id, e.seq, e.err)
-		} else {
-			w.spawnAdmitted(p, y, e.child, e.id, e.err)
+	// The registered children are queued together once all have
+	// started: thieves see them all with one store (see pushLocalN), and
+	// none before the last Init returns.
+	started := w.spawned[:0]
+	for i := range sl[:registered] {
+		e := &sl[i]
+		if c := w.spawnRegistered(p, &ys[i], e.child, e.id, e.seq, e.err); c != nil {
+			started = append(started, c)
 		}
+	}
+	w.pushLocalN(started)
+	clear(started)
+	w.spawned = started[:0]
+	for i := registered; i < len(sl); i++ {
+		e := &sl[i]
+		w.spawnAdmitted(p, &ys[i], e.child, e.id, e.err)
 	}
 	clear(sl) // the children and errors
 	w.spawning = sl[:0]

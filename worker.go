@@ -133,6 +133,7 @@ type worker struct {
 	slots      slotCache    // free process-table slots; owner only
 	pend       pendingCache // recycled pending arrays; owner only
 	spawning   []spawnSlot  // spawnBatch's scratch, empty between its calls; owner only
+	spawned    []*proc      // spawnBatch's started children, empty between its calls; owner only
 	ctxs       []procCtx    // the rest of the worker's slab of process contexts (see newProcCtx); owner only
 	valuesCtxs []valuesCtx  // the same for processes started with context values; owner only
 	// lastMethod and lastMethodID cache the latest interned entry point.
@@ -647,6 +648,17 @@ func (w *worker) random() uint64 {
 // know there is work to steal. Worker only.
 func (w *worker) pushLocal(p *proc) {
 	w.dq.PushBottom(p)
+	w.s.wakeWorker()
+}
+
+// pushLocalN is pushLocal of each of ps in order, with one store that
+// shows them all to thieves (see deque.PushBottomN) and one wake-up.
+// Worker only.
+func (w *worker) pushLocalN(ps []*proc) {
+	if len(ps) == 0 {
+		return
+	}
+	w.dq.PushBottomN(ps)
 	w.s.wakeWorker()
 }
 
