@@ -102,15 +102,10 @@ func (d *Deque[T]) PushBottom(x *T) {
 // grows at most once. Thieves see all of them at once: one store of
 // bottom publishes every slot, where PushBottom spends one per item (an
 // atomic store, which costs a locked instruction on amd64). No item may
-// be nil; xs is not kept.
+// be nil: a nil panics with none of xs pushed. xs is not kept.
 //
 // Owner only.
 func (d *Deque[T]) PushBottomN(xs []*T) {
-	for _, x := range xs {
-		if x == nil {
-			panic("deque: PushBottomN of nil")
-		}
-	}
 	n := int64(len(xs))
 	if n == 0 {
 		return
@@ -121,13 +116,19 @@ func (d *Deque[T]) PushBottomN(xs []*T) {
 	if b-t+n > int64(len(r.slots)) {
 		r = d.grow(r, t, b, n)
 	}
-	for i, x := range xs {
-		r.slot(b + int64(i)).Store(x)
-	}
+	// Raised first, so that the slots written before a nil is found are
+	// cleared like any stale slot (see clearStale).
 	if b+n > d.dirtyHigh {
 		d.dirtyHigh = b + n
 	}
-	d.bottom.Store(b + n) // publishes the n slots to thieves
+	for _, x := range xs {
+		if x == nil {
+			panic("deque: PushBottomN of nil")
+		}
+		r.slot(b).Store(x)
+		b++
+	}
+	d.bottom.Store(b) // publishes the n slots to thieves
 }
 
 // PopBottom removes and returns the newest item, or nil when the deque is

@@ -139,6 +139,10 @@ func TestPushBottomNOfNilPanicsBeforePushing(t *testing.T) {
 	v := 1
 	require.PanicsWithValue(t, "deque: PushBottomN of nil", func() { d.PushBottomN([]*int{&v, nil}) })
 	require.Zero(t, d.Len(), "an item pushed before the nil was found")
+	// The slot written before the nil was found is stale, and cleared as
+	// such once the deque is found empty.
+	require.Nil(t, d.PopBottom())
+	require.Zero(t, liveSlots(d), "a stale slot kept its item")
 }
 
 func TestStealHalfIntoItselfPanics(t *testing.T) {
