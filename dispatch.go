@@ -687,8 +687,9 @@ func (w *worker) spawnBatch(p *proc, ys []yield) {
 		}
 	}
 	w.pushLocalN(started)
-	clear(started)
-	w.spawned = started[:0]
+	if cap(started) != cap(w.spawned) {
+		w.spawned = started[:0] // grown
+	}
 	for i := registered; i < len(sl); i++ {
 		e := &sl[i]
 		w.spawnAdmitted(p, &ys[i], e.child, e.id, e.err)
