@@ -687,6 +687,11 @@ func (w *worker) spawnBatch(p *proc, ys []yield) {
 		}
 	}
 	w.pushLocalN(started)
+	// Not cleared, which saves a call per batch: what it keeps are
+	// records, which the table keeps too once their processes have ended
+	// (see table), most of them until reused; at worst the records of the
+	// largest batch the worker ever started stay reachable until the next
+	// batches write over them.
 	if cap(started) != cap(w.spawned) {
 		w.spawned = started[:0] // grown
 	}
