@@ -461,21 +461,26 @@ func checkStartAllocs(t *testing.T, what, costs string, want float64, procs int,
 	}
 }
 
+// TestAllocSubmit: with either context that carries no values, the
+// process needs nothing for context values.
 func TestAllocSubmit(t *testing.T) {
-	s := newScheduler(t, sched.WithWorkers(2))
-	ctx := context.Background()
-	done := make(chan struct{}, startOps)
-	tok := &allocToken{}
-	checkStartAllocs(t, "Submit of a process that ends with a result", "the process value and its record", 2, startOps, func() {
-		for range startOps {
-			if _, err := s.Submit(ctx, &startOnce{done: done, tok: tok}, "run", nil); err != nil {
-				t.Fatal(err)
-			}
-		}
-		for range startOps {
-			<-done
-		}
-	})
+	for name, ctx := range map[string]context.Context{"Background": context.Background(), "TODO": context.TODO()} {
+		t.Run(name, func(t *testing.T) {
+			s := newScheduler(t, sched.WithWorkers(2))
+			done := make(chan struct{}, startOps)
+			tok := &allocToken{}
+			checkStartAllocs(t, "Submit of a process that ends with a result", "the process value and its record", 2, startOps, func() {
+				for range startOps {
+					if _, err := s.Submit(ctx, &startOnce{done: done, tok: tok}, "run", nil); err != nil {
+						t.Fatal(err)
+					}
+				}
+				for range startOps {
+					<-done
+				}
+			})
+		})
+	}
 }
 
 // spawnedCosts is what a process started by a step allocates in steady

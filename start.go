@@ -46,7 +46,9 @@ func (s *Scheduler) submit(ctx context.Context, values context.Context, p Proces
 	if err != nil {
 		return Handle{}, err
 	}
-	if values == nil || (ctx != context.Background() && ctx != context.TODO()) {
+	// Background and TODO carry no values: the process then looks its
+	// values up in values, if given, else nowhere.
+	if ctx != context.Background() && ctx != context.TODO() {
 		values = ctx
 	}
 	id, err := s.admit(p, method, v)
@@ -119,7 +121,8 @@ func (s *Scheduler) unadmit(id uint64, v via, why counterID) {
 
 // start is the second half: it creates the process admitted as id,
 // initialises and registers it; the caller queues it. values is the
-// context its Value lookups go to, unless inherit is set: the shared
+// context its Value lookups go to (nil for none: never Background or
+// TODO, which have no values to find), unless inherit is set: the shared
 // procExtra of its parent's children (see proc.childExtra), whose values
 // are the process's, and which it takes instead of a procExtra of its
 // own if it needs nothing else; awaiter, if not 0, is the parent whose
@@ -146,8 +149,6 @@ func (s *Scheduler) start(id uint64, values context.Context, inherit *procExtra,
 	}
 	if inherit != nil {
 		values = inherit.values
-	} else if values != nil && (values == context.Background() || values == context.TODO()) {
-		values = nil // nothing to look up
 	}
 	switch {
 	case inherit != nil && mailbox == nil && pr.methodID != 0:
