@@ -17,6 +17,38 @@ func BenchmarkPushPop(b *testing.B) {
 	}
 }
 
+// BenchmarkPushTenPop measures pushing ten items, one PushBottom each or
+// in one PushBottomN, and popping them, per item.
+func BenchmarkPushTenPop(b *testing.B) {
+	v := 1
+	xs := make([]*int, 10)
+	for i := range xs {
+		xs[i] = &v
+	}
+	for _, batch := range []bool{false, true} {
+		name := "one-by-one"
+		if batch {
+			name = "PushBottomN"
+		}
+		b.Run(name, func(b *testing.B) {
+			d := New[int](64)
+			for b.Loop() {
+				if batch {
+					d.PushBottomN(xs)
+				} else {
+					for _, x := range xs {
+						d.PushBottom(x)
+					}
+				}
+				for range xs {
+					d.PopBottom()
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(xs)), "ns/item")
+		})
+	}
+}
+
 // BenchmarkSteal measures an uncontended Steal from a full deque.
 func BenchmarkSteal(b *testing.B) {
 	v := 1
