@@ -189,7 +189,8 @@ func (o *StepOutput) Tell(to relay.PID, msg any) {
 // method and input on this worker, and the child is queued here. The yield
 // completes with the child's [relay.PID] as From (Data is nil), or with
 // Init's error. The children a step spawns are started in the order
-// written, and queued together once the last Init has returned.
+// written; another worker may not take a child until the step's later
+// spawns have started too.
 func (o *StepOutput) Spawn(tag uint64, child Process, method string, input payload.Payloads) {
 	o.spawn(tag, child, method, input, yieldSpawn)
 }
