@@ -54,12 +54,7 @@ func TestFirstStepHasNoEvents(t *testing.T) {
 			}}
 			h := submit(t, s, p)
 			tt.queue(t, s, h.PID())
-			blocker.open()
-			_, err := waitEnd(t, s, h)
-			require.NoError(t, err)
-			require.NoError(t, s.Terminate(hb.PID()))
-			_, err = waitEnd(t, s, hb)
-			require.NoError(t, err)
+			endBehindGate(t, s, blocker, hb, h)
 
 			batches := p.Batches()
 			require.NotEmpty(t, batches)
@@ -67,6 +62,19 @@ func TestFirstStepHasNoEvents(t *testing.T) {
 			requireLifecycle(t, p)
 		})
 	}
+}
+
+// endBehindGate opens the gate of blocker, the gated process hb that
+// holds the only worker, waits for h, queued behind it, to end without
+// error, and then ends hb.
+func endBehindGate(t *testing.T, s *sched.Scheduler, blocker *gated, hb, h sched.Handle) {
+	t.Helper()
+	blocker.open()
+	_, err := waitEnd(t, s, h)
+	require.NoError(t, err)
+	require.NoError(t, s.Terminate(hb.PID()))
+	_, err = waitEnd(t, s, hb)
+	require.NoError(t, err)
 }
 
 // TestEventsBeforeTheFirstStepWakeIt: events queued for a new process
@@ -110,12 +118,7 @@ func TestEventsBeforeTheFirstStepWakeIt(t *testing.T) {
 			h := submit(t, s, p)
 			require.NoError(t, s.Tell(h.PID(), 1))
 			require.NoError(t, s.Tell(h.PID(), 2))
-			blocker.open()
-			_, err := waitEnd(t, s, h)
-			require.NoError(t, err)
-			require.NoError(t, s.Terminate(hb.PID()))
-			_, err = waitEnd(t, s, hb)
-			require.NoError(t, err)
+			endBehindGate(t, s, blocker, hb, h)
 
 			batches := p.Batches()
 			require.GreaterOrEqual(t, len(batches), 2)
