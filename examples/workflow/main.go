@@ -35,6 +35,9 @@ const cmdQuote = scheduler.FirstUserCommand
 // each call from a timer goroutine of its own, as a client library's
 // callback would.
 type pricingService struct {
+	// calls counts the calls made. The handler adds to it on whichever
+	// worker runs the yield; run loads it once every workflow has ended,
+	// when no call is made any more. It orders nothing else.
 	calls atomic.Int64
 }
 
