@@ -19,7 +19,9 @@ import (
 
 // enqueue queues a Ready process: on the worker's own queue for
 // operations on a worker (locality), otherwise on the global queue,
-// waking a parked worker.
+// waking a parked worker. Called by whoever made p Ready (started it,
+// or queued the event that woke it: see markRunnable), once each time;
+// any goroutine, v says where it runs.
 func (s *Scheduler) enqueue(p *proc, v via) {
 	switch {
 	case v.w == nil:
