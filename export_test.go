@@ -19,3 +19,11 @@ func SendersWaitForRoom(s *Scheduler, pid relay.PID) bool {
 	defer p.mu.Unlock()
 	return p.flags&pfRoomWaiters != 0
 }
+
+// NextPIDOfSlot returns the PID that the next process in pid's slot of
+// the process table gets: the same slot, the next generation. It lets a
+// test send to a process that may not have started yet, as a guess would.
+// Any goroutine.
+func NextPIDOfSlot(pid relay.PID) relay.PID {
+	return relay.PID{Node: pid.Node, ID: makeID(slotOf(pid.ID), genOf(pid.ID)+1)}
+}
