@@ -133,7 +133,7 @@ type reuseParent struct {
 }
 
 func (p *reuseParent) Init(context.Context, string, payload.Payloads) error { return nil }
-func (p *reuseParent) Close()                                                {}
+func (p *reuseParent) Close()                                               {}
 
 func (p *reuseParent) Step(evs []sched.Event, out *sched.StepOutput) error {
 	for _, ev := range evs {
