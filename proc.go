@@ -50,7 +50,6 @@ const (
 	pfForced                     // completed by a shutdown deadline
 	pfRoomWaiters                // a sender waits for room in the mailbox (extra.room)
 	pfEnded                      // its end is announced: its Handle reports it (set after pfClosed)
-	pfReuse                      // with pfClosed: the record may be given to a later process (see reset)
 )
 
 // Bits of proc.kind: what allocProc allocated after the proc (see
@@ -443,10 +442,13 @@ func (p *proc) pid() relay.PID { return relay.PID{Node: p.node, ID: p.id.Load()}
 // ended, so that nothing more may be queued for it: its last step has
 // returned (its state is Ended, the state its worker or a shutdown
 // deadline gives it before ending it) or it is closed. It also reports
-// true when the record no longer holds that process, and for a reused
-// record whose new process runs Init: the record keeps the Ended state
-// of its last process until the new one is published (see reset).
-// Called with p.mu held.
+// true when the record no longer holds that process (its end left the
+// record to the slot's next process, under the next ID: see
+// recycleFor), and for a reused record whose new process runs Init:
+// the record keeps the Ended state of its last process until the new
+// one is published. A caller that finds it gone must read nothing else
+// of the record: the start of its next process writes those fields
+// without the lock. Called with p.mu held.
 func (p *proc) gone(id uint64) bool {
 	return p.flags&pfClosed != 0 || p.id.Load() != id || p.state.Load()&stateMask == stEnded
 }
@@ -494,10 +496,12 @@ func (p *proc) reservePending(n int, c *pendingCache) {
 // it had been asked to stop and whether it announced the end (into the
 // caller's closed rather than as a result, which the caller would copy
 // field by field and then read back whole, a stall on every end). With
-// reuse set, the record is marked reusable (pfReuse) unless something of
-// the process's must outlive it (see reusable). Called once, by whoever
-// moved the process to Complete, after Close returned.
-func (p *proc) close(c *closed, result payload.Payload, err error, forced, reuse bool) {
+// next set (not 0), the record is left for the process that gets the ID
+// next, its slot's next one, unless something of the process's must
+// outlive it (see reusable and recycleFor); c.reused says whether it
+// was. Called once, by whoever moved the process to Complete, after
+// Close returned.
+func (p *proc) close(c *closed, result payload.Payload, err error, forced bool, next uint64) {
 	p.mu.Lock()
 	c.unread, c.cancelled, c.cause = p.inbox.events(), p.flags&pfCancelled != 0, p.cancelCause()
 	// Most processes end with nothing queued or pending: the checks spare
@@ -539,8 +543,11 @@ func (p *proc) close(c *closed, result payload.Payload, err error, forced, reuse
 			x.room = nil
 		}
 	}
-	if reuse && p.reusable() {
-		p.flags |= pfReuse
+	if next != 0 && p.reusable() {
+		p.recycleFor(next)
+		c.reused = true
+		p.mu.Unlock()
+		return
 	}
 	p.flags &^= pfRoomWaiters
 	p.flags |= pfClosed
@@ -567,7 +574,7 @@ func (x *procLive) tellsEnd() bool {
 
 // reusable reports whether nothing of the ending process p needs its
 // record once it has ended, so that the record may be given to a later
-// process (see reset): it was not asked to stop (whose cause its context
+// process (see recycleFor): it was not asked to stop (whose cause its context
 // would have to keep), and its live part (procLive), if it has one,
 // holds none of what others reach it by (names, monitors, a call's
 // context, a Done channel, functions to run at the end): what it was
@@ -583,28 +590,21 @@ func (p *proc) reusable() bool {
 		x.names == nil && x.monitors == nil && x.held == nil && x.outside == nil)
 }
 
-// reset makes the ended record p the record of the process with ID id
-// and entry point methodID, about to start, if its end left it reusable
-// (pfReuse); it reports whether it did. The process gets a record in the
-// state of a new one but for its state word, which stays Ended, as the
-// end of the last process left it (only a worker's end leaves a record
-// reusable, and it stores Ended first), until the process is published
-// (see start): the record is in id's slot of the table already, where a
-// new one would not be yet, and that state makes everyone treat it as
-// not there (see gone), with no store to say so. Callers that found the
-// record by its former ID lock it and find the ID changed (see gone).
-// The entry point is set here, under the lock, for the watchdog, which
-// may read it of a record whose run it saw (see watchdog.report). Only
-// the worker that took id from the free IDs calls it: the record is in
-// id's slot, so nobody else reuses it meanwhile.
-func (p *proc) reset(id uint64, methodID uint16) bool {
-	p.mu.Lock()
-	if p.flags&pfReuse == 0 {
-		p.mu.Unlock()
-		return false
-	}
-	p.id.Store(id)
-	p.flags, p.msgs, p.methodID = 0, 0, methodID
+// recycleFor leaves the record of the process that has just ended, as
+// close found it, for the process that will start with ID next, its
+// slot's next one: the record takes next as its ID and everything else a
+// new record has, but for its state word, which stays Ended until that
+// process is published (see start) and for its entry point, which its
+// start sets (see Scheduler.record). It is done here, under the hold
+// that close takes anyway, so that the start that reuses the record
+// takes no lock: whoever finds the record by the ended process's ID
+// (a stale PID, or that process's context) and locks it finds the ID
+// changed, and whoever finds it by next before that process is
+// published finds it Ended (see gone); both stop there, and read none
+// of what the start writes without the lock. Called by close, with mu
+// held.
+func (p *proc) recycleFor(next uint64) {
+	p.flags, p.msgs = 0, 0
 	p.inbox = eventBuf{} // close emptied it; this clears its bits and hint
 	if p.extra.Load() != nil {
 		p.extra.Store(nil)
@@ -612,8 +612,7 @@ func (p *proc) reset(id uint64, methodID uint16) bool {
 	if p.kind&pkTimed != 0 {
 		*p.timing() = procTiming{}
 	}
-	p.mu.Unlock()
-	return true
+	p.id.Store(next)
 }
 
 // announce makes the end visible to the process's Handle, with err, the
@@ -646,6 +645,7 @@ type closed struct {
 	pending   []pendingYield // the small pending set's array, if it had one; the caller's now
 	cancelled bool           // it had been asked to stop (Terminate, Shutdown)
 	announced bool           // its end was announced to its Handle already (see announce)
+	reused    bool           // the record was left for the slot's next process (see recycleFor)
 	cause     error          // the cancel's cause, if so
 }
 

@@ -28,11 +28,15 @@ func (s *Scheduler) Processes() []ProcessInfo {
 	}
 	var entries []entry
 	s.table.forEach(func(p *proc) {
-		st := p.state.Load()
 		p.mu.Lock()
 		// Ended (its slot not reused yet), or a record reused for a
-		// process whose Init runs (see proc.reset): not live.
-		if p.flags&pfClosed != 0 || st&stateMask >= stEnded {
+		// process whose Init runs (see proc.recycleFor): not live. The
+		// state word is read first, under the lock: a record that shows
+		// Ended may be in the hands of a start that writes without the
+		// lock, and one that does not has been published since, or not
+		// yet ended, and its fields are the lock's to read.
+		st := p.state.Load()
+		if st&stateMask >= stEnded || p.flags&pfClosed != 0 {
 			p.mu.Unlock()
 			return
 		}

@@ -204,7 +204,7 @@ func (s *Scheduler) stopper() {
 // tryForce completes p as forced if it is not Running or Ended (the
 // state also of a reused record whose new process runs Init, until its
 // starter publishes it, and then cancels it, since the scheduler is
-// closing: see proc.reset);
+// closing: see proc.recycleFor);
 // a Running process is forced by its worker when its step returns (it
 // checks forcing after each step and after each move to a waiting state).
 // Any goroutine; the state CAS makes exactly one party complete a process.

@@ -168,7 +168,7 @@ func (s *Scheduler) start(id uint64, values context.Context, inherit *procExtra,
 	}
 	// A new pr is Ready: that is its zero state word. A reused one stays
 	// Ended, as its last process left it, until it is published (see
-	// proc.reset).
+	// proc.recycleFor).
 	ctx := context.Context(pr)
 	if !handle {
 		ctx = w.newProcCtx(pr, id)
@@ -177,7 +177,7 @@ func (s *Scheduler) start(id uint64, values context.Context, inherit *procExtra,
 		_ = s.callClose(pr, v)
 		pr.impl = nil
 		var c closed
-		pr.close(&c, payload.Payload{}, err, false, false)
+		pr.close(&c, payload.Payload{}, err, false, 0)
 		c.recycle(w.pendingCache())
 		s.unadmit(id, v, cInitFailed)
 		return nil, err
@@ -202,21 +202,31 @@ func (s *Scheduler) start(id uint64, values context.Context, inherit *procExtra,
 }
 
 // record returns the record for the process about to start as id: the
-// record of the last process in id's slot, when its end left it for
-// reuse (see proc.reset) and it is of the kind needed, else a new one;
-// reused says which. A process that starts and ends on a worker, as the
+// record of the last process in id's slot, when its end left it for the
+// process with this ID (see proc.recycleFor) and it is of the kind
+// needed, else a new one; reused says which. A process that starts and ends on a worker, as the
 // nodes of a fork-join computation do, then costs no allocation for its
 // record and no work for the garbage collector: the worker's free IDs
 // name the slots it freed last, whose records it ended.
 // Only a worker reuses records (the ID came from its cache, so the slot
 // is its own until the process is published), and never for a process
-// with a Handle, which keeps its record.
+// with a Handle, which keeps its record. The entry point is the one
+// field of the record that its new process's start writes besides
+// those that the new process alone reads; it is written here, without
+// the record's lock, and read by the watchdog and by Processes only
+// after they have seen, by the state word, that the run or process they
+// found is still the one the record holds.
 // Any goroutine; w is the calling worker, or nil.
 func (s *Scheduler) record(id uint64, methodID uint16, handle, awaited bool, w *worker) (p *proc, reused bool) {
 	kind := s.kindOf(handle, awaited)
 	if w != nil && kind&pkHandle == 0 {
 		if e := s.table.entry(slotOf(id)); e != nil {
-			if old := e.p.Load(); old != nil && old.kind == kind && old.reset(id, methodID) {
+			// Only an end that left the record for this ID gave it this
+			// ID, and that end came before the ID was freed and then
+			// taken from a free list, which orders the two; what the end
+			// wrote under the record's lock is seen here without it.
+			if old := e.p.Load(); old != nil && old.kind == kind && old.id.Load() == id {
+				old.methodID = methodID // see watchdog.report and Scheduler.Processes for its readers
 				return old, true
 			}
 		}
@@ -328,33 +338,41 @@ func (s *Scheduler) finish(p *proc, v via, result payload.Payload, err error, fo
 	}
 	s.countEnd(v, cCompleted) // last: it may release a Shutdown
 	// The record may be reused (see record) if it ends on a worker, not
-	// forced, without a Handle, and was never handed to a handler in a
-	// Call; close checks the rest.
-	reuse := w != nil && !forced && p.kind&pkHandle == 0 && p.inbox.wbits&wbPinned == 0
+	// forced, without a Handle, was never handed to a handler in a Call,
+	// and its slot has a next generation; close checks the rest. If it
+	// is, close gives it the next ID: what follows uses the ended
+	// process's, read before.
+	id := p.id.Load()
+	pid := relay.PID{Node: p.node, ID: id}
+	var next uint64
+	if w != nil && !forced && p.kind&pkHandle == 0 && p.inbox.wbits&wbPinned == 0 && genOf(id) < maxGen {
+		next = makeID(slotOf(id), genOf(id)+1)
+	}
 	var c closed
-	p.close(&c, result, err, forced, reuse)
+	p.close(&c, result, err, forced, next)
 	if n := len(c.unread); n > 0 {
 		s.countN(v, cUnread, uint64(n))
-		s.deadUnread(p.pid(), c.unread, v)
+		s.deadUnread(pid, c.unread, v)
 	}
 	c.recycle(w.pendingCache())
-	// Names, monitors: frozen now that the process is closed.
-	if x := p.live(); x.tellsEnd() {
+	// Names, monitors: frozen now that the process is closed. A reused
+	// record had none (see proc.reusable), and keeps nothing of them.
+	if x := p.live(); !c.reused && x.tellsEnd() {
 		if len(x.names) > 0 {
-			s.releaseNames(p.pid(), x.names)
+			s.releaseNames(pid, x.names)
 		}
 		if x.monitors != nil || x.held != nil || x.outside != nil {
-			s.notifyEnd(p, x, exitOf(p.pid(), result, err, forced, c.cancelled, c.cause), v)
+			s.notifyEnd(p, x, exitOf(pid, result, err, forced, c.cancelled, c.cause), v)
 		}
 	}
 	if a := p.awaited(); a != nil && !forced {
 		var ev Event // filled in place: see Event.setMessage
-		ev.Type, ev.Error, ev.From = EventYieldComplete, err, p.pid()
+		ev.Type, ev.Error, ev.From = EventYieldComplete, err, pid
 		ev.setPayload(result) // unpacked: no box for the result
 		if w != nil {
-			w.completeAwaited(a.parent, &ev, childSeq(p.id.Load()))
+			w.completeAwaited(a.parent, &ev, childSeq(id))
 		} else {
-			_ = s.complete(relay.PID{Node: s.node, ID: a.parent}, &ev, childSeq(p.id.Load()), v)
+			_ = s.complete(relay.PID{Node: s.node, ID: a.parent}, &ev, childSeq(id), v)
 		}
 	}
 	if p.kind&pkHandle != 0 && !c.announced {
@@ -362,7 +380,7 @@ func (s *Scheduler) finish(p *proc, v via, result payload.Payload, err error, fo
 	}
 	// Last: once the ID is free, this worker may give the record to the
 	// next process it starts.
-	s.table.release(p.id.Load(), w.slotCache())
+	s.table.release(id, w.slotCache())
 }
 
 type submitOptionFunc func(*submitOptions) error

@@ -25,7 +25,11 @@ import (
 // started from outside) holds its cache line, a miss on each side for
 // every process. A lookup of the ended process's ID still finds it, and
 // every caller finds it closed under its lock, which is what a lookup
-// that ran just before its end would find. The shared list is a stack:
+// that ran just before its end would find; unless the end left the
+// record for the slot's next process, giving it the slot's next ID
+// (see proc.recycleFor): a lookup of the ended ID then finds nothing,
+// and one of the next ID finds the record Ended until that process is
+// published. The shared list is a stack:
 // the IDs on top go out first, to a submitter outside the workers, say,
 // whose publish then finds the entry where its own last publish left it.
 // Only the IDs that sink below its top freeDirtyMax have their entries
@@ -132,7 +136,8 @@ func (t *table) entry(slot uint32) *tableEntry {
 
 // lookup returns the proc with this ID, or nil: a live one, or one that
 // has ended and whose slot was not reused yet, which its lock shows
-// closed (pfClosed), as it would to a lookup made just before its end.
+// gone (see proc.gone), as it would to a lookup made just before its
+// end.
 // Any goroutine.
 func (t *table) lookup(id uint64) *proc {
 	e := t.entry(slotOf(id))

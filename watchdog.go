@@ -315,7 +315,10 @@ func (wd *watchdog) report(i int, p *proc, st, id uint64, d time.Duration) {
 	pid := relay.PID{Node: p.node, ID: id}
 	// The entry point, if the run still goes on: once it has ended, the
 	// record may serve another process (see Scheduler.record), whose
-	// start sets it under the lock.
+	// start sets it without the lock. That start comes after the end's
+	// close, which needs the lock held here: a run seen going on under
+	// it cannot be followed by a reuse before the read. (A run's state
+	// word is never seen again: run numbers are not reused.)
 	p.mu.Lock()
 	var method string
 	if p.state.Load()&^flagWake == st {
