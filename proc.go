@@ -498,8 +498,7 @@ func (p *proc) reservePending(n int, c *pendingCache) {
 // field by field and then read back whole, a stall on every end). With
 // next set (not 0), the record is left for the process that gets the ID
 // next, its slot's next one, unless something of the process's must
-// outlive it (see reusable and recycleFor); c.reused says whether it
-// was. Called once, by whoever moved the process to Complete, after
+// outlive it (see reusable and recycleFor). Called once, by whoever moved the process to Complete, after
 // Close returned.
 func (p *proc) close(c *closed, result payload.Payload, err error, forced bool, next uint64) {
 	p.mu.Lock()
@@ -545,7 +544,6 @@ func (p *proc) close(c *closed, result payload.Payload, err error, forced bool, 
 	}
 	if next != 0 && p.reusable() {
 		p.recycleFor(next)
-		c.reused = true
 		p.mu.Unlock()
 		return
 	}
@@ -645,7 +643,6 @@ type closed struct {
 	pending   []pendingYield // the small pending set's array, if it had one; the caller's now
 	cancelled bool           // it had been asked to stop (Terminate, Shutdown)
 	announced bool           // its end was announced to its Handle already (see announce)
-	reused    bool           // the record was left for the slot's next process (see recycleFor)
 	cause     error          // the cancel's cause, if so
 }
 

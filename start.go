@@ -204,10 +204,11 @@ func (s *Scheduler) start(id uint64, values context.Context, inherit *procExtra,
 // record returns the record for the process about to start as id: the
 // record of the last process in id's slot, when its end left it for the
 // process with this ID (see proc.recycleFor) and it is of the kind
-// needed, else a new one; reused says which. A process that starts and ends on a worker, as the
-// nodes of a fork-join computation do, then costs no allocation for its
-// record and no work for the garbage collector: the worker's free IDs
-// name the slots it freed last, whose records it ended.
+// needed, else a new one; reused says which. A process that starts and
+// ends on a worker, as the nodes of a fork-join computation do, then
+// costs no allocation for its record and no work for the garbage
+// collector: the worker's free IDs name the slots it freed last, whose
+// records it ended.
 // Only a worker reuses records (the ID came from its cache, so the slot
 // is its own until the process is published), and never for a process
 // with a Handle, which keeps its record. The entry point is the one
@@ -342,8 +343,8 @@ func (s *Scheduler) finish(p *proc, v via, result payload.Payload, err error, fo
 	// and its slot has a next generation; close checks the rest. If it
 	// is, close gives it the next ID: what follows uses the ended
 	// process's, read before.
-	id := p.id.Load()
-	pid := relay.PID{Node: p.node, ID: id}
+	pid := p.pid()
+	id := pid.ID
 	var next uint64
 	if w != nil && !forced && p.kind&pkHandle == 0 && p.inbox.wbits&wbPinned == 0 && genOf(id) < maxGen {
 		next = makeID(slotOf(id), genOf(id)+1)
@@ -356,8 +357,8 @@ func (s *Scheduler) finish(p *proc, v via, result payload.Payload, err error, fo
 	}
 	c.recycle(w.pendingCache())
 	// Names, monitors: frozen now that the process is closed. A reused
-	// record had none (see proc.reusable), and keeps nothing of them.
-	if x := p.live(); !c.reused && x.tellsEnd() {
+	// record had none (see proc.reusable), and its live part is gone.
+	if x := p.live(); x.tellsEnd() {
 		if len(x.names) > 0 {
 			s.releaseNames(pid, x.names)
 		}
