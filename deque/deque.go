@@ -340,6 +340,19 @@ func (d *Deque[T]) Len() int {
 	return 0
 }
 
+// Mark returns the position one past the newest item. It rises by one
+// with every item pushed and falls by one with every item PopBottom
+// takes from among others; nothing else moves it (PopBottom of the last
+// item, like a steal, moves the other end). Items never move, so an
+// owner that took m := Mark() earlier and now finds Mark() > m with the
+// deque not empty knows that its newest item was pushed after that
+// call: no item it held then sat at position m or above.
+//
+// Owner only.
+func (d *Deque[T]) Mark() int64 {
+	return d.bottom.Load()
+}
+
 // Cap returns the number of items the current ring holds before growing.
 //
 // Any goroutine.

@@ -37,6 +37,10 @@ func (m *sliceModel) steal() (int, bool) {
 func runOps(t testing.TB, capacity int, ops []byte) {
 	d, dst := New[int](capacity), New[int](capacity)
 	var md, mdst sliceModel
+	// The marks the models expect (see Deque.Mark): up by one for every
+	// item pushed, down by one for every item the owner popped from
+	// among others (the last one moves the other end instead).
+	var mark, dstMark int64
 	next := 0
 	newItem := func() *int { next++; v := next; return &v }
 	check := func(step int, what string, got *int, want int, ok bool) {
@@ -53,9 +57,13 @@ func runOps(t testing.TB, capacity int, ops []byte) {
 			x := newItem()
 			d.PushBottom(x)
 			md.push(*x)
+			mark++
 		case 3:
 			want, ok := md.pop()
 			check(i, "PopBottom", d.PopBottom(), want, ok)
+			if ok && len(md) > 0 {
+				mark--
+			}
 		case 4:
 			want, ok := md.steal()
 			check(i, "Steal", d.Steal(), want, ok)
@@ -67,13 +75,18 @@ func runOps(t testing.TB, capacity int, ops []byte) {
 				v, _ := md.steal()
 				mdst.push(v)
 			}
+			dstMark += int64(n)
 		case 6:
 			want, ok := mdst.pop()
 			check(i, "dst PopBottom", dst.PopBottom(), want, ok)
+			if ok && len(mdst) > 0 {
+				dstMark--
+			}
 		case 7:
 			x := newItem()
 			dst.PushBottom(x)
 			mdst.push(*x)
+			dstMark++
 		case 8: // zero to eight at once, past a full ring at small capacities
 			xs := make([]*int, int(op/9)%9)
 			for j := range xs {
@@ -81,9 +94,12 @@ func runOps(t testing.TB, capacity int, ops []byte) {
 				md.push(*xs[j])
 			}
 			d.PushBottomN(xs)
+			mark += int64(len(xs))
 		}
 		require.Equalf(t, len(md), d.Len(), "step %d Len", i)
 		require.Equalf(t, len(mdst), dst.Len(), "step %d dst Len", i)
+		require.Equalf(t, mark, d.Mark(), "step %d Mark", i)
+		require.Equalf(t, dstMark, dst.Mark(), "step %d dst Mark", i)
 	}
 	// Drain both and compare the remaining contents in order.
 	for len(md) > 0 {
