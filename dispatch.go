@@ -483,7 +483,10 @@ func (w *worker) tell(p *proc, to relay.PID, msg any, claim bool) {
 					w.ctr.n[cAccepted]++
 					w.runCount++
 					w.direct, w.directRun = r, run
-					w.directDefers = maxDirectDefers // it runs next: no child of its goes first (see siblingFirst)
+					// It runs next: no child of its goes first, and it is
+					// never put aside (see siblingFirst), so directMark and
+					// directSince are left as they are.
+					w.directDefers = maxDirectDefers
 					w.tellClaimed = true
 					w.countWoken(woken)
 					return

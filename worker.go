@@ -85,6 +85,12 @@ type worker struct {
 	// takes it out. Owner only.
 	direct    *proc
 	directRun uint64
+	// deferred holds parents claimed as direct is, put aside, the latest
+	// last, while what their children's runs queued runs first (see
+	// deferDirect); each is direct again once that is done, or once
+	// maxDeferTicks have passed since its claim (see restoreDue). The
+	// entries beyond its length keep their arrays for reuse. Owner only.
+	deferred []heldParent
 	// directEvs holds the events direct was claimed with, and those of
 	// siblings that ended while it was deferred (see siblingFirst); run
 	// swaps it with events. directDefers counts the runs it has been
@@ -186,6 +192,17 @@ type worker struct {
 	// before it enters Step, standing in for whatever may hold the worker
 	// up in the scheduler's own code. Tests only.
 	testHookStep atomic.Pointer[func()]
+
+	// directMark is the deque's Mark when direct was claimed or last
+	// had a child taken from the deque (see siblingFirst): what lies
+	// above it was queued since, by that child's run or later ones, and
+	// is no child of direct. directSince is the tick at which direct was
+	// claimed, and deferDue the earliest tick at which a parent put
+	// aside has waited maxDeferTicks since its claim (noLater while none
+	// is put aside). Owner only; rarely looked at, so at the end.
+	directMark  int64
+	directSince uint64
+	deferDue    uint64
 }
 
 // Bits of worker.stepFlags.
@@ -213,6 +230,7 @@ func newWorker(s *Scheduler, id int) *worker {
 		dq:       deque.New[proc](256),
 		held:     deque.New[proc](64),
 		laterDue: noLater,
+		deferDue: noLater,
 		rng:      uint64(id)*0x9E3779B97F4A7C15 + 1,
 		seq:      uint64(id) + 1,
 		batch:    make([]*proc, s.globalBatch),
@@ -260,6 +278,7 @@ func (w *worker) work() (stopped bool) {
 				w.out.release()
 				clear(w.events[:min(w.eventsUsed, cap(w.events))])
 				clear(w.directEvs[:min(w.eventsUsed, cap(w.directEvs))]) // run swaps the two
+				w.clearDeferred()
 				w.eventsUsed = 0
 			}
 			if queued, _, _ := w.pollTimers(); queued {
@@ -323,7 +342,11 @@ func (w *worker) recoverStepPanic() {
 // queue (whose owner otherwise works newest first), so nothing queued
 // waits for the queue to drain. After maxNextRuns from the next slot in a
 // row, the queue goes first. A process in the later slot goes to the
-// global queue when it is due or when nothing else is queued here.
+// global queue when it is due or when nothing else is queued here. A
+// parent put aside (see deferDirect) is direct again once what was
+// queued above its mark has run or its wait is up (see restoreDue), or
+// when nothing else is queued here, and then runs as if from the next
+// slot, even past that slot's run of turns.
 func (w *worker) findLocal() *proc {
 	w.tick++
 	if w.tick >= w.laterDue {
@@ -344,22 +367,29 @@ func (w *worker) findLocal() *proc {
 			}
 		}
 	}
-	if w.nextRuns < maxNextRuns || w.s.unfair {
-		// A parent claimed by its child's end goes first, as if from the
-		// next slot, unless it waits for a sibling's run.
-		if w.direct != nil {
-			if c := w.siblingFirst(); c != nil {
-				w.nextRuns = 0 // a run from the queue
-				return c
-			}
-			w.nextRuns++
-			return w.takeDirect()
-		}
-		if !raceSkipNext(w) {
-			if p := w.takeNext(); p != nil {
+	for {
+		if w.nextRuns < maxNextRuns || w.s.unfair {
+			// A parent claimed by its child's end goes first, as if from
+			// the next slot, unless it waits for a sibling's run.
+			if w.direct != nil {
+				if c := w.siblingFirst(); c != nil {
+					w.nextRuns = 0 // a run from the queue
+					return c
+				}
 				w.nextRuns++
-				return p
+				return w.takeDirect()
 			}
+			if !raceSkipNext(w) {
+				if p := w.takeNext(); p != nil {
+					w.nextRuns++
+					return p
+				}
+			}
+		}
+		// A parent put aside that is due is direct again, and the loop
+		// takes it as above (see restore).
+		if len(w.deferred) == 0 || w.direct != nil || !w.restoreDue() {
+			break
 		}
 	}
 	w.nextRuns = 0
@@ -383,6 +413,14 @@ func (w *worker) findLocal() *proc {
 		// process's step.
 		return w.takeDirect()
 	}
+	if len(w.deferred) > 0 {
+		// Nothing else is queued here: a parent put aside runs now,
+		// whether or not what its children queued has run (a thief may
+		// have it), so the worker never looks further or parks with one
+		// held.
+		w.restore(len(w.deferred)-1, true)
+		return w.takeDirect()
+	}
 	return w.popGlobal()
 }
 
@@ -399,9 +437,18 @@ const maxDirectDefers = 64
 // child goes back where it was. (It is taken, not looked at: once a
 // thief may take it, its record may end and serve another process.)
 // Owner only.
+//
+// A process queued since direct's last child was taken (above
+// directMark) is no such child: that child's run queued it, most often
+// as a child of its own, or a run after it did. Rather than step direct
+// now for the ends it holds, and again when that child ends, the worker
+// puts direct aside and runs that process (see deferDirect).
 func (w *worker) siblingFirst() *proc {
 	if w.directDefers >= maxDirectDefers || w.next.Load() != nil || w.dq.Len() == 0 {
 		return nil
+	}
+	if w.dq.Mark() > w.directMark {
+		return w.deferDirect()
 	}
 	c := w.dq.PopBottom()
 	if c == nil {
@@ -412,7 +459,169 @@ func (w *worker) siblingFirst() *proc {
 		return nil
 	}
 	w.directDefers++
+	w.directMark = w.dq.Mark()
 	return c
+}
+
+// heldParent is a parent claimed for a run of the worker, as direct is,
+// and put aside (see deferDirect): the state word of its claim, the
+// events it holds and the yields they complete (as directEvs and
+// keptSeqs), and its directMark, directDefers and directSince.
+type heldParent struct {
+	p      *proc
+	run    uint64
+	evs    []Event
+	kept   []uint64
+	mark   int64
+	defers int
+	since  uint64
+}
+
+// maxDeferred bounds how many parents the worker holds put aside at
+// once; with that many, the next one steps for the ends it holds, as
+// before any was put aside.
+const maxDeferred = 16
+
+// maxDeferTicks bounds how many of the worker's ticks a parent waits
+// claimed and put aside: a parent whose child's subtree is large still
+// steps every so often for the ends it holds, and reads whatever
+// reached its mailbox.
+const maxDeferTicks = 256
+
+// deferDirect puts direct aside, claimed as it is, and returns the
+// newest process of the deque, taken from it. Put aside, the parent
+// keeps the completions of its children that end on this worker, as
+// direct does (see completeAwaited), and is direct again once what lies
+// above its mark has run (see restoreDue). Nil, with direct left as it
+// is, if the worker holds maxDeferred parents aside already or a thief
+// took the process. Owner only, from siblingFirst.
+func (w *worker) deferDirect() *proc {
+	n := len(w.deferred)
+	if n == maxDeferred {
+		return nil
+	}
+	c := w.dq.PopBottom()
+	if c == nil {
+		return nil
+	}
+	e := w.pushDeferred(w.directMark, w.directSince)
+	e.p, e.run, e.defers = w.direct, w.directRun, w.directDefers
+	e.evs, w.directEvs = w.directEvs, e.evs[:0]
+	e.kept, w.keptSeqs = w.keptSeqs, e.kept[:0]
+	w.direct, w.directRun, w.directDefers = nil, 0, 0
+	return c
+}
+
+// pushDeferred adds an entry to deferred, with room for it, and returns
+// it, its mark and since set, its parent for the caller to set (or the
+// entry to drop with dropDeferred). Owner only.
+func (w *worker) pushDeferred(mark int64, since uint64) *heldParent {
+	n := len(w.deferred)
+	if n < cap(w.deferred) {
+		w.deferred = w.deferred[:n+1]
+	} else {
+		w.deferred = append(w.deferred, heldParent{})
+	}
+	e := &w.deferred[n]
+	e.mark, e.since, e.defers = mark, since, 0
+	w.deferDue = min(w.deferDue, since+maxDeferTicks)
+	return e
+}
+
+// dropDeferred drops the entry pushDeferred added last, its parent not
+// claimed after all. Owner only.
+func (w *worker) dropDeferred() {
+	w.deferred = w.deferred[:len(w.deferred)-1]
+	w.resetDeferDue()
+}
+
+// resetDeferDue sets deferDue from the entries of deferred. Owner only.
+func (w *worker) resetDeferDue() {
+	w.deferDue = noLater
+	for i := range w.deferred {
+		w.deferDue = min(w.deferDue, w.deferred[i].since+maxDeferTicks)
+	}
+}
+
+// keepAside does for a completion of a parent put aside (see
+// deferDirect) what completeAwaited does for one of direct's: it keeps
+// ev, for the yield seq, in the parent's entry, or, if something
+// reached the parent's mailbox since its claim or it may have a timer,
+// sets *dc to complete it under the parent's lock, held by the entry.
+// It reports false if p is not put aside. Owner only.
+func (w *worker) keepAside(p *proc, ev *Event, seq uint64, dc *directClaim) bool {
+	for i := len(w.deferred) - 1; i >= 0; i-- {
+		e := &w.deferred[i]
+		if e.p != p {
+			continue
+		}
+		if p.inbox.wbits&wbTimed == 0 && p.state.Load()&flagWake == 0 {
+			e.evs = append(e.evs, *ev)
+			e.kept = append(e.kept, seq)
+			return true
+		}
+		*dc = directClaim{claim: e.run, events: &e.evs, held: true}
+		return true
+	}
+	return false
+}
+
+// restoreDue makes the parent put aside last direct again, direct being
+// empty, once nothing queued above its mark is left on the deque; or
+// the one claimed first, once maxDeferTicks have passed since its claim.
+// It reports whether it did. Owner only.
+func (w *worker) restoreDue() bool {
+	if w.tick >= w.deferDue {
+		oldest := 0
+		for i := range w.deferred {
+			if w.deferred[i].since < w.deferred[oldest].since {
+				oldest = i
+			}
+		}
+		w.restore(oldest, true)
+		return true
+	}
+	n := len(w.deferred) - 1
+	if w.dq.Len() == 0 || w.dq.Mark() <= w.deferred[n].mark {
+		w.restore(n, false)
+		return true
+	}
+	return false
+}
+
+// restore makes the parent of w.deferred[i] direct again, with the
+// events it holds, and takes it out of deferred; with now, it runs
+// next, before any more children of its. It goes first even past the
+// next slot's run of turns, which starts again: it was put aside for a
+// process that ran instead, or claimed when its child ended, so these
+// turns cannot keep the queue waiting as a pair waking each other would.
+// direct must be empty. Owner only.
+func (w *worker) restore(i int, now bool) {
+	w.nextRuns = 0
+	e := w.deferred[i]
+	w.direct, w.directRun, w.directMark, w.directDefers, w.directSince = e.p, e.run, e.mark, e.defers, e.since
+	if now {
+		w.directDefers = maxDirectDefers
+	}
+	w.directEvs, e.evs = e.evs, w.directEvs[:0]
+	w.keptSeqs, e.kept = e.kept, w.keptSeqs[:0]
+	e.p = nil
+	n := len(w.deferred) - 1
+	copy(w.deferred[i:n], w.deferred[i+1:])
+	w.deferred[n] = e // at the end, its arrays kept for reuse
+	w.deferred = w.deferred[:n]
+	if e.since+maxDeferTicks == w.deferDue {
+		w.resetDeferDue()
+	}
+}
+
+// clearDeferred drops the references to events that the arrays of the
+// deferred entries may still hold, as going idle does for events. Owner
+// only, with none put aside.
+func (w *worker) clearDeferred() {
+	for _, e := range w.deferred[:cap(w.deferred)] {
+		clear(e.evs[:min(w.eventsUsed, cap(e.evs))])
+	}
 }
 
 // takeDirect returns the process in direct for the worker's next run,
@@ -830,7 +1039,12 @@ func (w *worker) beforeWait(p *proc) bool {
 // time. A parent claimed so already, which waits for the run of this
 // child (see siblingFirst), gets ev in its batch too, without its lock
 // when nothing forbids it: the yield is then completed when the parent's
-// run starts (see applyKept). Otherwise it
+// run starts (see applyKept); so does a parent claimed and put aside
+// (see deferDirect). A parent that the worker would not take at its
+// next tick is claimed all the same and put aside, if there is room,
+// to run once what is queued above the deque's mark now has run: it
+// would otherwise go to the next slot and step before its other
+// children, queued there, and once more for their ends. Otherwise it
 // completes the yield as Scheduler.complete does. Worker only, after the
 // child is closed.
 func (w *worker) completeAwaited(parent uint64, ev *Event, seq uint64) {
@@ -844,6 +1058,7 @@ func (w *worker) completeAwaited(parent uint64, ev *Event, seq uint64) {
 	}
 	var d *directClaim
 	var dc directClaim
+	var aside *heldParent
 	switch {
 	case w.direct == pp:
 		// Claimed already, deferred for this child's run: the completion
@@ -858,11 +1073,27 @@ func (w *worker) completeAwaited(parent uint64, ev *Event, seq uint64) {
 		}
 		dc = directClaim{claim: w.directRun, events: &w.directEvs, held: true}
 		d = &dc
+	case len(w.deferred) > 0 && w.keepAside(pp, ev, seq, &dc):
+		// Claimed and put aside (see deferDirect): kept the same way.
+		if !dc.held {
+			return
+		}
+		d = &dc
 	case w.direct == nil && w.mayRunDirect():
 		dc = directClaim{claim: w.nextRunWord(), events: &w.directEvs}
 		d = &dc
+	case len(w.deferred) < maxDeferred:
+		// Not for the next run: claimed all the same, and put aside at
+		// once (see deferDirect), to be direct again once what lies on
+		// the deque above its mark has run.
+		aside = w.pushDeferred(w.dq.Mark(), w.tick)
+		dc = directClaim{claim: w.nextRunWord(), events: &aside.evs}
+		d = &dc
 	}
 	c, err := pp.completeFor(ev, seq, nil, d, parent)
+	if aside != nil && !dc.claimed {
+		w.dropDeferred()
+	}
 	if err != nil {
 		return
 	}
@@ -872,7 +1103,11 @@ func (w *worker) completeAwaited(parent uint64, ev *Event, seq uint64) {
 	}
 	if dc.claimed {
 		w.runCount++
-		w.direct, w.directRun = pp, dc.claim
+		if aside != nil {
+			aside.p, aside.run = pp, dc.claim
+		} else {
+			w.direct, w.directRun, w.directMark, w.directSince = pp, dc.claim, w.dq.Mark(), w.tick
+		}
 		w.countWoken(c.woken)
 		return
 	}
@@ -923,9 +1158,10 @@ func (w *worker) nextRunWord() uint64 {
 // process from the next slot before anything else: not a tick for the
 // global queue or the own queue's oldest, no timer or later slot due,
 // and the next slot's run of turns not used up, or used up with nothing
-// else queued on the worker. If not, the parent goes to the next slot
-// instead, where a worker that the watchdog finds stalled can lose it
-// to another. Owner only.
+// else queued on the worker. If not, the parent is put aside at once
+// (see completeAwaited), or, with maxDeferred put aside already, goes to
+// the next slot, where a worker that the watchdog finds stalled can
+// lose it to another. Owner only.
 func (w *worker) mayRunDirect() bool {
 	if raceSkipNext(w) {
 		return false
