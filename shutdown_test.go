@@ -531,3 +531,66 @@ func TestEveryShutdownSaysHowItEnded(t *testing.T) {
 	assert.ErrorIs(t, err, sched.ErrForced)
 	requireLifecycle(t, p)
 }
+
+// TestShutdownForcesAParentPutAside: a parent that its worker holds
+// claimed and put aside (see TestAwaitedGrandchildrenOneStep) when the
+// deadline comes is forced like any other process: the worker runs it
+// once its grandchild's long step returns, closes it once without
+// stepping it for the end it holds, and Shutdown returns.
+func TestShutdownForcesAParentPutAside(t *testing.T) {
+	s := newScheduler(t, sched.WithWorkers(1))
+	entered, release := make(chan struct{}), make(chan struct{})
+	var releaseOnce sync.Once
+	releaseStep := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(releaseStep)
+	grandchild := &probe{step: func(_ *probe, n int, _ []sched.Event, _ *sched.StepOutput) error {
+		if n == 0 {
+			close(entered)
+			<-release
+		}
+		return nil // ignores the cancel
+	}}
+	middle := awaiter(1, func(out *sched.StepOutput) {
+		out.SpawnAwait(11, grandchild, "run", nil)
+	})
+	parent := awaiter(2, func(out *sched.StepOutput) {
+		out.SpawnAwait(1, middle, "run", nil)  // runs second, and starts the grandchild
+		out.SpawnAwait(2, oneStep, "run", nil) // runs first, and holds the parent
+	})
+	hp := submit(t, s, parent)
+	receive(t, entered, "the grandchild's step")
+	if !raceEnabled {
+		assert.Equal(t, 1, parent.Steps(), "the parent stepped for its first child's end before the grandchild ran")
+	}
+	// A stubborn process queued behind them tells us when the forcing
+	// has begun: the deadline forces it where it waits, in the queue.
+	idle := &probe{step: ignoreAll}
+	hi := submit(t, s, idle)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	errc := shutdownAsync(t, s, ctx)
+	t.Cleanup(releaseStep)
+	_, err := waitEnd(t, s, hi)
+	require.ErrorIs(t, err, sched.ErrForced)
+	select {
+	case err := <-errc:
+		t.Fatalf("Shutdown returned %v while a Step was running", err)
+	default:
+	}
+	releaseStep()
+	err = receive(t, errc, "Shutdown")
+	require.ErrorIs(t, err, sched.ErrForced)
+	assert.Contains(t, err.Error(), "4 process")
+	_, err = waitEnd(t, s, hp)
+	require.ErrorIs(t, err, sched.ErrForced)
+	for _, p := range []*probe{parent, middle, grandchild, idle} {
+		requireLifecycle(t, p)
+	}
+	if !raceEnabled {
+		assert.Equal(t, 1, parent.Steps(), "a forced parent was stepped")
+	}
+	st := s.Stats()
+	assert.Equal(t, uint64(4), st.Processes.Forced)
+	assert.Zero(t, st.Processes.Live)
+}
