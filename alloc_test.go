@@ -704,11 +704,8 @@ func TestAllocWideParent(t *testing.T) {
 		}
 		<-done
 	}
-	// Warm up: the worker's arrays of the events it holds for parents
-	// (one per parent put aside, and the two it swaps at each run) take a
-	// few parents to reach the sizes that a hundred children need.
-	for range 5 {
-		f()
+	for range 3 {
+		f() // warm up
 	}
 	runs, bound := allocRuns, float64(width+(width+15)/16+2+4)
 	if raceEnabled {

@@ -520,7 +520,13 @@ func (w *worker) pushDeferred(mark int64, since uint64) *heldParent {
 	if n < cap(w.deferred) {
 		w.deferred = w.deferred[:n+1]
 	} else {
-		w.deferred = append(w.deferred, heldParent{})
+		// Its arrays as large as those it swaps with, which the worker's
+		// runs have grown to what they need: a parent put aside for the
+		// first time late in a worker's life then makes them grow no more.
+		w.deferred = append(w.deferred, heldParent{
+			evs:  make([]Event, 0, cap(w.directEvs)),
+			kept: make([]uint64, 0, cap(w.keptSeqs)),
+		})
 	}
 	e := &w.deferred[n]
 	e.mark, e.since, e.defers = mark, since, 0
