@@ -549,27 +549,15 @@ func (w *worker) resetDeferDue() {
 	}
 }
 
-// keepAside does for a completion of a parent put aside (see
-// deferDirect) what completeAwaited does for one of direct's: it keeps
-// ev, for the yield seq, in the parent's entry, or, if something
-// reached the parent's mailbox since its claim or it may have a timer,
-// sets *dc to complete it under the parent's lock, held by the entry.
-// It reports false if p is not put aside. Owner only.
-func (w *worker) keepAside(p *proc, ev *Event, seq uint64, dc *directClaim) bool {
+// heldAside returns the entry of deferred that holds p put aside, or
+// nil. Owner only.
+func (w *worker) heldAside(p *proc) *heldParent {
 	for i := len(w.deferred) - 1; i >= 0; i-- {
-		e := &w.deferred[i]
-		if e.p != p {
-			continue
+		if w.deferred[i].p == p {
+			return &w.deferred[i]
 		}
-		if p.inbox.wbits&wbTimed == 0 && p.state.Load()&flagWake == 0 {
-			e.evs = append(e.evs, *ev)
-			e.kept = append(e.kept, seq)
-			return true
-		}
-		*dc = directClaim{claim: e.run, events: &e.evs, held: true}
-		return true
 	}
-	return false
+	return nil
 }
 
 // restoreDue makes the parent put aside last direct again, direct being
@@ -1062,28 +1050,31 @@ func (w *worker) completeAwaited(parent uint64, ev *Event, seq uint64) {
 	if pp == nil {
 		return
 	}
+	// Claimed already, as direct or put aside (see deferDirect), for
+	// this child's run: the completion joins the others.
+	var evs *[]Event
+	var kept *[]uint64
+	var run uint64
+	if w.direct == pp {
+		evs, kept, run = &w.directEvs, &w.keptSeqs, w.directRun
+	} else if e := w.heldAside(pp); e != nil {
+		evs, kept, run = &e.evs, &e.kept, e.run
+	}
 	var d *directClaim
 	var dc directClaim
 	var aside *heldParent
 	switch {
-	case w.direct == pp:
-		// Claimed already, deferred for this child's run: the completion
-		// joins the others. Kept without the parent's lock while nothing
-		// has reached its mailbox since the claim (no flagWake: the
-		// completion is older than anything there) and no timer of its
-		// may complete the yield first.
+	case evs != nil:
+		// Kept without the parent's lock while nothing has reached its
+		// mailbox since the claim (no flagWake: the completion is older
+		// than anything there) and no timer of its may complete the
+		// yield first.
 		if pp.inbox.wbits&wbTimed == 0 && pp.state.Load()&flagWake == 0 {
-			w.directEvs = append(w.directEvs, *ev)
-			w.keptSeqs = append(w.keptSeqs, seq)
+			*evs = append(*evs, *ev)
+			*kept = append(*kept, seq)
 			return
 		}
-		dc = directClaim{claim: w.directRun, events: &w.directEvs, held: true}
-		d = &dc
-	case len(w.deferred) > 0 && w.keepAside(pp, ev, seq, &dc):
-		// Claimed and put aside (see deferDirect): kept the same way.
-		if !dc.held {
-			return
-		}
+		dc = directClaim{claim: run, events: evs, held: true}
 		d = &dc
 	case w.direct == nil && w.mayRunDirect():
 		dc = directClaim{claim: w.nextRunWord(), events: &w.directEvs}
