@@ -1363,16 +1363,7 @@ func TestAwaitedChildEndAfterAMessageWhileAside(t *testing.T) {
 	s := newScheduler(t, sched.WithWorkers(1))
 	_, err := waitEnd(t, s, submit(t, s, parent))
 	require.NoError(t, err)
-	var order []string
-	for _, ev := range parent.Events() {
-		switch ev.Type {
-		case sched.EventMessage:
-			order = append(order, "message")
-		case sched.EventYieldComplete:
-			order = append(order, fmt.Sprintf("end %d", ev.Tag))
-		}
-	}
-	assert.Equal(t, []string{"end 2", "message", "end 1"}, order)
+	assert.Equal(t, []string{"end 2", "message", "end 1"}, messagesAndEnds(parent))
 }
 
 // TestAwaitedChildEndAsideAndCompleteYield: a SpawnAwait yield completes
@@ -1406,72 +1397,8 @@ func TestAwaitedChildEndAsideAndCompleteYield(t *testing.T) {
 	_, err := waitEnd(t, s, submit(t, s, parent))
 	require.NoError(t, err)
 	require.True(t, completed, "the completer ran")
-	var got []any
-	var tags []uint64
-	for _, ev := range parent.EventsOf(sched.EventYieldComplete) {
-		tags = append(tags, ev.Tag)
-		if ev.Tag == 1 {
-			got = append(got, ev.Data)
-		}
-	}
-	assert.ElementsMatch(t, []uint64{1, 2, 3}, tags, "one completion a yield")
-	if completeErr == nil {
-		assert.Equal(t, []any{"from outside"}, got)
-	} else {
-		require.ErrorIs(t, completeErr, sched.ErrYieldNotPending)
-		assert.Equal(t, []any{"from the child"}, got)
-	}
+	requireOneCompletionOfTag1(t, parent, completeErr)
 	eventually(t, "no process live", func() bool { return s.Stats().Processes.Live == 0 })
-}
-
-// fibStepper computes fib(n) as a tree of processes, each counting its
-// steps in *steps: n < 2 finishes at once, anything else awaits fib(n-1)
-// and fib(n-2).
-type fibStepper struct {
-	n       int
-	sum     int64
-	waiting int
-	steps   *atomic.Int64
-	calls   *atomic.Int64
-}
-
-func (f *fibStepper) Init(context.Context, string, payload.Payloads) error {
-	f.calls.Add(1)
-	return nil
-}
-
-func (f *fibStepper) Close() {}
-
-func (f *fibStepper) Step(evs []sched.Event, out *sched.StepOutput) error {
-	f.steps.Add(1)
-	if f.n < 2 {
-		out.Done(payload.Of(int64(f.n)))
-		return nil
-	}
-	if f.waiting == 0 {
-		out.SpawnAwait(1, &fibStepper{n: f.n - 1, steps: f.steps, calls: f.calls}, "fib", nil)
-		out.SpawnAwait(2, &fibStepper{n: f.n - 2, steps: f.steps, calls: f.calls}, "fib", nil)
-		f.waiting = 2
-		return nil
-	}
-	for _, ev := range evs {
-		if ev.Type != sched.EventYieldComplete {
-			continue
-		}
-		if ev.Error != nil {
-			return ev.Error
-		}
-		v, err := payload.As[int64](ev.Result())
-		if err != nil {
-			return err
-		}
-		f.sum += v
-		f.waiting--
-	}
-	if f.waiting == 0 {
-		out.Done(payload.Of(f.sum))
-	}
-	return nil
 }
 
 // TestForkJoinTreeStepsParentsOnce: in a tree of processes that each
@@ -1487,12 +1414,11 @@ func (f *fibStepper) Step(evs []sched.Event, out *sched.StepOutput) error {
 // nineteen calls more.
 func TestForkJoinTreeStepsParentsOnce(t *testing.T) {
 	var steps, calls atomic.Int64
+	var prog progress
 	s := newScheduler(t, sched.WithWorkers(1))
-	res, err := waitEnd(t, s, submit(t, s, &fibStepper{n: 14, steps: &steps, calls: &calls}))
+	res, err := waitEnd(t, s, submit(t, s, &fibProc{n: 14, spawned: &calls, steps: &steps, prog: &prog}))
 	require.NoError(t, err)
-	v, err := payload.As[int64](res)
-	require.NoError(t, err)
-	require.Equal(t, int64(377), v)
+	require.Equal(t, payload.Of(377), res)
 	n := calls.Load()
 	require.Equal(t, int64(1219), n)
 	least := n + n/2 // every call steps once, every parent (n/2 of them) once more
@@ -1523,16 +1449,7 @@ func TestAwaitedChildEndAfterItsMessage(t *testing.T) {
 	s := newScheduler(t, sched.WithWorkers(1))
 	_, err := waitEnd(t, s, submit(t, s, parent))
 	require.NoError(t, err)
-	var order []string
-	for _, ev := range parent.Events() {
-		switch ev.Type {
-		case sched.EventMessage:
-			order = append(order, "message")
-		case sched.EventYieldComplete:
-			order = append(order, fmt.Sprintf("end %d", ev.Tag))
-		}
-	}
-	assert.Equal(t, []string{"end 2", "message", "end 1"}, order)
+	assert.Equal(t, []string{"end 2", "message", "end 1"}, messagesAndEnds(parent))
 }
 
 // TestAwaitedChildEndBeatsALaterTimer: a child that ends before the
@@ -1608,6 +1525,32 @@ func TestAwaitedChildEndAndCompleteYield(t *testing.T) {
 	_, err := waitEnd(t, s, submit(t, s, parent))
 	require.NoError(t, err)
 	require.True(t, completed, "the completer ran")
+	requireOneCompletionOfTag1(t, parent, completeErr)
+	eventually(t, "no process live", func() bool { return s.Stats().Processes.Live == 0 })
+}
+
+// messagesAndEnds lists p's messages and completions in the order it
+// read them: "message" for a message, "end T" for the completion of the
+// yield tagged T.
+func messagesAndEnds(p *probe) []string {
+	var order []string
+	for _, ev := range p.Events() {
+		switch ev.Type {
+		case sched.EventMessage:
+			order = append(order, "message")
+		case sched.EventYieldComplete:
+			order = append(order, fmt.Sprintf("end %d", ev.Tag))
+		}
+	}
+	return order
+}
+
+// requireOneCompletionOfTag1 checks what parent read of its yields 1, 2
+// and 3 when a CompleteYield of tag 1 ("from outside"), which returned
+// completeErr, raced the end of the child awaited under that tag ("from
+// the child"): one completion a yield, and for tag 1 the one that won.
+func requireOneCompletionOfTag1(t *testing.T, parent *probe, completeErr error) {
+	t.Helper()
 	var got []any
 	var tags []uint64
 	for _, ev := range parent.EventsOf(sched.EventYieldComplete) {
@@ -1623,7 +1566,6 @@ func TestAwaitedChildEndAndCompleteYield(t *testing.T) {
 		require.ErrorIs(t, completeErr, sched.ErrYieldNotPending)
 		assert.Equal(t, []any{"from the child"}, got)
 	}
-	eventually(t, "no process live", func() bool { return s.Stats().Processes.Live == 0 })
 }
 
 // awaiter returns a process that calls first in its first step, and ends

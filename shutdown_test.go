@@ -286,17 +286,7 @@ func TestShutdownForced(t *testing.T) {
 // again.
 func TestShutdownForcedDuringStep(t *testing.T) {
 	s := newScheduler(t, sched.WithWorkers(2))
-	entered, release := make(chan struct{}), make(chan struct{})
-	var releaseOnce sync.Once
-	releaseStep := func() { releaseOnce.Do(func() { close(release) }) }
-	t.Cleanup(releaseStep)
-	long := &probe{step: func(_ *probe, n int, _ []sched.Event, _ *sched.StepOutput) error {
-		if n == 0 {
-			close(entered)
-			<-release
-		}
-		return nil // ignores the cancel
-	}}
+	long, entered, releaseStep := heldFirstStep(t)
 	hl := submit(t, s, long)
 	receive(t, entered, "the long step")
 	// A second stubborn process tells us when the forcing has begun: it is
@@ -532,6 +522,24 @@ func TestEveryShutdownSaysHowItEnded(t *testing.T) {
 	requireLifecycle(t, p)
 }
 
+// heldFirstStep returns a process whose first step closes entered and
+// then waits for release, which the test's cleanup calls too, and which
+// ignores its cancel.
+func heldFirstStep(t *testing.T) (p *probe, entered <-chan struct{}, release func()) {
+	in, out := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	release = func() { once.Do(func() { close(out) }) }
+	t.Cleanup(release)
+	p = &probe{step: func(_ *probe, n int, _ []sched.Event, _ *sched.StepOutput) error {
+		if n == 0 {
+			close(in)
+			<-out
+		}
+		return nil // ignores the cancel
+	}}
+	return p, in, release
+}
+
 // TestShutdownForcesAParentPutAside: a parent that its worker holds
 // claimed and put aside (see TestAwaitedGrandchildrenOneStep) when the
 // deadline comes is forced like any other process: the worker runs it
@@ -539,17 +547,7 @@ func TestEveryShutdownSaysHowItEnded(t *testing.T) {
 // stepping it for the end it holds, and Shutdown returns.
 func TestShutdownForcesAParentPutAside(t *testing.T) {
 	s := newScheduler(t, sched.WithWorkers(1))
-	entered, release := make(chan struct{}), make(chan struct{})
-	var releaseOnce sync.Once
-	releaseStep := func() { releaseOnce.Do(func() { close(release) }) }
-	t.Cleanup(releaseStep)
-	grandchild := &probe{step: func(_ *probe, n int, _ []sched.Event, _ *sched.StepOutput) error {
-		if n == 0 {
-			close(entered)
-			<-release
-		}
-		return nil // ignores the cancel
-	}}
+	grandchild, entered, releaseStep := heldFirstStep(t)
 	middle := awaiter(1, func(out *sched.StepOutput) {
 		out.SpawnAwait(11, grandchild, "run", nil)
 	})

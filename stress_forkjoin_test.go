@@ -18,9 +18,11 @@ import (
 // run and stressScale for how the stress build tag enlarges it.
 
 // fibProc computes fib(n) by spawning and awaiting fib(n-1) and fib(n-2).
+// It counts the processes started in spawned, its leaves in prog and,
+// when steps is set, every step.
 type fibProc struct {
 	n, sum, waiting int
-	spawned         *atomic.Int64
+	spawned, steps  *atomic.Int64
 	prog            *progress
 }
 
@@ -32,14 +34,17 @@ func (p *fibProc) Init(context.Context, string, payload.Payloads) error {
 func (p *fibProc) Close() {}
 
 func (p *fibProc) Step(evs []sched.Event, out *sched.StepOutput) error {
+	if p.steps != nil {
+		p.steps.Add(1)
+	}
 	if p.n < 2 {
 		p.prog.tick()
 		out.Done(payload.Of(p.n))
 		return nil
 	}
 	if len(evs) == 0 {
-		out.SpawnAwait(1, &fibProc{n: p.n - 1, spawned: p.spawned, prog: p.prog}, "fib", nil)
-		out.SpawnAwait(2, &fibProc{n: p.n - 2, spawned: p.spawned, prog: p.prog}, "fib", nil)
+		out.SpawnAwait(1, &fibProc{n: p.n - 1, spawned: p.spawned, steps: p.steps, prog: p.prog}, "fib", nil)
+		out.SpawnAwait(2, &fibProc{n: p.n - 2, spawned: p.spawned, steps: p.steps, prog: p.prog}, "fib", nil)
 		p.waiting = 2
 		return nil
 	}
