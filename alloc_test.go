@@ -484,11 +484,11 @@ func TestAllocSubmit(t *testing.T) {
 }
 
 // spawnedCosts is what a process started by a step allocates in steady
-// state: its value, a share of a slab of contexts (one in procCtxSlab),
-// and now and then a record, when its slot holds none to reuse. Without
-// the reuse or the slabs it would be 2.
+// state: its value, and now and then a record, when its slot holds none
+// to reuse (at least once in ctxGens processes of a slot: see genCtx).
+// Its context is its record. Without the reuse it would be 2.
 const (
-	spawnedCosts = "the process value, a sixteenth of a slab of contexts, and a record only when none is left to reuse"
+	spawnedCosts = "the process value, and a record only when none is left to reuse"
 	spawnedWant  = 1.25
 )
 
@@ -687,11 +687,14 @@ func TestAllocForkJoinTree(t *testing.T) {
 // TestAllocWideParent: a step that spawns more children than the
 // pending slice holds moves its pending set to maps once, sized for all
 // of them, rather than regrowing them as the children are registered.
-// The count is per parent, on one worker, so that every child's record
-// is one reused: the children's values (one each) and contexts (a
-// sixteenth of a slab each, rounded up), the parent's value and record
-// (2), and the pending maps' record, the part of the parent's record
-// made on demand that holds it, and the two maps' arrays (4).
+// The count is per parent, on one worker, so that the children's
+// records are reused: the children's values (one each) and records (a
+// record serves at most ctxGens processes, and the hundred slots here
+// move on together, one generation per parent, so a measured run of
+// parents pays for a hundred records once every ctxGens parents; the
+// bound allows a sixteenth of one a child), the parent's value and
+// record (2), and the pending maps' record, the part of the parent's
+// record made on demand that holds it, and the two maps' arrays (4).
 // Registering the children one by one without reserving costs 4 more.
 func TestAllocWideParent(t *testing.T) {
 	const width = 100

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/procsched/scheduler/relay"
 )
@@ -53,96 +54,229 @@ func (p *proc) Value(key any) any { return p.ctxValue(p.id.Load(), p.values(), k
 // String makes the context printable, as context.Context values are.
 func (p *proc) String() string { return "scheduler.processContext(" + p.pid().String() + ")" }
 
-// procCtx is the context of a process started by a step (Spawn,
-// SpawnAwait): its record may be given to a later process once it has
-// ended (see Scheduler.record), so the context names the process by its
-// ID as well as its record, and stays the context of the process it was
-// made for. A record is reused only after a plain end (see
-// proc.reusable), so once the record has moved on the context is done
-// with cause ErrEnded. A process started by Submit, whose Handle keeps
-// its record, has the record itself as its context, which saves this
-// allocation.
+// The context of a process started by a step (Spawn, SpawnAwait) cannot
+// be its record alone, as a Submitted process's is: the record may be
+// given to a later process once this one has ended (see
+// Scheduler.record), and a context kept past the end must stay the
+// context of the process it was made for, done with cause ErrEnded,
+// answering that process's PID. So the context must tell which of the
+// record's processes it belongs to.
 //
-// A procCtx is the context of a process started without context values,
-// the usual case, and is two words: such contexts are what a fork-join
-// computation allocates most of, and while the live heap is small the
-// collector runs once per few megabytes allocated, so every byte of them
-// is paid for in collections. A process started with values gets a
-// valuesCtx, which keeps them too.
-type procCtx struct {
-	p  *proc
-	id uint64
+// Without context values, the usual case, it tells by its type: the
+// context is the record under one of ctxGens pointer types,
+// genCtx[Hi, Lo], whose two digits give the process's generation modulo
+// ctxGens. A record serves only the processes of one
+// aligned run of ctxGens generations of its slot (finish does not reuse
+// it past the run's last), so the run, read from the record's current
+// ID, and the number give the process's full ID, whatever the record
+// has served since. Converting the record's pointer to one of these
+// types allocates nothing, where a context holding the ID would be an
+// allocation per process: in a fork-join computation such contexts were
+// most of what the scheduler allocated, and while the live heap is small
+// the collector runs once per few megabytes allocated, so every byte is
+// paid for in collections. Contexts of two processes compare unequal,
+// as they must: their records or their types differ.
+//
+// A process started with values gets a valuesCtx, which keeps its
+// values too, so that they stay reachable once the record has moved on.
+
+// ctxGens is the number of genCtx types, a power of two: a record
+// serves at most this many processes (see Scheduler.finish). Twice as
+// many types cost the program twice the code (about 2.4 KB a type) and
+// measured no faster; half as many were 2-5 % slower with two workers,
+// a record allocated every sixteen processes of a slot.
+const ctxGens = ctxGenHigh * ctxGenDigits
+
+// ctxGenHigh and ctxGenDigits are the number of values of genCtx's high
+// and low digit (see ctxGen).
+const (
+	ctxGenHigh   = 4
+	ctxGenDigits = 8
+)
+
+// The generation at which a slot retires ends a run of ctxGens, so that
+// a record serving the slot's last processes is not reused past it.
+var _ [0]struct{} = [(maxGen + 1) % ctxGens]struct{}{}
+
+// ctxGen is the constraint of genCtx's type parameters, a digit each,
+// of the types d0 to d7 (d0 to d3 for the high one). They all have the
+// same underlying type, so the compiler makes one body of each genCtx
+// method for all of them, and each genCtx type costs the program only
+// the small functions and tables that lead to it.
+type ctxGen interface{ digit() uint32 }
+
+// The digit types.
+type (
+	d0 struct{}
+	d1 struct{}
+	d2 struct{}
+	d3 struct{}
+	d4 struct{}
+	d5 struct{}
+	d6 struct{}
+	d7 struct{}
+)
+
+func (d0) digit() uint32 { return 0 }
+func (d1) digit() uint32 { return 1 }
+func (d2) digit() uint32 { return 2 }
+func (d3) digit() uint32 { return 3 }
+func (d4) digit() uint32 { return 4 }
+func (d5) digit() uint32 { return 5 }
+func (d6) digit() uint32 { return 6 }
+func (d7) digit() uint32 { return 7 }
+
+// genCtx is the context of a process started by a step without context
+// values whose generation modulo ctxGens is Hi's digit times
+// ctxGenDigits plus Lo's: its record under a type of its own (see
+// ctxGens). A *genCtx points to the record; the type has no fields.
+type genCtx[Hi, Lo ctxGen] struct{}
+
+// genCtxProto holds, for each generation modulo ctxGens, a nil pointer
+// of that generation's genCtx type as a context: genCtxFor copies one
+// and points it at a record. Choosing the type by loading it from here
+// spares a spawn a choice by branches or by an indirect call, whose
+// target would change from one spawn to the next and be mispredicted:
+// calling one function per generation from a table cost a fork-join run
+// 3-4 % of its time.
+var genCtxProto = func() (t [ctxGens]context.Context) {
+	genCtxRow[d0](t[0*ctxGenDigits:])
+	genCtxRow[d1](t[1*ctxGenDigits:])
+	genCtxRow[d2](t[2*ctxGenDigits:])
+	genCtxRow[d3](t[3*ctxGenDigits:])
+	return t
+}()
+
+// genCtxRow fills row with the prototypes of the generations whose high
+// digit is Hi's. Called once per high digit, when the package starts.
+func genCtxRow[Hi ctxGen](row []context.Context) {
+	copy(row, []context.Context{
+		(*genCtx[Hi, d0])(nil), (*genCtx[Hi, d1])(nil), (*genCtx[Hi, d2])(nil), (*genCtx[Hi, d3])(nil),
+		(*genCtx[Hi, d4])(nil), (*genCtx[Hi, d5])(nil), (*genCtx[Hi, d6])(nil), (*genCtx[Hi, d7])(nil),
+	})
 }
 
-// valuesCtx is the context of a process started by a step with context
-// values: a procCtx that also keeps the procExtra of the process's start,
-// whose values never change, so that they stay reachable through the
-// context once the record has moved on.
-type valuesCtx struct {
-	procCtx
-	x *procExtra
-}
+// ifaceWords is how the Go implementation lays out a value of an
+// interface type with methods: a pointer to its type's method table,
+// then the pointer it holds. TestGenCtxFor checks that genCtxFor, which
+// relies on it, makes contexts that hold the record and name the
+// generation they were made for.
+type ifaceWords struct{ tab, data unsafe.Pointer }
 
-// procCtxSlab is how many process contexts a worker allocates at once
-// (see newProcCtx).
-const procCtxSlab = 16
-
-// newProcCtx returns the context of process id, whose record is p and
-// whose procExtra, if it was started with one, is set already: a
-// valuesCtx if it has context values, else a procCtx. The worker
-// allocates contexts procCtxSlab at a time, one allocation instead of
-// sixteen, which a process's start pays for most of: nothing of the
-// scheduler's points to a context, so a slab is garbage once the
-// processes it served have ended, unless user code keeps one of their
-// contexts, which then keeps its slab (256 or 384 bytes) alive. Only a
-// step's spawn needs one (a process with a Handle has its record as its
-// context), so only a worker calls it.
-// Worker only.
-func (w *worker) newProcCtx(p *proc, id uint64) context.Context {
-	if x := p.extra.Load(); x != nil && x.values != nil {
-		c := fromSlab(&w.valuesCtxs)
-		c.p, c.id, c.x = p, id, x
-		return c
-	}
-	c := fromSlab(&w.ctxs)
-	c.p, c.id = p, id
+// genCtxFor returns the context of p's process of generation gen: p as
+// the genCtx of gen modulo ctxGens (see genCtxProto). Any goroutine.
+func genCtxFor(p *proc, gen uint32) context.Context {
+	c := genCtxProto[gen%ctxGens]
+	(*ifaceWords)(unsafe.Pointer(&c)).data = unsafe.Pointer(p)
 	return c
 }
 
-// fromSlab returns the next zero element of slab, allocating a new slab
-// of procCtxSlab elements when it is used up (see newProcCtx).
-// Owner of slab only.
-func fromSlab[T any](slab *[]T) *T {
-	if len(*slab) == 0 {
-		*slab = make([]T, procCtxSlab)
-	}
-	c := &(*slab)[0]
-	*slab = (*slab)[1:]
-	return c
+// ident returns the record and the ID of the process c is the context
+// of: the ID in the record's run of generations whose generation modulo
+// ctxGens is the number c's digits make. The record's ID changes only
+// within that run, so the answer does not depend on when it is read.
+// Any goroutine.
+func (c *genCtx[Hi, Lo]) ident() (*proc, uint64) {
+	p := (*proc)(unsafe.Pointer(c))
+	var hi Hi
+	var lo Lo
+	cur := p.id.Load()
+	return p, makeID(slotOf(cur), genOf(cur)&^(ctxGens-1)|(hi.digit()*ctxGenDigits+lo.digit()))
 }
 
 // Deadline implements context.Context: a process context has none.
-func (c *procCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (c *genCtx[Hi, Lo]) Deadline() (time.Time, bool) { return time.Time{}, false }
 
 // Done implements context.Context.
-func (c *procCtx) Done() <-chan struct{} { return c.p.ctxDone(c.id) }
+func (c *genCtx[Hi, Lo]) Done() <-chan struct{} {
+	p, id := c.ident()
+	return p.ctxDone(id)
+}
 
 // Err implements context.Context.
-func (c *procCtx) Err() error { return c.p.ctxErr(c.id) }
+func (c *genCtx[Hi, Lo]) Err() error {
+	p, id := c.ident()
+	return p.ctxErr(id)
+}
 
 // AfterFunc is as for the record's context (proc.AfterFunc).
-func (c *procCtx) AfterFunc(f func()) (stop func() bool) { return c.p.ctxAfterFunc(c.id, f) }
+func (c *genCtx[Hi, Lo]) AfterFunc(f func()) (stop func() bool) {
+	p, id := c.ident()
+	return p.ctxAfterFunc(id, f)
+}
 
 // Value implements context.Context: the process was started without
 // values, so only the scheduler's own keys answer.
-func (c *procCtx) Value(key any) any { return c.p.ctxValue(c.id, nil, key) }
+func (c *genCtx[Hi, Lo]) Value(key any) any {
+	p, id := c.ident()
+	return p.ctxValue(id, nil, key)
+}
+
+// String makes the context printable, as context.Context values are.
+func (c *genCtx[Hi, Lo]) String() string {
+	p, id := c.ident()
+	return ctxString(p, id)
+}
+
+// valuesCtx is the context of a process started by a step with context
+// values: it names the process by its record and its ID, and keeps the
+// procExtra of the process's start, whose values never change, so that
+// they stay reachable through the context once the record has moved on.
+type valuesCtx struct {
+	p  *proc
+	id uint64
+	x  *procExtra
+}
+
+// valuesCtxSlab is how many contexts with values a worker allocates at
+// once (see newProcCtx).
+const valuesCtxSlab = 16
+
+// newProcCtx returns the context of process id, whose record is p and
+// whose procExtra, if it was started with one, is set already: a
+// valuesCtx if it has context values, else the record as a genCtx,
+// which allocates nothing. A worker allocates contexts with values
+// valuesCtxSlab at a time: nothing of the scheduler's points to one, so
+// a slab is garbage once the processes it served have ended, unless user
+// code keeps one of their contexts, which then keeps its slab alive.
+// Only a step's spawn needs one (a process with a Handle has its record
+// as its context), so only a worker calls it.
+// Worker only.
+func (w *worker) newProcCtx(p *proc, id uint64) context.Context {
+	if x := p.extra.Load(); x != nil && x.values != nil {
+		if len(w.valuesCtxs) == 0 {
+			w.valuesCtxs = make([]valuesCtx, valuesCtxSlab)
+		}
+		c := &w.valuesCtxs[0]
+		w.valuesCtxs = w.valuesCtxs[1:]
+		c.p, c.id, c.x = p, id, x
+		return c
+	}
+	return genCtxFor(p, genOf(id))
+}
+
+// Deadline implements context.Context: a process context has none.
+func (c *valuesCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
+
+// Done implements context.Context.
+func (c *valuesCtx) Done() <-chan struct{} { return c.p.ctxDone(c.id) }
+
+// Err implements context.Context.
+func (c *valuesCtx) Err() error { return c.p.ctxErr(c.id) }
+
+// AfterFunc is as for the record's context (proc.AfterFunc).
+func (c *valuesCtx) AfterFunc(f func()) (stop func() bool) { return c.p.ctxAfterFunc(c.id, f) }
 
 // Value implements context.Context.
 func (c *valuesCtx) Value(key any) any { return c.p.ctxValue(c.id, c.x.values, key) }
 
 // String makes the context printable, as context.Context values are.
-func (c *procCtx) String() string {
-	return "scheduler.processContext(" + relay.PID{Node: c.p.node, ID: c.id}.String() + ")"
+func (c *valuesCtx) String() string { return ctxString(c.p, c.id) }
+
+// ctxString is String of the context of process id, whose record is p.
+// Any goroutine.
+func ctxString(p *proc, id uint64) string {
+	return "scheduler.processContext(" + relay.PID{Node: p.node, ID: id}.String() + ")"
 }
 
 // ctxDone is Done of the context of process id, whose record is p.
@@ -193,7 +327,7 @@ func (p *proc) ctxValue(id uint64, values context.Context, key any) any {
 	}
 	if key == cancelCtxKey && cancelCtxKey != nil {
 		p.mu.Lock()
-		cause := ErrEnded // the record moved on, after a plain end (see procCtx)
+		cause := ErrEnded // the record moved on, after a plain end (see genCtx)
 		if p.id.Load() == id {
 			cause = p.cancelCause()
 		}

@@ -139,7 +139,8 @@ func oneAfterOther(first, second Process) stepFunc {
 type recordKey struct{}
 
 // spawnedCtx returns the record and ID a spawned process's context names,
-// failing unless it is a valuesCtx (values set) or a procCtx.
+// failing unless it is a valuesCtx (values set) or the record as a
+// genCtx.
 func spawnedCtx(t *testing.T, ctx context.Context, values bool) (*proc, uint64) {
 	t.Helper()
 	if values {
@@ -147,9 +148,9 @@ func spawnedCtx(t *testing.T, ctx context.Context, values bool) (*proc, uint64) 
 		require.True(t, ok, "the context of a process started with values is a %T", ctx)
 		return c.p, c.id
 	}
-	c, ok := ctx.(*procCtx)
+	c, ok := ctx.(interface{ ident() (*proc, uint64) })
 	require.True(t, ok, "the context of a process started without values is a %T", ctx)
-	return c.p, c.id
+	return c.ident()
 }
 
 // TestRecordReuse: the record of a process started by a step that ended
@@ -241,15 +242,60 @@ func TestProcExtraSize(t *testing.T) {
 	}
 }
 
-// TestSpawnedContextSize pins the context of a process started by a step
-// without context values to two words: fork-join computations allocate
-// one per process, and while their live heap is small the collector runs
-// once per few megabytes allocated, so every byte more costs collections
-// (docs/benchmarks.md has the measurement).
-func TestSpawnedContextSize(t *testing.T) {
-	if size := unsafe.Sizeof(procCtx{}); size > 2*unsafe.Sizeof(uintptr(0)) {
-		t.Fatalf("a spawned process's context is %d bytes, want two words", size)
+// TestContextsOfARecordsProcesses: on one worker, a parent awaits
+// children one after another, so that each starts in the slot the one
+// before it ended in and takes its record. A record serves at most
+// ctxGens of them (the context of a process without context values is
+// its record, under a type that holds its generation modulo ctxGens:
+// see genCtx), and the context of every child stays its own once it has
+// ended and its record serves others: it answers the child's PID, is
+// done with cause ErrEnded, and equals no other child's context.
+func TestContextsOfARecordsProcesses(t *testing.T) {
+	s := newScheduler(t, WithWorkers(1))
+	const children = 2*ctxGens + 3
+	ctxs := make(chan context.Context, children)
+	child := func() Process {
+		return &ctxProbe{ctx: ctxs, step: func(_ []Event, out *StepOutput) error {
+			out.Done(payload.Payload{})
+			return nil
+		}}
 	}
+	parent := numbered(func(n int, _ []Event, out *StepOutput) error {
+		if n < children {
+			out.SpawnAwait(uint64(n+1), child(), "run", nil)
+		} else {
+			out.Done(payload.Payload{})
+		}
+		return nil
+	})
+	h, err := s.Submit(context.Background(), parent, "run", nil)
+	require.NoError(t, err)
+	require.NoError(t, waitEnd(t, h))
+
+	served := map[*proc]int{}
+	seen := map[context.Context]bool{}
+	pids := map[relay.PID]bool{}
+	for range children {
+		ctx := receive(t, ctxs, "a child's context")
+		p, id := spawnedCtx(t, ctx, false)
+		served[p]++
+		require.False(t, seen[ctx], "two children have equal contexts")
+		seen[ctx] = true
+		pid, ok := Self(ctx)
+		require.True(t, ok)
+		require.Equal(t, relay.PID{Node: s.node, ID: id}, pid, "the PID a child's context answers")
+		require.False(t, pids[pid], "two children's contexts answer %v", pid)
+		pids[pid] = true
+		require.ErrorIs(t, ctx.Err(), context.Canceled, "the context of %v, ended", pid)
+		require.ErrorIs(t, context.Cause(ctx), ErrEnded, "the cause of the context of %v", pid)
+	}
+	most := 0
+	for _, n := range served {
+		most = max(most, n)
+	}
+	t.Logf("%d children on %d records, at most %d on one", children, len(served), most)
+	require.Greater(t, most, 1, "no record served two children: nothing here was reused")
+	require.LessOrEqual(t, most, ctxGens, "a record served more children than its contexts can tell apart")
 }
 
 // TestRecordKeptWhenHeld: a record that something may still hold once
@@ -352,5 +398,36 @@ func TestReusedRecordIsNotThereDuringInit(t *testing.T) {
 	for name, p := range map[string]*selfTeller{"new record": first, "reused record": second} {
 		assert.ErrorIs(t, p.told, ErrProcessNotFound, "%s: a Tell during Init", name)
 		assert.Zero(t, p.events, "%s: events at the first step", name)
+	}
+}
+
+// TestGenCtxFor: the context genCtxFor makes of a record for a
+// generation holds that record and names that generation's process,
+// whichever later ID of the same run of ctxGens generations the record
+// has since taken; the contexts of a record's processes are all of
+// different types, so no two compare equal.
+func TestGenCtxFor(t *testing.T) {
+	const slot = 7
+	seen := map[context.Context]uint32{}
+	for gen := uint32(ctxGens); gen < 3*ctxGens; gen++ {
+		p := new(proc)
+		p.id.Store(makeID(slot, gen))
+		ctx := genCtxFor(p, gen)
+		c, ok := ctx.(interface{ ident() (*proc, uint64) })
+		require.True(t, ok, "genCtxFor made a %T", ctx)
+		for later := gen; later < gen|(ctxGens-1)+1; later++ {
+			p.id.Store(makeID(slot, later))
+			got, id := c.ident()
+			require.Same(t, p, got, "the record of the context of generation %d", gen)
+			require.Equal(t, makeID(slot, gen), id, "the ID the context of generation %d names once the record has generation %d", gen, later)
+		}
+		proto := genCtxProto[gen%ctxGens]
+		if other, dup := seen[proto]; dup {
+			t.Fatalf("generations %d and %d have contexts of the same type %T", other, gen, proto)
+		}
+		seen[proto] = gen
+		if gen == 2*ctxGens-1 {
+			seen = map[context.Context]uint32{}
+		}
 	}
 }

@@ -133,8 +133,9 @@ func (s *Scheduler) unadmit(id uint64, v via, why counterID) {
 // took. Any goroutine; v says where it runs.
 //
 // A process with a Handle has its record as its context; one without
-// gets a context of its own (procCtx), since its record may be given to
-// a later process once it has ended (see record).
+// gets a context that tells which of its record's processes it is the
+// context of (see newProcCtx), since its record may be given to a later
+// process once it has ended (see record).
 func (s *Scheduler) start(id uint64, values context.Context, inherit *procExtra, p Process, method string, input payload.Payloads, awaiter uint64, v via, mailbox *mailboxLimit, handle bool) (*proc, error) {
 	w := v.worker()
 	mid := s.internMethod(method, w)
@@ -340,13 +341,15 @@ func (s *Scheduler) finish(p *proc, v via, result payload.Payload, err error, fo
 	s.countEnd(v, cCompleted) // last: it may release a Shutdown
 	// The record may be reused (see record) if it ends on a worker, not
 	// forced, without a Handle, was never handed to a handler in a Call,
-	// and its slot has a next generation; close checks the rest. If it
-	// is, close gives it the next ID: what follows uses the ended
-	// process's, read before.
+	// and its slot's next generation is in the run of ctxGens that the
+	// record serves (see genCtx), which also keeps it from the slot's
+	// last (maxGen ends a run); close checks the rest. If it is, close
+	// gives it the next ID: what follows uses the ended process's, read
+	// before.
 	pid := p.pid()
 	id := pid.ID
 	var next uint64
-	if w != nil && !forced && p.kind&pkHandle == 0 && p.inbox.wbits&wbPinned == 0 && genOf(id) < maxGen {
+	if w != nil && !forced && p.kind&pkHandle == 0 && p.inbox.wbits&wbPinned == 0 && (genOf(id)+1)%ctxGens != 0 {
 		next = makeID(slotOf(id), genOf(id)+1)
 	}
 	var c closed

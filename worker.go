@@ -140,8 +140,7 @@ type worker struct {
 	pend       pendingCache // recycled pending arrays; owner only
 	spawning   []spawnSlot  // spawnBatch's scratch, empty between its calls; owner only
 	spawned    []*proc      // spawnBatch's started children, empty between its calls (its array not cleared: see there); owner only
-	ctxs       []procCtx    // the rest of the worker's slab of process contexts (see newProcCtx); owner only
-	valuesCtxs []valuesCtx  // the same for processes started with context values; owner only
+	valuesCtxs []valuesCtx  // the rest of the worker's slab of contexts with values (see newProcCtx); owner only
 	// lastMethod and lastMethodID cache the latest interned entry point.
 	lastMethod   string
 	lastMethodID uint16
