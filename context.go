@@ -65,11 +65,11 @@ func (p *proc) String() string { return "scheduler.processContext(" + p.pid().St
 // Without context values, the usual case, it tells by its type: the
 // context is the record under one of ctxGens pointer types,
 // genCtx[Hi, Lo], whose two digits give the process's generation modulo
-// ctxGens. A record serves only the processes of one
-// aligned run of ctxGens generations of its slot (finish does not reuse
-// it past the run's last), so the run, read from the record's current
-// ID, and the number give the process's full ID, whatever the record
-// has served since. Converting the record's pointer to one of these
+// ctxGens. A record serves only the processes of one aligned run of
+// ctxGens generations of its slot (finish does not reuse it past the
+// run's last), so the run, read from the record's current ID, and the
+// digits give the process's full ID, whatever the record has served
+// since. Converting the record's pointer to one of these
 // types allocates nothing, where a context holding the ID would be an
 // allocation per process: in a fork-join computation such contexts were
 // most of what the scheduler allocated, and while the live heap is small
