@@ -83,8 +83,9 @@ func (p *proc) String() string { return "scheduler.processContext(" + p.pid().St
 // ctxGens is the number of genCtx types, a power of two: a record
 // serves at most this many processes (see Scheduler.finish). Twice as
 // many types cost the program twice the code (about 2.4 KB a type) and
-// measured no faster; half as many were 2-5 % slower with two workers,
-// a record allocated every sixteen processes of a slot.
+// measured no faster; with half as many, a fork-join run on one worker
+// took 2-3 % longer (a record allocated every sixteen processes of a
+// slot).
 const ctxGens = ctxGenHigh * ctxGenDigits
 
 // ctxGenHigh and ctxGenDigits are the number of values of genCtx's high
