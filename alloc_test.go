@@ -684,6 +684,52 @@ func TestAllocForkJoinTree(t *testing.T) {
 	})
 }
 
+// TestBytesForkJoinTree: a process of a fork-join tree costs the
+// scheduler almost no memory beyond the user's value: its record is one
+// that an ended process left in its slot, and is also its context (see
+// genCtx); a slot's record is replaced at least once in 32 processes, a
+// few bytes a process. The bound allows 12 bytes a process beyond the
+// value, so a context of its own for every process (16 bytes, even
+// from a slab) fails it. Each tree's root is submitted, and its record
+// and Handle count too (under a byte a process). The first rounds grow
+// what the workers keep; the third is measured.
+func TestBytesForkJoinTree(t *testing.T) {
+	s := newScheduler(t, sched.WithWorkers(2))
+	ctx := context.Background()
+	done := make(chan struct{}, 1)
+	tok := &allocToken{}
+	const trees = 20
+	procs := trees * (1<<(forkTreeDepth+1) - 1)
+	round := func() float64 {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		for range trees {
+			if _, err := s.Submit(ctx, &forkNode{depth: forkTreeDepth, tok: tok, done: done}, "run", nil); err != nil {
+				t.Fatal(err)
+			}
+			<-done
+		}
+		runtime.ReadMemStats(&after)
+		return float64(after.TotalAlloc-before.TotalAlloc) / float64(procs)
+	}
+	round()
+	round()
+	perProc := round()
+	// What a process's value takes, measured the same way.
+	keep := make([]*forkNode, 1000)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for i := range keep {
+		keep[i] = &forkNode{}
+	}
+	runtime.ReadMemStats(&after)
+	value := float64(after.TotalAlloc-before.TotalAlloc) / float64(len(keep))
+	t.Logf("%.1f bytes allocated per process of a fork-join tree, %.1f of them its value", perProc, value)
+	if perProc > value+12 {
+		t.Errorf("%.1f bytes allocated per process of a fork-join tree, want at most %.1f (its value, %.1f, and 12)", perProc, value+12, value)
+	}
+}
+
 // TestAllocWideParent: a step that spawns more children than the
 // pending slice holds moves its pending set to maps once, sized for all
 // of them, rather than regrowing them as the children are registered.
