@@ -118,6 +118,7 @@ type (
 	d7 struct{}
 )
 
+// The digits' values (see ctxGen). Any goroutine.
 func (d0) digit() uint32 { return 0 }
 func (d1) digit() uint32 { return 1 }
 func (d2) digit() uint32 { return 2 }
