@@ -3,6 +3,7 @@ package scheduler_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -295,25 +296,10 @@ func TestShutdownForcedDuringStep(t *testing.T) {
 	hi := submit(t, s, idle)
 	waitState(t, s, hi.PID(), sched.StateIdle)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
-	errc := shutdownAsync(t, s, ctx)
-	t.Cleanup(releaseStep)
-
-	_, err := waitEnd(t, s, hi)
-	require.ErrorIs(t, err, sched.ErrForced)
-	assert.Zero(t, long.Closes(), "Close was called while Step was running")
-	select {
-	case err := <-errc:
-		t.Fatalf("Shutdown returned %v while a Step was running", err)
-	default:
-	}
-
-	releaseStep()
-	err = receive(t, errc, "Shutdown")
-	require.ErrorIs(t, err, sched.ErrForced)
-	assert.Contains(t, err.Error(), "2 process")
-	_, err = waitEnd(t, s, hl)
+	forceWhileStepHeld(t, s, hi, releaseStep, 2, func() {
+		assert.Zero(t, long.Closes(), "Close was called while Step was running")
+	})
+	_, err := waitEnd(t, s, hl)
 	require.ErrorIs(t, err, sched.ErrForced)
 	requireLifecycle(t, long)
 	assert.Equal(t, 1, long.Steps(), "a forced process was stepped after its long step")
@@ -522,6 +508,30 @@ func TestEveryShutdownSaysHowItEnded(t *testing.T) {
 	requireLifecycle(t, p)
 }
 
+// forceWhileStepHeld shuts s down with a short deadline while a step is
+// held (see heldFirstStep), and checks what the deadline does: hi, a
+// process that ignores its cancel and waits, is forced at once; Shutdown
+// waits for the held step (whileHeld runs meanwhile), and once release
+// lets it return, reports n processes forced.
+func forceWhileStepHeld(t *testing.T, s *sched.Scheduler, hi sched.Handle, release func(), n int, whileHeld func()) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	errc := shutdownAsync(t, s, ctx)
+	_, err := waitEnd(t, s, hi)
+	require.ErrorIs(t, err, sched.ErrForced)
+	whileHeld()
+	select {
+	case err := <-errc:
+		t.Fatalf("Shutdown returned %v while a Step was running", err)
+	default:
+	}
+	release()
+	err = receive(t, errc, "Shutdown")
+	require.ErrorIs(t, err, sched.ErrForced)
+	assert.Contains(t, err.Error(), fmt.Sprintf("%d process", n))
+}
+
 // heldFirstStep returns a process whose first step closes entered and
 // then waits for release, which the test's cleanup calls too, and which
 // ignores its cancel.
@@ -565,22 +575,8 @@ func TestShutdownForcesAParentPutAside(t *testing.T) {
 	idle := &probe{step: ignoreAll}
 	hi := submit(t, s, idle)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
-	errc := shutdownAsync(t, s, ctx)
-	t.Cleanup(releaseStep)
-	_, err := waitEnd(t, s, hi)
-	require.ErrorIs(t, err, sched.ErrForced)
-	select {
-	case err := <-errc:
-		t.Fatalf("Shutdown returned %v while a Step was running", err)
-	default:
-	}
-	releaseStep()
-	err = receive(t, errc, "Shutdown")
-	require.ErrorIs(t, err, sched.ErrForced)
-	assert.Contains(t, err.Error(), "4 process")
-	_, err = waitEnd(t, s, hp)
+	forceWhileStepHeld(t, s, hi, releaseStep, 4, func() {})
+	_, err := waitEnd(t, s, hp)
 	require.ErrorIs(t, err, sched.ErrForced)
 	for _, p := range []*probe{parent, middle, grandchild, idle} {
 		requireLifecycle(t, p)
