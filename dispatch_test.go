@@ -1257,12 +1257,7 @@ func TestAwaitedChildrenOfTwoSteps(t *testing.T) {
 	s := newScheduler(t, sched.WithWorkers(1))
 	_, err := waitEnd(t, s, submit(t, s, p))
 	require.NoError(t, err)
-	var tags []uint64
-	for _, ev := range p.EventsOf(sched.EventYieldComplete) {
-		require.NoError(t, ev.Error)
-		tags = append(tags, ev.Tag)
-	}
-	assert.ElementsMatch(t, []uint64{1, 2, 3, 4, 5, 6}, tags)
+	assert.ElementsMatch(t, []uint64{1, 2, 3, 4, 5, 6}, completedTags(t, p))
 	assert.Equal(t, int32(2*perStep), ran.Load())
 	if !raceEnabled {
 		assert.Equal(t, 3, p.Steps(), "steps of the parent: two that spawn, one for the six ends")
@@ -1286,12 +1281,7 @@ func TestAwaitedGrandchildrenOneStep(t *testing.T) {
 	s := newScheduler(t, sched.WithWorkers(1))
 	_, err := waitEnd(t, s, submit(t, s, parent))
 	require.NoError(t, err)
-	var tags []uint64
-	for _, ev := range parent.EventsOf(sched.EventYieldComplete) {
-		require.NoError(t, ev.Error)
-		tags = append(tags, ev.Tag)
-	}
-	assert.ElementsMatch(t, []uint64{1, 2}, tags)
+	assert.ElementsMatch(t, []uint64{1, 2}, completedTags(t, parent))
 	assert.Len(t, middle.EventsOf(sched.EventYieldComplete), 2)
 	if raceEnabled {
 		assert.LessOrEqual(t, parent.Steps(), 3, "steps of the parent")
@@ -1580,4 +1570,16 @@ func awaiter(n int, first func(out *sched.StepOutput)) *probe {
 		}
 		return nil
 	}}
+}
+
+// completedTags returns the tags of p's yield completions in the order
+// they came, failing if any of them carries an error.
+func completedTags(t *testing.T, p *probe) []uint64 {
+	t.Helper()
+	var tags []uint64
+	for _, ev := range p.EventsOf(sched.EventYieldComplete) {
+		require.NoError(t, ev.Error)
+		tags = append(tags, ev.Tag)
+	}
+	return tags
 }
