@@ -408,7 +408,6 @@ func TestReusedRecordIsNotThereDuringInit(t *testing.T) {
 // different types, so no two compare equal.
 func TestGenCtxFor(t *testing.T) {
 	const slot = 7
-	seen := map[context.Context]uint32{}
 	for gen := uint32(ctxGens); gen < 3*ctxGens; gen++ {
 		p := new(proc)
 		p.id.Store(makeID(slot, gen))
@@ -421,13 +420,12 @@ func TestGenCtxFor(t *testing.T) {
 			require.Same(t, p, got, "the record of the context of generation %d", gen)
 			require.Equal(t, makeID(slot, gen), id, "the ID the context of generation %d names once the record has generation %d", gen, later)
 		}
-		proto := genCtxProto[gen%ctxGens]
+	}
+	seen := map[context.Context]int{}
+	for gen, proto := range genCtxProto {
 		if other, dup := seen[proto]; dup {
 			t.Fatalf("generations %d and %d have contexts of the same type %T", other, gen, proto)
 		}
 		seen[proto] = gen
-		if gen == 2*ctxGens-1 {
-			seen = map[context.Context]uint32{}
-		}
 	}
 }
