@@ -498,8 +498,8 @@ func (p *proc) reservePending(n int, c *pendingCache) {
 // field by field and then read back whole, a stall on every end). With
 // next set (not 0), the record is left for the process that gets the ID
 // next, its slot's next one, unless something of the process's must
-// outlive it (see reusable and recycleFor). Called once, by whoever moved the process to Complete, after
-// Close returned.
+// outlive it (see reusable and recycleFor). Called once, by whoever
+// moved the process to Complete, after Close returned.
 func (p *proc) close(c *closed, result payload.Payload, err error, forced bool, next uint64) {
 	p.mu.Lock()
 	c.unread, c.cancelled, c.cause = p.inbox.events(), p.flags&pfCancelled != 0, p.cancelCause()
