@@ -202,6 +202,24 @@ type worker struct {
 	directMark  int64
 	directSince uint64
 	deferDue    uint64
+
+	// queued says, for the newest positions of dq, which parent's
+	// SpawnAwait child the worker pushed there (see noteQueued), so that
+	// siblingFirst can pass over a process that is not direct's child
+	// without taking it from the deque and pushing it back. Owner only.
+	queued [queuedTags]queuedTag
+}
+
+// queuedTags is how many of the deque's newest positions worker.queued
+// describes: siblingFirst only ever asks about the newest.
+const queuedTags = 64
+
+// queuedTag describes what the worker pushed at position pos of its
+// deque: the awaiting parent's ID if it was a SpawnAwait child, else 0.
+// A tag whose pos is not the position asked about says nothing.
+type queuedTag struct {
+	pos    int64
+	parent uint64
 }
 
 // Bits of worker.stepFlags.
@@ -233,6 +251,9 @@ func newWorker(s *Scheduler, id int) *worker {
 		rng:      uint64(id)*0x9E3779B97F4A7C15 + 1,
 		seq:      uint64(id) + 1,
 		batch:    make([]*proc, s.globalBatch),
+	}
+	for i := range w.queued {
+		w.queued[i].pos = -1 // no position yet: see queuedTag
 	}
 	w.out.clock = s.timers.epoch
 	w.ownTimers = &s.timers.shards[id]
@@ -432,10 +453,13 @@ const maxDirectDefers = 64
 // if it is another child of the parent claimed in direct: the worker
 // runs the child first, and the parent then steps once for both ends
 // instead of once for each. Only while the next slot is empty, so that
-// what waits there is not put off. A process it takes that is not such a
-// child goes back where it was. (It is taken, not looked at: once a
-// thief may take it, its record may end and serve another process.)
-// Owner only.
+// what waits there is not put off. Whose child the process on top is,
+// the worker noted when it pushed it (see noteQueued): one known to be
+// no such child is left in place. One the worker knows nothing of (it
+// came by a steal) is taken and looked at, and goes back where it was
+// if it is no such child: the process itself is not read before it is
+// taken, since once a thief may take it, its record may end and serve
+// another process. Owner only.
 //
 // A process queued since direct's last child was taken (above
 // directMark) is no such child: that child's run queued it, most often
@@ -446,8 +470,12 @@ func (w *worker) siblingFirst() *proc {
 	if w.directDefers >= maxDirectDefers || w.next.Load() != nil || w.dq.Len() == 0 {
 		return nil
 	}
-	if w.dq.Mark() > w.directMark {
+	m := w.dq.Mark()
+	if m > w.directMark {
 		return w.deferDirect()
+	}
+	if t := w.queued[(m-1)&(queuedTags-1)]; t.pos == m-1 && t.parent != w.direct.id.Load() {
+		return nil // known to be no child of direct: left in place
 	}
 	c := w.dq.PopBottom()
 	if c == nil {
@@ -639,9 +667,11 @@ func (w *worker) flushHeld() {
 // Owner only.
 func (w *worker) moveHeld() {
 	w.heldN = 0
+	pos := w.dq.Mark()
 	for w.held.Len() > 0 {
 		w.held.StealHalfInto(w.dq)
 	}
+	w.forgetQueued(pos)
 	w.s.wakeWorker()
 }
 
@@ -777,6 +807,7 @@ func (w *worker) popGlobal() *proc {
 	w.count(cGlobalPops)
 	w.countN(cGlobalItems, uint64(n))
 	for i := n - 1; i >= 1; i-- {
+		w.noteQueued(w.dq.Mark(), w.batch[i])
 		w.dq.PushBottom(w.batch[i])
 	}
 	p := w.batch[0]
@@ -812,6 +843,7 @@ func (w *worker) steal() *proc {
 		}
 		w.count(cStealAttempts)
 		if moved := v.dq.StealHalfInto(w.dq); moved > 0 {
+			w.forgetQueued(w.dq.Mark() - int64(moved))
 			w.count(cSteals)
 			w.countN(cStolen, uint64(moved))
 			return w.dq.PopBottom()
@@ -827,6 +859,7 @@ func (w *worker) steal() *proc {
 				return p
 			}
 			if moved := v.held.StealHalfInto(w.dq); moved > 0 {
+				w.forgetQueued(w.dq.Mark() - int64(moved))
 				w.count(cSteals)
 				w.countN(cStolen, uint64(moved))
 				return w.dq.PopBottom()
@@ -849,6 +882,7 @@ func (w *worker) random() uint64 {
 // pushLocal queues p on this worker's own queue and lets a parked worker
 // know there is work to steal. Worker only.
 func (w *worker) pushLocal(p *proc) {
+	w.noteQueued(w.dq.Mark(), p)
 	w.dq.PushBottom(p)
 	w.s.wakeWorker()
 }
@@ -860,8 +894,39 @@ func (w *worker) pushLocalN(ps []*proc) {
 	if len(ps) == 0 {
 		return
 	}
+	pos := w.dq.Mark()
+	for i, p := range ps {
+		w.noteQueued(pos+int64(i), p)
+	}
 	w.dq.PushBottomN(ps)
 	w.s.wakeWorker()
+}
+
+// noteQueued records in w.queued whose SpawnAwait child p is, about to
+// be pushed at position pos of the deque. Before the push, p is the
+// worker's alone and the parent its start wrote stays put; once pushed,
+// a thief may take it, run and end it, and give its record to another
+// process, whose start writes the parent anew: that is why siblingFirst
+// does not read it from the process on the deque, and why this comes
+// before the push, not after. A tag only spares siblingFirst a pop:
+// whatever it pops it checks again, so a tag that is out of date costs
+// time, never correctness. Owner only, before each push to w.dq (see
+// also forgetQueued).
+func (w *worker) noteQueued(pos int64, p *proc) {
+	var parent uint64
+	if a := p.awaited(); a != nil {
+		parent = a.parent
+	}
+	w.queued[pos&(queuedTags-1)] = queuedTag{pos: pos, parent: parent}
+}
+
+// forgetQueued drops the tags of the deque's positions from pos up: what
+// was moved there without noteQueued (stolen or held processes) is left
+// undescribed, for siblingFirst to look at the slow way. Owner only.
+func (w *worker) forgetQueued(pos int64) {
+	for i := max(pos, w.dq.Mark()-queuedTags); i < w.dq.Mark(); i++ {
+		w.queued[i&(queuedTags-1)].pos = -1
+	}
 }
 
 // run claims p and steps it until it waits, finishes or uses up its

@@ -505,3 +505,76 @@ func allCollected[T any](refs []weak.Pointer[T]) bool {
 	}
 	return true
 }
+
+// TestSiblingFirstByQueuedTags: siblingFirst decides from what the
+// worker noted at each push (see worker.noteQueued) whether the newest
+// queued process is a child of the parent it holds claimed: it leaves
+// one that is not in place and takes one that is; where processes came
+// by a steal or from the held queue, whose tags it forgets, it takes the
+// newest and looks (and puts back one that is not a child).
+func TestSiblingFirstByQueuedTags(t *testing.T) {
+	s := &Scheduler{}
+	s.timers = newTimerService(s, 2)
+	s.workers = []*worker{newWorker(s, 0), newWorker(s, 1)}
+	w, thief := s.workers[0], s.workers[1]
+	parent, uncle := new(proc), new(proc)
+	parent.id.Store(makeID(1, 0))
+	uncle.id.Store(makeID(2, 0))
+	childOf := func(p *proc) *proc {
+		c := allocProc(pkAwaited)
+		c.awaited().parent = p.id.Load()
+		return c
+	}
+	claim := func() {
+		w.direct, w.directMark, w.directDefers = parent, w.dq.Mark(), 0
+	}
+	tagOf := func(w *worker, pos int64) (uint64, bool) {
+		tg := w.queued[pos&(queuedTags-1)]
+		return tg.parent, tg.pos == pos
+	}
+
+	cousin, sibling := childOf(uncle), childOf(parent)
+	w.pushLocalN([]*proc{cousin, sibling})
+	got, known := tagOf(w, 1)
+	require.True(t, known, "the tag of the newest push")
+	require.Equal(t, parent.id.Load(), got, "the newest push's parent")
+	claim()
+	require.Same(t, sibling, w.siblingFirst(), "the parent's child, on top")
+	// Taken and pushed back, the last process would move up a position.
+	m := w.dq.Mark()
+	require.Nil(t, w.siblingFirst(), "with another's child on top")
+	require.Equal(t, m, w.dq.Mark(), "the deque's mark: the other's child was taken and pushed back")
+	require.Equal(t, 1, w.dq.Len(), "processes left queued")
+	require.Same(t, cousin, w.dq.PopBottom(), "the other parent's child, left in place")
+
+	// Moved in by a steal: the thief knows nothing of them.
+	a, b, c, d := childOf(parent), childOf(parent), childOf(uncle), childOf(uncle)
+	w.pushLocalN([]*proc{a, b, c, d})
+	require.Same(t, b, thief.steal(), "the newest of the stolen half")
+	require.Equal(t, 1, thief.dq.Len(), "processes the thief queued")
+	_, known = tagOf(thief, thief.dq.Mark()-1)
+	require.False(t, known, "a tag for a stolen process")
+	thief.direct, thief.directMark = parent, thief.dq.Mark()
+	require.Same(t, a, thief.siblingFirst(), "the parent's child, stolen and untagged")
+	thief.direct = nil
+
+	// Moved in from the held queue: untagged, looked at the slow way.
+	w.dq.PopBottom()
+	w.dq.PopBottom()
+	require.Zero(t, w.dq.Len())
+	e := childOf(parent)
+	w.held.PushBottom(e)
+	w.heldN = 1
+	w.flushHeld()
+	_, known = tagOf(w, w.dq.Mark()-1)
+	require.False(t, known, "a tag for a process moved from the held queue")
+	claim()
+	require.Same(t, e, w.siblingFirst(), "the parent's child, untagged")
+	f := childOf(uncle)
+	w.held.PushBottom(f)
+	w.heldN = 1
+	w.flushHeld()
+	claim()
+	require.Nil(t, w.siblingFirst(), "with another's child on top, untagged")
+	require.Same(t, f, w.dq.PopBottom(), "the other parent's child, put back")
+}
