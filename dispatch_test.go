@@ -1362,33 +1362,15 @@ func TestAwaitedChildEndAfterAMessageWhileAside(t *testing.T) {
 // a sibling's step calls CompleteYield after the child ended and before
 // the parent runs.
 func TestAwaitedChildEndAsideAndCompleteYield(t *testing.T) {
-	s := newScheduler(t, sched.WithWorkers(1))
-	var completeErr error
-	completed := false
-	parent := awaiter(3, func(out *sched.StepOutput) {
-		self := out.Self()
-		completer := stepFunc(func(_ []sched.Event, out *sched.StepOutput) error {
-			completeErr, completed = s.CompleteYield(self, 1, "from outside", nil), true
-			out.Done(payload.Payload{})
-			return nil
-		})
-		middle := &probe{step: func(_ *probe, n int, _ []sched.Event, out *sched.StepOutput) error {
-			if n == 0 {
-				out.SpawnAwait(11, oneStep, "run", nil)
-			} else {
-				out.Done(payload.Of("from the child"))
-			}
-			return nil
-		}}
-		out.SpawnAwait(3, completer, "run", nil) // runs third
-		out.SpawnAwait(1, middle, "run", nil)    // runs second, and starts a child of its own
-		out.SpawnAwait(2, oneStep, "run", nil)   // runs first, and holds the parent
-	})
-	_, err := waitEnd(t, s, submit(t, s, parent))
-	require.NoError(t, err)
-	require.True(t, completed, "the completer ran")
-	requireOneCompletionOfTag1(t, parent, completeErr)
-	eventually(t, "no process live", func() bool { return s.Stats().Processes.Live == 0 })
+	middle := &probe{step: func(_ *probe, n int, _ []sched.Event, out *sched.StepOutput) error {
+		if n == 0 {
+			out.SpawnAwait(11, oneStep, "run", nil)
+		} else {
+			out.Done(payload.Of("from the child"))
+		}
+		return nil
+	}}
+	raceEndAndCompleteYield(t, middle) // middle starts a child of its own
 }
 
 // TestForkJoinTreeStepsParentsOnce: in a tree of processes that each
@@ -1495,28 +1477,10 @@ func TestAwaitedChildEndBeatsALaterTimer(t *testing.T) {
 // next runs; CompleteYield says which did, and the parent reads that
 // one's completion and no other.
 func TestAwaitedChildEndAndCompleteYield(t *testing.T) {
-	s := newScheduler(t, sched.WithWorkers(1))
-	var completeErr error
-	completed := false
-	parent := awaiter(3, func(out *sched.StepOutput) {
-		self := out.Self()
-		completer := &probe{step: func(_ *probe, _ int, _ []sched.Event, out *sched.StepOutput) error {
-			completeErr, completed = s.CompleteYield(self, 1, "from outside", nil), true
-			out.Done(payload.Payload{})
-			return nil
-		}}
-		out.SpawnAwait(3, completer, "run", nil) // runs third
-		out.SpawnAwait(1, &probe{step: func(_ *probe, _ int, _ []sched.Event, out *sched.StepOutput) error {
-			out.Done(payload.Of("from the child"))
-			return nil
-		}}, "run", nil) // runs second
-		out.SpawnAwait(2, oneStep, "run", nil) // runs first, and holds the parent
-	})
-	_, err := waitEnd(t, s, submit(t, s, parent))
-	require.NoError(t, err)
-	require.True(t, completed, "the completer ran")
-	requireOneCompletionOfTag1(t, parent, completeErr)
-	eventually(t, "no process live", func() bool { return s.Stats().Processes.Live == 0 })
+	raceEndAndCompleteYield(t, stepFunc(func(_ []sched.Event, out *sched.StepOutput) error {
+		out.Done(payload.Of("from the child"))
+		return nil
+	}))
 }
 
 // messagesAndEnds lists p's messages and completions in the order it
@@ -1535,12 +1499,31 @@ func messagesAndEnds(p *probe) []string {
 	return order
 }
 
-// requireOneCompletionOfTag1 checks what parent read of its yields 1, 2
-// and 3 when a CompleteYield of tag 1 ("from outside"), which returned
-// completeErr, raced the end of the child awaited under that tag ("from
-// the child"): one completion a yield, and for tag 1 the one that won.
-func requireOneCompletionOfTag1(t *testing.T, parent *probe, completeErr error) {
+// raceEndAndCompleteYield runs, on one worker, a parent that awaits
+// three children: oneStep (tag 2) runs first and holds the parent,
+// child (tag 1) second, ending with "from the child", and the third
+// (tag 3) calls CompleteYield of tag 1 on the parent. Either may take
+// the yield; it checks that the parent read one completion a yield, and
+// for tag 1 the one that CompleteYield's answer says took it.
+func raceEndAndCompleteYield(t *testing.T, child sched.Process) {
 	t.Helper()
+	s := newScheduler(t, sched.WithWorkers(1))
+	var completeErr error
+	completed := false
+	parent := awaiter(3, func(out *sched.StepOutput) {
+		self := out.Self()
+		completer := stepFunc(func(_ []sched.Event, out *sched.StepOutput) error {
+			completeErr, completed = s.CompleteYield(self, 1, "from outside", nil), true
+			out.Done(payload.Payload{})
+			return nil
+		})
+		out.SpawnAwait(3, completer, "run", nil) // runs third
+		out.SpawnAwait(1, child, "run", nil)     // runs second
+		out.SpawnAwait(2, oneStep, "run", nil)   // runs first, and holds the parent
+	})
+	_, err := waitEnd(t, s, submit(t, s, parent))
+	require.NoError(t, err)
+	require.True(t, completed, "the completer ran")
 	var got []any
 	var tags []uint64
 	for _, ev := range parent.EventsOf(sched.EventYieldComplete) {
@@ -1556,6 +1539,7 @@ func requireOneCompletionOfTag1(t *testing.T, parent *probe, completeErr error) 
 		require.ErrorIs(t, completeErr, sched.ErrYieldNotPending)
 		assert.Equal(t, []any{"from the child"}, got)
 	}
+	eventually(t, "no process live", func() bool { return s.Stats().Processes.Live == 0 })
 }
 
 // awaiter returns a process that calls first in its first step, and ends
