@@ -113,3 +113,13 @@ type stepOnly struct{}
 
 func (stepOnly) Init(context.Context, string, payload.Payloads) error { return nil }
 func (stepOnly) Close()                                               {}
+
+// twoIdleWorkers returns the two workers of a scheduler that is built
+// but never started: no goroutine runs them, so a test drives their
+// queues and steals step by step.
+func twoIdleWorkers() (*worker, *worker) {
+	s := &Scheduler{}
+	s.timers = newTimerService(s, 2)
+	s.workers = []*worker{newWorker(s, 0), newWorker(s, 1)}
+	return s.workers[0], s.workers[1]
+}

@@ -434,10 +434,7 @@ func saturateHTTP(body int) (stop func()) {
 // stalled in its current run, as it takes the next slot's, and leaves it
 // where it is while that worker is not stalled (it will run it itself).
 func TestStealTakesLaterSlotOfStalledWorker(t *testing.T) {
-	s := &Scheduler{}
-	s.timers = newTimerService(s, 2)
-	s.workers = []*worker{newWorker(s, 0), newWorker(s, 1)}
-	victim, thief := s.workers[0], s.workers[1]
+	victim, thief := twoIdleWorkers()
 
 	waiting := new(proc) // Ready: the zero state word
 	victim.later.Store(waiting)
@@ -460,10 +457,7 @@ func TestStealTakesLaterSlotOfStalledWorker(t *testing.T) {
 // unless the watchdog has found that run stalled: then an idle worker
 // takes them, as it takes the next slot's process.
 func TestStealTakesHeldOfStalledWorker(t *testing.T) {
-	s := &Scheduler{}
-	s.timers = newTimerService(s, 2)
-	s.workers = []*worker{newWorker(s, 0), newWorker(s, 1)}
-	victim, thief := s.workers[0], s.workers[1]
+	victim, thief := twoIdleWorkers()
 
 	a, b := new(proc), new(proc)
 	victim.held.PushBottom(a)

@@ -513,10 +513,7 @@ func allCollected[T any](refs []weak.Pointer[T]) bool {
 // by a steal or from the held queue, whose tags it forgets, it takes the
 // newest and looks (and puts back one that is not a child).
 func TestSiblingFirstByQueuedTags(t *testing.T) {
-	s := &Scheduler{}
-	s.timers = newTimerService(s, 2)
-	s.workers = []*worker{newWorker(s, 0), newWorker(s, 1)}
-	w, thief := s.workers[0], s.workers[1]
+	w, thief := twoIdleWorkers()
 	parent, uncle := new(proc), new(proc)
 	parent.id.Store(makeID(1, 0))
 	uncle.id.Store(makeID(2, 0))
