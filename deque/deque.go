@@ -8,7 +8,13 @@ import (
 // clearThreshold is how many stale slots the owner lets pile up on either
 // side of the live range before it clears them. Clearing lets the garbage
 // collector reclaim items the deque no longer holds; batching it keeps
-// PopBottom free of an extra atomic store in the common case.
+// PopBottom free of an extra atomic store in the common case. Fewer stale
+// slots than this are left as they are even when the deque is found empty:
+// the next pushes write over those above bottom (a deque filled and
+// emptied by its owner again and again, as a worker taking batches of
+// processes does, then clears only the slots that the last item's claim
+// leaves below top, one a batch, clearThreshold at a time), and at most
+// 2*clearThreshold-2 items stay reachable for it.
 const clearThreshold = 64
 
 // Deque is a growable Chase-Lev work-stealing deque of *T.
@@ -145,10 +151,9 @@ func (d *Deque[T]) PopBottom() *T {
 	d.bottom.Store(b)
 	t := d.top.Load()
 	if t > b {
-		// Empty. Undo the reservation and use the quiet moment to clear
-		// every stale slot: nothing is live, so nothing can alias.
+		// Empty. Undo the reservation.
 		d.bottom.Store(b + 1)
-		d.clearStale(t, b+1, true)
+		d.clearPiled(t, b+1)
 		return nil
 	}
 	x := r.slot(b).Load()
@@ -159,7 +164,7 @@ func (d *Deque[T]) PopBottom() *T {
 		}
 		d.bottom.Store(b + 1)
 		if x != nil {
-			d.clearStale(t+1, b+1, true)
+			d.clearPiled(t+1, b+1)
 		}
 		return x
 	}
@@ -167,32 +172,34 @@ func (d *Deque[T]) PopBottom() *T {
 	// b only by a CAS from top == b, and top reaches b only after our load
 	// of top returned t < b, which came after our reservation; so that
 	// thief's later load of bottom sees b (or a newer push) and it finds
-	// nothing at b to claim. The call is made only when a side has
-	// clearThreshold stale slots, the one case in which clearStale
-	// without force does anything: the check costs a few instructions
-	// where the call costs thirty, on every pop.
-	if t-d.cleanLow >= clearThreshold || d.dirtyHigh-b >= clearThreshold {
-		d.clearStale(t, b, false)
-	}
+	// nothing at b to claim.
+	d.clearPiled(t, b)
 	return x
+}
+
+// clearPiled calls clearStale when a side of the live range [t, b) has
+// clearThreshold stale slots, the one case in which it does anything: the
+// check costs a few instructions where the call costs thirty, on every
+// pop. Owner only.
+func (d *Deque[T]) clearPiled(t, b int64) {
+	if t-d.cleanLow >= clearThreshold || d.dirtyHigh-b >= clearThreshold {
+		d.clearStale(t, b)
+	}
 }
 
 // clearStale clears slots that no longer hold live items so they do not
 // keep popped or stolen items reachable. t and b bound the live range
 // [t, b) as the owner last saw it; every index below t has been claimed by
 // a CAS on top, so no thief can succeed in taking it any more, and every
-// index at or above b has been popped by the owner. When force is false the
-// work is done only once a side has clearThreshold stale slots, which keeps
-// the amortised cost per operation to a comparison.
+// index at or above b has been popped by the owner. It clears a side only
+// once it has clearThreshold stale slots, which keeps the amortised cost
+// per operation to a comparison (see clearPiled).
 //
 // Owner only.
-func (d *Deque[T]) clearStale(t, b int64, force bool) {
-	if d.cleanLow >= t && d.dirtyHigh <= b {
-		return // nothing stale: the usual case of a deque found empty again
-	}
+func (d *Deque[T]) clearStale(t, b int64) {
 	r := d.buf.Load()
 	capacity := int64(len(r.slots))
-	if force || t-d.cleanLow >= clearThreshold {
+	if t-d.cleanLow >= clearThreshold {
 		// Indices in [max(cleanLow, b-cap), t) map to slots that no live
 		// index in [t, b) shares: a live alias would be i+cap >= b.
 		lo := max(d.cleanLow, b-capacity)
@@ -201,7 +208,7 @@ func (d *Deque[T]) clearStale(t, b int64, force bool) {
 		}
 		d.cleanLow = t
 	}
-	if force || d.dirtyHigh-b >= clearThreshold {
+	if d.dirtyHigh-b >= clearThreshold {
 		// Indices in [b, dirtyHigh) were written when bottom was at most
 		// dirtyHigh and top at least dirtyHigh-cap <= t, so they alias no
 		// live index either.

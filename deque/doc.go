@@ -79,9 +79,13 @@
 // A popped or stolen item's slot is cleared so the deque does not keep
 // finished work reachable. Clearing needs an atomic store, so the owner does
 // it in batches: whenever 64 stale slots have piled up above bottom or below
-// top, and completely whenever it finds the deque empty. Only indices below
-// top (claimed for good by a CAS) or at or above bottom (popped by the owner)
-// are cleared, and never one whose slot a live index shares.
+// top, so at most 63 on each side stay reachable. It leaves fewer than that
+// even when it finds the deque empty: a deque that its owner fills and
+// empties again and again has its slots above bottom written over by the
+// next pushes, and clearing them every time would cost a store each for
+// nothing. Only indices below top (claimed for good by a CAS) or at or
+// above bottom (popped by the owner) are cleared, and never one whose slot
+// a live index shares.
 //
 // # Who may call what
 //

@@ -155,10 +155,11 @@ func TestPushBottomNOfNilPanicsBeforePushing(t *testing.T) {
 	v := 1
 	require.PanicsWithValue(t, "deque: PushBottomN of nil", func() { d.PushBottomN([]*int{&v, nil}) })
 	require.Zero(t, d.Len(), "an item pushed before the nil was found")
-	// The slot written before the nil was found is stale, and cleared as
-	// such once the deque is found empty.
+	// The slot written before the nil was found is stale, and counted as
+	// such, to be cleared with the others or written over.
 	require.Nil(t, d.PopBottom())
-	require.Zero(t, liveSlots(d), "a stale slot kept its item")
+	require.Equal(t, 1, liveSlots(d))
+	require.GreaterOrEqual(t, d.dirtyHigh, int64(1), "the slot written before the nil is not counted stale")
 }
 
 func TestStealHalfIntoItselfPanics(t *testing.T) {
@@ -204,29 +205,50 @@ func TestPoppedAndStolenSlotsAreCleared(t *testing.T) {
 	require.NotNil(t, d.PopBottom())
 	require.LessOrEqual(t, liveSlots(d)-d.Len(), 2*clearThreshold)
 
-	// Finding the deque empty clears everything.
+	// Finding the deque empty leaves fewer than the threshold on each
+	// side.
 	for d.PopBottom() != nil {
 	}
-	require.Equal(t, 0, liveSlots(d))
+	require.LessOrEqual(t, liveSlots(d), 2*(clearThreshold-1))
 	for dst.PopBottom() != nil {
 	}
-	require.Equal(t, 0, liveSlots(dst))
+	require.LessOrEqual(t, liveSlots(dst), 2*(clearThreshold-1))
+}
 
-	// The last-item CAS path clears its slot too.
-	v := 7
-	d.PushBottom(&v)
-	require.Same(t, &v, d.PopBottom())
-	require.Equal(t, 0, liveSlots(d))
-
-	// So do pops of items pushed together.
-	xs := make([]*int, 10)
-	for i := range xs {
-		x := i
-		xs[i] = &x
+// A deque that its owner fills and empties again and again, as a worker
+// does with the batches it takes from the global queue, leaves its stale
+// slots for the next batch to write over instead of clearing them each
+// time, and what stays reachable is bounded by the threshold on each side
+// (the last item's claim moves top, so one slot a batch goes below it).
+func TestRefilledDequeWritesOverStaleSlots(t *testing.T) {
+	d := New[int](2)
+	items := func(n int) []*int {
+		xs := make([]*int, n)
+		for i := range xs {
+			x := i
+			xs[i] = &x
+		}
+		return xs
 	}
-	d.PushBottomN(xs)
-	require.Equal(t, 10, liveSlots(d))
+	// Pushed together and one by one, emptied through the many-items path
+	// and the last-item CAS path, and found empty.
+	d.PushBottomN(items(10))
 	for d.PopBottom() != nil {
 	}
-	require.Equal(t, 0, liveSlots(d))
+	require.Equal(t, 10, liveSlots(d), "slots below the threshold cleared")
+	for _, x := range items(5) {
+		d.PushBottom(x)
+	}
+	require.Equal(t, 10, liveSlots(d), "a push did not write over a stale slot")
+	for d.PopBottom() != nil {
+	}
+	require.Equal(t, 10, liveSlots(d))
+
+	// Batches of every size up to past the threshold.
+	for n := 1; n <= 4*clearThreshold; n++ {
+		d.PushBottomN(items(n % (2 * clearThreshold)))
+		for d.PopBottom() != nil {
+		}
+		require.LessOrEqual(t, liveSlots(d), 2*(clearThreshold-1), "after a batch of %d", n)
+	}
 }
