@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"runtime/trace"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -806,11 +807,19 @@ func (w *worker) popGlobal() *proc {
 	}
 	w.count(cGlobalPops)
 	w.countN(cGlobalItems, uint64(n))
-	for i := n - 1; i >= 1; i-- {
-		w.noteQueued(w.dq.Mark(), w.batch[i])
-		w.dq.PushBottom(w.batch[i])
-	}
 	p := w.batch[0]
+	if n > 1 {
+		// Pushed together, with one store of bottom for the lot where a
+		// push each would cost one each, and in reverse, so that the
+		// deque's LIFO end gives them out oldest first.
+		rest := w.batch[1:n]
+		slices.Reverse(rest)
+		pos := w.dq.Mark()
+		for i, x := range rest {
+			w.noteQueued(pos+int64(i), x)
+		}
+		w.dq.PushBottomN(rest)
+	}
 	clear(w.batch[:n])
 	if n > 1 {
 		w.s.wakeWorker() // others may share the batch

@@ -575,3 +575,29 @@ func TestSiblingFirstByQueuedTags(t *testing.T) {
 	require.Nil(t, w.siblingFirst(), "with another's child on top, untagged")
 	require.Same(t, f, w.dq.PopBottom(), "the other parent's child, put back")
 }
+
+// A batch taken from the global queue runs in the order it was queued:
+// its first process at once, the rest from the worker's deque, oldest
+// first, each with no note of a parent (see noteQueued).
+func TestPopGlobalKeepsTheQueueOrder(t *testing.T) {
+	s := &Scheduler{globalBatch: 8, fixedBatch: true}
+	s.timers = newTimerService(s, 2)
+	s.workers = []*worker{newWorker(s, 0), newWorker(s, 1)}
+	w := s.workers[0]
+	ps := make([]*proc, 6)
+	for i := range ps {
+		ps[i] = new(proc)
+		ps[i].id.Store(uint64(i + 1))
+		s.global.Push(ps[i])
+	}
+	require.Equal(t, uint64(1), w.popGlobal().id.Load(), "the oldest first")
+	require.Equal(t, len(ps)-1, w.dq.Len(), "processes moved to the deque")
+	for i := range w.dq.Len() {
+		tg := w.queued[(w.dq.Mark()-1-int64(i))&(queuedTags-1)]
+		require.Equal(t, w.dq.Mark()-1-int64(i), tg.pos, "no note for position %d", tg.pos)
+		require.Zero(t, tg.parent, "a parent noted for a process from the global queue")
+	}
+	for _, p := range ps[1:] {
+		require.Equal(t, p.id.Load(), w.dq.PopBottom().id.Load(), "the ID of the next process from the deque")
+	}
+}
