@@ -620,7 +620,17 @@ func (w *worker) restoreDue() bool {
 // direct must be empty. Owner only.
 func (w *worker) restore(i int, now bool) {
 	w.nextRuns = 0
-	e := w.deferred[i]
+	n := len(w.deferred) - 1
+	if i != n {
+		// Moved to the end, where its arrays are kept for reuse. The
+		// usual entry restored is the last one put aside (see restoreDue),
+		// already there: it is used in place, as copying it (88 bytes, with
+		// pointers) twice would cost more than the rest of this.
+		e := w.deferred[i]
+		copy(w.deferred[i:n], w.deferred[i+1:])
+		w.deferred[n] = e
+	}
+	e := &w.deferred[n]
 	w.direct, w.directRun, w.directMark, w.directDefers, w.directSince = e.p, e.run, e.mark, e.defers, e.since
 	if now {
 		w.directDefers = maxDirectDefers
@@ -628,11 +638,8 @@ func (w *worker) restore(i int, now bool) {
 	w.directEvs, e.evs = e.evs, w.directEvs[:0]
 	w.keptSeqs, e.kept = e.kept, w.keptSeqs[:0]
 	e.p = nil
-	n := len(w.deferred) - 1
-	copy(w.deferred[i:n], w.deferred[i+1:])
-	w.deferred[n] = e // at the end, its arrays kept for reuse
 	w.deferred = w.deferred[:n]
-	if e.since+maxDeferTicks == w.deferDue {
+	if w.directSince+maxDeferTicks == w.deferDue {
 		w.resetDeferDue()
 	}
 }

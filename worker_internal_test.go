@@ -601,3 +601,37 @@ func TestPopGlobalKeepsTheQueueOrder(t *testing.T) {
 		require.Equal(t, p.id.Load(), w.dq.PopBottom().id.Load(), "the ID of the next process from the deque")
 	}
 }
+
+// A parent put aside for maxDeferTicks is direct again before those put
+// aside after it, with the events it held, and the others stay aside
+// with theirs, in order.
+func TestRestoreDueTakesTheOldestParentAside(t *testing.T) {
+	w, _ := twoIdleWorkers()
+	ps := []*proc{new(proc), new(proc), new(proc)}
+	for i, p := range ps {
+		e := w.pushDeferred(int64(i), uint64(10*(i+1)))
+		e.p = p
+		e.evs = append(e.evs, Event{Tag: uint64(i)})
+	}
+	w.tick = 10 + maxDeferTicks
+	require.True(t, w.restoreDue(), "the oldest parent restored when due")
+	require.Same(t, ps[0], w.direct, "the parent made direct")
+	require.Equal(t, []Event{{Tag: 0}}, w.directEvs, "the events it held")
+	require.Equal(t, maxDirectDefers, w.directDefers, "a parent due runs next")
+	require.Len(t, w.deferred, 2, "parents left aside")
+	for i, e := range w.deferred {
+		require.Same(t, ps[i+1], e.p, "parent %d aside", i)
+		require.Equal(t, []Event{{Tag: uint64(i + 1)}}, e.evs, "the events of parent %d aside", i)
+	}
+	require.Equal(t, uint64(20+maxDeferTicks), w.deferDue, "the next due")
+
+	// The last put aside, restored in place once nothing above its mark
+	// is queued.
+	w.direct, w.directEvs = nil, w.directEvs[:0]
+	w.tick = 0
+	require.True(t, w.restoreDue(), "the newest parent restored with its mark reached")
+	require.Same(t, ps[2], w.direct)
+	require.Equal(t, []Event{{Tag: 2}}, w.directEvs)
+	require.Len(t, w.deferred, 1)
+	require.Same(t, ps[1], w.deferred[0].p)
+}
