@@ -602,12 +602,12 @@ func spawnRun(ys []yield) int {
 }
 
 // spawnSlot is what spawnBatch knows of one spawn between its passes:
-// the child, its ID or why it was not admitted, and the sequence number
-// its yield was registered under (0: not registered yet).
+// the child's ID (0: not admitted) and the sequence number its yield was
+// registered under (0: not registered yet). Without pointers, the
+// worker's array of them needs neither write barriers nor clearing;
+// why a spawn was refused is kept apart (see spawnRefused), as few are.
 type spawnSlot struct {
-	child   Process
 	id, seq uint64
-	err     error
 }
 
 // spawnBatch carries out ys, spawns without deadlines that a step wrote
@@ -636,24 +636,41 @@ type spawnSlot struct {
 // carried out. Worker only, with p Running.
 func (w *worker) spawnBatch(p *proc, ys []yield) {
 	s, v := w.s, via{w: w}
-	sl := w.spawning[:0]
+	sl := w.spawning
+	if cap(sl) < len(ys) {
+		sl = make([]spawnSlot, len(ys))
+		w.spawning = sl
+	}
+	sl = sl[:len(ys)]
+	var errs []error // why each spawn was refused, by index; nil while none was
 	valid := 0
 	for i := range ys {
+		sl[i] = spawnSlot{}
 		child, _ := ys[i].arg.(Process)
-		err := checkStart(child, ys[i].method)
-		if err == nil {
+		if err := checkStart(child, ys[i].method); err != nil {
+			errs = w.spawnRefused(errs, len(ys), i, err)
+		} else {
 			valid++
 		}
-		sl = append(sl, spawnSlot{child: child, err: err})
 	}
 	// Counted before any is admitted, as admit counts before it looks
 	// at the shutdown: a Shutdown waiting for the count of live
 	// processes to reach zero must not see it there while these start.
 	w.countN(cStarted, uint64(valid))
 	for i := range sl {
-		if sl[i].err == nil {
-			sl[i].id, sl[i].err = s.admitCounted(v)
+		if errs == nil || errs[i] == nil {
+			id, err := s.admitCounted(v)
+			if err != nil {
+				errs = w.spawnRefused(errs, len(ys), i, err)
+			}
+			sl[i].id = id
 		}
+	}
+	errOf := func(i int) error {
+		if errs == nil {
+			return nil
+		}
+		return errs[i]
 	}
 	registered := len(sl)
 	p.mu.Lock()
@@ -665,7 +682,7 @@ func (w *worker) spawnBatch(p *proc, ys []yield) {
 	for i := range sl {
 		e, y := &sl[i], &ys[i]
 		seq := childSeq(e.id)
-		if e.err != nil || y.kind != yieldSpawnAwait {
+		if e.id == 0 || y.kind != yieldSpawnAwait {
 			seq = w.newSeq()
 		}
 		if (!has || y.tag > top) && p.pending.addAbove(y.tag, seq) {
@@ -685,7 +702,8 @@ func (w *worker) spawnBatch(p *proc, ys []yield) {
 	started := w.spawned[:0]
 	for i := range sl[:registered] {
 		e := &sl[i]
-		if c := w.spawnRegistered(p, &ys[i], e.child, e.id, e.seq, e.err); c != nil {
+		child, _ := ys[i].arg.(Process)
+		if c := w.spawnRegistered(p, &ys[i], child, e.id, e.seq, errOf(i)); c != nil {
 			started = append(started, c)
 		}
 	}
@@ -699,11 +717,27 @@ func (w *worker) spawnBatch(p *proc, ys []yield) {
 		w.spawned = started[:0] // grown
 	}
 	for i := registered; i < len(sl); i++ {
-		e := &sl[i]
-		w.spawnAdmitted(p, &ys[i], e.child, e.id, e.err)
+		child, _ := ys[i].arg.(Process)
+		w.spawnAdmitted(p, &ys[i], child, sl[i].id, errOf(i))
 	}
-	clear(sl) // the children and errors
-	w.spawning = sl[:0]
+	if errs != nil {
+		clear(errs)
+	}
+}
+
+// spawnRefused notes err as why the spawn at index i of spawnBatch's n
+// was refused, in errs, which it takes from the worker's scratch array on
+// the first refusal of the batch; spawnBatch clears it at its end.
+// Owner only.
+func (w *worker) spawnRefused(errs []error, n, i int, err error) []error {
+	if errs == nil {
+		if cap(w.spawnErrs) < n {
+			w.spawnErrs = make([]error, n)
+		}
+		errs = w.spawnErrs[:n]
+	}
+	errs[i] = err
+	return errs
 }
 
 // callHandler runs the handler of a user command for the yield seq.

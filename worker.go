@@ -139,7 +139,8 @@ type worker struct {
 	batch      []*proc
 	slots      slotCache    // free process-table slots; owner only
 	pend       pendingCache // recycled pending arrays; owner only
-	spawning   []spawnSlot  // spawnBatch's scratch, empty between its calls; owner only
+	spawning   []spawnSlot  // spawnBatch's scratch; owner only
+	spawnErrs  []error      // spawnBatch's refusals (see spawnRefused), all nil between its calls; owner only
 	spawned    []*proc      // spawnBatch's started children, empty between its calls (its array not cleared: see there); owner only
 	valuesCtxs []valuesCtx  // the rest of the worker's slab of contexts with values (see newProcCtx); owner only
 	// lastMethod and lastMethodID cache the latest interned entry point.
