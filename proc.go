@@ -510,10 +510,6 @@ func (p *proc) close(c *closed, result payload.Payload, err error, forced bool, 
 		p.inbox.first, p.inbox.n = nil, 0
 	}
 	p.msgs = 0
-	if p.pending.arr != nil {
-		c.pending = p.pending.array()
-		p.pending = pendingSet{}
-	}
 	if p.hasPending.Load() { // written only under mu, held here
 		p.hasPending.Store(false)
 	}
@@ -546,6 +542,10 @@ func (p *proc) close(c *closed, result payload.Payload, err error, forced bool, 
 		p.recycleFor(next)
 		p.mu.Unlock()
 		return
+	}
+	if p.pending.arr != nil {
+		c.pending = p.pending.array()
+		p.pending = pendingSet{}
 	}
 	p.flags &^= pfRoomWaiters
 	p.flags |= pfClosed
@@ -604,6 +604,13 @@ func (p *proc) reusable() bool {
 func (p *proc) recycleFor(next uint64) {
 	p.flags, p.msgs = 0, 0
 	p.inbox = eventBuf{} // close emptied it; this clears its bits and hint
+	// The pending set's array, if it has one, stays, emptied: a process
+	// that spawns children (an inner node of a fork-join tree) mostly
+	// ends on the worker that started them, and its record goes to the
+	// next process that worker starts, which is as likely to spawn as
+	// many; taking an array from the worker's cache and giving it back
+	// would cost each of them more than the rest of this.
+	p.pending.empty()
 	if p.extra.Load() != nil {
 		p.extra.Store(nil)
 	}
@@ -640,7 +647,7 @@ func (p *proc) announceLocked(err error) {
 // closed is what close reports of the process it closed.
 type closed struct {
 	unread    []Event        // events that were queued and never read, in the mailbox buffer; the caller's now
-	pending   []pendingYield // the small pending set's array, if it had one; the caller's now
+	pending   []pendingYield // the small pending set's array, if it had one and the record is not reused (see recycleFor); the caller's now
 	cancelled bool           // it had been asked to stop (Terminate, Shutdown)
 	announced bool           // its end was announced to its Handle already (see announce)
 	cause     error          // the cancel's cause, if so
@@ -758,6 +765,14 @@ func (ps *pendingSet) array() []pendingYield {
 		return nil
 	}
 	return unsafe.Slice(ps.arr, ps.arr.seq)
+}
+
+// empty drops every yield of the slice, keeping its array. Called with
+// proc.mu held, on a proc whose yields are not in the maps (see toLarge).
+func (ps *pendingSet) empty() {
+	if ps.arr != nil {
+		ps.arr.tag = 0
+	}
 }
 
 // pendingYield is one outstanding yield. seq carries seqTimed when the

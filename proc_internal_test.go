@@ -429,3 +429,42 @@ func TestGenCtxFor(t *testing.T) {
 		seen[proto] = gen
 	}
 }
+
+// TestReusedRecordKeepsItsPendingArray: a record that its end leaves for
+// the slot's next process keeps its pending set's array, emptied, for
+// that process's spawns; one that is not left for reuse gives it back.
+func TestReusedRecordKeepsItsPendingArray(t *testing.T) {
+	var pc pendingCache
+	p := allocProc(pkAwaited)
+	p.id.Store(makeID(3, 0))
+	spawnTwo := func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.pending.reserve(2, p, &pc)
+		require.True(t, p.pending.addAbove(1, 11))
+		require.True(t, p.pending.addAbove(2, 12))
+	}
+	spawnTwo()
+	arr := p.pending.arr
+	require.NotNil(t, arr)
+
+	// Ended with its yields still pending, as a parent that finishes
+	// before its children may.
+	var c closed
+	p.close(&c, payload.Payload{}, nil, false, makeID(3, 1))
+	require.Equal(t, makeID(3, 1), p.id.Load(), "the record left for the next ID")
+	require.Nil(t, c.pending, "the array given back by a record left for reuse")
+	require.Same(t, arr, p.pending.arr, "the array kept by the record")
+	require.Zero(t, p.pending.count(), "yields of the ended process left pending")
+	require.False(t, p.hasPending.Load())
+
+	spawnTwo()
+	require.Same(t, arr, p.pending.arr, "the next process's spawns took another array")
+	require.Equal(t, uint64(2), p.pending.count())
+
+	var c2 closed
+	p.close(&c2, payload.Payload{}, nil, false, 0)
+	require.Nil(t, p.pending.arr, "the array kept by a record not left for reuse")
+	require.Same(t, arr, &c2.pending[0], "the array given back")
+	c2.recycle(&pc)
+}
