@@ -642,14 +642,12 @@ func (w *worker) spawnBatch(p *proc, ys []yield) {
 		w.spawning = sl
 	}
 	sl = sl[:len(ys)]
-	var errs []error // why each spawn was refused, by index; nil while none was
+	// A spawn's child is a nil interface only if its Process is (see
+	// StepOutput.spawn): whether one is missing shows without the type
+	// assertion, which the loop that starts them makes.
 	valid := 0
 	for i := range ys {
-		sl[i] = spawnSlot{}
-		child, _ := ys[i].arg.(Process)
-		if err := checkStart(child, ys[i].method); err != nil {
-			errs = w.spawnRefused(errs, len(ys), i, err)
-		} else {
+		if checkStartOf(ys[i].arg == nil, ys[i].method) == nil {
 			valid++
 		}
 	}
@@ -657,14 +655,17 @@ func (w *worker) spawnBatch(p *proc, ys []yield) {
 	// at the shutdown: a Shutdown waiting for the count of live
 	// processes to reach zero must not see it there while these start.
 	w.countN(cStarted, uint64(valid))
+	var errs []error // why each spawn was refused, by index; nil while none was
 	for i := range sl {
-		if errs == nil || errs[i] == nil {
-			id, err := s.admitCounted(v)
-			if err != nil {
-				errs = w.spawnRefused(errs, len(ys), i, err)
-			}
-			sl[i].id = id
+		err := checkStartOf(ys[i].arg == nil, ys[i].method)
+		var id uint64
+		if err == nil {
+			id, err = s.admitCounted(v)
 		}
+		if err != nil {
+			errs = w.spawnRefused(errs, len(ys), i, err)
+		}
+		sl[i] = spawnSlot{id: id}
 	}
 	errOf := func(i int) error {
 		if errs == nil {

@@ -79,7 +79,14 @@ func (s *Scheduler) admit(p Process, method string, v via) (id uint64, err error
 // checkStart reports what makes p and method unfit to start, or nil.
 // Any goroutine.
 func checkStart(p Process, method string) error {
-	if p == nil {
+	return checkStartOf(p == nil, method)
+}
+
+// checkStartOf is checkStart for a caller that knows whether the process
+// is missing without holding it as a Process (see worker.spawnBatch).
+// Any goroutine.
+func checkStartOf(missing bool, method string) error {
+	if missing {
 		return ErrNilProcess
 	}
 	if method == "" {
