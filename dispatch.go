@@ -185,7 +185,13 @@ func (w *worker) dispatch(p *proc, waits bool) {
 		return
 	}
 	w.countN(cYields, uint64(len(ys)))
-	if len(ys) > 1 && !w.oneSpawnBatch(ys) {
+	if len(ys) > 1 {
+		if w.oneSpawnBatch(ys) {
+			// A step that only spawns, as an inner node of a fork-join
+			// tree does: all in one batch, without the loop's look at each.
+			w.spawnBatch(p, ys)
+			return
+		}
 		p.reservePending(len(ys), &w.pend)
 	}
 	for i := 0; i < len(ys); i++ {
@@ -583,9 +589,10 @@ func (w *worker) spawnRegistered(p *proc, y *yield, child Process, id, seq uint6
 }
 
 // oneSpawnBatch reports whether spawnBatch carries out all of ys, a
-// step's yields, together: it then makes room for them in the pending set
-// in the hold of p's lock in which it registers them, and dispatch spares
-// the hold of its own reserve. Owner only.
+// step's yields, together: dispatch then hands them all to it at once,
+// and it makes room for them in the pending set in the hold of p's lock
+// in which it registers them, sparing dispatch the hold of its own
+// reserve. Owner only.
 func (w *worker) oneSpawnBatch(ys []yield) bool {
 	return w.s.maxProcs == 0 && spawnRun(ys) == len(ys)
 }
