@@ -1323,11 +1323,13 @@ func (w *worker) stepped(p *proc, err error) (st status, batch int) {
 	w.events = w.events[:0]
 	w.count(cSteps)
 	st = w.out.status
-	// A process that continues holds what its step wakes until its run
-	// ends (see held).
-	w.holding = st == statusContinue
-	w.dispatch(p, err == nil && st == statusWait)
-	w.holding = false
+	if len(w.out.yields) > 0 { // a leaf's step, or a parent's last, has none
+		// A process that continues holds what its step wakes until its
+		// run ends (see held).
+		w.holding = st == statusContinue
+		w.dispatch(p, err == nil && st == statusWait)
+		w.holding = false
+	}
 	return st, batch
 }
 
