@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"unsafe"
 
 	"github.com/procsched/scheduler/payload"
 	"github.com/procsched/scheduler/relay"
@@ -538,13 +539,13 @@ func (w *worker) gaveBack(r *proc, woken uint64) {
 // past). Worker only, with p Running.
 func (w *worker) spawn(p *proc, y *yield, child Process) {
 	id, err := w.s.admit(child, y.method, via{w: w})
-	w.spawnAdmitted(p, y, child, id, err)
+	w.spawnAdmitted(p, y, id, err)
 }
 
 // spawnAdmitted is spawn once the child has been admitted as id, or
 // refused with err: it registers the yield and carries it out.
 // Worker only, with p Running.
-func (w *worker) spawnAdmitted(p *proc, y *yield, child Process, id uint64, err error) {
+func (w *worker) spawnAdmitted(p *proc, y *yield, id uint64, err error) {
 	var seq uint64
 	if err == nil && y.kind == yieldSpawnAwait {
 		seq = w.registerWithin(p, y, childSeq(id))
@@ -557,35 +558,14 @@ func (w *worker) spawnAdmitted(p *proc, y *yield, child Process, id uint64, err 
 		}
 		return
 	}
-	if c := w.spawnRegistered(p, y, child, id, seq, err); c != nil {
-		w.pushLocal(c)
-	}
-}
-
-// spawnRegistered carries out the spawn y of p registered as seq: if
-// its child was refused with err, the yield completes with err (named as
-// any other); else child, admitted as id, is started, and a spawn that
-// does not await it completes now, naming it. It returns the started
-// child, which the caller queues on the worker, or nil.
-// Worker only, with p Running.
-func (w *worker) spawnRegistered(p *proc, y *yield, child Process, id, seq uint64, err error) *proc {
+	var errs []error
 	if err != nil {
-		w.completeNow(p, seq, nil, err)
-		return nil
+		errs = []error{err}
 	}
-	var awaiter uint64
-	if y.kind == yieldSpawnAwait {
-		awaiter = p.id.Load()
+	_, started := w.startFrom(p, unsafe.Slice(y, 1), []spawnSlot{{id: id, seq: seq}}, errs, w.spawned[:0], 0)
+	if len(started) > 0 {
+		w.pushLocal(started[0])
 	}
-	c, err := w.s.start(id, nil, p.childExtra(), child, y.method, y.input, awaiter, via{w: w}, nil, false)
-	if err != nil {
-		w.completeNow(p, seq, nil, err)
-		return nil
-	}
-	if awaiter == 0 {
-		w.completeNowFrom(p, seq, c.pid(), nil, nil) // the child in From: no box for its PID
-	}
-	return c
 }
 
 // oneSpawnBatch reports whether spawnBatch carries out all of ys, a
@@ -708,12 +688,8 @@ func (w *worker) spawnBatch(p *proc, ys []yield) {
 	// started: thieves see them all with one store (see pushLocalN), and
 	// none before the last Init returns.
 	started := w.spawned[:0]
-	for i := range sl[:registered] {
-		e := &sl[i]
-		child, _ := ys[i].arg.(Process)
-		if c := w.spawnRegistered(p, &ys[i], child, e.id, e.seq, errOf(i)); c != nil {
-			started = append(started, c)
-		}
+	for i := 0; i < registered; {
+		i, started = w.startFrom(p, ys[:registered], sl, errs, started, i)
 	}
 	w.pushLocalN(started)
 	// Not cleared, which saves a call per batch: what it keeps are
@@ -725,12 +701,75 @@ func (w *worker) spawnBatch(p *proc, ys []yield) {
 		w.spawned = started[:0] // grown
 	}
 	for i := registered; i < len(sl); i++ {
-		child, _ := ys[i].arg.(Process)
-		w.spawnAdmitted(p, &ys[i], child, sl[i].id, errOf(i))
+		w.spawnAdmitted(p, &ys[i], sl[i].id, errOf(i))
 	}
 	if errs != nil {
 		clear(errs)
 	}
+}
+
+// startFrom carries out the registered spawns ys of p, from the one at
+// index i on, appending the children it starts to started: for each,
+// if its child was refused (errs, if not nil, says why, by index), the
+// yield completes with that error, named as any other; else the child,
+// admitted as sl's ID, is started, and a spawn that does not await it
+// completes now, naming it; sl also holds the sequence number each
+// yield was registered under. It returns where it stopped and started:
+// len(ys) once all are carried out, or the index after a spawn whose
+// child's Init panicked, which it ended as a failed Init, for the caller
+// to go on from. One deferred call serves all the Inits of a batch of
+// spawns this way (see spawnBatch), where start's callInit defers one
+// for each, a few dozen instructions a child on the path every node of a
+// fork-join tree takes; w.initing names the child whose Init runs.
+// Worker only, with p Running.
+func (w *worker) startFrom(p *proc, ys []yield, sl []spawnSlot, errs []error, started []*proc, i int) (next int, out []*proc) {
+	s, v := w.s, via{w: w}
+	next, out = i, started
+	defer func() {
+		c := w.initing
+		if c == nil {
+			return // the usual case: no Init panicked, no call to recover
+		}
+		r := recover()
+		w.initing = nil
+		if r == nil {
+			return // runtime.Goexit, which goes on
+		}
+		perr := newPanicError("Init", r)
+		s.recovered(c, perr, v)
+		err := initError(perr)
+		s.initFailed(c, sl[next].id, err, v)
+		w.completeNow(p, sl[next].seq, nil, err)
+		next++
+	}()
+	for ; next < len(ys); next++ {
+		e, y := &sl[next], &ys[next]
+		if errs != nil && errs[next] != nil {
+			w.completeNow(p, e.seq, nil, errs[next])
+			continue
+		}
+		var awaiter uint64
+		if y.kind == yieldSpawnAwait {
+			awaiter = p.id.Load()
+		}
+		child, _ := y.arg.(Process)
+		c, reused, ctx := s.prepare(e.id, nil, p.childExtra(), child, y.method, awaiter, v, nil, false)
+		w.initing = c
+		err := child.Init(ctx, y.method, y.input)
+		w.initing = nil
+		if err != nil {
+			err = initError(err)
+			s.initFailed(c, e.id, err, v)
+			w.completeNow(p, e.seq, nil, err)
+			continue
+		}
+		s.started(c, e.id, reused, y.method)
+		if awaiter == 0 {
+			w.completeNowFrom(p, e.seq, c.pid(), nil, nil) // the child in From: no box for its PID
+		}
+		out = append(out, c)
+	}
+	return next, out
 }
 
 // spawnRefused notes err as why the spawn at index i of spawnBatch's n

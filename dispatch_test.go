@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -1566,4 +1567,86 @@ func completedTags(t *testing.T, p *probe) []uint64 {
 		tags = append(tags, ev.Tag)
 	}
 	return tags
+}
+
+// TestSpawnBatchInitPanics: in a step that only spawns, whose children
+// start together, a child whose Init panics fails as that spawn alone
+// would (its yield completes with ErrInit and the panic, its Close runs
+// once, the panic is counted), and the spawns after it are carried out
+// as if it had not panicked: each in turn, in order, the rest started.
+// With a process limit the spawns go one at a time, with the same
+// outcomes.
+func TestSpawnBatchInitPanics(t *testing.T) {
+	for _, limit := range []int{0, 100} {
+		t.Run(fmt.Sprintf("limit=%d", limit), func(t *testing.T) { testSpawnInitPanics(t, limit) })
+	}
+}
+
+func testSpawnInitPanics(t *testing.T, limit int) {
+	panicky := func() *probe {
+		return &probe{init: func(context.Context, string, payload.Payloads) error { panic("no start") }}
+	}
+	bad := []*probe{panicky(), panicky(), panicky()}
+	good := []*probe{{}, {}, {}}
+	// Tags: the children in the order written; a panicking child first,
+	// in the middle, twice in a row and last.
+	children := []*probe{bad[0], good[0], bad[1], bad[2], good[1], good[2]}
+	p := &probe{step: func(p *probe, n int, _ []sched.Event, out *sched.StepOutput) error {
+		if n == 0 {
+			for i, c := range children {
+				if i == 4 {
+					out.Spawn(uint64(i+1), c, "run", nil)
+				} else {
+					out.SpawnAwait(uint64(i+1), c, "run", nil)
+				}
+			}
+			return nil
+		}
+		if len(p.EventsOf(sched.EventYieldComplete)) == len(children) {
+			out.Done(payload.Payload{})
+		}
+		return nil
+	}}
+	for _, c := range good {
+		c.step = func(_ *probe, _ int, _ []sched.Event, out *sched.StepOutput) error {
+			out.Done(payload.Payload{})
+			return nil
+		}
+	}
+	opts := []sched.Option{sched.WithWorkers(1)}
+	if limit > 0 {
+		opts = append(opts, sched.WithMaxProcesses(limit))
+	}
+	s := newScheduler(t, opts...)
+	_, err := waitEnd(t, s, submit(t, s, p))
+	require.NoError(t, err)
+
+	byTag := map[uint64]error{}
+	for _, ev := range p.EventsOf(sched.EventYieldComplete) {
+		_, seen := byTag[ev.Tag]
+		require.False(t, seen, "tag %d completed twice", ev.Tag)
+		byTag[ev.Tag] = ev.Error
+	}
+	require.Len(t, byTag, len(children))
+	for i, c := range children {
+		err := byTag[uint64(i+1)]
+		if slices.Contains(bad, c) {
+			require.ErrorIs(t, err, sched.ErrInit, "tag %d", i+1)
+			var perr *sched.PanicError
+			require.ErrorAs(t, err, &perr, "tag %d", i+1)
+			require.Equal(t, "no start", perr.Value, "tag %d", i+1)
+			require.Equal(t, 0, c.Steps(), "tag %d: a child whose Init panicked stepped", i+1)
+		} else {
+			require.NoError(t, err, "tag %d", i+1)
+			require.Equal(t, 1, c.Steps(), "tag %d", i+1)
+		}
+		require.Equal(t, 1, c.Inits(), "tag %d", i+1)
+		eventually(t, "the child's Close", func() bool { return c.Closes() == 1 })
+	}
+	eventually(t, "every process to end", func() bool { return s.Stats().Processes.Live == 0 })
+	st := s.Stats().Processes
+	require.Equal(t, uint64(len(bad)), st.InitFailed, "Init failed")
+	require.Equal(t, uint64(len(bad)), st.Panics, "panics")
+	require.Equal(t, uint64(len(good)+1), st.Submitted, "submitted: the parent and the children that started")
+	require.Equal(t, st.Submitted, st.Ended, "ended")
 }

@@ -144,9 +144,23 @@ func (s *Scheduler) unadmit(id uint64, v via, why counterID) {
 // context of (see newProcCtx), since its record may be given to a later
 // process once it has ended (see record).
 func (s *Scheduler) start(id uint64, values context.Context, inherit *procExtra, p Process, method string, input payload.Payloads, awaiter uint64, v via, mailbox *mailboxLimit, handle bool) (*proc, error) {
+	pr, reused, ctx := s.prepare(id, values, inherit, p, method, awaiter, v, mailbox, handle)
+	if err := s.callInit(pr, ctx, method, input, v); err != nil {
+		s.initFailed(pr, id, err, v)
+		return nil, err
+	}
+	s.started(pr, id, reused, method)
+	return pr, nil
+}
+
+// prepare is start up to Init: it returns the record of the process
+// admitted as id, made ready to start, whether it was reused, and the
+// context its Init gets. The arguments are start's. Any goroutine; v
+// says where it runs.
+func (s *Scheduler) prepare(id uint64, values context.Context, inherit *procExtra, p Process, method string, awaiter uint64, v via, mailbox *mailboxLimit, handle bool) (pr *proc, reused bool, ctx context.Context) {
 	w := v.worker()
 	mid := s.internMethod(method, w)
-	pr, reused := s.record(id, mid, handle, awaiter != 0, w)
+	pr, reused = s.record(id, mid, handle, awaiter != 0, w)
 	if !reused {
 		pr.setFreshID(id)
 		pr.node, pr.methodID = s.node, mid
@@ -177,19 +191,29 @@ func (s *Scheduler) start(id uint64, values context.Context, inherit *procExtra,
 	// A new pr is Ready: that is its zero state word. A reused one stays
 	// Ended, as its last process left it, until it is published (see
 	// proc.recycleFor).
-	ctx := context.Context(pr)
+	ctx = context.Context(pr)
 	if !handle {
 		ctx = w.newProcCtx(pr, id)
 	}
-	if err := s.callInit(pr, ctx, method, input, v); err != nil {
-		_ = s.callClose(pr, v)
-		pr.impl = nil
-		var c closed
-		pr.close(&c, payload.Payload{}, err, false, 0)
-		c.recycle(w.pendingCache())
-		s.unadmit(id, v, cInitFailed)
-		return nil, err
-	}
+	return pr, reused, ctx
+}
+
+// initFailed ends pr, admitted as id and prepared, whose Init failed
+// with err: Close, the record closed, and what admit took given back.
+// Any goroutine; v says where it runs.
+func (s *Scheduler) initFailed(pr *proc, id uint64, err error, v via) {
+	_ = s.callClose(pr, v)
+	pr.impl = nil
+	var c closed
+	pr.close(&c, payload.Payload{}, err, false, 0)
+	c.recycle(v.worker().pendingCache())
+	s.unadmit(id, v, cInitFailed)
+}
+
+// started is start after a successful Init: pr, prepared as id (reused
+// says whether its record was), is published and announced to the Start
+// hook; the caller queues it. Any goroutine.
+func (s *Scheduler) started(pr *proc, id uint64, reused bool, method string) {
 	if s.hooks.End != nil {
 		pr.timing().started = s.coarse.now()
 	}
@@ -206,7 +230,6 @@ func (s *Scheduler) start(id uint64, values context.Context, inherit *procExtra,
 	if s.hooks.Start != nil {
 		s.hooks.Start(StartInfo{PID: pr.pid(), Method: method})
 	}
-	return pr, nil
 }
 
 // record returns the record for the process about to start as id: the
@@ -277,15 +300,22 @@ func (s *Scheduler) callInit(p *proc, ctx context.Context, method string, input 
 		if r := recover(); r != nil {
 			perr := newPanicError("Init", r)
 			s.recovered(p, perr, v)
-			err = fmt.Errorf("%w: %w", ErrInit, perr)
+			err = initError(perr)
 		}
 	}()
 	err = p.impl.Init(ctx, method, input)
 	returned = true
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrInit, err)
+	return initError(err)
+}
+
+// initError returns the error of a start whose Init returned err, or
+// panicked with err: nil if err is, else err wrapped in ErrInit.
+// Any goroutine.
+func initError(err error) error {
+	if err == nil {
+		return nil
 	}
-	return nil
+	return fmt.Errorf("%w: %w", ErrInit, err)
 }
 
 // callClose runs Close and returns the panic it raised, if any.
