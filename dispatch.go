@@ -753,17 +753,11 @@ func (w *worker) startFrom(p *proc, ys []yield, sl []spawnSlot, errs []error, st
 			awaiter = p.id.Load()
 		}
 		child, _ := y.arg.(Process)
-		c, reused, ctx := s.prepare(e.id, nil, p.childExtra(), child, y.method, awaiter, v, nil, false)
-		w.initing = c
-		err := child.Init(ctx, y.method, y.input)
-		w.initing = nil
+		c, err := s.start(e.id, nil, p.childExtra(), child, y.method, y.input, awaiter, v, nil, false, false)
 		if err != nil {
-			err = initError(err)
-			s.initFailed(c, e.id, err, v)
 			w.completeNow(p, e.seq, nil, err)
 			continue
 		}
-		s.started(c, e.id, reused, y.method)
 		if awaiter == 0 {
 			w.completeNowFrom(p, e.seq, c.pid(), nil, nil) // the child in From: no box for its PID
 		}

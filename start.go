@@ -55,7 +55,7 @@ func (s *Scheduler) submit(ctx context.Context, values context.Context, p Proces
 	if err != nil {
 		return Handle{}, err
 	}
-	pr, err := s.start(id, values, nil, p, method, input, 0, v, so.mailbox, true)
+	pr, err := s.start(id, values, nil, p, method, input, 0, v, so.mailbox, true, true)
 	if err != nil {
 		return Handle{}, err
 	}
@@ -136,31 +136,20 @@ func (s *Scheduler) unadmit(id uint64, v via, why counterID) {
 // SpawnAwait yield waits for its end (the yield's sequence number is
 // childSeq(id)); v says where this runs; mailbox, if not nil, is the
 // process's own mailbox limit; handle says the caller gets a Handle, so
-// the result must be kept. If it fails, it has given back what admit
-// took. Any goroutine; v says where it runs.
+// the result must be kept. With guarded, a panic in Init is recovered
+// here (see callInit); without, the calling worker recovers it, as
+// worker.startFrom does, and w.initing names the process while its Init
+// runs. If it fails, it has given back what admit took. Any goroutine
+// (guarded), or a worker; v says where it runs.
 //
 // A process with a Handle has its record as its context; one without
 // gets a context that tells which of its record's processes it is the
 // context of (see newProcCtx), since its record may be given to a later
 // process once it has ended (see record).
-func (s *Scheduler) start(id uint64, values context.Context, inherit *procExtra, p Process, method string, input payload.Payloads, awaiter uint64, v via, mailbox *mailboxLimit, handle bool) (*proc, error) {
-	pr, reused, ctx := s.prepare(id, values, inherit, p, method, awaiter, v, mailbox, handle)
-	if err := s.callInit(pr, ctx, method, input, v); err != nil {
-		s.initFailed(pr, id, err, v)
-		return nil, err
-	}
-	s.started(pr, id, reused, method)
-	return pr, nil
-}
-
-// prepare is start up to Init: it returns the record of the process
-// admitted as id, made ready to start, whether it was reused, and the
-// context its Init gets. The arguments are start's. Any goroutine; v
-// says where it runs.
-func (s *Scheduler) prepare(id uint64, values context.Context, inherit *procExtra, p Process, method string, awaiter uint64, v via, mailbox *mailboxLimit, handle bool) (pr *proc, reused bool, ctx context.Context) {
+func (s *Scheduler) start(id uint64, values context.Context, inherit *procExtra, p Process, method string, input payload.Payloads, awaiter uint64, v via, mailbox *mailboxLimit, handle, guarded bool) (*proc, error) {
 	w := v.worker()
 	mid := s.internMethod(method, w)
-	pr, reused = s.record(id, mid, handle, awaiter != 0, w)
+	pr, reused := s.record(id, mid, handle, awaiter != 0, w)
 	if !reused {
 		pr.setFreshID(id)
 		pr.node, pr.methodID = s.node, mid
@@ -191,29 +180,25 @@ func (s *Scheduler) prepare(id uint64, values context.Context, inherit *procExtr
 	// A new pr is Ready: that is its zero state word. A reused one stays
 	// Ended, as its last process left it, until it is published (see
 	// proc.recycleFor).
-	ctx = context.Context(pr)
+	ctx := context.Context(pr)
 	if !handle {
 		ctx = w.newProcCtx(pr, id)
 	}
-	return pr, reused, ctx
-}
-
-// initFailed ends pr, admitted as id and prepared, whose Init failed
-// with err: Close, the record closed, and what admit took given back.
-// Any goroutine; v says where it runs.
-func (s *Scheduler) initFailed(pr *proc, id uint64, err error, v via) {
-	_ = s.callClose(pr, v)
-	pr.impl = nil
-	var c closed
-	pr.close(&c, payload.Payload{}, err, false, 0)
-	c.recycle(v.worker().pendingCache())
-	s.unadmit(id, v, cInitFailed)
-}
-
-// started is start after a successful Init: pr, prepared as id (reused
-// says whether its record was), is published and announced to the Start
-// hook; the caller queues it. Any goroutine.
-func (s *Scheduler) started(pr *proc, id uint64, reused bool, method string) {
+	var err error
+	if guarded {
+		err = s.callInit(pr, ctx, method, input, v)
+	} else {
+		w.initing = pr
+		err = p.Init(ctx, method, input)
+		w.initing = nil
+		if err != nil {
+			err = initError(err)
+		}
+	}
+	if err != nil {
+		s.initFailed(pr, id, err, v)
+		return nil, err
+	}
 	if s.hooks.End != nil {
 		pr.timing().started = s.coarse.now()
 	}
@@ -230,6 +215,20 @@ func (s *Scheduler) started(pr *proc, id uint64, reused bool, method string) {
 	if s.hooks.Start != nil {
 		s.hooks.Start(StartInfo{PID: pr.pid(), Method: method})
 	}
+	return pr, nil
+}
+
+// initFailed ends pr, admitted as id and set up by start, whose Init
+// failed with err: Close, the record closed, and what admit took given
+// back.
+// Any goroutine; v says where it runs.
+func (s *Scheduler) initFailed(pr *proc, id uint64, err error, v via) {
+	_ = s.callClose(pr, v)
+	pr.impl = nil
+	var c closed
+	pr.close(&c, payload.Payload{}, err, false, 0)
+	c.recycle(v.worker().pendingCache())
+	s.unadmit(id, v, cInitFailed)
 }
 
 // record returns the record for the process about to start as id: the
@@ -305,16 +304,16 @@ func (s *Scheduler) callInit(p *proc, ctx context.Context, method string, input 
 	}()
 	err = p.impl.Init(ctx, method, input)
 	returned = true
-	return initError(err)
+	if err != nil {
+		return initError(err)
+	}
+	return nil
 }
 
 // initError returns the error of a start whose Init returned err, or
-// panicked with err: nil if err is, else err wrapped in ErrInit.
+// panicked with err, which is not nil: err wrapped in ErrInit.
 // Any goroutine.
 func initError(err error) error {
-	if err == nil {
-		return nil
-	}
 	return fmt.Errorf("%w: %w", ErrInit, err)
 }
 
