@@ -1,6 +1,7 @@
 package scheduler_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"runtime"
@@ -408,13 +409,14 @@ func (p *startOnce) Step(_ []sched.Event, out *sched.StepOutput) error {
 	return nil
 }
 
-// startParent spawns startBatch children per message it receives,
-// awaiting them if await is set.
+// startParent spawns batch children per message it receives (startBatch
+// if batch is 0), awaiting them if await is set.
 type startParent struct {
 	stepOnly
 	done  chan<- struct{}
 	tok   *allocToken
 	await bool
+	batch int
 	tag   uint64
 }
 
@@ -429,7 +431,7 @@ func (p *startParent) Step(evs []sched.Event, out *sched.StepOutput) error {
 		case evs[i].Type != sched.EventMessage:
 			continue
 		}
-		for range startBatch {
+		for range cmp.Or(p.batch, startBatch) {
 			p.tag++
 			if p.await {
 				out.SpawnAwait(p.tag, &startOnce{done: p.done, tok: p.tok}, "run", nil)
@@ -497,20 +499,28 @@ func testAllocSpawn(t *testing.T, await bool, what string) {
 }
 
 func testAllocSpawnIn(t *testing.T, ctx context.Context, await bool, what string) {
+	testAllocSpawnBatch(t, ctx, await, startBatch, what)
+}
+
+// testAllocSpawnBatch is testAllocSpawnIn with batch children spawned
+// per step of the parent (a divisor of startOps).
+func testAllocSpawnBatch(t *testing.T, ctx context.Context, await bool, batch int, what string) {
 	s := newScheduler(t, sched.WithWorkers(2))
 	done := make(chan struct{}, startOps)
-	h, err := s.Submit(ctx, &startParent{done: done, tok: &allocToken{}, await: await}, "alloc", nil)
+	h, err := s.Submit(ctx, &startParent{done: done, tok: &allocToken{}, await: await, batch: batch}, "alloc", nil)
 	require.NoError(t, err)
 	parent := h.PID()
 	msg := &allocToken{}
 	checkStartAllocs(t, what, spawnedCosts, spawnedWant, startOps, func() {
-		for range startOps / startBatch {
+		// One message at a time, so that each step of the parent spawns
+		// batch children, not those of several messages at once.
+		for range startOps / batch {
 			if err := s.Tell(parent, msg); err != nil {
 				t.Fatal(err)
 			}
-		}
-		for range startOps {
-			<-done
+			for range batch {
+				<-done
+			}
 		}
 	})
 }
@@ -521,6 +531,16 @@ func TestAllocSpawn(t *testing.T) {
 
 func TestAllocSpawnAwait(t *testing.T) {
 	testAllocSpawn(t, true, "SpawnAwait (the completion carries the child's result)")
+}
+
+// TestAllocSpawnOneAStep: a step that spawns a single child starts it on
+// its own, not as a batch, and costs the same.
+func TestAllocSpawnOneAStep(t *testing.T) {
+	for _, await := range []bool{false, true} {
+		t.Run(fmt.Sprintf("await=%v", await), func(t *testing.T) {
+			testAllocSpawnBatch(t, context.Background(), await, 1, "a step's only Spawn or SpawnAwait")
+		})
+	}
 }
 
 // waitForever is a process that waits until it is terminated; of zero

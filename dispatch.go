@@ -558,11 +558,14 @@ func (w *worker) spawnAdmitted(p *proc, y *yield, id uint64, err error) {
 		}
 		return
 	}
+	// Carried out as a batch of one: y as a one-element slice of the
+	// step's yields, where it lies, and arrays on the stack.
 	var errs []error
 	if err != nil {
 		errs = []error{err}
 	}
-	_, started := w.startFrom(p, unsafe.Slice(y, 1), []spawnSlot{{id: id, seq: seq}}, errs, w.spawned[:0], 0)
+	var one [1]*proc
+	_, started := w.startFrom(p, unsafe.Slice(y, 1), []spawnSlot{{id: id, seq: seq}}, errs, one[:0], 0)
 	if len(started) > 0 {
 		w.pushLocal(started[0])
 	}
