@@ -141,7 +141,7 @@ type worker struct {
 	pend       pendingCache // recycled pending arrays; owner only
 	spawning   []spawnSlot  // spawnBatch's scratch; owner only
 	spawnErrs  []error      // spawnBatch's refusals (see spawnRefused), all nil between its calls; owner only
-	initing    *proc        // the child whose Init startFrom runs, or nil; owner only
+	initing    *proc        // the child whose Init start runs for startFrom, which recovers its panic; nil otherwise; owner only
 	spawned    []*proc      // spawnBatch's started children, empty between its calls (its array not cleared: see there); owner only
 	valuesCtxs []valuesCtx  // the rest of the worker's slab of contexts with values (see newProcCtx); owner only
 	// lastMethod and lastMethodID cache the latest interned entry point.
