@@ -178,13 +178,10 @@ func setHandler(hs []Handler, cmd CommandID, h Handler) []Handler {
 // dispatch carries out the yields of the step that just ran for p, in
 // order; waits says that p waits after the step (it neither continues
 // nor ends, and the step did not fail), so that its last Tell may hand
-// the receiver to this worker (see tell). Worker only, with p
-// Running.
+// the receiver to this worker (see tell). Called by stepped, only for a
+// step that wrote yields. Worker only, with p Running.
 func (w *worker) dispatch(p *proc, waits bool) {
 	ys := w.out.yields
-	if len(ys) == 0 {
-		return
-	}
 	w.countN(cYields, uint64(len(ys)))
 	if len(ys) > 1 {
 		if w.oneSpawnBatch(ys) {
@@ -657,12 +654,6 @@ func (w *worker) spawnBatch(p *proc, ys []yield) {
 		}
 		sl[i] = spawnSlot{id: id}
 	}
-	errOf := func(i int) error {
-		if errs == nil {
-			return nil
-		}
-		return errs[i]
-	}
 	registered := len(sl)
 	p.mu.Lock()
 	p.pending.reserve(len(sl), p, &w.pend) // see oneSpawnBatch
@@ -704,7 +695,7 @@ func (w *worker) spawnBatch(p *proc, ys []yield) {
 		w.spawned = started[:0] // grown
 	}
 	for i := registered; i < len(sl); i++ {
-		w.spawnAdmitted(p, &ys[i], sl[i].id, errOf(i))
+		w.spawnAdmitted(p, &ys[i], sl[i].id, refusal(errs, i))
 	}
 	if errs != nil {
 		clear(errs)
@@ -747,8 +738,8 @@ func (w *worker) startFrom(p *proc, ys []yield, sl []spawnSlot, errs []error, st
 	}()
 	for ; next < len(ys); next++ {
 		e, y := &sl[next], &ys[next]
-		if errs != nil && errs[next] != nil {
-			w.completeNow(p, e.seq, nil, errs[next])
+		if err := refusal(errs, next); err != nil {
+			w.completeNow(p, e.seq, nil, err)
 			continue
 		}
 		var awaiter uint64
@@ -767,6 +758,15 @@ func (w *worker) startFrom(p *proc, ys []yield, sl []spawnSlot, errs []error, st
 		out = append(out, c)
 	}
 	return next, out
+}
+
+// refusal returns why the spawn at index i was refused, as noted in errs
+// (see spawnRefused), or nil. Any goroutine.
+func refusal(errs []error, i int) error {
+	if errs == nil {
+		return nil
+	}
+	return errs[i]
 }
 
 // spawnRefused notes err as why the spawn at index i of spawnBatch's n
