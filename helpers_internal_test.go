@@ -118,7 +118,12 @@ func (stepOnly) Close()                                               {}
 // but never started: no goroutine runs them, so a test drives their
 // queues and steals step by step.
 func twoIdleWorkers() (*worker, *worker) {
-	s := &Scheduler{}
+	return twoIdleWorkersOf(&Scheduler{})
+}
+
+// twoIdleWorkersOf is twoIdleWorkers for s, a scheduler with the
+// options the test sets in its fields, not yet given workers.
+func twoIdleWorkersOf(s *Scheduler) (*worker, *worker) {
 	s.timers = newTimerService(s, 2)
 	s.workers = []*worker{newWorker(s, 0), newWorker(s, 1)}
 	return s.workers[0], s.workers[1]

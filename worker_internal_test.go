@@ -581,9 +581,7 @@ func TestSiblingFirstByQueuedTags(t *testing.T) {
 // first, each with no note of a parent (see noteQueued).
 func TestPopGlobalKeepsTheQueueOrder(t *testing.T) {
 	s := &Scheduler{globalBatch: 8, fixedBatch: true}
-	s.timers = newTimerService(s, 2)
-	s.workers = []*worker{newWorker(s, 0), newWorker(s, 1)}
-	w := s.workers[0]
+	w, _ := twoIdleWorkersOf(s)
 	ps := make([]*proc, 6)
 	for i := range ps {
 		ps[i] = new(proc)
