@@ -7,8 +7,10 @@ import (
 
 // The process table maps a PID to its proc with no lock on lookups.
 //
-// A PID's ID is generation<<32 | (slot+1), so the first processes get the
-// IDs 1, 2, 3, ... and ID 0 is never used. Slots live in fixed-size chunks
+// A PID's ID is generation<<32 | (slot+1), so ID 0 is never used; slots
+// never used before are handed to the workers' caches and to the stripes
+// of callers outside the workers slotBatch at a time, lowest first, so
+// the first processes a single caller starts get the IDs 1, 2, 3, .... Slots live in fixed-size chunks
 // reached through a copy-on-write directory, so a lookup is two loads and
 // an index. A lookup compares the proc's full ID, so a stale PID never
 // reaches the slot's next occupant. A freed slot is reused with the next
@@ -95,7 +97,8 @@ type table struct {
 	freeMu sync.Mutex
 	free   []uint64
 	clean  int
-	// fresh is the next never-used slot.
+	// fresh is the next slot that no cache has reserved (see reserve);
+	// it may pass maxSlots, and bounds the slots forEach visits.
 	fresh atomic.Uint64
 	// retired counts slots withdrawn because their generation ran out.
 	retired atomic.Uint64
@@ -169,30 +172,47 @@ const (
 // the calling worker's cache, or nil for callers outside the workers,
 // who take a stripe's (see outsideSlots).
 func (t *table) alloc(c *slotCache) (uint64, bool) {
-	if c != nil {
-		if len(*c) == 0 {
-			t.refill(c)
-		}
-		if n := len(*c); n > 0 {
-			id := (*c)[n-1]
-			*c = (*c)[:n-1]
-			return id, true
-		}
-	} else {
+	if c == nil {
 		o := &t.outside[countStripe()]
 		o.mu.Lock()
 		id, ok := t.alloc(&o.ids)
 		o.mu.Unlock()
 		return id, ok
 	}
-	slot := t.fresh.Add(1) - 1
-	if slot >= maxSlots {
+	if len(*c) == 0 {
+		t.refill(c)
+		if len(*c) == 0 {
+			t.reserve(c)
+		}
+	}
+	n := len(*c)
+	if n == 0 {
 		return 0, false
 	}
-	if t.entry(uint32(slot)) == nil {
-		t.grow(uint32(slot))
+	id := (*c)[n-1]
+	*c = (*c)[:n-1]
+	return id, true
+}
+
+// reserve puts up to slotBatch never-used slots in c, as their first IDs,
+// lowest on top: taking them one at a time from the shared counter would
+// cost a locked instruction per process, on a cache line that every
+// caller finding the free list empty writes (a submitter running ahead of
+// the workers finds it so for every process). Slots reserved and never
+// used stay empty. Called by the owner of c, as refill.
+func (t *table) reserve(c *slotCache) {
+	end := t.fresh.Add(slotBatch)
+	first := end - slotBatch
+	if first >= maxSlots {
+		return
 	}
-	return makeID(uint32(slot), 0), true
+	end = min(end, maxSlots)
+	if t.entry(uint32(end-1)) == nil {
+		t.grow(uint32(end - 1))
+	}
+	for slot := end; slot > first; slot-- {
+		*c = append(*c, makeID(uint32(slot-1), 0))
+	}
 }
 
 // refill moves up to slotBatch free IDs from the shared list to c.

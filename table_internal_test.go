@@ -63,3 +63,42 @@ func TestTableKeepsFewEndedProcesses(t *testing.T) {
 	assert.LessOrEqual(t, ended, len(s.workers)*slotCacheMax+freeDirtyMax+counterStripes*slotBatch, "ended processes the table reaches")
 	assert.Positive(t, ended, "ended processes the table reaches (none would leave the test nothing to check)")
 }
+
+// TestTableReservesFreshSlotsInBatches: a cache that finds the shared
+// free list empty takes slotBatch never-used slots with one step of the
+// shared counter, and hands them out lowest first: a submitter that runs
+// ahead of the workers, and so finds the list empty for every process,
+// would otherwise step the counter, and take the list's lock, once per
+// process.
+func TestTableReservesFreshSlotsInBatches(t *testing.T) {
+	tb := newTable()
+	var c slotCache
+	for want := range uint32(slotBatch) {
+		id, ok := tb.alloc(&c)
+		require.True(t, ok)
+		assert.Equal(t, makeID(want, 0), id, "the %d'th ID", want)
+		assert.Equal(t, uint64(slotBatch), tb.fresh.Load(), "the counter after %d IDs", want+1)
+	}
+	assert.Empty(t, c)
+	// The next batch, for another cache or this one, starts where the
+	// first ended.
+	var other slotCache
+	id, ok := tb.alloc(&other)
+	require.True(t, ok)
+	assert.Equal(t, makeID(slotBatch, 0), id)
+	assert.Len(t, other, slotBatch-1)
+	assert.Equal(t, uint64(2*slotBatch), tb.fresh.Load())
+	// A freed ID goes out before any fresh slot.
+	tb.pushFree(makeID(3, 1))
+	id, ok = tb.alloc(&c)
+	require.True(t, ok)
+	assert.Equal(t, makeID(3, 1), id)
+	assert.Equal(t, uint64(2*slotBatch), tb.fresh.Load())
+	// Slots reserved past a chunk's end are covered by the directory.
+	tb.fresh.Store(chunkSize - 1)
+	id, ok = tb.alloc(&c)
+	require.True(t, ok)
+	assert.Equal(t, makeID(chunkSize-1, 0), id)
+	require.Len(t, c, slotBatch-1)
+	assert.NotNil(t, tb.entry(chunkSize+slotBatch-2), "the last reserved slot's entry")
+}
