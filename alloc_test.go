@@ -485,6 +485,33 @@ func TestAllocSubmit(t *testing.T) {
 	}
 }
 
+// TestAllocSpawnFromOutside: a process that Scheduler.Spawn starts
+// costs, in steady state, what a step's spawn does: its value, and a
+// record only when its slot holds none to reuse. The records of ended
+// processes reach the caller outside the workers through the shared list
+// of free IDs, which the workers fill once their own caches are full, so
+// a first burst fills them; with a Handle it would be 2.
+func TestAllocSpawnFromOutside(t *testing.T) {
+	s := newScheduler(t, sched.WithWorkers(2))
+	ctx := context.Background()
+	done := make(chan struct{}, startOps)
+	tok := &allocToken{}
+	spawn := func() {
+		for range startOps {
+			if _, err := s.Spawn(ctx, &startOnce{done: done, tok: tok}, "run", nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for range startOps {
+			<-done
+		}
+	}
+	for range 20 {
+		spawn()
+	}
+	checkStartAllocs(t, "Scheduler.Spawn of a process that ends with a result", spawnedCosts, spawnedWant, startOps, spawn)
+}
+
 // spawnedCosts is what a process started by a step allocates in steady
 // state: its value, and now and then a record, when its slot holds none
 // to reuse (at least once in ctxGens processes of a slot: see genCtx).

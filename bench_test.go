@@ -238,6 +238,25 @@ func BenchmarkSpawnWide(b *testing.B) {
 // burst should wake few. pops/op is how many times workers took from
 // the global queue per Submit.
 func BenchmarkSubmit(b *testing.B) {
+	benchStartOutside(b, func(s *sched.Scheduler, ctx context.Context) error {
+		_, err := s.Submit(ctx, oneStep, "run", nil)
+		return err
+	})
+}
+
+// BenchmarkSpawnOutside: as BenchmarkSubmit with Scheduler.Spawn, which
+// returns no Handle, so that an ended process's record can serve a later
+// one.
+func BenchmarkSpawnOutside(b *testing.B) {
+	benchStartOutside(b, func(s *sched.Scheduler, ctx context.Context) error {
+		_, err := s.Spawn(ctx, oneStep, "run", nil)
+		return err
+	})
+}
+
+// benchStartOutside measures start, called b.N times by a goroutine
+// outside the scheduler, for BenchmarkSubmit and BenchmarkSpawnOutside.
+func benchStartOutside(b *testing.B, start func(*sched.Scheduler, context.Context) error) {
 	s := newScheduler(b)
 	pollStatsDuring(b, s)
 	ctx := context.Background()
@@ -245,7 +264,7 @@ func BenchmarkSubmit(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		if _, err := s.Submit(ctx, oneStep, "run", nil); err != nil {
+		if err := start(s, ctx); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -241,11 +241,15 @@ const valuesCtxSlab = 16
 // valuesCtxSlab at a time: nothing of the scheduler's points to one, so
 // a slab is garbage once the processes it served have ended, unless user
 // code keeps one of their contexts, which then keeps its slab alive.
-// Only a step's spawn needs one (a process with a Handle has its record
-// as its context), so only a worker calls it.
-// Worker only.
+// Only a process without a Handle needs one (a process with a Handle
+// has its record as its context): a step's spawn, or a Scheduler.Spawn,
+// whose caller outside the workers (w nil) gets a context of its own.
+// Worker only, or any goroutine with w nil.
 func (w *worker) newProcCtx(p *proc, id uint64) context.Context {
 	if x := p.extra.Load(); x != nil && x.values != nil {
+		if w == nil {
+			return &valuesCtx{p: p, id: id, x: x}
+		}
 		if len(w.valuesCtxs) == 0 {
 			w.valuesCtxs = make([]valuesCtx, valuesCtxSlab)
 		}

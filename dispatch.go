@@ -88,7 +88,8 @@ func (c Call) Submit(ctx context.Context, p Process, method string, input payloa
 	if c.s == nil {
 		return Handle{}, ErrProcessNotFound
 	}
-	return c.s.submit(ctx, c.ctx.values(), p, method, input, opts, via{w: c.w, call: true})
+	pr, _, err := c.s.submit(ctx, c.ctx.values(), p, method, input, opts, via{w: c.w, call: true}, true)
+	return Handle{p: pr}, err // pr is nil on error: the zero Handle
 }
 
 // Completion completes one yield from any goroutine, once. It names that

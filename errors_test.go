@@ -90,6 +90,7 @@ func TestEveryContextEntryPointRefusesNil(t *testing.T) {
 		call func() error
 	}{
 		{"Submit", func() error { _, err := s.Submit(nilCtx, started, "run", nil); return err }},
+		{"Spawn", func() error { _, err := s.Spawn(nilCtx, started, "run", nil); return err }},
 		{"Call.Submit", func() error { _, err := call.Submit(nilCtx, started, "run", nil); return err }},
 		{"SendContext", func() error { return s.SendContext(nilCtx, relay.Message{To: h.PID(), Data: 1}) }},
 		{"TellContext", func() error { return s.TellContext(nilCtx, h.PID(), 1) }},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/procsched/scheduler"
@@ -59,6 +60,55 @@ func ExampleScheduler() {
 	// Output:
 	// hello, world <nil>
 	// true
+}
+
+// tallier adds its n to a shared total and ends; the last one to end
+// closes done. It reports through the total, not through a result.
+type tallier struct {
+	n           int64
+	total, left *atomic.Int64
+	done        chan struct{}
+}
+
+func (c *tallier) Init(context.Context, string, payload.Payloads) error { return nil }
+
+func (c *tallier) Step(_ []scheduler.Event, out *scheduler.StepOutput) error {
+	c.total.Add(c.n)
+	if c.left.Add(-1) == 0 {
+		close(c.done)
+	}
+	out.Done(payload.Payload{})
+	return nil
+}
+
+func (c *tallier) Close() {}
+
+// Spawn starts processes whose results nobody waits for: they report
+// through shared state, as a pool's fire-and-forget tasks do, and an
+// ended one's record can serve the next.
+func ExampleScheduler_Spawn() {
+	s, err := scheduler.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	var total, left atomic.Int64
+	done := make(chan struct{})
+	const n = 1000
+	left.Store(n)
+	for i := range int64(n) {
+		if _, err := s.Spawn(ctx, &tallier{n: i + 1, total: &total, left: &left, done: done}, "count", nil); err != nil {
+			log.Fatal(err)
+		}
+	}
+	<-done
+	fmt.Println(total.Load())
+
+	if err := s.Shutdown(ctx); err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// 500500
 }
 
 // player hits a ball (a number) back to whoever sent it, until the count

@@ -329,6 +329,10 @@ func TestAfterShutdown(t *testing.T) {
 			_, err := s.Submit(context.Background(), &probe{}, "run", nil)
 			return err
 		}},
+		{"Spawn", func() error {
+			_, err := s.Spawn(context.Background(), &probe{}, "run", nil)
+			return err
+		}},
 		{"Send", func() error { return s.Send(relay.Message{To: pid}) }},
 		{"Tell", func() error { return s.Tell(pid, 1) }},
 		{"Tell unknown", func() error { return s.Tell(relay.PID{ID: 12}, 1) }},

@@ -28,23 +28,46 @@ import (
 // memory while a Handle to it is kept; the scheduler itself keeps only a
 // bounded number of ended records, for reuse.
 func (s *Scheduler) Submit(ctx context.Context, p Process, method string, input payload.Payloads, opts ...SubmitOption) (Handle, error) {
-	return s.submit(ctx, nil, p, method, input, opts, via{})
+	pr, _, err := s.submit(ctx, nil, p, method, input, opts, via{}, true)
+	return Handle{p: pr}, err // pr is nil on error: the zero Handle
 }
 
-// submit is Submit and Call.Submit: values, if not nil, is where the
-// process context's values come from when ctx has none to offer; v says
-// where the process is queued.
+// Spawn starts process p at entry point method with input as Submit
+// does, and with the same errors, but returns only the process's PID:
+// nothing keeps its result, as nothing keeps that of a child a step
+// spawns without awaiting it. It is for work whose outcome reaches its
+// caller another way (a message, shared state it updates, a monitor, the
+// End hook), as a pool's fire-and-forget task does. Such a process costs
+// less than one with a Handle: once it has ended, its record may serve a
+// later process, where a Handle would keep it, so a caller that starts
+// processes in a loop allocates fewer records and gives the garbage
+// collector less to do.
+//
+// Its context is not its record (see [Process]); like a spawned child's,
+// it reports the process's end once the process has ended, even after
+// the record serves another.
+func (s *Scheduler) Spawn(ctx context.Context, p Process, method string, input payload.Payloads, opts ...SubmitOption) (relay.PID, error) {
+	_, pid, err := s.submit(ctx, nil, p, method, input, opts, via{}, false)
+	return pid, err
+}
+
+// submit is Submit, Spawn and Call.Submit: values, if not nil, is where
+// the process context's values come from when ctx has none to offer; v
+// says where the process is queued; handle, whether the caller gets a
+// Handle. It returns the process's record and PID (nil and the zero PID
+// on error); without a Handle, the record may serve another process as
+// soon as it is queued, so the caller must not touch it.
 // Any goroutine; v says where it runs.
-func (s *Scheduler) submit(ctx context.Context, values context.Context, p Process, method string, input payload.Payloads, opts []SubmitOption, v via) (Handle, error) {
+func (s *Scheduler) submit(ctx context.Context, values context.Context, p Process, method string, input payload.Payloads, opts []SubmitOption, v via, handle bool) (*proc, relay.PID, error) {
 	if ctx == nil {
-		return Handle{}, fmt.Errorf("%w: Submit", ErrNilContext)
+		return nil, relay.PID{}, fmt.Errorf("%w: Submit", ErrNilContext)
 	}
 	if err := ctx.Err(); err != nil {
-		return Handle{}, err
+		return nil, relay.PID{}, err
 	}
 	so, err := applySubmitOptions(opts)
 	if err != nil {
-		return Handle{}, err
+		return nil, relay.PID{}, err
 	}
 	// Background and TODO carry no values: the process then looks its
 	// values up in values, if given, else nowhere.
@@ -53,14 +76,14 @@ func (s *Scheduler) submit(ctx context.Context, values context.Context, p Proces
 	}
 	id, err := s.admit(p, method, v)
 	if err != nil {
-		return Handle{}, err
+		return nil, relay.PID{}, err
 	}
-	pr, err := s.start(id, values, nil, p, method, input, 0, v, so.mailbox, true, true)
+	pr, err := s.start(id, values, nil, p, method, input, 0, v, so.mailbox, handle, true)
 	if err != nil {
-		return Handle{}, err
+		return nil, relay.PID{}, err
 	}
 	s.enqueue(pr, v)
-	return Handle{p: pr}, nil
+	return pr, relay.PID{Node: s.node, ID: id}, nil
 }
 
 // admit is the first half of starting process p at method: it checks
@@ -239,9 +262,10 @@ func (s *Scheduler) initFailed(pr *proc, id uint64, err error, v via) {
 // costs no allocation for its record and no work for the garbage
 // collector: the worker's free IDs name the slots it freed last, whose
 // records it ended.
-// Only a worker reuses records (the ID came from its cache, so the slot
-// is its own until the process is published), and never for a process
-// with a Handle, which keeps its record. The entry point is the one
+// The caller owns the slot until the process is published (the ID came
+// from its worker's cache, or from a stripe of the IDs cached for callers
+// outside the workers, under its lock). A record is never reused for a
+// process with a Handle, which keeps its record. The entry point is the one
 // field of the record that its new process's start writes besides
 // those that the new process alone reads; it is written here, without
 // the record's lock, and read by the watchdog and by Processes only
@@ -250,7 +274,7 @@ func (s *Scheduler) initFailed(pr *proc, id uint64, err error, v via) {
 // Any goroutine; w is the calling worker, or nil.
 func (s *Scheduler) record(id uint64, methodID uint16, handle, awaited bool, w *worker) (p *proc, reused bool) {
 	kind := s.kindOf(handle, awaited)
-	if w != nil && kind&pkHandle == 0 {
+	if kind&pkHandle == 0 {
 		if e := s.table.entry(slotOf(id)); e != nil {
 			// Only an end that left the record for this ID gave it this
 			// ID, and that end came before the ID was freed and then

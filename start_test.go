@@ -14,9 +14,10 @@ import (
 
 	sched "github.com/procsched/scheduler"
 	"github.com/procsched/scheduler/payload"
+	"github.com/procsched/scheduler/relay"
 )
 
-// Tests of starting and finishing a process (start.go): Submit, Init, the
+// Tests of starting and finishing a process (start.go): Submit, Spawn, Init, the
 // ways a process ends, Close exactly once, and the process limit.
 
 func TestSubmitResult(t *testing.T) {
@@ -52,6 +53,86 @@ func TestSubmitResult(t *testing.T) {
 			require.NoError(t, err2)
 			assert.Equal(t, res, res2)
 			requireLifecycle(t, p)
+		})
+	}
+}
+
+// TestSchedulerSpawn: Spawn starts a process as Submit does, without a
+// Handle: Init sees the PID Spawn returns and the values of its ctx in
+// its context, the PID reaches the process, and a monitor gets its
+// result. The context of one that ended says so even once its record may
+// serve later processes (which the thousands spawned after it make
+// likely):
+// for a context with values, which a caller outside the workers makes
+// on its own, and for one without.
+func TestSchedulerSpawn(t *testing.T) {
+	for _, withValues := range []bool{true, false} {
+		t.Run(fmt.Sprintf("values=%v", withValues), func(t *testing.T) {
+			s := newScheduler(t, sched.WithWorkers(2))
+			var initSelf relay.PID
+			var initValue any
+			p := &probe{
+				init: func(ctx context.Context, _ string, _ payload.Payloads) error {
+					initSelf, _ = sched.Self(ctx)
+					initValue = ctx.Value(ctxKey{})
+					return nil
+				},
+				step: untilMessage,
+			}
+			ctx, want := context.Background(), any(nil)
+			if withValues {
+				ctx, want = context.WithValue(ctx, ctxKey{}, "v"), "v"
+			}
+			pid, err := s.Spawn(ctx, p, "run", nil)
+			require.NoError(t, err)
+			require.False(t, pid.IsZero(), "Spawn returned a zero PID")
+			assert.Equal(t, pid, initSelf, "Self(ctx) in Init")
+			assert.Equal(t, want, initValue, "the Spawn ctx's value seen in Init")
+			exits := make(chan sched.Exit, 1)
+			s.Monitor(pid, func(e sched.Exit) { exits <- e })
+			require.NoError(t, s.Tell(pid, "x"))
+			e := receive(t, exits, "the spawned process's exit")
+			assert.Equal(t, sched.ExitDone, e.Reason)
+			assert.Equal(t, "x", e.Result.Value(), "the result the monitor got")
+			requireLifecycle(t, p)
+			assert.Equal(t, pid, p.self, "StepOutput.Self")
+
+			// A process no monitor watches, whose record may be reused.
+			ended := make(chan struct{}, 1)
+			q := &probe{step: func(_ *probe, _ int, _ []sched.Event, out *sched.StepOutput) error {
+				ended <- struct{}{}
+				out.Done(payload.Payload{})
+				return nil
+			}}
+			qpid, err := s.Spawn(ctx, q, "run", nil)
+			require.NoError(t, err)
+			receive(t, ended, "the second process's step")
+			done := make(chan struct{}, 100)
+			for range 30 {
+				for range 100 {
+					_, err := s.Spawn(ctx, stepFunc(func(_ []sched.Event, out *sched.StepOutput) error {
+						done <- struct{}{}
+						out.Done(payload.Payload{})
+						return nil
+					}), "run", nil)
+					require.NoError(t, err)
+				}
+				for range 100 {
+					receive(t, done, "a later process's step")
+				}
+			}
+			requireLifecycle(t, q)
+			for _, c := range []struct {
+				pid relay.PID
+				ctx context.Context
+			}{{pid, p.Ctx()}, {qpid, q.Ctx()}} {
+				receive(t, c.ctx.Done(), "the ended process's context Done")
+				assert.ErrorIs(t, c.ctx.Err(), context.Canceled)
+				self, ok := sched.Self(c.ctx)
+				assert.True(t, ok)
+				assert.Equal(t, c.pid, self, "Self of the ended process's context")
+				assert.Equal(t, want, c.ctx.Value(ctxKey{}), "a value of the ended process's context")
+			}
 		})
 	}
 }
@@ -304,6 +385,9 @@ func methodsProbe() *probe {
 	}
 }
 
+// TestSubmitErrors: Submit and Spawn refuse what cannot start with the
+// same errors, call Init only for what they admit and Close after a
+// failed Init, and never step a process that failed to start.
 func TestSubmitErrors(t *testing.T) {
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -311,44 +395,62 @@ func TestSubmitErrors(t *testing.T) {
 	defer cancel2()
 	initErr := testError("init failed")
 
-	tests := []struct {
+	type errorCase struct {
 		name   string
 		ctx    context.Context
 		p      sched.Process
 		method string
 		want   []error
 		inits  int // Init calls expected
+	}
+	// Each entry point gets processes of its own.
+	cases := func() []errorCase {
+		return []errorCase{
+			{"nil process", context.Background(), nil, "run", []error{sched.ErrNilProcess}, 0},
+			{"empty method", context.Background(), &probe{step: doneWith(nil)}, "", []error{sched.ErrEmptyMethod}, 0},
+			{"cancelled ctx", cancelled, &probe{step: doneWith(nil)}, "run", []error{context.Canceled}, 0},
+			{"expired ctx", expired, &probe{step: doneWith(nil)}, "run", []error{context.DeadlineExceeded}, 0},
+			{"unknown method", context.Background(), methodsProbe(), "mul", []error{sched.ErrInit, sched.ErrUnknownMethod}, 1},
+			{"init error", context.Background(), &probe{init: func(context.Context, string, payload.Payloads) error {
+				return initErr
+			}}, "run", []error{sched.ErrInit, initErr}, 1},
+			{"init panic", context.Background(), &probe{init: func(context.Context, string, payload.Payloads) error {
+				panic("init exploded")
+			}}, "run", []error{sched.ErrInit, sched.ErrPanic}, 1},
+			{"init panic with an error", context.Background(), &probe{init: func(context.Context, string, payload.Payloads) error {
+				panic(initErr)
+			}}, "run", []error{sched.ErrInit, sched.ErrPanic, initErr}, 1},
+		}
+	}
+	entries := []struct {
+		name  string
+		start func(s *sched.Scheduler, tt errorCase) (relay.PID, error)
 	}{
-		{"nil process", context.Background(), nil, "run", []error{sched.ErrNilProcess}, 0},
-		{"empty method", context.Background(), &probe{step: doneWith(nil)}, "", []error{sched.ErrEmptyMethod}, 0},
-		{"cancelled ctx", cancelled, &probe{step: doneWith(nil)}, "run", []error{context.Canceled}, 0},
-		{"expired ctx", expired, &probe{step: doneWith(nil)}, "run", []error{context.DeadlineExceeded}, 0},
-		{"unknown method", context.Background(), methodsProbe(), "mul", []error{sched.ErrInit, sched.ErrUnknownMethod}, 1},
-		{"init error", context.Background(), &probe{init: func(context.Context, string, payload.Payloads) error {
-			return initErr
-		}}, "run", []error{sched.ErrInit, initErr}, 1},
-		{"init panic", context.Background(), &probe{init: func(context.Context, string, payload.Payloads) error {
-			panic("init exploded")
-		}}, "run", []error{sched.ErrInit, sched.ErrPanic}, 1},
-		{"init panic with an error", context.Background(), &probe{init: func(context.Context, string, payload.Payloads) error {
-			panic(initErr)
-		}}, "run", []error{sched.ErrInit, sched.ErrPanic, initErr}, 1},
+		{"Submit", func(s *sched.Scheduler, tt errorCase) (relay.PID, error) {
+			h, err := s.Submit(tt.ctx, tt.p, tt.method, nil)
+			return h.PID(), err
+		}},
+		{"Spawn", func(s *sched.Scheduler, tt errorCase) (relay.PID, error) {
+			return s.Spawn(tt.ctx, tt.p, tt.method, nil)
+		}},
 	}
 	s := newScheduler(t)
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			h, err := s.Submit(tt.ctx, tt.p, tt.method, nil)
-			require.Error(t, err)
-			for _, want := range tt.want {
-				require.ErrorIs(t, err, want)
-			}
-			assert.True(t, h.PID().IsZero(), "PID of a failed Submit")
-			if p, ok := tt.p.(*probe); ok {
-				assert.Equal(t, tt.inits, p.Inits(), "Init calls")
-				assert.Equal(t, tt.inits, p.Closes(), "Close calls: once if Init was called, else never")
-				assert.Zero(t, p.Steps(), "a process that failed to start was stepped")
-			}
-		})
+	for _, entry := range entries {
+		for _, tt := range cases() {
+			t.Run(entry.name+"/"+tt.name, func(t *testing.T) {
+				pid, err := entry.start(s, tt)
+				require.Error(t, err)
+				for _, want := range tt.want {
+					require.ErrorIs(t, err, want)
+				}
+				assert.True(t, pid.IsZero(), "PID of a failed start")
+				if p, ok := tt.p.(*probe); ok {
+					assert.Equal(t, tt.inits, p.Inits(), "Init calls")
+					assert.Equal(t, tt.inits, p.Closes(), "Close calls: once if Init was called, else never")
+					assert.Zero(t, p.Steps(), "a process that failed to start was stepped")
+				}
+			})
+		}
 	}
 
 	// The good entry points of the same process type work.
@@ -361,7 +463,7 @@ func TestSubmitErrors(t *testing.T) {
 		requireLifecycle(t, p)
 	}
 	st := s.Stats()
-	assert.Equal(t, uint64(4), st.Processes.InitFailed, "InitFailed")
+	assert.Equal(t, uint64(2*4), st.Processes.InitFailed, "InitFailed")
 	assert.Equal(t, uint64(2), st.Processes.Submitted, "Submitted")
 }
 

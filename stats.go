@@ -62,7 +62,7 @@ type ProcessStats struct {
 	Blocked int64 `json:"blocked"`
 	Idle    int64 `json:"idle"`
 
-	Submitted  uint64 `json:"submitted"`  // Init succeeded or is running (Submit and spawns)
+	Submitted  uint64 `json:"submitted"`  // Init succeeded or is running (Submit, Spawn and a step's spawns)
 	InitFailed uint64 `json:"initFailed"` // Init failed or panicked; never ran
 	Rejected   uint64 `json:"rejected"`   // refused by WithMaxProcesses
 	Ended      uint64 `json:"ended"`      // ended, however they ended

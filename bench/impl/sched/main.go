@@ -466,9 +466,10 @@ func (p *reporting) Step(_ []scheduler.Event, out *scheduler.StepOutput) error {
 	return nil
 }
 
-// spawnForget: the caller outside the scheduler submits every process and
-// keeps no Handle; each process reports its result to a shared tally, as
-// a pool's fire-and-forget task does, and the caller waits for the last.
+// spawnForget: the caller outside the scheduler starts every process
+// with Spawn, which returns no Handle; each process reports its result to
+// a shared tally, as a pool's fire-and-forget task does, and the caller
+// waits for the last.
 func spawnForget(m *workload.Meter, sz workload.Sizes) (workload.Outcome, error) {
 	s, err := start()
 	if err != nil {
@@ -484,7 +485,7 @@ func spawnForget(m *workload.Meter, sz workload.Sizes) (workload.Outcome, error)
 	}
 	m.Start()
 	for i := range n {
-		if _, err := s.Submit(ctx, &reporting{i: i, t: t}, "run", nil); err != nil {
+		if _, err := s.Spawn(ctx, &reporting{i: i, t: t}, "run", nil); err != nil {
 			return workload.Outcome{}, err
 		}
 	}
