@@ -16,7 +16,7 @@ import (
 	"github.com/procsched/scheduler/relay"
 )
 
-// Stress: the records of processes that steps start and that end
+// Stress: the records of processes that steps or Spawn start and that end
 // plainly serve the processes started after them in the same slots of
 // the process table, while other goroutines go on using what they
 // learned of the earlier ones: their PIDs, the PIDs their slots give
@@ -88,7 +88,8 @@ func (b *reuseBook) deadLetter(d sched.DeadLetter) {
 type reuseChild struct {
 	book  *reuseBook
 	self  relay.PID
-	twice bool // end at the second step, not the first
+	twice bool            // end at the second step, not the first
+	ended chan<- struct{} // if set, told at the last step (for a child no parent awaits)
 	steps int
 }
 
@@ -115,6 +116,9 @@ func (c *reuseChild) Step(evs []sched.Event, out *sched.StepOutput) error {
 	if c.twice && c.steps == 1 {
 		out.Continue()
 		return nil
+	}
+	if c.ended != nil {
+		c.ended <- struct{}{}
 	}
 	out.Done(payload.Payload{})
 	return nil
@@ -225,8 +229,20 @@ func readStale(s *sched.Scheduler, b *reuseBook, rng *rand.Rand, stop <-chan str
 }
 
 // TestStressStaleReadersOfReusedRecords: see the comment at the top of
-// the file.
+// the file. The children are started by a parent's steps, or, with
+// outside set, by Scheduler.Spawn from a goroutine outside the workers,
+// half of them under a context with values (which such a start makes
+// for the process on its own): their records reach that goroutine
+// through the shared list of free IDs.
 func TestStressStaleReadersOfReusedRecords(t *testing.T) {
+	for _, outside := range []bool{false, true} {
+		t.Run(fmt.Sprintf("outside=%v", outside), func(t *testing.T) {
+			testStaleReadersOfReusedRecords(t, outside)
+		})
+	}
+}
+
+func testStaleReadersOfReusedRecords(t *testing.T, outside bool) {
 	width, rounds, readers := 16, 300, 4
 	if stressScale > 1 {
 		rounds *= stressScale
@@ -240,17 +256,23 @@ func TestStressStaleReadersOfReusedRecords(t *testing.T) {
 		for i := range readers {
 			wg.Go(func() { readStale(s, b, cfg.rng(uint64(i+1)), stop) })
 		}
-		h, err := s.Submit(context.Background(), &reuseParent{book: b, rng: cfg.rng(0), width: width, rounds: rounds}, "parent", nil)
-		require.NoError(t, err)
-		awaitProgress(t, s, b.prog, h.Done(), "reused records", nil)
+		if outside {
+			spawnReused(t, s, b, cfg.rng(0), width, rounds)
+		} else {
+			h, err := s.Submit(context.Background(), &reuseParent{book: b, rng: cfg.rng(0), width: width, rounds: rounds}, "parent", nil)
+			require.NoError(t, err)
+			awaitProgress(t, s, b.prog, h.Done(), "reused records", nil)
+			_, err = h.Wait(context.Background())
+			require.NoError(t, err)
+		}
+		// Every child has ended, and has been closed.
+		eventually(t, "every child closed", func() bool { return s.Stats().Processes.Live == 0 })
 		close(stop)
 		wg.Wait()
-		_, err = h.Wait(context.Background())
-		require.NoError(t, err)
 		f.check(t)
 		t.Logf("%d messages accepted: %d read, %d unread", b.accepted.Load(), b.read.Load(), b.unread.Load())
-		// Every child has ended: each message a Tell accepted was read by
-		// the process it was for, or left unread by it.
+		// Each message a Tell accepted was read by the process it was
+		// for, or left unread by it.
 		require.Equal(t, b.accepted.Load(), b.read.Load()+b.unread.Load(), "messages accepted, against read and unread")
 		n := 0
 		b.all.Range(func(_, v any) bool {
@@ -267,4 +289,28 @@ func TestStressStaleReadersOfReusedRecords(t *testing.T) {
 		})
 		require.Equal(t, width*rounds, n, "children started")
 	})
+}
+
+// spawnReused starts rounds rounds of width children with
+// Scheduler.Spawn, each round once the one before has ended, as
+// reuseParent does from its steps.
+func spawnReused(t *testing.T, s *sched.Scheduler, b *reuseBook, rng *rand.Rand, width, rounds int) {
+	t.Helper()
+	ended := make(chan struct{}, width)
+	valued := context.WithValue(context.Background(), ctxKey{}, "reuse")
+	for range rounds {
+		for range width {
+			ctx := context.Background()
+			if rng.IntN(2) == 0 {
+				ctx = valued
+			}
+			method := reuseMethods[rng.IntN(len(reuseMethods))]
+			_, err := s.Spawn(ctx, &reuseChild{book: b, twice: rng.IntN(2) == 0, ended: ended}, method, nil)
+			require.NoError(t, err)
+		}
+		for range width {
+			receive(t, ended, "a spawned child's last step")
+			b.prog.tick()
+		}
+	}
 }
