@@ -15,12 +15,13 @@ import (
 //
 // The life of a process:
 //
-//   - Init is called once, synchronously inside [Scheduler.Submit] (or on
-//     the worker that runs a spawn), with the entry point the caller chose
-//     and its input. An error ends the process before it ever runs; wrap
-//     [ErrUnknownMethod] for entry points the process does not have. Init
-//     should be quick and must not block. ctx is the process context: it
-//     carries the values of the context given to Submit (not its
+//   - Init is called once, synchronously inside [Scheduler.Submit] or
+//     [Scheduler.Spawn] (or on the worker that runs a step's spawn), with
+//     the entry point the caller chose and its input. An error ends the
+//     process before it ever runs; wrap [ErrUnknownMethod] for entry
+//     points the process does not have. Init should be quick and must not
+//     block. ctx is the process context: it carries the values of the
+//     context given to Submit or Spawn (not its
 //     cancellation), [Self] returns the process's PID from it, and it is
 //     cancelled when the process is terminated, when the scheduler shuts
 //     down, and when the process ends.
