@@ -277,8 +277,15 @@ func (t *table) release(id uint64, c *slotCache) {
 }
 
 // freeDirtyMax is how many IDs on top of the shared free list may keep
-// their slots' ended processes (see pushFree).
-const freeDirtyMax = 1024
+// their slots' ended processes (see pushFree), which a caller outside
+// the workers that Spawns a process with one of them reuses. When that
+// caller runs ahead of the workers for a whole time slice (one
+// processor, or a machine busy with other work), the workers end its
+// processes in bursts of tens of thousands, and each ID deeper than
+// this costs its next process a new record and the clearing an atomic
+// store: 16,384 reuses a sixth of them, and keeps at most about 1.5 MiB
+// of ended records reachable.
+const freeDirtyMax = 16384
 
 // pushFree puts ids on the shared free list and clears the entries of
 // the IDs that sink more than freeDirtyMax below its top: the ones that
