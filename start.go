@@ -60,7 +60,7 @@ func (s *Scheduler) Spawn(ctx context.Context, p Process, method string, input p
 // Any goroutine; v says where it runs.
 func (s *Scheduler) submit(ctx context.Context, values context.Context, p Process, method string, input payload.Payloads, opts []SubmitOption, v via, handle bool) (*proc, relay.PID, error) {
 	if ctx == nil {
-		return nil, relay.PID{}, fmt.Errorf("%w: Submit", ErrNilContext)
+		return nil, relay.PID{}, fmt.Errorf("%w: Submit or Spawn", ErrNilContext)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, relay.PID{}, err

@@ -10,9 +10,9 @@ import (
 // A PID's ID is generation<<32 | (slot+1), so ID 0 is never used; slots
 // never used before are handed to the workers' caches and to the stripes
 // of callers outside the workers slotBatch at a time, lowest first, so
-// the first processes a single caller starts get the IDs 1, 2, 3, .... Slots live in fixed-size chunks
-// reached through a copy-on-write directory, so a lookup is two loads and
-// an index. A lookup compares the proc's full ID, so a stale PID never
+// the first processes a single caller starts get the IDs 1, 2, 3, ....
+// Slots live in fixed-size chunks reached through a copy-on-write
+// directory, so a lookup is two loads and an index. A lookup compares the proc's full ID, so a stale PID never
 // reaches the slot's next occupant. A freed slot is reused with the next
 // generation: freed IDs go to the freeing worker's cache, spill in batches
 // to a shared free list, and come back in batches to workers that run out;
