@@ -172,7 +172,7 @@ func (s *Scheduler) unadmit(id uint64, v via, why counterID) {
 func (s *Scheduler) start(id uint64, values context.Context, inherit *procExtra, p Process, method string, input payload.Payloads, awaiter uint64, v via, mailbox *mailboxLimit, handle, guarded bool) (*proc, error) {
 	w := v.worker()
 	mid := s.internMethod(method, w)
-	pr, reused := s.record(id, mid, handle, awaiter != 0, w)
+	pr, reused := s.record(id, mid, handle, awaiter != 0)
 	if !reused {
 		pr.setFreshID(id)
 		pr.node, pr.methodID = s.node, mid
@@ -271,8 +271,9 @@ func (s *Scheduler) initFailed(pr *proc, id uint64, err error, v via) {
 // the record's lock, and read by the watchdog and by Processes only
 // after they have seen, by the state word, that the run or process they
 // found is still the one the record holds.
-// Any goroutine; w is the calling worker, or nil.
-func (s *Scheduler) record(id uint64, methodID uint16, handle, awaited bool, w *worker) (p *proc, reused bool) {
+// Any goroutine, holding id (taken from a cache of free IDs, not yet
+// published).
+func (s *Scheduler) record(id uint64, methodID uint16, handle, awaited bool) (p *proc, reused bool) {
 	kind := s.kindOf(handle, awaited)
 	if kind&pkHandle == 0 {
 		if e := s.table.entry(slotOf(id)); e != nil {
