@@ -71,21 +71,12 @@ func TestContextsWaitWithoutGoroutines(t *testing.T) {
 func TestProcessContext(t *testing.T) {
 	t.Run("Self and values", func(t *testing.T) {
 		s := newScheduler(t)
-		var initSelf relay.PID
-		var initValue any
-		p := &probe{
-			init: func(ctx context.Context, _ string, _ payload.Payloads) error {
-				initSelf, _ = sched.Self(ctx)
-				initValue = ctx.Value(ctxKey{})
-				return nil
-			},
-			step: untilMessage,
-		}
+		p, seen := seeingProbe()
 		ctx := context.WithValue(context.Background(), ctxKey{}, "v")
 		h, err := s.Submit(ctx, p, "run", nil)
 		require.NoError(t, err)
-		assert.Equal(t, h.PID(), initSelf, "Self(ctx) in Init")
-		assert.Equal(t, "v", initValue, "Submit ctx value seen in Init")
+		assert.Equal(t, h.PID(), seen.self, "Self(ctx) in Init")
+		assert.Equal(t, "v", seen.value, "Submit ctx value seen in Init")
 
 		pctx := p.Ctx()
 		self, ok := sched.Self(pctx)

@@ -364,6 +364,27 @@ func requireLifecycle(t testing.TB, p *probe) {
 
 // Step behaviours for probe.
 
+// initSeen is what the Init of a seeingProbe found in its context.
+type initSeen struct {
+	self  relay.PID // Self(ctx)
+	value any       // ctx.Value(ctxKey{})
+}
+
+// seeingProbe returns a probe that ends at its first message, and what
+// its Init found in its context, filled in once Init has run (Submit and
+// Spawn return after it).
+func seeingProbe() (*probe, *initSeen) {
+	seen := &initSeen{}
+	return &probe{
+		init: func(ctx context.Context, _ string, _ payload.Payloads) error {
+			seen.self, _ = sched.Self(ctx)
+			seen.value = ctx.Value(ctxKey{})
+			return nil
+		},
+		step: untilMessage,
+	}, seen
+}
+
 // doneWith finishes at the first step with result v.
 func doneWith(v any) func(*probe, int, []sched.Event, *sched.StepOutput) error {
 	return func(_ *probe, _ int, _ []sched.Event, out *sched.StepOutput) error {

@@ -69,16 +69,7 @@ func TestSchedulerSpawn(t *testing.T) {
 	for _, withValues := range []bool{true, false} {
 		t.Run(fmt.Sprintf("values=%v", withValues), func(t *testing.T) {
 			s := newScheduler(t, sched.WithWorkers(2))
-			var initSelf relay.PID
-			var initValue any
-			p := &probe{
-				init: func(ctx context.Context, _ string, _ payload.Payloads) error {
-					initSelf, _ = sched.Self(ctx)
-					initValue = ctx.Value(ctxKey{})
-					return nil
-				},
-				step: untilMessage,
-			}
+			p, seen := seeingProbe()
 			ctx, want := context.Background(), any(nil)
 			if withValues {
 				ctx, want = context.WithValue(ctx, ctxKey{}, "v"), "v"
@@ -86,8 +77,8 @@ func TestSchedulerSpawn(t *testing.T) {
 			pid, err := s.Spawn(ctx, p, "run", nil)
 			require.NoError(t, err)
 			require.False(t, pid.IsZero(), "Spawn returned a zero PID")
-			assert.Equal(t, pid, initSelf, "Self(ctx) in Init")
-			assert.Equal(t, want, initValue, "the Spawn ctx's value seen in Init")
+			assert.Equal(t, pid, seen.self, "Self(ctx) in Init")
+			assert.Equal(t, want, seen.value, "the Spawn ctx's value seen in Init")
 			exits := make(chan sched.Exit, 1)
 			s.Monitor(pid, func(e sched.Exit) { exits <- e })
 			require.NoError(t, s.Tell(pid, "x"))
