@@ -87,9 +87,16 @@ type Queue[T any] struct {
 	_ [cacheLine]byte // keeps the hot fields above off the cache line of the fields after the Queue
 }
 
-// Push appends x at the tail of the queue. It panics if x is nil: nil is what
-// [Queue.Pop] returns for an empty queue, so a nil item would be lost.
-func (q *Queue[T]) Push(x *T) {
+// Push appends x at the tail of the queue and returns how many items
+// were ahead of it in the ring it went into, as the push found the ring
+// when it claimed x's place: consumers may have taken some since, and
+// items still in older rings, which a queue that grew may hold, are not
+// counted. With one ring, as a queue that stopped growing has, that is
+// the queue's length before the push. It costs the push nothing more to
+// know, and tells a producer how far it has run ahead of the consumers.
+// It panics if x is nil: nil is what [Queue.Pop] returns for an empty
+// queue, so a nil item would be lost.
+func (q *Queue[T]) Push(x *T) (ahead int) {
 	if x == nil {
 		panic("globalq: Push of nil")
 	}
@@ -103,7 +110,7 @@ func (q *Queue[T]) Push(x *T) {
 			r.enq.CompareAndSwap(pos, pos|closedBit)
 		case r.enq.CompareAndSwap(pos, pos+1):
 			r.fill(pos, x)
-			return
+			return int(r.mask + 1 - free)
 		}
 	}
 }

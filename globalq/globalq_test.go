@@ -209,6 +209,32 @@ func TestPushNilPanics(t *testing.T) {
 	}
 }
 
+// TestPushReportsItsRingsBacklog checks what Push returns: the number of
+// items ahead of the new one in its ring, which is the queue's length
+// before the push while one ring holds everything, and counts only the
+// new ring's items once the queue has grown past a full one.
+func TestPushReportsItsRingsBacklog(t *testing.T) {
+	var q Queue[int]
+	items := make([]int, 3*minCapacity)
+	for i := range minCapacity {
+		require.Equal(t, i, q.Push(&items[i]), "push %d into an empty queue", i)
+	}
+	for range 5 {
+		require.NotNil(t, q.Pop())
+	}
+	// Room again in the first ring, behind minCapacity-5 items.
+	for i := range 5 {
+		require.Equal(t, minCapacity-5+i, q.Push(&items[minCapacity+i]), "push %d after five pops", i)
+	}
+	// The first ring is full: the next push opens a ring twice as large,
+	// with nothing ahead of it there, while the first ring still holds
+	// minCapacity items.
+	require.Equal(t, 0, q.Push(&items[minCapacity+5]), "first push into the second ring")
+	require.Equal(t, 1, q.Push(&items[minCapacity+6]), "second push into the second ring")
+	require.Equal(t, minCapacity+2, q.Len())
+	checkInvariants(t, &q)
+}
+
 // TestGrowthPreservesOrder grows the queue from its smallest ring while
 // the items wrap around the ends of the rings, with single and batch
 // pushes, and checks the rings it went through and the order items come
