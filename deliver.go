@@ -21,18 +21,21 @@ import (
 // operations on a worker (locality), otherwise on the global queue,
 // waking a parked worker. Called by whoever made p Ready (started it,
 // or queued the event that woke it: see markRunnable), once each time;
-// any goroutine, v says where it runs.
-func (s *Scheduler) enqueue(p *proc, v via) {
+// any goroutine, v says where it runs. It returns how many processes
+// the push found ahead of p on the global queue (see globalq's Push for
+// what it counts), or 0 if p went elsewhere.
+func (s *Scheduler) enqueue(p *proc, v via) (ahead int) {
 	switch {
 	case v.w == nil:
 	case !v.call:
 		v.w.readyNext(p)
-		return
+		return 0
 	case v.w.handoff.offer(p):
-		return
+		return 0
 	}
-	s.global.Push(p)
+	ahead = s.global.Push(p)
 	s.wakeWorker()
+	return ahead
 }
 
 // The scheduler routes messages to its processes by PID.

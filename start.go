@@ -3,6 +3,8 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"sync/atomic"
 	"time"
 
 	"github.com/procsched/scheduler/payload"
@@ -82,9 +84,45 @@ func (s *Scheduler) submit(ctx context.Context, values context.Context, p Proces
 	if err != nil {
 		return nil, relay.PID{}, err
 	}
-	s.enqueue(pr, v)
+	if ahead := s.enqueue(pr, v); ahead >= yieldBacklog && ahead%yieldEvery == 0 {
+		s.yieldToWorkers()
+	}
 	return pr, relay.PID{Node: s.node, ID: id}, nil
 }
+
+// A caller outside the workers (or a handler's Call) that starts
+// processes faster than they run yields its processor (runtime.Gosched) once for every yieldEvery
+// processes it queues while yieldBacklog or more wait on the global
+// queue before its own. With as many processors as workers plus one,
+// the call comes back at once. With fewer (GOMAXPROCS 1, or the caller's
+// processor shared with a worker, which the submitter woke there) it
+// lets that worker run: without it the caller keeps its processor for a
+// whole time slice, tens of thousands of starts, and every one of those
+// processes is queued with a record of its own, which nothing ending
+// meanwhile could hand back for reuse, as it does when starts and ends
+// interleave; the records then cost an allocation each and a collector
+// that has them all to scan, and have left the caches by the time a
+// worker takes them. It is no limit: the caller never waits for the
+// queue to shrink (WithMaxProcesses bounds the processes alive).
+const (
+	yieldBacklog = 1024
+	yieldEvery   = 64
+)
+
+// yieldToWorkers yields the caller's processor: see yieldBacklog.
+// Called by submit, for a start that went to the global queue: one from
+// outside the workers, or through a handler's Call (a step's spawns go
+// to its worker's own queue).
+func (s *Scheduler) yieldToWorkers() {
+	if h := testHookYield.Load(); h != nil {
+		(*h)(s)
+	}
+	runtime.Gosched()
+}
+
+// testHookYield, when set, is called by yieldToWorkers before it yields.
+// Tests only; costs a load per yield, once per yieldEvery starts at most.
+var testHookYield atomic.Pointer[func(*Scheduler)]
 
 // admit is the first half of starting process p at method: it checks
 // the arguments, counts the process in, and takes its ID, refusing the
