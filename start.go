@@ -25,6 +25,13 @@ import (
 // ctx bounds the submission only: the process context carries ctx's
 // values but not its cancellation (see [Process]).
 //
+// Submit never waits for the workers, but a caller that has run more than
+// a thousand starts ahead of them yields its processor (runtime.Gosched)
+// once every few dozen starts, so that where processors are fewer than
+// the goroutines that want them (GOMAXPROCS=1, say) the workers run the
+// processes queued so far instead of the caller queueing a time slice's
+// worth.
+//
 // A caller that will not wait for the process may drop the Handle: the
 // process runs the same. An ended process's record and result stay in
 // memory while a Handle to it is kept; the scheduler itself keeps only a
@@ -91,19 +98,19 @@ func (s *Scheduler) submit(ctx context.Context, values context.Context, p Proces
 }
 
 // A caller outside the workers (or a handler's Call) that starts
-// processes faster than they run yields its processor (runtime.Gosched) once for every yieldEvery
-// processes it queues while yieldBacklog or more wait on the global
-// queue before its own. With as many processors as workers plus one,
-// the call comes back at once. With fewer (GOMAXPROCS 1, or the caller's
-// processor shared with a worker, which the submitter woke there) it
-// lets that worker run: without it the caller keeps its processor for a
-// whole time slice, tens of thousands of starts, and every one of those
-// processes is queued with a record of its own, which nothing ending
-// meanwhile could hand back for reuse, as it does when starts and ends
-// interleave; the records then cost an allocation each and a collector
-// that has them all to scan, and have left the caches by the time a
-// worker takes them. It is no limit: the caller never waits for the
-// queue to shrink (WithMaxProcesses bounds the processes alive).
+// processes faster than the workers run them yields its processor
+// (runtime.Gosched) once every yieldEvery starts while its pushes find
+// yieldBacklog or more processes ahead of theirs on the global queue.
+// Where every worker has a processor of its own, the caller gets its own
+// back at once, for a few hundred nanoseconds every yieldEvery starts.
+// Where it shares one with a worker (GOMAXPROCS=1, or the worker it woke
+// was queued on its processor), the worker runs. Without the yield the
+// caller keeps the processor for a whole time slice, tens of thousands of
+// starts, each of which queues a record of its own that no end meanwhile
+// hands back for reuse: an allocation each, a collector with all of them
+// to scan, and records that have left the caches when the worker reaches
+// them. It is no limit: the caller never waits for the queue to shrink
+// (WithMaxProcesses bounds the processes alive).
 const (
 	yieldBacklog = 1024
 	yieldEvery   = 64
