@@ -101,10 +101,10 @@ func (s *Scheduler) submit(ctx context.Context, values context.Context, p Proces
 // processes faster than the workers run them yields its processor
 // (runtime.Gosched) once every yieldEvery starts while its pushes find
 // yieldBacklog or more processes ahead of theirs on the global queue.
-// Where every worker has a processor of its own, the caller gets its own
-// back at once, for a few hundred nanoseconds every yieldEvery starts.
-// Where it shares one with a worker (GOMAXPROCS=1, or the worker it woke
-// was queued on its processor), the worker runs. Without the yield the
+// Where every worker has a processor of its own, the caller gets its
+// processor back at once: a few hundred nanoseconds every yieldEvery
+// starts. Where it shares one with a worker (GOMAXPROCS=1, or the worker
+// it woke was queued on its processor), the worker runs. Without the yield the
 // caller keeps the processor for a whole time slice, tens of thousands of
 // starts, each of which queues a record of its own that no end meanwhile
 // hands back for reuse: an allocation each, a collector with all of them
