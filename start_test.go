@@ -296,6 +296,90 @@ func TestStepEndings(t *testing.T) {
 	require.NoError(t, err)
 }
 
+// closeBomb is a child that finishes in its first step with its index
+// and whose Close, if bomb is set, panics: the end of a process that a
+// worker's step finished calls Close without a deferred call of its own,
+// and the worker's loop recovers the panic.
+type closeBomb struct {
+	i      int
+	bomb   bool
+	closes *atomic.Int64
+}
+
+func (c *closeBomb) Init(context.Context, string, payload.Payloads) error { return nil }
+func (c *closeBomb) Step(_ []sched.Event, out *sched.StepOutput) error {
+	out.Done(payload.Of(c.i))
+	return nil
+}
+func (c *closeBomb) Close() {
+	c.closes.Add(1)
+	if c.bomb {
+		panic(fmt.Sprintf("close %d exploded", c.i))
+	}
+}
+
+// TestClosePanicsOfChildren: children that finish in a step and whose
+// Close panics, on every worker, one after another and among others
+// that end quietly. Each awaiting parent gets the child's result with a
+// PanicError from Close, every Close runs once, the panics are counted,
+// and the workers go on: the parent's later steps, and a process after
+// them, run.
+func TestClosePanicsOfChildren(t *testing.T) {
+	const children = 400
+	s := newScheduler(t, sched.WithWorkers(2))
+	var closes atomic.Int64
+	got := make(map[int]error)
+	parent := &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+		if n == 0 {
+			for i := range children {
+				// Three in four panic, so that panics follow one another
+				// on a worker as well as follow quiet ends.
+				out.SpawnAwait(uint64(i+1), &closeBomb{i: i, bomb: i%4 != 0, closes: &closes}, "bomb", nil)
+			}
+			return nil
+		}
+		for _, ev := range evs {
+			if ev.Type != sched.EventYieldComplete {
+				return fmt.Errorf("unexpected event %v", ev.Type)
+			}
+			i, ok := ev.Result().Value().(int)
+			if !ok || uint64(i+1) != ev.Tag {
+				return fmt.Errorf("completion of tag %d carries %v", ev.Tag, ev.Result().Value())
+			}
+			got[i] = ev.Error
+		}
+		if len(got) == children {
+			out.Done(payload.Of(len(got)))
+		}
+		return nil
+	}}
+	h := submit(t, s, parent)
+	res, err := waitEnd(t, s, h)
+	require.NoError(t, err)
+	require.Equal(t, children, res.Value())
+	for i := range children {
+		if i%4 == 0 {
+			assert.NoError(t, got[i], "child %d, whose Close returns", i)
+			continue
+		}
+		var pe *sched.PanicError
+		if assert.ErrorAs(t, got[i], &pe, "child %d", i) {
+			assert.Equal(t, "Close", pe.Where, "child %d", i)
+			assert.Equal(t, fmt.Sprintf("close %d exploded", i), pe.Value, "child %d", i)
+		}
+		assert.ErrorIs(t, got[i], sched.ErrPanic, "child %d", i)
+	}
+	assert.Equal(t, int64(children), closes.Load(), "Close calls")
+	assert.Equal(t, uint64(children*3/4), s.Stats().Processes.Panics, "panics counted")
+	assert.Equal(t, uint64(children*3/4), s.Stats().Processes.Failed, "children ended failed")
+
+	// The workers still serve.
+	after := submit(t, s, &probe{step: doneWith("after")})
+	res, err = waitEnd(t, s, after)
+	require.NoError(t, err)
+	assert.Equal(t, "after", res.Value())
+}
+
 // TestCloseExactlyOnce covers every way a process can end.
 func TestCloseExactlyOnce(t *testing.T) {
 	tests := []struct {
