@@ -421,11 +421,17 @@ func (s *Scheduler) countEnd(v via, c counterID) {
 // the result is published, so a Stats read after the Handle reports the
 // end counts it. v says where this runs.
 func (s *Scheduler) finish(p *proc, v via, result payload.Payload, err error, forced bool) {
-	w := v.worker()
 	s.timers.release(p)
 	if perr := s.callClose(p, v); perr != nil && err == nil {
 		err = perr
 	}
+	s.finishClosed(p, v, result, err, forced)
+}
+
+// finishClosed is finish once p's timers are released and its Close has
+// run (err includes Close's panic): the rest of its end.
+func (s *Scheduler) finishClosed(p *proc, v via, result payload.Payload, err error, forced bool) {
+	w := v.worker()
 	p.impl = nil
 	s.releaseProc()
 	if forced && s.log != nil {
