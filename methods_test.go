@@ -3,11 +3,15 @@ package scheduler_test
 import (
 	"context"
 	"fmt"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	sched "github.com/procsched/scheduler"
 	"github.com/procsched/scheduler/payload"
+	"github.com/procsched/scheduler/relay"
 )
 
 // Tests of the method names (methods.go).
@@ -31,5 +35,46 @@ func TestManyMethodNames(t *testing.T) {
 			require.Equal(t, method, info.Method)
 		}
 		require.NoError(t, s.Terminate(h.PID()))
+	}
+}
+
+// TestSpawnedMethodNames: children a step spawns report the entry point
+// each was started at, when one step names several of the same length
+// one after another, and when an equal name comes from another string
+// in memory (a worker remembers the last name it looked up).
+func TestSpawnedMethodNames(t *testing.T) {
+	var mu sync.Mutex
+	ended := map[relay.PID]string{}
+	s := newScheduler(t, sched.WithWorkers(1), sched.WithHooks(sched.Hooks{End: func(e sched.EndInfo) {
+		mu.Lock()
+		ended[e.PID] = e.Method
+		mu.Unlock()
+	}}))
+	methods := []string{"aa", "bb", "aa", strings.Clone("aa"), "bb", strings.Clone("bb"), "cc", "aa", "abc", "aa"}
+	spawned := map[relay.PID]string{}
+	parent := &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+		if n == 0 {
+			for i, m := range methods {
+				out.SpawnAwait(uint64(i+1), &probe{step: doneWith(nil)}, m, nil)
+			}
+			return nil
+		}
+		for _, ev := range evs {
+			if ev.Error != nil {
+				return ev.Error
+			}
+			spawned[ev.From] = methods[ev.Tag-1]
+		}
+		if len(spawned) == len(methods) {
+			out.Done(payload.Payload{})
+		}
+		return nil
+	}}
+	_, err := waitEnd(t, s, submit(t, s, parent))
+	require.NoError(t, err)
+	mu.Lock()
+	defer mu.Unlock()
+	for pid, m := range spawned {
+		require.Equal(t, m, ended[pid], "the method the End hook reports for the child %v", pid)
 	}
 }
