@@ -3,6 +3,7 @@ package scheduler
 import (
 	"sync"
 	"sync/atomic"
+	"unsafe"
 )
 
 // methodTable interns entry-point names, so that a process record holds a
@@ -102,8 +103,21 @@ func (s *Scheduler) methodOf(p *proc) string {
 	return ""
 }
 
+// cachedMethod returns the ID w cached for method, if method is the very
+// string w cached (the same bytes in memory, as a constant in the
+// caller's code is each time), inline, with no call. w may be nil (a
+// caller outside the workers): no cache. Owner only, or nil.
+func (w *worker) cachedMethod(method string) (uint16, bool) {
+	// lastMethod is empty until an ID was cached, and a method never is.
+	if w != nil && len(method) == len(w.lastMethod) && unsafe.StringData(method) == unsafe.StringData(w.lastMethod) {
+		return w.lastMethodID, true
+	}
+	return 0, false
+}
+
 // internMethod returns the ID of method, consulting w's one-entry cache
-// first (a worker spawning children usually names the same method).
+// first (a worker spawning children usually names the same method); the
+// caller tries cachedMethod before.
 // Any goroutine; w is the calling worker, or nil outside the workers.
 func (s *Scheduler) internMethod(method string, w *worker) uint16 {
 	if w != nil && w.lastMethodID != 0 && w.lastMethod == method {

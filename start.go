@@ -216,7 +216,10 @@ func (s *Scheduler) unadmit(id uint64, v via, why counterID) {
 // process once it has ended (see record).
 func (s *Scheduler) start(id uint64, values context.Context, inherit *procExtra, p Process, method string, input payload.Payloads, awaiter uint64, v via, mailbox *mailboxLimit, handle, guarded bool) (*proc, error) {
 	w := v.worker()
-	mid := s.internMethod(method, w)
+	mid, ok := w.cachedMethod(method)
+	if !ok {
+		mid = s.internMethod(method, w)
+	}
 	pr, reused := s.record(id, mid, handle, awaiter != 0)
 	if !reused {
 		pr.setFreshID(id)
