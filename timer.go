@@ -266,11 +266,16 @@ func (ts *timerService) remove(seq uint64) bool {
 
 // release removes the timers of p's pending yields. Called by whoever
 // ends p, after its last step and before proc.close forgets the pending
-// yields. A process with no pending yield costs a load.
+// yields. A process with no pending yield costs a load, inline.
 func (ts *timerService) release(p *proc) {
-	if !p.hasPending.Load() {
-		return
+	if p.hasPending.Load() {
+		ts.releasePending(p)
 	}
+}
+
+// releasePending is release for a process with pending yields: it
+// removes the timers of those that have one. Called by release.
+func (ts *timerService) releasePending(p *proc) {
 	p.mu.Lock()
 	p.pending.eachTimed(p.live(), func(seq uint64) { ts.remove(seq) })
 	p.mu.Unlock()
