@@ -104,13 +104,13 @@ func (s *Scheduler) submit(ctx context.Context, values context.Context, p Proces
 // Where every worker has a processor of its own, the caller gets its
 // processor back at once: a few hundred nanoseconds every yieldEvery
 // starts. Where it shares one with a worker (GOMAXPROCS=1, or the worker
-// it woke was queued on its processor), the worker runs. Without the yield the
-// caller keeps the processor for a whole time slice, tens of thousands of
-// starts, each of which queues a record of its own that no end meanwhile
-// hands back for reuse: an allocation each, a collector with all of them
-// to scan, and records that have left the caches when the worker reaches
-// them. It is no limit: the caller never waits for the queue to shrink
-// (WithMaxProcesses bounds the processes alive).
+// it woke was queued on its processor), the worker runs. Without the
+// yield the caller keeps the processor for a whole time slice, tens of
+// thousands of starts, each of which queues a record of its own that no
+// end meanwhile hands back for reuse: an allocation each, a collector
+// with all of them to scan, and records that have left the caches when
+// the worker reaches them. It is no limit: the caller never waits for
+// the queue to shrink (WithMaxProcesses bounds the processes alive).
 const (
 	yieldBacklog = 1024
 	yieldEvery   = 64
