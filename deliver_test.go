@@ -537,13 +537,18 @@ func TestTellClaimedReceiverNotKeptWaiting(t *testing.T) {
 // first. The receiver spawns five children and tells a second process,
 // which the worker runs before them (from its next slot) and which
 // answers: the receiver's next batch must hold the answer, not the
-// answer and the five children's ends.
+// answer and the five children's ends. Under the race detector the
+// worker declines a claim and bypasses its next slot at random (see
+// raceSkipNext), and then the children may rightly run first: there the
+// answer must come first in most rounds, not in all.
 func TestTellClaimedReceiverRunsBeforeItsChildren(t *testing.T) {
 	doneAtOnce := func(_ *probe, _ int, _ []sched.Event, out *sched.StepOutput) error {
 		out.Done(payload.Payload{})
 		return nil
 	}
-	for range 20 {
+	const rounds = 20
+	var answeredFirst []bool
+	for range rounds {
 		s := newScheduler(t, sched.WithWorkers(1))
 		answerer := submit(t, s, &probe{step: func(p *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
 			for _, ev := range evs {
@@ -575,13 +580,25 @@ func TestTellClaimedReceiverRunsBeforeItsChildren(t *testing.T) {
 		}})
 		first := receive(t, batches, "the receiver's second batch")
 		require.NotEmpty(t, first)
-		assert.Equal(t, sched.EventMessage, first[0].Type, "the answer comes first")
-		assert.LessOrEqual(t, len(first), 2, "its children ran before the receiver claimed by the answer: %v", first)
+		// The answer first, and the receiver run for it before its
+		// children could end.
+		answeredFirst = append(answeredFirst, first[0].Type == sched.EventMessage && len(first) <= 2)
 		require.NoError(t, s.Tell(answerer.PID(), "bye"))
 		for _, h := range []sched.Handle{answerer, receiver} {
 			_, err := waitEnd(t, s, h)
 			require.NoError(t, err)
 		}
+	}
+	n := 0
+	for _, ok := range answeredFirst {
+		if ok {
+			n++
+		}
+	}
+	if raceEnabled {
+		assert.GreaterOrEqual(t, n, rounds*3/4, "rounds whose receiver ran for the answer before its children: %v", answeredFirst)
+	} else {
+		assert.Equal(t, rounds, n, "rounds whose receiver ran for the answer before its children: %v", answeredFirst)
 	}
 }
 
