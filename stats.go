@@ -53,7 +53,13 @@ type Stats struct {
 
 // ProcessStats counts processes.
 type ProcessStats struct {
-	Live int64 `json:"live"` // started (Init included) and not yet ended
+	// Live counts processes started (Init included) and not yet ended.
+	// A process is counted out once its Close has returned, just before
+	// the rest of its end is delivered: its unread messages to the
+	// DeadLetter hook, its monitors, its Handle or awaiting parent. So
+	// Live at zero does not mean those reports have all been made;
+	// Shutdown returns only after they have.
+	Live int64 `json:"live"`
 	// Live processes by state. Ready is what the queues hold, Blocked and
 	// Idle are counted at the transitions, and Running is the rest, so the
 	// four add up to Live; under load each is approximate.

@@ -269,6 +269,12 @@ func testStaleReadersOfReusedRecords(t *testing.T, outside bool) {
 		eventually(t, "every child closed", func() bool { return s.Stats().Processes.Live == 0 })
 		close(stop)
 		wg.Wait()
+		// A process is counted out before its unread messages reach the
+		// DeadLetter hook; Shutdown returns once its workers have
+		// stopped, so every report of the last ones has been made.
+		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+		defer cancel()
+		require.NoError(t, s.Shutdown(ctx))
 		f.check(t)
 		t.Logf("%d messages accepted: %d read, %d unread", b.accepted.Load(), b.read.Load(), b.unread.Load())
 		// Each message a Tell accepted was read by the process it was
