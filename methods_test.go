@@ -78,3 +78,39 @@ func TestSpawnedMethodNames(t *testing.T) {
 		require.Equal(t, m, ended[pid], "the method the End hook reports for the child %v", pid)
 	}
 }
+
+// TestOutsideMethodNames: processes started from outside the workers
+// report the entry point each was started at, when names of the same
+// length follow one another, when an equal name comes from another
+// string in memory, and when a name is the start of the one before (the
+// same bytes, shorter): the table remembers the last name looked up from
+// outside, and compares a name with it by its length and where its bytes
+// are.
+func TestOutsideMethodNames(t *testing.T) {
+	var mu sync.Mutex
+	ended := map[relay.PID]string{}
+	done := make(chan struct{}, 64)
+	s := newScheduler(t, sched.WithHooks(sched.Hooks{End: func(e sched.EndInfo) {
+		mu.Lock()
+		ended[e.PID] = e.Method
+		mu.Unlock()
+		done <- struct{}{}
+	}}))
+	abc := strings.Clone("abc")
+	methods := []string{"aa", "bb", "aa", strings.Clone("aa"), "bb", strings.Clone("bb"), "cc", "aa",
+		abc, abc[:2], abc, abc[:2], abc, abc[:1], "aa", abc[:2]}
+	started := map[relay.PID]string{}
+	for _, m := range methods {
+		pid, err := s.Spawn(context.Background(), &probe{step: doneWith(nil)}, m, nil)
+		require.NoError(t, err)
+		started[pid] = m
+	}
+	for range methods {
+		receive(t, done, "a process's end")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for pid, m := range started {
+		require.Equal(t, m, ended[pid], "the method the End hook reports for %v", pid)
+	}
+}
