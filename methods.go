@@ -106,7 +106,8 @@ func (s *Scheduler) methodOf(p *proc) string {
 // cachedMethod returns the ID w cached for method, if method is the very
 // string w cached (the same bytes in memory, as a constant in the
 // caller's code is each time), inline, with no call. w may be nil (a
-// caller outside the workers): no cache. Owner only, or nil.
+// caller outside the workers, whose cache is the table's: see
+// lastMethod). Owner only, or nil.
 func (w *worker) cachedMethod(method string) (uint16, bool) {
 	// lastMethod is empty until an ID was cached, and a method never is.
 	if w != nil && len(method) == len(w.lastMethod) && unsafe.StringData(method) == unsafe.StringData(w.lastMethod) {
@@ -115,12 +116,29 @@ func (w *worker) cachedMethod(method string) (uint16, bool) {
 	return 0, false
 }
 
+// lastMethod returns the ID of method if it is the very string of the
+// table's last entry (the same bytes in memory, as cachedMethod
+// compares), the name a caller outside the workers, starting processes
+// in a loop, passes each time: it spares id's comparison of the bytes
+// and its call. Any goroutine.
+func (t *methodTable) lastMethod(method string) (uint16, bool) {
+	if e := t.last.Load(); e != nil && len(method) == len(e.name) && unsafe.StringData(method) == unsafe.StringData(e.name) {
+		return e.id, true
+	}
+	return 0, false
+}
+
 // internMethod returns the ID of method, consulting w's one-entry cache
-// first (a worker spawning children usually names the same method); the
-// caller tries cachedMethod before.
+// first (a worker spawning children usually names the same method), or,
+// outside the workers, the table's last entry; the caller tries
+// cachedMethod before.
 // Any goroutine; w is the calling worker, or nil outside the workers.
 func (s *Scheduler) internMethod(method string, w *worker) uint16 {
-	if w != nil && w.lastMethodID != 0 && w.lastMethod == method {
+	if w == nil {
+		if id, ok := s.methods.lastMethod(method); ok {
+			return id
+		}
+	} else if w.lastMethodID != 0 && w.lastMethod == method {
 		return w.lastMethodID
 	}
 	id := s.methods.id(method)
