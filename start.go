@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"runtime"
 	"sync/atomic"
 	"time"
@@ -80,7 +81,7 @@ func (s *Scheduler) submit(ctx context.Context, values context.Context, p Proces
 	}
 	// Background and TODO carry no values: the process then looks its
 	// values up in values, if given, else nowhere.
-	if ctx != context.Background() && ctx != context.TODO() {
+	if t := reflect.TypeOf(ctx); t != emptyContexts[0] && t != emptyContexts[1] {
 		values = ctx
 	}
 	id, err := s.admit(p, method, v)
@@ -96,6 +97,13 @@ func (s *Scheduler) submit(ctx context.Context, values context.Context, p Proces
 	}
 	return pr, relay.PID{Node: s.node, ID: id}, nil
 }
+
+// emptyContexts are the types of context.Background's and
+// context.TODO's contexts, which carry no values: any two contexts of
+// one of these types are equal, so submit compares types, which costs a
+// load and two comparisons, where comparing the contexts as interfaces
+// calls into the runtime to compare their values.
+var emptyContexts = [2]reflect.Type{reflect.TypeOf(context.Background()), reflect.TypeOf(context.TODO())}
 
 // A caller outside the workers (or a handler's Call) that starts
 // processes faster than the workers run them yields its processor
