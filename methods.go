@@ -15,8 +15,9 @@ type methodTable struct {
 	ids   atomic.Pointer[map[string]*methodEntry] // replaced copy-on-write under mu; read without a lock
 	names atomic.Pointer[[]string]                // names[id]; id 0 is "not interned"
 	mu    sync.Mutex
-	// last is the latest name looked up from outside the workers: most
-	// callers submit one kind of process over and over.
+	// last is the entry of the latest name found in ids: found for a
+	// caller outside the workers, or for a worker whose own cache
+	// missed. Most callers submit one kind of process over and over.
 	last atomic.Pointer[methodEntry]
 	_    [cacheLine]byte
 }
