@@ -111,7 +111,7 @@ func (s *Scheduler) methodOf(p *proc) string {
 // lastMethod). Owner only, or nil.
 func (w *worker) cachedMethod(method string) (uint16, bool) {
 	// lastMethod is empty until an ID was cached, and a method never is.
-	if w != nil && len(method) == len(w.lastMethod) && unsafe.StringData(method) == unsafe.StringData(w.lastMethod) {
+	if w != nil && sameString(method, w.lastMethod) {
 		return w.lastMethodID, true
 	}
 	return 0, false
@@ -123,10 +123,18 @@ func (w *worker) cachedMethod(method string) (uint16, bool) {
 // in a loop, passes each time: it spares id's comparison of the bytes
 // and its call. Any goroutine.
 func (t *methodTable) lastMethod(method string) (uint16, bool) {
-	if e := t.last.Load(); e != nil && len(method) == len(e.name) && unsafe.StringData(method) == unsafe.StringData(e.name) {
+	if e := t.last.Load(); e != nil && sameString(method, e.name) {
 		return e.id, true
 	}
 	return 0, false
+}
+
+// sameString reports whether a and b are the very same string: the same
+// length and the same bytes in memory, which strings never change, so
+// they are equal without a look at the bytes. Equal strings elsewhere in
+// memory are not the same. Any goroutine.
+func sameString(a, b string) bool {
+	return len(a) == len(b) && unsafe.StringData(a) == unsafe.StringData(b)
 }
 
 // internMethod returns the ID of method, consulting w's one-entry cache
