@@ -536,7 +536,7 @@ func (w *worker) gaveBack(r *proc, woken uint64) {
 // given back if the yield is refused (a duplicate tag, a deadline already
 // past). Worker only, with p Running.
 func (w *worker) spawn(p *proc, y *yield, child Process) {
-	id, err := w.s.admit(child, y.method, via{w: w})
+	id, err := w.s.admit(child, y.method, via{w: w}, true)
 	w.spawnAdmitted(p, y, id, err)
 }
 
@@ -648,7 +648,7 @@ func (w *worker) spawnBatch(p *proc, ys []yield) {
 		err := checkStartOf(ys[i].arg == nil, ys[i].method)
 		var id uint64
 		if err == nil {
-			id, err = s.admitCounted(v)
+			id, err = s.admitCounted(v, true)
 		}
 		if err != nil {
 			errs = w.spawnRefused(errs, len(ys), i, err)

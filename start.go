@@ -84,7 +84,7 @@ func (s *Scheduler) submit(ctx context.Context, values context.Context, p Proces
 	if t := reflect.TypeOf(ctx); t != emptyContexts[0] && t != emptyContexts[1] {
 		values = ctx
 	}
-	id, err := s.admit(p, method, v)
+	id, err := s.admit(p, method, v, !handle)
 	if err != nil {
 		return nil, relay.PID{}, err
 	}
@@ -142,14 +142,16 @@ var testHookYield atomic.Pointer[func(*Scheduler)]
 // admit is the first half of starting process p at method: it checks
 // the arguments, counts the process in, and takes its ID, refusing the
 // process if the scheduler is closing or full. Every admitted ID goes on
-// to start or back through unadmit. v says where this runs.
+// to start or back through unadmit. v says where this runs; reuse, that
+// the process gets no Handle, so that its start may take an ended
+// process's record (see record and table.alloc).
 // Any goroutine.
-func (s *Scheduler) admit(p Process, method string, v via) (id uint64, err error) {
+func (s *Scheduler) admit(p Process, method string, v via, reuse bool) (id uint64, err error) {
 	if err := checkStart(p, method); err != nil {
 		return 0, err
 	}
 	s.count(v, cStarted)
-	return s.admitCounted(v)
+	return s.admitCounted(v, reuse)
 }
 
 // checkStart reports what makes p and method unfit to start, or nil.
@@ -173,8 +175,9 @@ func checkStartOf(missing bool, method string) error {
 
 // admitCounted is admit for a process whose start the caller has
 // checked and counted already (see worker.spawnBatch): it refuses the
-// process or takes its ID. Any goroutine; v says where it runs.
-func (s *Scheduler) admitCounted(v via) (id uint64, err error) {
+// process or takes its ID. Any goroutine; v says where it runs, and
+// reuse is as for admit.
+func (s *Scheduler) admitCounted(v via, reuse bool) (id uint64, err error) {
 	if s.closing() {
 		s.countEnd(v, cRefused)
 		return 0, ErrClosed
@@ -183,7 +186,7 @@ func (s *Scheduler) admitCounted(v via) (id uint64, err error) {
 		s.countEnd(v, cRejected)
 		return 0, fmt.Errorf("%w: the limit is %d", ErrTooManyProcesses, s.maxProcs)
 	}
-	id, ok := s.table.alloc(v.worker().slotCache())
+	id, ok := s.table.alloc(v.worker().slotCache(), reuse)
 	if !ok {
 		s.releaseProc()
 		s.countEnd(v, cRefused)

@@ -3,6 +3,9 @@ package scheduler
 import (
 	"sync"
 	"sync/atomic"
+	"unsafe"
+
+	"github.com/procsched/scheduler/internal/prefetch"
 )
 
 // The process table maps a PID to its proc with no lock on lookups.
@@ -170,12 +173,18 @@ const (
 // alloc reserves a slot and returns the ID its next occupant will have.
 // The slot stays invisible to lookups until publish. Any goroutine; c is
 // the calling worker's cache, or nil for callers outside the workers,
-// who take a stripe's (see outsideSlots).
-func (t *table) alloc(c *slotCache) (uint64, bool) {
+// who take a stripe's (see outsideSlots). For them, warm asks for the
+// record that the stripe's next ID may reuse to be fetched meanwhile
+// (see prefetchNext): the caller starts a process that may take an
+// ended one's record (it gets no Handle).
+func (t *table) alloc(c *slotCache, warm bool) (uint64, bool) {
 	if c == nil {
 		o := &t.outside[countStripe()]
 		o.mu.Lock()
-		id, ok := t.alloc(&o.ids)
+		if n := len(o.ids); warm && n >= 3 {
+			t.prefetchNext(o.ids[n-2], o.ids[n-3]) // the two after this one's
+		}
+		id, ok := t.alloc(&o.ids, false)
 		o.mu.Unlock()
 		return id, ok
 	}
@@ -192,6 +201,30 @@ func (t *table) alloc(c *slotCache) (uint64, bool) {
 	id := (*c)[n-1]
 	*c = (*c)[:n-1]
 	return id, true
+}
+
+// prefetchNext asks for the record in next's slot to be fetched into
+// this core's caches, and for after's table entry, so that the starts
+// that take these IDs, the stripe's next two, find them there. A
+// submitter outside the workers reuses the records of processes that
+// ended on a worker, so their lines are in that worker's core's cache,
+// or further away. Without this, the first read of one (in
+// Scheduler.record) holds up the start for the whole transfer, which
+// takes longer than the processor can run ahead of a load that has not
+// returned. Asked for a start ahead, the lines arrive while the caller
+// runs the start before (Init, the push to the global queue). after's
+// entry is fetched so that reading it here, as next's, a start later,
+// does not wait either. A slot whose record will not be reused (another
+// kind) costs three fetches for nothing; nothing a reader sees changes.
+// Called by alloc, holding the stripe's lock.
+func (t *table) prefetchNext(next, after uint64) {
+	dir := *t.dir.Load()
+	na, nn := slotOf(after), slotOf(next)
+	if c, d := int(na>>chunkBits), int(nn>>chunkBits); c < len(dir) && d < len(dir) {
+		if p := dir[d].entries[nn&chunkMask].p.Load(); p != nil {
+			prefetch.Lines3(unsafe.Pointer(&dir[c].entries[na&chunkMask]), unsafe.Pointer(p)) // a record spans two lines
+		}
+	}
 }
 
 // reserve puts up to slotBatch never-used slots in c, as their first IDs,

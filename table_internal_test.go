@@ -74,7 +74,7 @@ func TestTableReservesFreshSlotsInBatches(t *testing.T) {
 	tb := newTable()
 	var c slotCache
 	for want := range uint32(slotBatch) {
-		id, ok := tb.alloc(&c)
+		id, ok := tb.alloc(&c, false)
 		require.True(t, ok)
 		assert.Equal(t, makeID(want, 0), id, "the %d'th ID", want)
 		assert.Equal(t, uint64(slotBatch), tb.fresh.Load(), "the counter after %d IDs", want+1)
@@ -83,22 +83,70 @@ func TestTableReservesFreshSlotsInBatches(t *testing.T) {
 	// The next batch, for another cache or this one, starts where the
 	// first ended.
 	var other slotCache
-	id, ok := tb.alloc(&other)
+	id, ok := tb.alloc(&other, false)
 	require.True(t, ok)
 	assert.Equal(t, makeID(slotBatch, 0), id)
 	assert.Len(t, other, slotBatch-1)
 	assert.Equal(t, uint64(2*slotBatch), tb.fresh.Load())
 	// A freed ID goes out before any fresh slot.
 	tb.pushFree(makeID(3, 1))
-	id, ok = tb.alloc(&c)
+	id, ok = tb.alloc(&c, false)
 	require.True(t, ok)
 	assert.Equal(t, makeID(3, 1), id)
 	assert.Equal(t, uint64(2*slotBatch), tb.fresh.Load())
 	// Slots reserved past a chunk's end are covered by the directory.
 	tb.fresh.Store(chunkSize - 1)
-	id, ok = tb.alloc(&c)
+	id, ok = tb.alloc(&c, false)
 	require.True(t, ok)
 	assert.Equal(t, makeID(chunkSize-1, 0), id)
 	require.Len(t, c, slotBatch-1)
 	assert.NotNil(t, tb.entry(chunkSize+slotBatch-2), "the last reserved slot's entry")
+}
+
+// TestTableOutsideAllocWarmTakesSameIDs: a caller outside the workers
+// that asks for the next records to be fetched ahead (warm) gets the same
+// IDs, in the same order, as one that does not, and the table's entries
+// are left as they were: fetching ahead only reads. The free IDs it
+// takes name slots with an ended process's record and slots without one,
+// and the stripe runs down to its last IDs and refills.
+func TestTableOutsideAllocWarmTakesSameIDs(t *testing.T) {
+	build := func() *table {
+		tb := newTable()
+		var c slotCache
+		var ids []uint64
+		for range 3 * slotBatch {
+			id, ok := tb.alloc(&c, false)
+			require.True(t, ok)
+			ids = append(ids, id)
+		}
+		// Every other slot gets a record, then all are freed for their
+		// next generation, as ended processes' slots are.
+		for i, id := range ids {
+			if i%2 == 0 {
+				p := allocProc(0)
+				p.setFreshID(id)
+				tb.publish(p)
+			}
+		}
+		for _, id := range ids {
+			tb.pushFree(makeID(slotOf(id), genOf(id)+1))
+		}
+		return tb
+	}
+	cold, warm := build(), build()
+	entries := func(tb *table) []*proc {
+		var ps []*proc
+		for slot := range uint32(4 * slotBatch) {
+			ps = append(ps, tb.entry(slot).p.Load())
+		}
+		return ps
+	}
+	before := entries(warm)
+	for i := range 4*slotBatch + 5 {
+		want, okCold := cold.alloc(nil, false)
+		got, okWarm := warm.alloc(nil, true)
+		require.Equal(t, okCold, okWarm, "alloc %d", i)
+		require.Equal(t, want, got, "alloc %d", i)
+	}
+	assert.Equal(t, before, entries(warm), "the table's entries")
 }
