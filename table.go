@@ -204,8 +204,9 @@ func (t *table) alloc(c *slotCache, warm bool) (uint64, bool) {
 }
 
 // prefetchNext asks for the record in next's slot to be fetched into
-// this core's caches, and for after's table entry, so that the starts
-// that take these IDs, the stripe's next two, find them there. A
+// this core's caches and, when that slot holds one, for after's table
+// entry, so that the starts that take these IDs, the stripe's next two,
+// find them there (a slot never used yet holds no record). A
 // submitter outside the workers reuses the records of processes that
 // ended on a worker, so their lines are in that worker's core's cache,
 // or further away. Without this, the first read of one (in
