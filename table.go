@@ -219,12 +219,12 @@ func (t *table) alloc(c *slotCache, warm bool) (uint64, bool) {
 // kind) costs three fetches for nothing; nothing a reader sees changes.
 // Called by alloc, holding the stripe's lock.
 func (t *table) prefetchNext(next, after uint64) {
-	dir := *t.dir.Load()
-	na, nn := slotOf(after), slotOf(next)
-	if c, d := int(na>>chunkBits), int(nn>>chunkBits); c < len(dir) && d < len(dir) {
-		if p := dir[d].entries[nn&chunkMask].p.Load(); p != nil {
-			prefetch.Lines3(unsafe.Pointer(&dir[c].entries[na&chunkMask]), unsafe.Pointer(p)) // a record spans two lines
-		}
+	e, ea := t.entry(slotOf(next)), t.entry(slotOf(after))
+	if e == nil || ea == nil {
+		return
+	}
+	if p := e.p.Load(); p != nil {
+		prefetch.Lines3(unsafe.Pointer(ea), unsafe.Pointer(p)) // a record spans two lines
 	}
 }
 
