@@ -146,15 +146,17 @@ func (t *table) entry(slot uint32) *tableEntry {
 // end.
 // Any goroutine.
 func (t *table) lookup(id uint64) *proc {
-	e := t.entry(slotOf(id))
-	if e == nil {
-		return nil
+	// The directory is indexed here as entry indexes it, not through
+	// entry, so that the compiler inlines lookup (through entry it would
+	// cost the inliner more than it allows): every message delivered on
+	// a worker and every end of an awaited child looks a process up.
+	dir := *t.dir.Load()
+	if c := int(slotOf(id) >> chunkBits); c < len(dir) {
+		if p := dir[c].entries[slotOf(id)&chunkMask].p.Load(); p != nil && p.id.Load() == id {
+			return p
+		}
 	}
-	p := e.p.Load()
-	if p == nil || p.id.Load() != id {
-		return nil
-	}
-	return p
+	return nil
 }
 
 // slotCache is a worker's private stack of free slots, as the IDs their
