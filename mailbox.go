@@ -252,7 +252,7 @@ func (p *proc) newSlot() *Event {
 // there is none, and then changes nothing. Unlike newSlot, which calls
 // growInbox, it is small enough for the compiler to inline, and
 // pushMessage, the path of every message, calls it first: the call of
-// newSlot cost a message about a dozen instructions. Called with
+// newSlot cost a message about fifteen instructions. Called with
 // proc.mu held.
 func (b *eventBuf) next() *Event {
 	if n := b.n; b.first != nil && n != 1<<b.logCap {
