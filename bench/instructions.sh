@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # instructions.sh counts the instructions that one workload of this
 # scheduler takes per operation (message, process, round trip), with
-# valgrind's cachegrind, on one processor.
+# valgrind's cachegrind, on one processor. With PEER set to another of
+# the harness's implementations (PEER=pond, built from impl/pond, with
+# its VARIANT, cpu) it counts that one's instead, for a comparison on the
+# same workload.
 #
 # A count, unlike a time, does not move with whatever else the machine is
 # running, so two revisions can be compared on a busy shared machine, a
@@ -16,15 +19,18 @@
 # are not exact to the instruction: the order in which the runtime's
 # threads run and when the collector starts differ from run to run, and
 # the per-operation figure moves by up to about 3 %. So each pair runs
-# REPEAT times (3) and the median is printed.
+# REPEAT times (3) and the median is printed. The collector runs as it
+# would (GOGC from the environment); GOGC=off leaves its work out of the
+# count.
 #
-# Usage: bench/instructions.sh WORKLOAD [VARIANT] [SCALE]   (SCALE 0.2)
+# Usage: [PEER=pond] bench/instructions.sh WORKLOAD [VARIANT] [SCALE]   (SCALE 0.2)
 # Needs valgrind (Debian: apt-get install valgrind) and go.
 set -euo pipefail
 
 workload=${1:?usage: instructions.sh WORKLOAD [VARIANT] [SCALE]}
 variant=${2:-}
 scale=${3:-0.2}
+impl=${PEER:-sched}
 
 if ! command -v valgrind >/dev/null; then
 	echo "instructions.sh: needs valgrind (Debian: apt-get install valgrind)" >&2
@@ -34,7 +40,7 @@ fi
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 cd "$(dirname "$0")"
-go build -o "$dir/sched" ./impl/sched
+go build -o "$dir/bin" "./impl/$impl"
 
 # count SCALE sets ir and ops: the run's instructions and operations.
 count() {
@@ -43,7 +49,7 @@ count() {
 		args+=(-variant "$variant")
 	fi
 	if ! GOMAXPROCS=1 valgrind --tool=cachegrind --cache-sim=no \
-		--cachegrind-out-file=/dev/null "$dir/sched" "${args[@]}" \
+		--cachegrind-out-file=/dev/null "$dir/bin" "${args[@]}" \
 		>"$dir/out" 2>"$dir/err"; then
 		cat "$dir/err" >&2
 		exit 1
@@ -74,4 +80,4 @@ for _ in $(seq "${REPEAT:-3}"); do
 done
 sorted=$(printf '%s\n' "${per[@]}" | sort -g | tr '\n' ' ')
 median=$(printf '%s\n' "${per[@]}" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
-echo "${workload}${variant:+/$variant}: $median instructions per operation (median of: ${sorted% }; from $how)"
+echo "$impl ${workload}${variant:+/$variant}: $median instructions per operation (median of: ${sorted% }; from $how)"
