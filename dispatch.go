@@ -633,25 +633,25 @@ func (w *worker) spawnBatch(p *proc, ys []yield) {
 	// A spawn's child is a nil interface only if its Process is (see
 	// StepOutput.spawn): whether one is missing shows without the type
 	// assertion, which the loop that starts them makes.
-	valid := 0
+	valid := len(ys)
+	var errs []error // why each spawn was refused, by index; nil while none was
 	for i := range ys {
-		if checkStartOf(ys[i].arg == nil, ys[i].method) == nil {
-			valid++
+		if err := checkStartOf(ys[i].arg == nil, ys[i].method); err != nil {
+			errs = w.spawnRefused(errs, len(ys), i, err)
+			valid--
 		}
 	}
 	// Counted before any is admitted, as admit counts before it looks
 	// at the shutdown: a Shutdown waiting for the count of live
 	// processes to reach zero must not see it there while these start.
 	w.countN(cStarted, uint64(valid))
-	var errs []error // why each spawn was refused, by index; nil while none was
 	for i := range sl {
-		err := checkStartOf(ys[i].arg == nil, ys[i].method)
 		var id uint64
-		if err == nil {
-			id, err = s.admitCounted(v, true)
-		}
-		if err != nil {
-			errs = w.spawnRefused(errs, len(ys), i, err)
+		if refusal(errs, i) == nil {
+			var err error
+			if id, err = s.admitCounted(v, true); err != nil {
+				errs = w.spawnRefused(errs, len(ys), i, err)
+			}
 		}
 		sl[i] = spawnSlot{id: id}
 	}
@@ -737,6 +737,11 @@ func (w *worker) startFrom(p *proc, ys []yield, sl []spawnSlot, errs []error, st
 		w.completeNow(p, sl[next].seq, nil, err)
 		next++
 	}()
+	// Taken once for the batch: p is Running, so its ID stays; and its
+	// context values stay what they are even if a child's Init names or
+	// monitors p meanwhile, which may give p a procExtra of its own (see
+	// getLive), holding the same values.
+	parentID, extra := p.id.Load(), p.childExtra()
 	for ; next < len(ys); next++ {
 		e, y := &sl[next], &ys[next]
 		if err := refusal(errs, next); err != nil {
@@ -745,10 +750,10 @@ func (w *worker) startFrom(p *proc, ys []yield, sl []spawnSlot, errs []error, st
 		}
 		var awaiter uint64
 		if y.kind == yieldSpawnAwait {
-			awaiter = p.id.Load()
+			awaiter = parentID
 		}
 		child, _ := y.arg.(Process)
-		c, err := s.start(e.id, nil, p.childExtra(), child, y.method, y.input, awaiter, v, nil, false, false)
+		c, err := s.start(e.id, nil, extra, child, y.method, y.input, awaiter, v, nil, false, false)
 		if err != nil {
 			w.completeNow(p, e.seq, nil, err)
 			continue
