@@ -645,12 +645,24 @@ func (w *worker) spawnBatch(p *proc, ys []yield) {
 	// at the shutdown: a Shutdown waiting for the count of live
 	// processes to reach zero must not see it there while these start.
 	w.countN(cStarted, uint64(valid))
+	// Admitted as admitCounted admits, but with its look at the
+	// shutdown made once for the batch (a Shutdown that begins after it
+	// cancels each child as it is published: see start), and with no
+	// place to reserve (there is no WithMaxProcesses limit: see above):
+	// a child takes the next ID in the worker's cache, inline. Without
+	// one at hand, or while closing, admitCounted admits it or says why
+	// not.
+	closing := s.closing()
 	for i := range sl {
 		var id uint64
 		if refusal(errs, i) == nil {
-			var err error
-			if id, err = s.admitCounted(v, true); err != nil {
-				errs = w.spawnRefused(errs, len(ys), i, err)
+			if n := len(w.slots); n > 0 && !closing {
+				id, w.slots = w.slots[n-1], w.slots[:n-1]
+			} else {
+				var err error
+				if id, err = s.admitCounted(v, true); err != nil {
+					errs = w.spawnRefused(errs, len(ys), i, err)
+				}
 			}
 		}
 		sl[i] = spawnSlot{id: id}

@@ -172,6 +172,53 @@ func TestShutdownWaitsForCleanup(t *testing.T) {
 	requireLifecycle(t, p)
 }
 
+// TestSpawnBatchDuringShutdown: a step that answers the cancel by
+// spawning several children at once (a step of spawns only, which the
+// worker admits as one batch) has every spawn refused with ErrClosed:
+// no child's Init runs, and each yield completes with the error. The
+// process first spawns children that end at once, so that the worker
+// has free IDs at hand when the late ones are admitted.
+func TestSpawnBatchDuringShutdown(t *testing.T) {
+	s := newScheduler(t, sched.WithWorkers(1))
+	late := []*probe{{step: doneWith(nil)}, {step: doneWith(nil)}, {step: doneWith(nil)}}
+	warmed := make(chan struct{})
+	warm := sync.OnceFunc(func() { close(warmed) })
+	p := &probe{step: func(p *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+		switch {
+		case n == 0:
+			for tag := uint64(10); tag < 14; tag++ {
+				out.SpawnAwait(tag, &probe{step: doneWith(nil)}, "early child", nil)
+			}
+		case hasCancel(evs):
+			out.SpawnAwait(1, late[0], "late child", nil)
+			out.Spawn(2, late[1], "late child", nil)
+			out.SpawnAwait(3, late[2], "late child", nil)
+		case len(p.EventsOf(sched.EventYieldComplete)) == 4:
+			warm()
+		case len(p.EventsOf(sched.EventYieldComplete)) == 4+len(late):
+			out.Done(payload.Payload{})
+		}
+		return nil
+	}}
+	h := submit(t, s, p)
+	receive(t, warmed, "the early children's ends")
+	waitState(t, s, h.PID(), sched.StateIdle)
+
+	require.NoError(t, receive(t, shutdownAsync(t, s, context.Background()), "Shutdown"))
+	_, err := waitEnd(t, s, h)
+	require.NoError(t, err)
+	for tag := uint64(1); tag <= 3; tag++ {
+		ev, ok := completionOf(p.Events(), tag)
+		if assert.True(t, ok, "spawn %d completed", tag) {
+			assert.ErrorIs(t, ev.Error, sched.ErrClosed, "spawn %d during Shutdown", tag)
+		}
+	}
+	for i, c := range late {
+		assert.Zero(t, c.Inits(), "late child %d was initialised", i)
+	}
+	requireLifecycle(t, p)
+}
+
 // TestSubmitsDuringShutdown: submissions refused while Shutdown waits for
 // a process's cleanup must not make Shutdown believe that no process is
 // left. Several goroutines keep submitting (and being refused) while the
