@@ -633,3 +633,52 @@ func TestRestoreDueTakesTheOldestParentAside(t *testing.T) {
 	require.Len(t, w.deferred, 1)
 	require.Same(t, ps[1], w.deferred[0].p)
 }
+
+// TestOldestLocalProcessGetsATurn: a worker takes its own newest work
+// first, but every ownQueueInterval ticks the oldest process of its deque
+// instead, so a process queued under an endless chain of newer ones
+// still runs, and soon. Here one worker runs a chain of processes, each
+// of which starts the next and ends; a link also queues, below the next
+// link, a process that must run before the chain buries it, three times
+// over: each must have run within two intervals' worth of links of
+// being queued. The chain stops after the third has run, or after far
+// more links than the turns allow.
+func TestOldestLocalProcessGetsATurn(t *testing.T) {
+	const rounds, maxLinks = 3, 100 * ownQueueInterval
+	s := newScheduler(t, WithWorkers(1))
+	var links, queuedAt int64 // the links run, and how many had run when the waiting process was queued
+	var waited []int64        // links run while each waited
+	waiting := false
+	done := make(chan struct{})
+	// All of it runs on the one worker, one step at a time: the steps
+	// share these variables without locks, in the order they run.
+	oldest := stepFunc(func(_ []Event, out *StepOutput) error {
+		waited = append(waited, links-queuedAt)
+		waiting = false
+		out.Done(payload.Payload{})
+		return nil
+	})
+	var link stepFunc
+	link = func(_ []Event, out *StepOutput) error {
+		links++
+		switch {
+		case len(waited) == rounds || links == maxLinks:
+			close(done)
+		case !waiting:
+			waiting, queuedAt = true, links
+			out.Spawn(1, oldest, "oldest", nil) // below the next link: the deque's oldest
+			out.Spawn(2, link, "link", nil)
+		default:
+			out.Spawn(2, link, "link", nil)
+		}
+		out.Done(payload.Payload{})
+		return nil
+	}
+	_, err := s.Spawn(context.Background(), link, "link", nil)
+	require.NoError(t, err)
+	<-done
+	require.Len(t, waited, rounds, "processes that ran under the chain of %d links", links)
+	for i, n := range waited {
+		require.LessOrEqual(t, n, int64(2*ownQueueInterval), "links run while process %d waited", i)
+	}
+}
