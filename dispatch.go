@@ -656,9 +656,11 @@ func (w *worker) spawnBatch(p *proc, ys []yield) {
 	for i := range sl {
 		var id uint64
 		if refusal(errs, i) == nil {
-			if n := len(w.slots); n > 0 && !closing {
-				id, w.slots = w.slots[n-1], w.slots[:n-1]
-			} else {
+			ok := false
+			if !closing {
+				id, ok = w.slots.pop()
+			}
+			if !ok {
 				var err error
 				if id, err = s.admitCounted(v, true); err != nil {
 					errs = w.spawnRefused(errs, len(ys), i, err)

@@ -196,13 +196,19 @@ func (t *table) alloc(c *slotCache, warm bool) (uint64, bool) {
 			t.reserve(c)
 		}
 	}
-	n := len(*c)
-	if n == 0 {
-		return 0, false
+	return c.pop()
+}
+
+// pop takes the ID on top of c, or reports that c is empty. Small
+// enough to inline, so that a worker admitting a step's children takes
+// their IDs without a call (see worker.spawnBatch). Owner of c only.
+func (c *slotCache) pop() (uint64, bool) {
+	s := *c
+	if n := len(s) - 1; n >= 0 {
+		*c = s[:n]
+		return s[n], true
 	}
-	id := (*c)[n-1]
-	*c = (*c)[:n-1]
-	return id, true
+	return 0, false
 }
 
 // prefetchNext asks for the record in next's slot to be fetched into
