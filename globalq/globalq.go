@@ -40,17 +40,22 @@ type ring[T any] struct {
 	// closed. Producers claim by compare-and-swap; consumers and Len load
 	// it.
 	enq atomic.Uint64
-	// next is the ring that takes over once this one is closed,
-	// installed with a compare-and-swap from nil by a producer; it never
-	// changes again.
-	next atomic.Pointer[ring[T]]
-	_    [cacheLine - 16]byte // keeps the producers' line apart from deq
+	_   [cacheLine - 8]byte // keeps the producers' line apart from deq and next
 	// deq is the consumers' position: every position below it was taken
 	// and its cell's val cleared. Stored with the queue's mutex held,
 	// once per batch; loaded by producers (how full the ring is), by
 	// Empty and by Len.
 	deq atomic.Uint64
-	_   [cacheLine - 8]byte
+	// next is the ring that takes over once this one is closed,
+	// installed with a compare-and-swap from nil by a producer; it never
+	// changes again. Consumers look at it whenever they find no item at
+	// their position, which is often once they have caught up with the
+	// producers: on the producers' line, it would bring that line to the
+	// consumers' core at each look, and the next push would have to
+	// fetch it back. Here, those looks touch only the consumers' line
+	// while the ring is open.
+	next atomic.Pointer[ring[T]]
+	_    [cacheLine - 16]byte
 	// mask is the capacity minus one; the capacity is a power of two.
 	mask  uint64
 	cells []cell[T]
@@ -299,8 +304,8 @@ func (q *Queue[T]) Empty() bool {
 		if r.cells[d&r.mask].seq.Load() > d {
 			return false
 		}
-		if r.enq.Load() != d|closedBit {
-			return true
+		if r.next.Load() == nil || r.enq.Load() != d|closedBit {
+			return true // open, or closed with a claimed item not yet filled
 		}
 	}
 	return true
