@@ -114,6 +114,14 @@ func (e *Event) setPayload(p payload.Payload) {
 	e.Data, e.packed = p.Value(), uint8(p.Format())+1
 }
 
+// yieldResult is the event that completes a yield with result or err,
+// from the process named in From: Data is the result's value, unpacked
+// as setPayload unpacks it, so that no box is made for it. Built where
+// it goes, it is not filled in place and then copied. Any goroutine.
+func yieldResult(from relay.PID, result payload.Payload, err error) Event {
+	return Event{Type: EventYieldComplete, packed: uint8(result.Format()) + 1, Data: result.Value(), Error: err, From: from}
+}
+
 // data returns the data e was made with, exactly as it was given: the
 // payload again if Data was unpacked from one. Forwarding, bouncing and
 // dead letters use it, so what leaves a mailbox is what entered it.

@@ -588,6 +588,49 @@ func (p *proc) reusable() bool {
 		x.names == nil && x.monitors == nil && x.held == nil && x.outside == nil)
 }
 
+// reuseID returns the ID that the record of p, whose process has just
+// ended as id, may be left for (see recycleFor): that of id's slot's
+// next process, if the record has no Handle (which keeps the process's
+// outcome), was never handed to a handler in a Call (which may still
+// read it), and the slot's next generation is in the run of ctxGens
+// that the record serves (see genCtx), which also keeps it from the
+// slot's last (maxGen ends a run). Else 0: the record is not reused.
+// The caller, which ended the process on a worker, checks the rest with
+// the record's lock held (see close and closeQuiet). Called once, by
+// whoever ends the process.
+func (p *proc) reuseID(id uint64) uint64 {
+	if p.kind&pkHandle != 0 || p.inbox.wbits&wbPinned != 0 || (genOf(id)+1)%ctxGens == 0 {
+		return 0
+	}
+	return makeID(slotOf(id), genOf(id)+1)
+}
+
+// closeQuiet is close for a process whose end has nothing to hand on:
+// no event left in its mailbox, no cancellation, and no live part (see
+// procLive: no names, monitors, calls, context done channel or waiting
+// senders). Its record is then left for the process that will start
+// with ID next, its slot's next one, as close leaves a reusable record
+// (see recycleFor), and it reports true. Otherwise it changes nothing
+// and reports false, and the caller ends the process with close. The
+// caller has checked what it can without the lock: that the process
+// has no Handle, no Call held by a handler, and that next is in the run
+// of IDs the record serves (see Scheduler.finishClosed). Called once,
+// by the worker that moved the process to Complete, after Close
+// returned.
+func (p *proc) closeQuiet(next uint64) bool {
+	p.mu.Lock()
+	if p.inbox.n != 0 || p.flags&pfCancelled != 0 || p.live() != nil {
+		p.mu.Unlock()
+		return false
+	}
+	if p.hasPending.Load() { // written only under mu, held here
+		p.hasPending.Store(false)
+	}
+	p.recycleFor(next)
+	p.mu.Unlock()
+	return true
+}
+
 // recycleFor leaves the record of the process that has just ended, as
 // close found it, for the process that will start with ID next, its
 // slot's next one: the record takes next as its ID and everything else a

@@ -159,9 +159,7 @@ func (s *Scheduler) beginShutdown() {
 	// The phase is Closing: a start counted from now on backs out, and
 	// one counted before is seen here or cancels itself once published
 	// (see start).
-	if s.liveCount() == 0 {
-		s.sd.drainOnce.Do(func() { close(s.sd.drained) })
-	}
+	s.drainIfNoneLive()
 	s.table.forEach(func(p *proc) {
 		if woken, _ := p.terminate(pfShutdownCancel, p.id.Load()); woken != 0 {
 			s.woke(p, woken, via{})

@@ -415,6 +415,44 @@ func TestShutdownEmpty(t *testing.T) {
 	require.NoError(t, s.Shutdown(context.Background()), "a second Shutdown returns the first one's result")
 }
 
+// TestShutdownReleasedByAnEndThatWasNotCancelled: a process that had
+// finished its last step, and was still in its Close when Shutdown
+// began, is not cancelled (it has ended) but is still live: when its
+// end, the last, is counted, Shutdown is released, though the process
+// had nothing else to hand on (no Handle, no unread event, no monitor)
+// and took the shortest way out.
+func TestShutdownReleasedByAnEndThatWasNotCancelled(t *testing.T) {
+	s := newScheduler(t, sched.WithWorkers(2))
+	inClose, release := make(chan struct{}), make(chan struct{})
+	quiet := &probe{step: doneWith(1), close: func() {
+		close(inClose)
+		<-release
+	}}
+	ctx := context.Background()
+	_, err := s.Spawn(ctx, quiet, "quiet", nil)
+	require.NoError(t, err)
+	<-inClose
+	// A process that ends at the cancel: once it has ended, Shutdown
+	// has counted the live processes and cancelled them, and quiet was
+	// left out, as it had ended.
+	h := submit(t, s, &probe{step: untilCancel})
+	shut := make(chan error, 1)
+	go func() {
+		sctx, cancel := context.WithTimeout(ctx, testTimeout)
+		defer cancel()
+		shut <- s.Shutdown(sctx)
+	}()
+	_, err = h.Wait(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), s.Stats().Processes.Live, "quiet is still in its Close")
+	close(release)
+	require.NoError(t, receive(t, shut, "Shutdown, released by the last end"))
+	requireLifecycle(t, quiet)
+	st := s.Stats()
+	assert.Zero(t, st.Processes.Live)
+	assert.Zero(t, st.Processes.Forced)
+}
+
 // TestShutdownOnOwnGoroutineStartsItAndReturns: Shutdown called from a
 // Step, a handler, Close or the End hook cannot wait for the stop (its
 // caller is part of what must stop): it begins the shutdown and returns

@@ -425,7 +425,22 @@ func (s *Scheduler) callClose(p *proc, v via) (perr error) {
 // Called by whoever ends the process, once.
 func (s *Scheduler) countEnd(v via, c counterID) {
 	s.count(v, c)
-	if s.closing() && s.liveCount() == 0 {
+	s.endCounted()
+}
+
+// endCounted releases a Shutdown that waits for the processes to end,
+// if the end just counted was the last. Called by whoever ends a
+// process, once, right after counting its end.
+func (s *Scheduler) endCounted() {
+	if s.closing() {
+		s.drainIfNoneLive()
+	}
+}
+
+// drainIfNoneLive releases a waiting Shutdown if no process is live.
+// Called during Shutdown: by its start, and by endCounted.
+func (s *Scheduler) drainIfNoneLive() {
+	if s.liveCount() == 0 {
 		s.sd.drainOnce.Do(func() { close(s.sd.drained) })
 	}
 }
@@ -466,17 +481,14 @@ func (s *Scheduler) finishClosed(p *proc, v via, result payload.Payload, err err
 	}
 	s.countEnd(v, cCompleted) // last: it may release a Shutdown
 	// The record may be reused (see record) if it ends on a worker, not
-	// forced, without a Handle, was never handed to a handler in a Call,
-	// and its slot's next generation is in the run of ctxGens that the
-	// record serves (see genCtx), which also keeps it from the slot's
-	// last (maxGen ends a run); close checks the rest. If it is, close
-	// gives it the next ID: what follows uses the ended process's, read
-	// before.
+	// forced, and reuseID allows it; close checks the rest. If it is,
+	// close gives it the next ID: what follows uses the ended process's,
+	// read before.
 	pid := p.pid()
 	id := pid.ID
 	var next uint64
-	if w != nil && !forced && p.kind&pkHandle == 0 && p.inbox.wbits&wbPinned == 0 && (genOf(id)+1)%ctxGens != 0 {
-		next = makeID(slotOf(id), genOf(id)+1)
+	if w != nil && !forced {
+		next = p.reuseID(id)
 	}
 	var c closed
 	p.close(&c, result, err, forced, next)
@@ -496,12 +508,10 @@ func (s *Scheduler) finishClosed(p *proc, v via, result payload.Payload, err err
 		}
 	}
 	if a := p.awaited(); a != nil && !forced {
-		var ev Event // filled in place: see Event.setMessage
-		ev.Type, ev.Error, ev.From = EventYieldComplete, err, pid
-		ev.setPayload(result) // unpacked: no box for the result
 		if w != nil {
-			w.completeAwaited(a.parent, &ev, childSeq(id))
+			w.completeAwaited(a.parent, pid, result, err)
 		} else {
+			ev := yieldResult(pid, result, err)
 			_ = s.complete(relay.PID{Node: s.node, ID: a.parent}, &ev, childSeq(id), v)
 		}
 	}
