@@ -111,15 +111,22 @@ func (e *Event) setData(data any) {
 // setPayload sets e's Data to p's value and remembers p's format. Any
 // goroutine, on an Event it alone holds.
 func (e *Event) setPayload(p payload.Payload) {
-	e.Data, e.packed = p.Value(), uint8(p.Format())+1
+	e.Data, e.packed = unpack(p)
+}
+
+// unpack returns what an Event carrying p holds: p's value as Data, and
+// in packed 1 plus p's format. Any goroutine.
+func unpack(p payload.Payload) (data any, packed uint8) {
+	return p.Value(), uint8(p.Format()) + 1
 }
 
 // yieldResult is the event that completes a yield with result or err,
 // from the process named in From: Data is the result's value, unpacked
-// as setPayload unpacks it, so that no box is made for it. Built where
-// it goes, it is not filled in place and then copied. Any goroutine.
+// (see unpack), so that no box is made for it. Built where it goes, it
+// is not filled in place and then copied. Any goroutine.
 func yieldResult(from relay.PID, result payload.Payload, err error) Event {
-	return Event{Type: EventYieldComplete, packed: uint8(result.Format()) + 1, Data: result.Value(), Error: err, From: from}
+	data, packed := unpack(result)
+	return Event{Type: EventYieldComplete, packed: packed, Data: data, Error: err, From: from}
 }
 
 // data returns the data e was made with, exactly as it was given: the
