@@ -797,6 +797,31 @@ func variantNote(w, impl string, best *cell, vs []*cell) string {
 	return fmt.Sprintf("%s, %s: %s", w, impl, strings.Join(parts, "; "))
 }
 
+// resultsDir is where the harness writes its reports by default,
+// relative to the top of the library's checkout.
+const resultsDir = "bench/results"
+
+// revision names the source revision of the git checkout at dir for the
+// report: the commit's abbreviated hash (as git describe gives it), with
+// "-dirty" when a tracked file differs from that commit, or when git
+// cannot say whether one does. Changes under resultsDir do not count:
+// they are the harness's own reports, and counting them would mark every
+// run after the first dirty until its reports were committed, while the
+// code measured is the commit's. It returns "" when dir is not in a git
+// checkout or git is missing. Main goroutine.
+func revision(ctx context.Context, dir string) string {
+	out, err := exec.CommandContext(ctx, "git", "-C", dir, "describe", "--always", "--abbrev=12").Output()
+	if err != nil {
+		return ""
+	}
+	rev := string(bytes.TrimSpace(out))
+	status := exec.CommandContext(ctx, "git", "-C", dir, "status", "--porcelain", "--untracked-files=no", "--", ":(top,exclude)"+resultsDir)
+	if changed, err := status.Output(); err != nil || len(bytes.TrimSpace(changed)) > 0 {
+		rev += "-dirty"
+	}
+	return rev
+}
+
 // describeMachine collects what the report says about the machine.
 func describeMachine(ctx context.Context, root string) report.Machine {
 	m := report.Machine{
@@ -836,10 +861,7 @@ func describeMachine(ctx context.Context, root string) report.Machine {
 		}
 	}
 	// The library is the module above bench/ (the replace directive).
-	git := exec.CommandContext(ctx, "git", "-C", filepath.Dir(root), "describe", "--always", "--dirty", "--abbrev=12")
-	if out, err := git.Output(); err == nil {
-		m.Revision = string(bytes.TrimSpace(out))
-	}
+	m.Revision = revision(ctx, filepath.Dir(root))
 	cmd := exec.CommandContext(ctx, goTool(), "env", "GOVERSION")
 	cmd.Dir = root
 	if out, err := cmd.Output(); err == nil && len(bytes.TrimSpace(out)) > 0 {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -375,4 +376,52 @@ func TestFromRerendersASavedRun(t *testing.T) {
 	var back saved
 	require.NoError(t, json.Unmarshal(again, &back))
 	require.Equal(t, sv, back, "the saved runs are written back unchanged")
+}
+
+// TestRevisionIgnoresItsOwnReports: the report's revision is the
+// commit's hash, marked dirty by a change to any tracked file but the
+// harness's own reports under bench/results.
+func TestRevisionIgnoresItsOwnReports(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Fatalf("git is needed to name the revision: %v", err)
+	}
+	dir := t.TempDir()
+	git := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-C", dir, "-c", "user.name=bench", "-c", "user.email=bench@example.com"}, args...)...)
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "git %v: %s", args, out)
+		return strings.TrimSpace(string(out))
+	}
+	write := func(name, text string) {
+		t.Helper()
+		path := filepath.Join(dir, name)
+		require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+		require.NoError(t, os.WriteFile(path, []byte(text), 0o644))
+	}
+	ctx := context.Background()
+	require.Equal(t, "", revision(ctx, dir), "not a checkout yet")
+
+	git("init", "-q")
+	write("lib.go", "package lib\n")
+	write("bench/results/latest.md", "# old run\n")
+	git("add", ".")
+	git("commit", "-q", "-m", "first")
+	head := git("rev-parse", "--short=12", "HEAD")
+	require.Equal(t, head, revision(ctx, dir), "a clean checkout")
+
+	write("bench/results/latest.md", "# new run\n")
+	require.Equal(t, head, revision(ctx, dir), "the harness's own reports changed")
+
+	write("bench/results/untracked.json", "{}\n")
+	write("notes.txt", "not tracked\n")
+	require.Equal(t, head, revision(ctx, dir), "untracked files, as git describe --dirty ignores them")
+
+	write("lib.go", "package lib // changed\n")
+	require.Equal(t, head+"-dirty", revision(ctx, dir), "a tracked source file changed")
+
+	git("checkout", "--", "lib.go")
+	write("bench/other.go", "package bench\n")
+	git("add", "bench/other.go")
+	require.Equal(t, head+"-dirty", revision(ctx, dir), "a staged new file")
 }
