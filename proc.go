@@ -477,6 +477,17 @@ func (p *proc) notePending(x *procLive) {
 	}
 }
 
+// clearPending clears hasPending for a process that is ending, whose
+// pending yields are dropped. Like notePending it stores only when the
+// flag is set: most processes end with none pending, and are spared the
+// atomic store's fence. Called with p.mu held (hasPending is written
+// only so).
+func (p *proc) clearPending() {
+	if p.hasPending.Load() {
+		p.hasPending.Store(false)
+	}
+}
+
 // reservePending makes room for n more pending tags, so that a step that
 // yields several commands grows the set at most once. (The mailbox is not
 // reserved alike: completions usually arrive a few at a time and are
@@ -510,9 +521,7 @@ func (p *proc) close(c *closed, result payload.Payload, err error, forced bool, 
 		p.inbox.first, p.inbox.n = nil, 0
 	}
 	p.msgs = 0
-	if p.hasPending.Load() { // written only under mu, held here
-		p.hasPending.Store(false)
-	}
+	p.clearPending()
 	if p.kind&pkHandle != 0 {
 		// impl is nil, and the mailbox and pending set are empty: the
 		// value and format take their places (see outcomeValue). The
@@ -612,20 +621,17 @@ func (p *proc) reuseID(id uint64) uint64 {
 // with ID next, its slot's next one, as close leaves a reusable record
 // (see recycleFor), and it reports true. Otherwise it changes nothing
 // and reports false, and the caller ends the process with close. The
-// caller has checked what it can without the lock: that the process
-// has no Handle, no Call held by a handler, and that next is in the run
-// of IDs the record serves (see Scheduler.finishClosed). Called once,
-// by the worker that moved the process to Complete, after Close
-// returned.
+// caller has checked with reuseID what it can without the lock: that the
+// process has no Handle, no Call held by a handler, and that next is in
+// the run of IDs the record serves. Called once, by the worker that
+// moved the process to Complete, after Close returned.
 func (p *proc) closeQuiet(next uint64) bool {
 	p.mu.Lock()
 	if p.inbox.n != 0 || p.flags&pfCancelled != 0 || p.live() != nil {
 		p.mu.Unlock()
 		return false
 	}
-	if p.hasPending.Load() { // written only under mu, held here
-		p.hasPending.Store(false)
-	}
+	p.clearPending()
 	p.recycleFor(next)
 	p.mu.Unlock()
 	return true
