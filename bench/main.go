@@ -30,6 +30,7 @@
 //	go run . -workloads remote-pingpong,remote-echo,remote-pairs -name remote   # results/remote.*
 //	go run . -from results/latest.json   # redraw the table and chart of a saved run
 //	go run . -load 2                  # the same with two busy-looping goroutines in another process
+//	go run . -pgo                     # every binary built with a profile of its own runs (see pgo.go)
 package main
 
 import (
@@ -129,6 +130,7 @@ type config struct {
 	timeout    time.Duration
 	from       string // re-render the report from this latest.json instead of running
 	load       int    // busy-loop goroutines in a separate process during each run
+	pgo        bool   // build the binaries with profiles of their own runs (see pgo.go)
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -147,6 +149,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	timeout := fs.Duration("timeout", 10*time.Minute, "limit for one run")
 	from := fs.String("from", "", "render the report from a saved latest.json instead of running anything")
 	load := fs.Int("load", 0, "busy-loop goroutines run in a separate process during each run (CPU contention)")
+	pgo := fs.Bool("pgo", false, "build every binary with profile-guided optimisation, from CPU profiles of one run of each of its selected workloads")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
@@ -155,7 +158,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	c := config{rounds: *rounds, scale: *scale, quick: *quick, out: *out, name: *name, cpuprofile: *cpuprofile, memprofile: *memprofile, trace: *trace, timeout: *timeout, from: *from, load: *load}
+	c := config{rounds: *rounds, scale: *scale, quick: *quick, out: *out, name: *name, cpuprofile: *cpuprofile, memprofile: *memprofile, trace: *trace, timeout: *timeout, from: *from, load: *load, pgo: *pgo}
 	if c.quick {
 		if !set["rounds"] {
 			c.rounds = 1
@@ -280,6 +283,11 @@ func bench(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	jobs := plan(cfg, entries)
 	if len(jobs) == 0 {
 		return errors.New("nothing to run for these workloads and implementations")
+	}
+	if cfg.pgo {
+		if machine.PGO, err = rebuildWithProfiles(ctx, cfg, root, binDir, dirs, jobs, stderr); err != nil {
+			return err
+		}
 	}
 	fmt.Fprintf(stderr, "running %d jobs: %d workload(s) x %d round(s), size %g\n", len(jobs), len(cfg.workloads), cfg.rounds, cfg.scale)
 	nameWidth := 0

@@ -20,6 +20,7 @@ type Machine struct {
 	Date      time.Time // when the run started
 	Load      string    // load average when the run started
 	Busy      int       // busy-loop goroutines another process ran during each run (-load)
+	PGO       []string  // with -pgo: each binary and the runs its profile came from, as "sched: spawn/forget, skynet"
 }
 
 // Row is one implementation's result on one workload.
@@ -97,6 +98,9 @@ func WriteMarkdown(w io.Writer, t Table) error {
 	}
 	if m.Busy > 0 {
 		fmt.Fprintf(&b, "- CPU contention: %d busy-looping goroutines in another process during every run (-load %d)\n", m.Busy, m.Busy)
+	}
+	if len(m.PGO) > 0 {
+		fmt.Fprintf(&b, "- Built with profile-guided optimisation (-pgo), each binary from CPU profiles of one run of each of its workloads: %s\n", strings.Join(m.PGO, "; "))
 	}
 	if m.Load != "" {
 		fmt.Fprintf(&b, "- Load average at start: %s\n", m.Load)
