@@ -430,6 +430,12 @@ func build(ctx context.Context, root, dir string, dirs []string, stderr io.Write
 		args = append(args, "./impl/"+name)
 	}
 	fmt.Fprintf(stderr, "building %s\n", strings.Join(dirs, ", "))
+	return goBuild(ctx, root, args)
+}
+
+// goBuild runs the go command with args in root, and returns an error
+// with the command's output if it fails.
+func goBuild(ctx context.Context, root string, args []string) error {
 	cmd := exec.CommandContext(ctx, goTool(), args...)
 	cmd.Dir = root
 	var out bytes.Buffer

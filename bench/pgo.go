@@ -108,12 +108,8 @@ func mergeProfiles(ctx context.Context, dir, out string) error {
 func buildWithProfile(ctx context.Context, root, binDir, dir, profile string, stderr io.Writer) error {
 	args := []string{"build", "-pgo=" + profile, "-o", binDir + string(filepath.Separator), "./impl/" + dir}
 	fmt.Fprintf(stderr, "building %s with its profile\n", dir)
-	cmd := exec.CommandContext(ctx, goTool(), args...)
-	cmd.Dir = root
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, out.String())
+	if err := goBuild(ctx, root, args); err != nil {
+		return err
 	}
 	return checkPGO(filepath.Join(binDir, dir))
 }
