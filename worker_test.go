@@ -3,10 +3,12 @@ package scheduler_test
 import (
 	"bytes"
 	"context"
+	"runtime"
 	"runtime/pprof"
 	"runtime/trace"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -300,4 +302,57 @@ func TestContinuingProcessHoldsWhatItWakes(t *testing.T) {
 	perStep := float64(receivers*perReceiver) / float64(steps)
 	t.Logf("messages per receiver step: %.1f", perStep)
 	assert.GreaterOrEqual(t, perStep, float64(budget)/2, "messages per receiver step")
+}
+
+// TestBusyWorkersLetGoroutinesRun: while every worker always has a
+// process to run, a goroutine that a step starts runs within about a
+// thousand steps, not when the Go runtime gets round to preempting the
+// worker (about 10 ms, a hundred thousand such steps). The runtime queues
+// the new goroutine on the processor of the worker that started it, and
+// no idle processor is there to take it: it runs when that worker next
+// yields its processor (every 1024 ticks while no worker is parked). One
+// worker on one processor, so that the steps counted are that worker's
+// own. Four goroutines started 50,000 steps apart, so that the runtime's
+// preemptions, about 10 ms apart, cannot run every one of them soon after
+// its start.
+func TestBusyWorkersLetGoroutinesRun(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	s := newScheduler(t, sched.WithWorkers(1))
+	const (
+		spinners = 8
+		every    = 50_000 // a step in this many starts a goroutine
+		starts   = 4
+		bound    = 4096 // steps run before a goroutine may run: four yield periods
+	)
+	var steps atomic.Int64
+	stop := make(chan struct{})
+	late := make(chan int64, starts) // steps run between a goroutine's start and its first instruction
+	spin := stepFunc(func(_ []sched.Event, out *sched.StepOutput) error {
+		if isClosed(stop) {
+			out.Done(payload.Payload{})
+			return nil
+		}
+		if n := steps.Add(1); n%every == 0 && n <= every*starts {
+			go func() { late <- steps.Load() - n }()
+		}
+		out.Continue()
+		return nil
+	})
+	hs := make([]sched.Handle, spinners)
+	for i := range hs {
+		hs[i] = submit(t, s, spin)
+	}
+	var got []int64
+	for range starts {
+		got = append(got, receive(t, late, "a goroutine started by a step"))
+	}
+	close(stop)
+	for _, h := range hs {
+		_, err := waitEnd(t, s, h)
+		require.NoError(t, err)
+	}
+	t.Logf("late %v", got)
+	for _, n := range got {
+		require.Less(t, n, int64(bound), "steps run on the busy worker before a goroutine a step started ran: %v", got)
+	}
 }
