@@ -24,8 +24,8 @@ const globalCheckInterval = 61
 // yieldTicks: a worker that has run this many scheduling ticks (a
 // process run, or a step of one that continues) since it last came to
 // this point yields its processor to the Go runtime (runtime.Gosched),
-// while every worker is running processes, and goes on at once, often on
-// the same processor. A worker that always finds work otherwise keeps
+// while every worker is running processes and every processor runs a
+// worker, and goes on at once, often on the same processor. A worker that always finds work otherwise keeps
 // its processor until the runtime preempts it, after about 10 ms, so
 // while every worker is busy two things wait that long:
 //
@@ -43,10 +43,12 @@ const globalCheckInterval = 61
 // At a few hundred nanoseconds a yield, once every 1024 ticks (about
 // 100-200 µs of short steps) costs under 1 %. While a worker is parked,
 // its processor is free for both; while one searches for work, it yields
-// its own processor between its spins (see spin.Backoff). Either way the
-// yield is skipped: the runtime would only hand the yielding worker to
-// that other processor, off its warm cache (fan-out took 12 % longer when
-// searchers did not skip it).
+// its own processor between its spins (see spin.Backoff); with fewer
+// workers than processors (WithWorkers below GOMAXPROCS), a processor
+// that runs no worker is there. In each case the yield is skipped: the
+// runtime would only wake that other processor and hand it the yielding
+// worker, off its warm cache (fan-out took 12 % longer when searchers did
+// not skip it, a skynet tree on one worker with two processors 10 %).
 const yieldTicks = 1024
 
 // worker is one worker goroutine and its run queue.
@@ -376,15 +378,26 @@ func (w *worker) work() (stopped bool) {
 	return true
 }
 
-// yieldProcessor gives the Go runtime this worker's processor unless a
-// worker is parked (see yieldTicks), and starts the count to the next
-// yield either way. Owner only.
+// yieldProcessor gives the Go runtime this worker's processor while
+// every worker runs processes and there are no more processors than
+// workers (see yieldTicks), and starts the count to the next yield
+// either way. Owner only.
 func (w *worker) yieldProcessor() {
 	w.yieldTick = w.tick
-	if w.s.idle.count.Load() == 0 && w.s.spinning.Load() == 0 {
-		runtime.Gosched()
+	s := w.s
+	if s.idle.count.Load() != 0 || s.spinning.Load() != 0 || len(s.workers) < runtime.GOMAXPROCS(0) {
+		return
 	}
+	if h := testHookWorkerYield.Load(); h != nil {
+		(*h)(w)
+	}
+	runtime.Gosched()
 }
+
+// testHookWorkerYield, when set, is called by yieldProcessor before it
+// yields. Tests only; costs a load per yield, once every yieldTicks
+// ticks at most.
+var testHookWorkerYield atomic.Pointer[func(*worker)]
 
 // recoverStepPanic, deferred by work, recovers a panic raised while
 // w.stepping was set: a panic in the Step of that process, which it ends

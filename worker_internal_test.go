@@ -682,3 +682,50 @@ func TestOldestLocalProcessGetsATurn(t *testing.T) {
 		require.LessOrEqual(t, n, int64(2*ownQueueInterval), "links run while process %d waited", i)
 	}
 }
+
+// TestWorkerYieldsWhileEveryProcessorRunsAWorker: a busy worker yields
+// its processor once every yieldTicks ticks when the workers are as many
+// as the processors, and never when a processor runs no worker, which
+// would only take the yielding worker off its warm cache.
+func TestWorkerYieldsWhileEveryProcessorRunsAWorker(t *testing.T) {
+	const steps = 8 * yieldTicks
+	for _, tc := range []struct {
+		name    string
+		procs   int
+		atLeast int64
+		atMost  int64
+		workers int
+	}{
+		{"one worker, one processor", 1, steps/yieldTicks - 1, steps/yieldTicks + 1, 1},
+		{"one worker, two processors", 2, 0, 0, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(tc.procs))
+			s := newScheduler(t, WithWorkers(tc.workers), WithWatchdog(0))
+			var yields atomic.Int64
+			hook := func(w *worker) {
+				if w.s == s {
+					yields.Add(1)
+				}
+			}
+			testHookWorkerYield.Store(&hook)
+			defer testHookWorkerYield.Store(nil)
+
+			n := 0
+			h, err := s.Submit(context.Background(), stepFunc(func(_ []Event, out *StepOutput) error {
+				if n++; n == steps {
+					out.Done(payload.Payload{})
+					return nil
+				}
+				out.Continue()
+				return nil
+			}), "spin", nil)
+			require.NoError(t, err)
+			_, err = h.Wait(context.Background())
+			require.NoError(t, err)
+			got := yields.Load()
+			require.GreaterOrEqual(t, got, tc.atLeast, "yields in %d steps", steps)
+			require.LessOrEqual(t, got, tc.atMost, "yields in %d steps", steps)
+		})
+	}
+}
