@@ -25,9 +25,10 @@ const globalCheckInterval = 61
 // process run, or a step of one that continues) since it last came to
 // this point yields its processor to the Go runtime (runtime.Gosched),
 // while every worker is running processes and every processor runs a
-// worker, and goes on at once, often on the same processor. A worker that always finds work otherwise keeps
-// its processor until the runtime preempts it, after about 10 ms, so
-// while every worker is busy two things wait that long:
+// worker, and goes on at once, often on the same processor. A worker
+// that always finds work otherwise keeps its processor until the
+// runtime preempts it, after about 10 ms, so while every worker is busy
+// two things wait that long:
 //
 //   - The garbage collector's background marking. With GOMAXPROCS below
 //     four it has no processor of its own: it runs in a processor's
@@ -35,7 +36,8 @@ const globalCheckInterval = 61
 //     mark phase then lasts until the preemptions come, and all that time
 //     every pointer store pays the write barrier and every allocation
 //     helps mark. A fork-join tree of a million short processes spent
-//     5-14 ms a collection marking, against 1-1.5 ms with the yield.
+//     up to 9-14 ms a collection marking, against at most 2 ms with the
+//     yield.
 //   - Any goroutine that a step started or woke: the runtime queues it on
 //     the processor that woke it, and no idle processor is there to take
 //     it.
@@ -381,7 +383,8 @@ func (w *worker) work() (stopped bool) {
 // yieldProcessor gives the Go runtime this worker's processor while
 // every worker runs processes and there are no more processors than
 // workers (see yieldTicks), and starts the count to the next yield
-// either way. Owner only.
+// either way. Reading GOMAXPROCS takes a lock of the runtime's, once
+// every yieldTicks ticks. Owner only.
 func (w *worker) yieldProcessor() {
 	w.yieldTick = w.tick
 	s := w.s

@@ -310,7 +310,7 @@ func TestContinuingProcessHoldsWhatItWakes(t *testing.T) {
 // worker (about 10 ms, a hundred thousand such steps). The runtime queues
 // the new goroutine on the processor of the worker that started it, and
 // no idle processor is there to take it: it runs when that worker next
-// yields its processor (every 1024 ticks while no worker is parked). One
+// yields its processor (every 1024 ticks while every worker is busy). One
 // worker on one processor, so that the steps counted are that worker's
 // own. Four goroutines started 50,000 steps apart, so that the runtime's
 // preemptions, about 10 ms apart, cannot run every one of them soon after
