@@ -187,3 +187,32 @@ func TestStatsWaitingStates(t *testing.T) {
 		})
 	}
 }
+
+// TestStatsTrailABusyWorkerByFewSteps: the per-step counters a busy
+// worker keeps in plain memory are published every 64 scheduling ticks,
+// also while the worker runs a process that continues step after step
+// and never goes idle. The process reads the published step count in
+// each of its steps and records how far it trails its own count.
+func TestStatsTrailABusyWorkerByFewSteps(t *testing.T) {
+	s := newScheduler(t, sched.WithWorkers(1))
+	const (
+		steps = 20_000
+		bound = 256 // 64 ticks, one run of the process and some slack
+	)
+	var own, worst uint64
+	h := submit(t, s, stepFunc(func(_ []sched.Event, out *sched.StepOutput) error {
+		if own > 0 { // the step now running is not counted yet
+			worst = max(worst, own-s.Stats().Steps)
+		}
+		if own++; own == steps {
+			out.Done(payload.Payload{})
+			return nil
+		}
+		out.Continue()
+		return nil
+	}))
+	_, err := waitEnd(t, s, h)
+	require.NoError(t, err)
+	t.Logf("the published step count trailed the process's own by %d steps at most", worst)
+	require.Less(t, worst, uint64(bound), "the published step count trailed a busy worker by %d steps", worst)
+}

@@ -53,6 +53,14 @@ const globalCheckInterval = 61
 // not skip it, a skynet tree on one worker with two processors 10 %).
 const yieldTicks = 1024
 
+// flushTicks: a worker that has run this many scheduling ticks since it
+// last published its counters (see Stats) and its watchdog beat does so
+// again after the process it runs. Counted since the last time, not by
+// the tick's value: a run of a process that continues adds its steps to
+// the tick, so a test of tick%flushTicks after each run would match once
+// in many runs.
+const flushTicks = 64
+
 // worker is one worker goroutine and its run queue.
 //
 // How workers wake each other and park is in idle.go.
@@ -158,6 +166,9 @@ type worker struct {
 	// yieldTick is the tick at which the worker last came to yield its
 	// processor (see yieldTicks). Owner only.
 	yieldTick uint64
+	// flushTick is the tick at which the worker last published its
+	// counters and its watchdog beat (see flushTicks). Owner only.
+	flushTick uint64
 	seq       uint64 // the next yield sequence number (see newSeq); owner only
 	// checkGlobal makes the next findLocal look at the global queue first:
 	// set when a process that continues gives the global queue its turn.
@@ -362,7 +373,8 @@ func (w *worker) work() (stopped bool) {
 			backoff.Reset()
 			w.run(p)
 			w.flushHeld()
-			if w.tick%64 == 0 {
+			if w.tick-w.flushTick >= flushTicks {
+				w.flushTick = w.tick
 				w.flush()
 			}
 			if w.tick-w.yieldTick >= yieldTicks {
