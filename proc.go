@@ -70,7 +70,9 @@ const pfTerminateCancel = 0
 // kept small (96 bytes, a size class of its own) because a million
 // waiting processes are a million procs; what only some processes need
 // follows it in the same allocation (see timedProc) or lives in
-// procExtra.
+// procExtra. The record of a process without a Handle or an awaiting
+// parent takes 128 bytes instead, two cache lines of its own (see
+// spawnedProc).
 //
 // Ownership: impl is touched only by the goroutine that has the process
 // Running (or, before it is first queued, by the submitter; when it
@@ -129,6 +131,36 @@ type procTiming struct {
 	steps   uint64
 }
 
+// spawnedProc is the record of a process that has no Handle, no
+// awaiting parent and no timing (kind 0): what Spawn starts, and a
+// step's Spawn. It is a proc padded to two cache lines, in the 128-byte
+// size class, whose objects begin on a line: no other record shares
+// either of its lines.
+//
+// In the 96-byte class, two records take three lines: each shares one of
+// its lines with a neighbour, the end of one with the start of the next,
+// and records allocated one after another lie side by side. A caller outside the
+// workers that starts processes in a loop reuses the records of
+// processes a worker has just ended (see Scheduler.record), next to the
+// ones that worker is running and ending. The caller's writes to one
+// record and the worker's to its neighbour then pass the shared line
+// between their two cores, though neither reads what the other wrote.
+// With the records padded, a million starts with Spawn took 0.85x the
+// time; padded to three lines, the same, so it is the sharing, not the
+// alignment. In the machine's spells of slow transfers between cores
+// (see docs/benchmarks.md) they took 1.03x: the workers fall behind and
+// walk records that have gone cold, and two padded records are four
+// lines to fetch where two 96-byte ones are three.
+// Records with a Handle are never reused, and an awaited child starts
+// and ends on its parent's worker as a rule, so those keep the 96-byte
+// class (with every kind padded, a fork-join tree took longer), and so
+// do those with the End hook's timing: padded the same way, they took no
+// less time.
+type spawnedProc struct {
+	proc
+	_ [2*cacheLine - unsafe.Sizeof(proc{})]byte
+}
+
 // A proc is allocated in one object with what only some processes need,
 // placed after it: the timing when the End hook is set, so that counting
 // a step writes to memory the worker running the process already holds;
@@ -137,7 +169,7 @@ type procTiming struct {
 // outcomeValue), so that ending it and waiting for it allocate nothing
 // more; and the parent yield of a child
 // that a SpawnAwait waits for. A process that needs none of them is a
-// bare proc, each record stays in the smallest size class that holds it
+// bare proc (padded to two lines: see spawnedProc), each record stays in the smallest size class that holds it
 // (TestProcSizeClasses), and none pays for what it lacks. A process has
 // a Handle only if Submit started it and an awaiting parent only if a
 // step spawned it, so no record has both. The proc comes first in each,
@@ -240,7 +272,7 @@ func allocProc(kind uint8) *proc {
 	var p *proc
 	switch kind {
 	case 0:
-		return new(proc)
+		return &new(spawnedProc).proc
 	case pkTimed:
 		p = &new(timedProc).proc
 	case pkHandle:

@@ -58,7 +58,10 @@ func TestPendingSetReservesMapsOnce(t *testing.T) {
 // collector), so such a change has to show up here and be decided on.
 // Each record is also allocated through allocProc and the bytes the
 // runtime handed out are counted, which checks that the bound is a real
-// size class and that allocProc allocates the record meant.
+// size class and that allocProc allocates the record meant. A record of
+// the kind a start from outside the workers reuses (no Handle, no
+// awaiting parent, no timing) must also begin on a cache line and take
+// two whole ones (see spawnedProc).
 func TestProcSizeClasses(t *testing.T) {
 	end := func(EndInfo) {}
 	cases := []struct {
@@ -67,7 +70,7 @@ func TestProcSizeClasses(t *testing.T) {
 		timed, handle bool
 		awaited       bool
 	}{
-		{name: "proc", size: unsafe.Sizeof(proc{}), class: 96},
+		{name: "spawnedProc", size: unsafe.Sizeof(spawnedProc{}), class: 128},
 		{name: "handleProc", size: unsafe.Sizeof(handleProc{}), class: 96, handle: true},
 		{name: "awaitedProc", size: unsafe.Sizeof(awaitedProc{}), class: 96, awaited: true},
 		{name: "timedProc", size: unsafe.Sizeof(timedProc{}), class: 112, timed: true},
@@ -97,6 +100,11 @@ func TestProcSizeClasses(t *testing.T) {
 			perProc := (after.TotalAlloc - before.TotalAlloc) / n
 			if perProc < uint64(c.class) || perProc >= uint64(c.class)+16 {
 				t.Fatalf("%d bytes allocated per %s, want its %d-byte size class", perProc, c.name, c.class)
+			}
+			if !c.timed && !c.handle && !c.awaited {
+				for _, p := range keep {
+					require.Zero(t, uintptr(unsafe.Pointer(p))%cacheLine, "a spawned process's record at %p does not begin on a cache line", p)
+				}
 			}
 			require.Equal(t, c.timed, keep[0].kind&pkTimed != 0, "timed")
 			require.Equal(t, c.handle, keep[0].kind&pkHandle != 0, "handle")
