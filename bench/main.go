@@ -16,8 +16,9 @@
 // peak RSS, round-trip latencies for remote ping-pong, and whether its
 // answer checked out); the harness reports the median and range of the
 // rounds, ratios to the baseline (goroutines for local workloads, raw
-// NATS for remote ones), allocations and peak memory, writes
-// results/latest.md, results/latest.svg and results/latest.json (-name
+// NATS for remote ones), allocations and peak memory, how long a cache
+// line took to move between two cores before each round (transfer.go),
+// writes results/latest.md, results/latest.svg and results/latest.json (-name
 // changes "latest"), and exits non-zero if any run failed its check.
 //
 // Usage, inside bench/:
@@ -295,13 +296,19 @@ func bench(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		nameWidth = max(nameWidth, len(w))
 	}
 	var results []workload.Result
+	var transfer float64
 	for i, j := range jobs {
+		if i == 0 || jobs[i-1].workload != j.workload || jobs[i-1].round != j.round {
+			transfer = measureTransfer() // before the load starts: see transfer.go
+			fmt.Fprintf(stderr, "cache line between cores: %.0f ns\n", transfer)
+		}
 		fmt.Fprintf(stderr, "[%*d/%d] %-*s %-24s round %d/%d  ", len(strconv.Itoa(len(jobs))), i+1, len(jobs), nameWidth, j.workload, j.label(), j.round, cfg.rounds)
 		load, err := startLoad(cfg.load)
 		if err != nil {
 			return err
 		}
 		res, errText := execute(ctx, cfg, binDir, j)
+		res.Round, res.TransferNS = j.round, transfer
 		load.stop()
 		results = append(results, res)
 		if res.OK {
@@ -643,6 +650,7 @@ func summarize(cfg config, machine report.Machine, results []workload.Result) (r
 		}
 	}
 	sz := workload.SizesFor(cfg.scale)
+	machine.Transfer, machine.SlowRounds = transfers(cfg.workloads, results)
 	table := report.Table{Machine: machine, Scale: cfg.scale, Rounds: cfg.rounds}
 	var chart report.Chart
 	for _, impl := range cfg.impls {
@@ -699,6 +707,44 @@ func summarize(cfg config, machine report.Machine, results []workload.Result) (r
 	chart.Title, chart.Subtitle = chartTitles(chart.Groups)
 	chart.Subtitle += fmt.Sprintf(" Size %g, %d round(s), %s, %d CPUs, %s", cfg.scale, cfg.rounds, machine.CPU, machine.Cores, machine.GoVersion)
 	return table, chart
+}
+
+// transfers summarises the cache-line transfer times measured before the
+// rounds of results (one per workload and round) and lists, for each of
+// workloads in order, how many of its rounds were measured at more than
+// twice the fastest of them all, as "spawn 2 of 5".
+func transfers(workloads []string, results []workload.Result) (stats.Summary, []string) {
+	type round struct {
+		workload string
+		n        int
+	}
+	seen := map[round]float64{}
+	var xs []float64
+	for _, r := range results {
+		k := round{r.Workload, r.Round}
+		if _, ok := seen[k]; ok || r.TransferNS <= 0 {
+			continue
+		}
+		seen[k] = r.TransferNS
+		xs = append(xs, r.TransferNS)
+	}
+	sum := stats.Summarize(xs)
+	var slow []string
+	for _, w := range workloads {
+		n, of := 0, 0
+		for k, ns := range seen {
+			if k.workload == w {
+				of++
+				if ns > 2*sum.Min {
+					n++
+				}
+			}
+		}
+		if n > 0 {
+			slow = append(slow, fmt.Sprintf("%s %d of %d", w, n, of))
+		}
+	}
+	return sum, slow
 }
 
 // baselineWords names the baseline of the chart of groups, for its

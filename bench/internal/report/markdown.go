@@ -21,6 +21,13 @@ type Machine struct {
 	Load      string    // load average when the run started
 	Busy      int       // busy-loop goroutines another process ran during each run (-load)
 	PGO       []string  // with -pgo: each binary and the runs its profile came from, as "sched: spawn/forget, skynet"
+	// Transfer summarises how long a cache line took to move between two
+	// cores, in nanoseconds, measured once before each round of each
+	// workload (N is 0 if it was not); SlowRounds lists the workloads
+	// with rounds measured at more than twice the fastest, as "spawn 2
+	// of 5".
+	Transfer   stats.Summary
+	SlowRounds []string
 }
 
 // Row is one implementation's result on one workload.
@@ -104,6 +111,14 @@ func WriteMarkdown(w io.Writer, t Table) error {
 	}
 	if m.Load != "" {
 		fmt.Fprintf(&b, "- Load average at start: %s\n", m.Load)
+	}
+	if m.Transfer.N > 0 {
+		slow := "none"
+		if len(m.SlowRounds) > 0 {
+			slow = strings.Join(m.SlowRounds, ", ")
+		}
+		fmt.Fprintf(&b, "- A cache line moved between two cores in %.0f ns (median of %d rounds; %.0f-%.0f ns). Rounds measured at more than twice the fastest: %s\n",
+			m.Transfer.Median, m.Transfer.N, m.Transfer.Min, m.Transfer.Max, slow)
 	}
 	fmt.Fprintf(&b, "- Scale %g, %d round(s); each round runs every implementation once, interleaved, each run in a fresh process\n\n", t.Scale, t.Rounds)
 	var local, remote []Row

@@ -62,9 +62,15 @@ type Result struct {
 	Latency      *Latency `json:"latency,omitempty"`        // remote ping-pong only
 	GCs          uint32   `json:"gcs"`                      // garbage collections in the measured part
 	GoMaxProcs   int      `json:"gomaxprocs"`
-	OK           bool     `json:"ok"`
-	Detail       string   `json:"detail,omitempty"`
-	Error        string   `json:"error,omitempty"`
+	// Round and TransferNS are set by the harness, not by the run's
+	// process: the round the run belongs to (from 1; 0 if not known), and
+	// how long a cache line took to move between two cores just before
+	// that round, in nanoseconds (0 if not measured).
+	Round      int     `json:"round,omitempty"`
+	TransferNS float64 `json:"transfer_ns,omitempty"`
+	OK         bool    `json:"ok"`
+	Detail     string  `json:"detail,omitempty"`
+	Error      string  `json:"error,omitempty"`
 }
 
 // Meter measures the part of a run between Start and Stop: wall time,
