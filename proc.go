@@ -145,7 +145,7 @@ type procTiming struct {
 // ones that worker is running and ending. The caller's writes to one
 // record and the worker's to its neighbour then pass the shared line
 // between their two cores, though neither reads what the other wrote.
-// With the records padded, a million starts with Spawn took 0.85x the
+// With the records padded, a million starts with Spawn took 0.86x the
 // time; padded to three lines, the same, so it is the sharing, not the
 // alignment. In the machine's spells of slow transfers between cores
 // (see docs/benchmarks.md) they took 1.03x: the workers fall behind and
