@@ -139,10 +139,10 @@ type procTiming struct {
 //
 // In the 96-byte class, two records take three lines: each shares one of
 // its lines with a neighbour, the end of one with the start of the next,
-// and records allocated one after another lie side by side. A caller outside the
-// workers that starts processes in a loop reuses the records of
-// processes a worker has just ended (see Scheduler.record), next to the
-// ones that worker is running and ending. The caller's writes to one
+// and records allocated one after another lie side by side. A caller
+// outside the workers that starts processes in a loop reuses the records
+// of processes a worker has just ended (see Scheduler.record), next to
+// the ones that worker is running and ending. The caller's writes to one
 // record and the worker's to its neighbour then pass the shared line
 // between their two cores, though neither reads what the other wrote.
 // With the records padded, a million starts with Spawn took 0.86x the
@@ -169,7 +169,8 @@ type spawnedProc struct {
 // outcomeValue), so that ending it and waiting for it allocate nothing
 // more; and the parent yield of a child
 // that a SpawnAwait waits for. A process that needs none of them is a
-// bare proc (padded to two lines: see spawnedProc), each record stays in the smallest size class that holds it
+// bare proc (padded to two cache lines: see spawnedProc); every other
+// record stays in the smallest size class that holds it
 // (TestProcSizeClasses), and none pays for what it lacks. A process has
 // a Handle only if Submit started it and an awaiting parent only if a
 // step spawned it, so no record has both. The proc comes first in each,

@@ -16,9 +16,10 @@ import (
 // anew from time to time, the figure changes with where the two threads
 // land, and a workload that moves lines between cores for every
 // operation changes with it: on the 2-core virtual machine where the
-// published figures were taken it was 26-34 ns for spells of minutes and
-// 160-175 ns for others, and a million starts from outside the workers
-// took 1.5x as long in the slow spells against 1.15x for the pond pool.
+// published figures were taken it was 25-35 ns in spells of seconds to
+// minutes and 155-175 ns in others, and a million starts from outside
+// the workers took 1.75x as long in the slow spells as in the fast ones,
+// where the pond pool's tasks took 1.15x.
 // Each result carries the figure of its round, and the report says how
 // many rounds of each workload ran in slow spells, so that a ratio is
 // read with the machine it was measured on.
