@@ -23,7 +23,8 @@ const globalCheckInterval = 61
 
 // yieldTicks: a worker that has run this many scheduling ticks (a
 // process run, or a step of one that continues) since it last came to
-// this point yields its processor to the Go runtime (runtime.Gosched),
+// this point, which it looks at each time it publishes its counters
+// (see flushTicks), yields its processor to the Go runtime (runtime.Gosched),
 // while every worker is running processes and every processor runs a
 // worker, and goes on at once, often on the same processor. A worker
 // that always finds work otherwise keeps its processor until the
@@ -376,9 +377,9 @@ func (w *worker) work() (stopped bool) {
 			if w.tick-w.flushTick >= flushTicks {
 				w.flushTick = w.tick
 				w.flush()
-			}
-			if w.tick-w.yieldTick >= yieldTicks {
-				w.yieldProcessor()
+				if w.tick-w.yieldTick >= yieldTicks {
+					w.yieldProcessor()
+				}
 			}
 			continue
 		}
