@@ -299,7 +299,7 @@ func bench(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	var transfer float64
 	for i, j := range jobs {
 		if i == 0 || jobs[i-1].workload != j.workload || jobs[i-1].round != j.round {
-			transfer = measureTransfer() // before the load starts: see transfer.go
+			transfer = measureTransfer() // before the load starts, whose threads would take the cores it measures
 			fmt.Fprintf(stderr, "cache line between cores: %.0f ns\n", transfer)
 		}
 		fmt.Fprintf(stderr, "[%*d/%d] %-*s %-24s round %d/%d  ", len(strconv.Itoa(len(jobs))), i+1, len(jobs), nameWidth, j.workload, j.label(), j.round, cfg.rounds)
