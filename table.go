@@ -186,17 +186,28 @@ func (t *table) alloc(c *slotCache, warm bool) (uint64, bool) {
 		if n := len(o.ids); warm && n >= 3 {
 			t.prefetchNext(o.ids[n-2], o.ids[n-3]) // the two after this one's
 		}
-		id, ok := t.alloc(&o.ids, false)
+		if len(o.ids) == 0 {
+			t.restock(&o.ids)
+		}
+		id, ok := o.ids.pop()
 		o.mu.Unlock()
 		return id, ok
 	}
 	if len(*c) == 0 {
-		t.refill(c)
-		if len(*c) == 0 {
-			t.reserve(c)
-		}
+		t.restock(c)
 	}
 	return c.pop()
+}
+
+// restock fills the empty c from the free list or, if that is empty too,
+// with never-used slots; c stays empty if the table is full. Called by
+// alloc, for the owner of c: a worker, or a caller holding c's stripe's
+// lock.
+func (t *table) restock(c *slotCache) {
+	t.refill(c)
+	if len(*c) == 0 {
+		t.reserve(c)
+	}
 }
 
 // pop takes the ID on top of c, or reports that c is empty. Small
