@@ -38,11 +38,7 @@ import (
 // memory while a Handle to it is kept; the scheduler itself keeps only a
 // bounded number of ended records, for reuse.
 func (s *Scheduler) Submit(ctx context.Context, p Process, method string, input payload.Payloads, opts ...SubmitOption) (Handle, error) {
-	if len(opts) == 0 && ctx != nil {
-		pr, _, err := s.submitPlain(ctx, p, method, input, true)
-		return Handle{p: pr}, err
-	}
-	pr, _, err := s.submit(ctx, nil, p, method, input, opts, via{}, true)
+	pr, _, err := s.submitOutside(ctx, p, method, input, opts, true)
 	return Handle{p: pr}, err // pr is nil on error: the zero Handle
 }
 
@@ -61,31 +57,27 @@ func (s *Scheduler) Submit(ctx context.Context, p Process, method string, input 
 // it reports the process's end once the process has ended, even after
 // the record serves another.
 func (s *Scheduler) Spawn(ctx context.Context, p Process, method string, input payload.Payloads, opts ...SubmitOption) (relay.PID, error) {
-	if len(opts) == 0 && ctx != nil {
-		_, pid, err := s.submitPlain(ctx, p, method, input, false)
-		return pid, err
-	}
-	_, pid, err := s.submit(ctx, nil, p, method, input, opts, via{}, false)
+	_, pid, err := s.submitOutside(ctx, p, method, input, opts, false)
 	return pid, err
 }
 
-// submitPlain is submit for the usual start from outside the workers:
-// Submit or Spawn with a context and no options, by a scheduler with no
-// limit on its processes and no Start or End hook; for anything else it
-// calls submit. It does what submit, admit and start do for such a
-// start, in the same order and with the same errors, in one function
-// with five arguments: the general path passes a dozen from call to call
-// and looks at a branch for every case it serves (options, a limit, a
-// worker's caches, a parent's values or awaiting, hooks). A loop outside
-// the workers that starts processes goes at its caller's speed, and the
-// general path cost it about 800 instructions a start where this one
-// costs about 610. Any goroutine.
-func (s *Scheduler) submitPlain(ctx context.Context, p Process, method string, input payload.Payloads, handle bool) (*proc, relay.PID, error) {
+// submitOutside is Submit and Spawn. The usual start, with a context and
+// no options, by a scheduler with no limit on its processes and no Start
+// or End hook, it carries out itself; anything else goes to submit. It
+// does what submit, admit and start do for such a start, in the same
+// order and with the same errors, in one function: the general path
+// passes a dozen arguments from call to call and looks at a branch for
+// every case it serves (options, a limit, a worker's caches, a parent's
+// values or awaiting, hooks). A loop outside the workers that starts
+// processes goes at its caller's speed, and the general path cost it
+// about 800 instructions a start where this one costs about 580. Any
+// goroutine.
+func (s *Scheduler) submitOutside(ctx context.Context, p Process, method string, input payload.Payloads, opts []SubmitOption, handle bool) (*proc, relay.PID, error) {
+	if ctx == nil || len(opts) != 0 || s.maxProcs > 0 || s.hooks.Start != nil || s.hooks.End != nil {
+		return s.submit(ctx, nil, p, method, input, opts, via{}, handle)
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, relay.PID{}, err
-	}
-	if s.maxProcs > 0 || s.hooks.Start != nil || s.hooks.End != nil {
-		return s.submit(ctx, nil, p, method, input, nil, via{}, handle)
 	}
 	var values context.Context // as in submit
 	if t := reflect.TypeOf(ctx); t != emptyContexts[0] && t != emptyContexts[1] {
@@ -106,7 +98,10 @@ func (s *Scheduler) submitPlain(ctx context.Context, p Process, method string, i
 		return nil, relay.PID{}, errTableFull
 	}
 	// What start does with no worker, parent, awaiter, mailbox or hook.
-	mid := s.internMethod(method, nil)
+	mid, ok := s.methods.lastMethod(method)
+	if !ok {
+		mid = s.internMethod(method, nil)
+	}
 	pr, reused := s.record(id, mid, handle, false)
 	if !reused {
 		pr.setFreshID(id)
