@@ -128,8 +128,9 @@ func (s *Scheduler) submitOutside(ctx context.Context, p Process, method string,
 		s.initFailed(pr, id, err, via{})
 		return nil, relay.PID{}, err
 	}
-	// As start publishes it (the same lines, which a call would cost
-	// every start of a step's children).
+	// Published as start publishes a process: the same lines, written
+	// out in both, since a function of their own would cost a call at
+	// every child a step starts.
 	if reused {
 		pr.state.Store(stReady)
 	} else {
