@@ -182,8 +182,10 @@ func (o *StepOutput) Yield(tag uint64, cmd CommandID, arg any) {
 func (o *StepOutput) Tell(to relay.PID, msg any) {
 	y := o.add()
 	// Field by field: a whole yield built and then copied costs the copy,
-	// and the copy's loads stall on the fields just stored.
-	y.tag, y.cmd, y.arg, y.kind, y.to, y.when, y.method, y.input, y.err, y.deadline = 0, 0, msg, yieldTell, to, 0, "", nil, nil, 0
+	// and the copy's loads stall on the fields just stored. Only the
+	// fields a Tell's readers read (see add): the other five cost a
+	// message about fourteen instructions, a twentieth of a Tell.
+	y.tag, y.arg, y.kind, y.to, y.deadline = 0, msg, yieldTell, to, 0
 }
 
 // Spawn starts a child process after Step returns: Init is called with
@@ -338,7 +340,14 @@ func (o *StepOutput) timeNow() time.Time {
 }
 
 // add extends the yields by one slot and returns it; the slot may hold an
-// earlier step's yield, so callers write every field. They write it in
+// earlier step's yield, so callers write every field that is read of a
+// yield of their kind: its kind, and then what dispatch reads for that
+// kind, plus the tag, the deadline and the argument, which Timeout's scan
+// and the test kit's copy (bridge.go) read of every kind. Tell writes
+// just those; every other method writes the whole yield. A field left
+// from an earlier yield keeps what it refers to reachable until the
+// worker next goes idle and releases its output (see release), as the
+// slots past the end of the step's yields do anyway. They write it in
 // place: append(o.yields, y) would build y in a temporary and copy it,
 // and the copy's wide loads stall on the narrow stores just made.
 // Called by Step, through the yield methods.

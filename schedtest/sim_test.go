@@ -132,3 +132,31 @@ func BenchmarkHourTimeout(b *testing.B) {
 		}
 	}
 }
+
+// TestTellWhereAnEarlierStepsYieldWas: the step output is reused from
+// step to step, so a Tell is written where the last step's Sleep was,
+// with its tag and the deadline of its Timeout. The Tell shows none of
+// them.
+func TestTellWhereAnEarlierStepsYieldWas(t *testing.T) {
+	s := schedtest.New(t)
+	probe := s.Probe()
+	pid := s.Start(stepper(func(n int, _ []scheduler.Event, out *scheduler.StepOutput) error {
+		switch n {
+		case 1:
+			out.Sleep(7, time.Hour)
+			out.Timeout(7, time.Minute)
+		case 2:
+			out.Tell(probe.PID(), "after")
+			out.Done(payload.Payload{})
+		}
+		return nil
+	}), "run", nil)
+	s.Advance(time.Hour)
+	probe.Expect("after")
+	ys := s.Yields(pid)
+	require.Len(t, ys, 2)
+	require.Equal(t, schedtest.KindSleep, ys[0].Kind)
+	require.Equal(t, uint64(7), ys[0].Tag)
+	require.False(t, ys[0].Deadline.IsZero(), "the Sleep had the Timeout's deadline")
+	require.Equal(t, schedtest.Yield{Step: 2, Kind: schedtest.KindTell, Arg: "after", To: probe.PID()}, ys[1])
+}
