@@ -500,7 +500,7 @@ func (w *worker) tell(p *proc, to relay.PID, msg any, claim bool) {
 					w.gaveBack(r, woken)
 				}
 			}
-			if woken, _, _, err := r.pushMessage(msg, p.pid(), mailboxLimit{}, false, to.ID); err == nil {
+			if woken, ok := r.pushUnlimited(msg, p.pid(), to.ID); ok {
 				w.accepted(r, woken)
 				return
 			}
