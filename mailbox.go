@@ -143,9 +143,11 @@ func (p *proc) pushMessage(data any, from relay.PID, limit mailboxLimit, wait bo
 // (Scheduler.limits unset): with no limit there is nothing to evict and
 // nothing to wait for, so it returns only the state p was woken from and
 // whether the message was queued (false: p is gone, which pushMessage
-// reports as ErrProcessNotFound). Fewer arguments and results save a
-// Tell about a tenth of its instructions. Its steps are pushMessage's,
-// but for the limit. Any goroutine.
+// reports as ErrProcessNotFound). Fewer arguments and results save 13
+// instructions a message, 4 % of a fan-out's. Its steps are
+// pushMessage's, but for the limit, written out: as a function of their
+// own for both to call, the compiler does not inline them, and the call
+// costs 12 of the 13. Any goroutine.
 func (p *proc) pushUnlimited(data any, from relay.PID, id uint64) (woken uint64, ok bool) {
 	p.mu.Lock()
 	if p.gone(id) {
