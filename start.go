@@ -77,7 +77,7 @@ func (s *Scheduler) submitOutside(ctx context.Context, p Process, method string,
 		return s.submit(ctx, nil, p, method, input, opts, via{}, handle)
 	}
 	var values context.Context // as in submit
-	if t := reflect.TypeOf(ctx); t != emptyContexts[0] && t != emptyContexts[1] {
+	if hasValues(ctx) {
 		// Background and TODO are never done: only another context's
 		// Err is worth its call.
 		if err := ctx.Err(); err != nil {
@@ -167,7 +167,7 @@ func (s *Scheduler) submit(ctx context.Context, values context.Context, p Proces
 	}
 	// Background and TODO carry no values: the process then looks its
 	// values up in values, if given, else nowhere.
-	if t := reflect.TypeOf(ctx); t != emptyContexts[0] && t != emptyContexts[1] {
+	if hasValues(ctx) {
 		values = ctx
 	}
 	id, err := s.admit(p, method, v, !handle)
@@ -186,10 +186,17 @@ func (s *Scheduler) submit(ctx context.Context, values context.Context, p Proces
 
 // emptyContexts are the types of context.Background's and
 // context.TODO's contexts, which carry no values: any two contexts of
-// one of these types are equal, so submit compares types, which costs a
-// load and two comparisons, where comparing the contexts as interfaces
+// one of these types are equal, so hasValues compares types, which costs
+// a load and two comparisons, where comparing the contexts as interfaces
 // calls into the runtime to compare their values.
 var emptyContexts = [2]reflect.Type{reflect.TypeOf(context.Background()), reflect.TypeOf(context.TODO())}
+
+// hasValues reports whether ctx may carry values, and may be done: it is
+// neither Background nor TODO. Small enough to inline. Any goroutine.
+func hasValues(ctx context.Context) bool {
+	t := reflect.TypeOf(ctx)
+	return t != emptyContexts[0] && t != emptyContexts[1]
+}
 
 // A caller outside the workers (or a handler's Call) that starts
 // processes faster than the workers run them yields its processor
