@@ -7,8 +7,10 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/procsched/scheduler/deque"
+	"github.com/procsched/scheduler/internal/prefetch"
 	"github.com/procsched/scheduler/internal/spin"
 	"github.com/procsched/scheduler/payload"
 	"github.com/procsched/scheduler/relay"
@@ -903,16 +905,27 @@ func (w *worker) popGlobal() *proc {
 	w.countN(cGlobalItems, uint64(n))
 	p := w.batch[0]
 	if n > 1 {
+		// Their records were written last by whoever queued them, most
+		// often a caller outside the workers on another core, and each
+		// run begins with a locked write to its record's state word:
+		// asked for now, all together, the lines arrive while the first
+		// runs, where asked for by each run they would arrive one after
+		// another, each holding its run up. For the same reason the
+		// batch is not read here: its positions in the deque stay
+		// undescribed (see noteQueued), which costs siblingFirst a look
+		// at the process only if one of them is on top while a parent
+		// is claimed.
+		for _, x := range w.batch[:n] {
+			prefetch.Write2(unsafe.Pointer(x)) // a record spans two lines
+		}
 		// Pushed together, with one store of bottom for the lot where a
 		// push each would cost one each, and in reverse, so that the
 		// deque's LIFO end gives them out oldest first.
 		rest := w.batch[1:n]
 		slices.Reverse(rest)
 		pos := w.dq.Mark()
-		for i, x := range rest {
-			w.noteQueued(pos+int64(i), x)
-		}
 		w.dq.PushBottomN(rest)
+		w.forgetQueued(pos)
 	}
 	clear(w.batch[:n])
 	if n > 1 {
@@ -1024,8 +1037,9 @@ func (w *worker) noteQueued(pos int64, p *proc) {
 }
 
 // forgetQueued drops the tags of the deque's positions from pos up: what
-// was moved there without noteQueued (stolen or held processes) is left
-// undescribed, for siblingFirst to look at the slow way. Owner only.
+// was moved there without noteQueued (stolen or held processes, a batch
+// from the global queue) is left undescribed, for siblingFirst to look
+// at the slow way. Owner only.
 func (w *worker) forgetQueued(pos int64) {
 	for i := max(pos, w.dq.Mark()-queuedTags); i < w.dq.Mark(); i++ {
 		w.queued[i&(queuedTags-1)].pos = -1

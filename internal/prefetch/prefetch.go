@@ -1,5 +1,5 @@
 // Package prefetch asks the processor to start loading a cache line that
-// the caller will read soon, without waiting for it.
+// the caller will read or write soon, without waiting for it.
 //
 // A plain load cannot do this: a load that misses every cache holds up
 // the instructions behind it once the processor's window of pending

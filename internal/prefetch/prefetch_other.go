@@ -7,3 +7,7 @@ import "unsafe"
 // Lines3 does nothing on this architecture, which has no assembly for
 // it. Any goroutine.
 func Lines3(a, b unsafe.Pointer) {}
+
+// Write2 does nothing on this architecture, which has no assembly for
+// it. Any goroutine.
+func Write2(a unsafe.Pointer) {}
