@@ -476,3 +476,22 @@ func TestReusedRecordKeepsItsPendingArray(t *testing.T) {
 	require.Same(t, arr, &c2.pending[0], "the array given back")
 	c2.recycle(&pc)
 }
+
+// A record left for its slot's next process has the mailbox of a new
+// record: recycleFor clears the mailbox's count, bits and hint, and its
+// buffer if it still has one.
+func TestRecycleForLeavesANewMailbox(t *testing.T) {
+	for _, withBuffer := range []bool{false, true} {
+		p := new(proc)
+		p.id.Store(makeID(3, 1))
+		p.inbox = eventBuf{n: 2, logCap: 3, hint: 4, wbits: wbStepped | wbBigInbox | wbUnlooked}
+		if withBuffer {
+			p.inbox.first = &Event{Tag: 9}
+		}
+		p.mu.Lock()
+		p.recycleFor(makeID(3, 2))
+		p.mu.Unlock()
+		require.Equal(t, eventBuf{}, p.inbox, "the mailbox left, with a buffer: %v", withBuffer)
+		require.Equal(t, makeID(3, 2), p.id.Load(), "the next process's ID")
+	}
+}
