@@ -13,8 +13,8 @@ TEXT ·Lines3(SB), NOSPLIT|NOFRAME, $0-16
 TEXT ·Write2(SB), NOSPLIT|NOFRAME, $0-8
 	MOVQ	a+0(FP), AX
 	// PREFETCHW (AX) and PREFETCHW 64(AX), written as bytes (0F 0D /1):
-	// the assembler has no mnemonic for it. Processors without it (none
-	// made since 2013) treat it as a no-op.
+	// the assembler has no mnemonic for it. An x86 processor that does
+	// not implement it runs these bytes as a no-op.
 	BYTE	$0x0F; BYTE $0x0D; BYTE $0x08
 	BYTE	$0x0F; BYTE $0x0D; BYTE $0x48; BYTE $0x40
 	RET
