@@ -481,9 +481,13 @@ func TestTellToWaitingProcessCounted(t *testing.T) {
 				_, err := waitEnd(t, s, h)
 				require.NoError(t, err)
 			}
-			eventually(t, "nothing waiting", func() bool {
+			// The waiting gauges and the message counts are published by
+			// each worker when it flushes (see Stats): a worker that has
+			// not flushed since its last step shows nothing waiting and
+			// none of its messages, so both are waited for together.
+			eventually(t, "nothing waiting, and the outside message and 100 Tells accepted", func() bool {
 				st := s.Stats()
-				return st.Processes.Idle == 0 && st.Processes.Blocked == 0
+				return st.Processes.Idle == 0 && st.Processes.Blocked == 0 && st.Messages.Accepted == 101
 			})
 			st := s.Stats()
 			assert.Zero(t, st.Processes.Live)
