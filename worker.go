@@ -1253,7 +1253,7 @@ func (w *worker) completeAwaited(parent uint64, from relay.PID, result payload.P
 		// than anything there) and no timer of its may complete the
 		// yield first.
 		if pp.inbox.wbits&wbTimed == 0 && pp.state.Load()&flagWake == 0 {
-			*evs = append(*evs, yieldResult(from, result, err))
+			appendYieldResult(evs, from, result, err)
 			*kept = append(*kept, seq)
 			return
 		}
