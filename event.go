@@ -120,25 +120,17 @@ func unpack(p payload.Payload) (data any, packed uint8) {
 	return p.Value(), uint8(p.Format()) + 1
 }
 
-// yieldResult is the event that completes a yield with result or err,
-// from the process named in From: Data is the result's value, unpacked
-// (see unpack), so that no box is made for it. Any goroutine.
-func yieldResult(from relay.PID, result payload.Payload, err error) Event {
-	data, packed := unpack(result)
-	return Event{Type: EventYieldComplete, packed: packed, Data: data, Error: err, From: from}
-}
-
-// appendYieldResult appends to *evs the event yieldResult makes, written
-// field by field in its place. Appending yieldResult's value instead
-// builds the event on the stack and copies it at once, 16 bytes at a
-// time: the first 16 hold the two one-byte fields just stored, and a
-// load that spans several stores still on their way to the cache waits
-// for them to get there, where a load of what one store wrote would
-// have been served from the store itself. Any goroutine, on a slice it
-// alone holds.
-func appendYieldResult(evs *[]Event, from relay.PID, result payload.Payload, err error) {
-	*evs = append(*evs, Event{})
-	e := &(*evs)[len(*evs)-1]
+// setYieldResult makes e, a zero Event, the event that completes a yield
+// with result or err, from the process named in From: Data is the
+// result's value, unpacked (see unpack), so that no box is made for it.
+// Its Tag is the completer's to set. Written field by field where e
+// lies: an event built on the stack and then copied into a slice is
+// copied at once, 16 bytes at a time, and the first 16 hold the two
+// one-byte fields just stored; a load that spans several stores still
+// on their way to the cache waits for them to get there, where a load of
+// what one store wrote is served from the store itself. Any goroutine,
+// on an Event it alone holds.
+func (e *Event) setYieldResult(from relay.PID, result payload.Payload, err error) {
 	e.Type, e.From, e.Error = EventYieldComplete, from, err
 	e.Data, e.packed = unpack(result)
 }

@@ -614,7 +614,8 @@ func (s *Scheduler) finishClosed(p *proc, v via, result payload.Payload, err err
 		if w != nil {
 			w.completeAwaited(a.parent, pid, result, err)
 		} else {
-			ev := yieldResult(pid, result, err)
+			var ev Event
+			ev.setYieldResult(pid, result, err)
 			_ = s.complete(relay.PID{Node: s.node, ID: a.parent}, &ev, childSeq(id), v)
 		}
 	}

@@ -1206,7 +1206,7 @@ func (w *worker) beforeWait(p *proc) bool {
 
 // completeAwaited completes the SpawnAwait yield of the process parent
 // that started the child that ended as from, on this worker, with the
-// child's result or err: the event is yieldResult's, and the yield's
+// child's result or err: the event is setYieldResult's, and the yield's
 // sequence number the child's (see childSeq). If the parent waits for it,
 // and the worker would take a process from its next slot at its next tick
 // anyway, the worker claims the parent at once and runs it as if from the
@@ -1253,7 +1253,8 @@ func (w *worker) completeAwaited(parent uint64, from relay.PID, result payload.P
 		// than anything there) and no timer of its may complete the
 		// yield first.
 		if pp.inbox.wbits&wbTimed == 0 && pp.state.Load()&flagWake == 0 {
-			appendYieldResult(evs, from, result, err)
+			*evs = append(*evs, Event{})
+			(*evs)[len(*evs)-1].setYieldResult(from, result, err)
 			*kept = append(*kept, seq)
 			return
 		}
@@ -1270,7 +1271,8 @@ func (w *worker) completeAwaited(parent uint64, from relay.PID, result payload.P
 		dc = directClaim{claim: w.nextRunWord(), events: &aside.evs}
 		d = &dc
 	}
-	ev := yieldResult(from, result, err)
+	var ev Event
+	ev.setYieldResult(from, result, err)
 	c, cerr := pp.completeFor(&ev, seq, nil, d, parent)
 	if aside != nil && !dc.claimed {
 		w.dropDeferred()
