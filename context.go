@@ -237,7 +237,11 @@ const valuesCtxSlab = 16
 // newProcCtx returns the context of process id, whose record is p and
 // whose procExtra, if it was started with one, is set already: a
 // valuesCtx if it has context values, else the record as a genCtx,
-// which allocates nothing. A worker allocates contexts with values
+// which allocates nothing. A start that put no context values in p's
+// procExtra makes the genCtx itself (genCtxFor), without the call and
+// without reading the procExtra: that spares a caller outside the
+// workers that reuses a record a read of the record's second line (see
+// table.prefetchNext). A worker allocates contexts with values
 // valuesCtxSlab at a time: nothing of the scheduler's points to one, so
 // a slab is garbage once the processes it served have ended, unless user
 // code keeps one of their contexts, which then keeps its slab alive.

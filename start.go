@@ -117,7 +117,11 @@ func (s *Scheduler) submitOutside(ctx context.Context, p Process, method string,
 		pr.extra.Store(&procExtra{values: values})
 	}
 	pctx := context.Context(pr)
-	if !handle {
+	switch {
+	case handle:
+	case values == nil:
+		pctx = genCtxFor(pr, genOf(id)) // as newProcCtx would, without reading extra
+	default:
 		pctx = (*worker)(nil).newProcCtx(pr, id)
 	}
 	if err := s.callInit(pr, pctx, method, input, via{}); err != nil {
@@ -355,7 +359,11 @@ func (s *Scheduler) start(id uint64, values context.Context, inherit *procExtra,
 	// Ended, as its last process left it, until it is published (see
 	// proc.recycleFor).
 	ctx := context.Context(pr)
-	if !handle {
+	switch {
+	case handle:
+	case values == nil:
+		ctx = genCtxFor(pr, genOf(id)) // as newProcCtx would, without reading extra
+	default:
 		ctx = w.newProcCtx(pr, id)
 	}
 	var err error
