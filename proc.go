@@ -74,6 +74,14 @@ const pfTerminateCancel = 0
 // parent takes 128 bytes instead, two cache lines of its own (see
 // spawnedProc).
 //
+// Layout: a caller outside the workers that starts a process in a
+// reused record with no context values reads and writes only id, state,
+// methodID, kind and impl (see Scheduler.record and submitOutside), and
+// these lie in the record's first cache line (TestRecordFirstLine). The
+// worker that ends the process writes the second line (recycleFor);
+// kept off the caller's core, it does not cross between the two for
+// every process (see table.prefetchNext).
+//
 // Ownership: impl is touched only by the goroutine that has the process
 // Running (or, before it is first queued, by the submitter; when it
 // completes, by whoever moved it to Complete). The fields under mu are

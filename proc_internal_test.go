@@ -62,6 +62,30 @@ func TestPendingSetReservesMapsOnce(t *testing.T) {
 // the kind a start from outside the workers reuses (no Handle, no
 // awaiting parent, no timing) must also begin on a cache line and take
 // two whole ones (see spawnedProc).
+// TestRecordFirstLine: the fields that the start of a reused record
+// from outside the workers reads and writes lie in the record's first
+// cache line, which is all that the start asks to have fetched (see
+// table.prefetchNext). A field placed before them would push one into
+// the second line, which the worker ending the process writes.
+func TestRecordFirstLine(t *testing.T) {
+	var p proc
+	fields := []struct {
+		name         string
+		offset, size uintptr
+	}{
+		{"id", unsafe.Offsetof(p.id), unsafe.Sizeof(p.id)},
+		{"state", unsafe.Offsetof(p.state), unsafe.Sizeof(p.state)},
+		{"methodID", unsafe.Offsetof(p.methodID), unsafe.Sizeof(p.methodID)},
+		{"kind", unsafe.Offsetof(p.kind), unsafe.Sizeof(p.kind)},
+		{"impl", unsafe.Offsetof(p.impl), unsafe.Sizeof(p.impl)},
+	}
+	for _, f := range fields {
+		if f.offset+f.size > cacheLine {
+			t.Errorf("proc.%s takes bytes %d to %d, past the first %d-byte line", f.name, f.offset, f.offset+f.size, cacheLine)
+		}
+	}
+}
+
 func TestProcSizeClasses(t *testing.T) {
 	end := func(EndInfo) {}
 	cases := []struct {

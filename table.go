@@ -235,7 +235,13 @@ func (c *slotCache) pop() (uint64, bool) {
 // runs the start before (Init, the push to the global queue). after's
 // entry is fetched so that reading it here, as next's, a start later,
 // does not wait either. A slot whose record will not be reused (another
-// kind) costs three fetches for nothing; nothing a reader sees changes.
+// kind) costs two fetches for nothing; nothing a reader sees changes.
+//
+// Only the record's first line is asked for: the start of a reused
+// record with no context values reads and writes nothing else of it
+// (see recordFirstLine). Asked for, the second line would come to this
+// core as a copy, and the worker that ends the process, which writes
+// that line, would have to take it back.
 // Called by alloc, holding the stripe's lock.
 func (t *table) prefetchNext(next, after uint64) {
 	e, ea := t.entry(slotOf(next)), t.entry(slotOf(after))
@@ -243,7 +249,7 @@ func (t *table) prefetchNext(next, after uint64) {
 		return
 	}
 	if p := e.p.Load(); p != nil {
-		prefetch.Lines3(unsafe.Pointer(ea), unsafe.Pointer(p)) // a record spans two lines
+		prefetch.Lines2(unsafe.Pointer(ea), unsafe.Pointer(p))
 	}
 }
 

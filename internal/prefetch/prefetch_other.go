@@ -4,9 +4,9 @@ package prefetch
 
 import "unsafe"
 
-// Lines3 does nothing on this architecture, which has no assembly for
+// Lines2 does nothing on this architecture, which has no assembly for
 // it. Any goroutine.
-func Lines3(a, b unsafe.Pointer) {}
+func Lines2(a, b unsafe.Pointer) {}
 
 // Write2 does nothing on this architecture, which has no assembly for
 // it. Any goroutine.

@@ -17,9 +17,9 @@ func TestPrefetchesChangeNothing(t *testing.T) {
 	want := bytes.Clone(buf)
 	Write2(unsafe.Pointer(&buf[0]))
 	Write2(unsafe.Pointer(&buf[100]))
-	Lines3(unsafe.Pointer(&buf[0]), unsafe.Pointer(&buf[130]))
+	Lines2(unsafe.Pointer(&buf[0]), unsafe.Pointer(&buf[130]))
 	Write2(nil)
-	Lines3(nil, nil)
+	Lines2(nil, nil)
 	if !bytes.Equal(buf, want) {
 		t.Fatalf("memory changed by a prefetch:\n got %v\nwant %v", buf, want)
 	}
