@@ -241,7 +241,11 @@ const valuesCtxSlab = 16
 // procExtra makes the genCtx itself (genCtxFor), without the call and
 // without reading the procExtra: that spares a caller outside the
 // workers that reuses a record a read of the record's second line (see
-// table.prefetchNext). A worker allocates contexts with values
+// table.prefetchNext). Both starts write that choice out, as they do
+// the publication: a function of its own that made it would be too
+// large to inline, and calling one at every start lost what sparing
+// the line gains (see docs/benchmarks.md).
+// A worker allocates contexts with values
 // valuesCtxSlab at a time: nothing of the scheduler's points to one, so
 // a slab is garbage once the processes it served have ended, unless user
 // code keeps one of their contexts, which then keeps its slab alive.

@@ -51,17 +51,6 @@ func TestPendingSetReservesMapsOnce(t *testing.T) {
 	}
 }
 
-// TestProcSizeClasses pins each process record to the Go allocation size
-// class it fits: a field that grows a record by a few bytes costs every
-// process of that kind the whole step to the next class (16 bytes or
-// more, times a million waiting processes, and more work for the garbage
-// collector), so such a change has to show up here and be decided on.
-// Each record is also allocated through allocProc and the bytes the
-// runtime handed out are counted, which checks that the bound is a real
-// size class and that allocProc allocates the record meant. A record of
-// the kind a start from outside the workers reuses (no Handle, no
-// awaiting parent, no timing) must also begin on a cache line and take
-// two whole ones (see spawnedProc).
 // TestRecordFirstLine: the fields that the start of a reused record
 // from outside the workers reads and writes lie in the record's first
 // cache line, which is all that the start asks to have fetched (see
@@ -86,6 +75,17 @@ func TestRecordFirstLine(t *testing.T) {
 	}
 }
 
+// TestProcSizeClasses pins each process record to the Go allocation size
+// class it fits: a field that grows a record by a few bytes costs every
+// process of that kind the whole step to the next class (16 bytes or
+// more, times a million waiting processes, and more work for the garbage
+// collector), so such a change has to show up here and be decided on.
+// Each record is also allocated through allocProc and the bytes the
+// runtime handed out are counted, which checks that the bound is a real
+// size class and that allocProc allocates the record meant. A record of
+// the kind a start from outside the workers reuses (no Handle, no
+// awaiting parent, no timing) must also begin on a cache line and take
+// two whole ones (see spawnedProc).
 func TestProcSizeClasses(t *testing.T) {
 	end := func(EndInfo) {}
 	cases := []struct {

@@ -239,7 +239,7 @@ func (c *slotCache) pop() (uint64, bool) {
 //
 // Only the record's first line is asked for: the start of a reused
 // record with no context values reads and writes nothing else of it
-// (see recordFirstLine). Asked for, the second line would come to this
+// (see proc's layout and TestRecordFirstLine). Asked for, the second line would come to this
 // core as a copy, and the worker that ends the process, which writes
 // that line, would have to take it back.
 // Called by alloc, holding the stripe's lock.
