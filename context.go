@@ -234,39 +234,37 @@ type valuesCtx struct {
 // once (see newProcCtx).
 const valuesCtxSlab = 16
 
-// newProcCtx returns the context of process id, whose record is p and
-// whose procExtra, if it was started with one, is set already: a
-// valuesCtx if it has context values, else the record as a genCtx,
-// which allocates nothing. A start that put no context values in p's
-// procExtra makes the genCtx itself (genCtxFor), without the call and
-// without reading the procExtra: that spares a caller outside the
-// workers that reuses a record a read of the record's second line (see
-// table.prefetchNext). Both starts write that choice out, as they do
-// the publication: a function of its own that made it would be too
-// large to inline, and calling one at every start lost what sparing
-// the line gains (see docs/benchmarks.md).
-// A worker allocates contexts with values
-// valuesCtxSlab at a time: nothing of the scheduler's points to one, so
-// a slab is garbage once the processes it served have ended, unless user
-// code keeps one of their contexts, which then keeps its slab alive.
-// Only a process without a Handle needs one (a process with a Handle
-// has its record as its context): a step's spawn, or a Scheduler.Spawn,
-// whose caller outside the workers (w nil) gets a context of its own.
+// newProcCtx returns the context of process id, whose record is p, for
+// a process started with context values: a valuesCtx over the procExtra
+// its start has set already, which holds them. A process without a
+// Handle and without values has its record as its context, as a genCtx
+// (genCtxFor), which allocates nothing; its start makes that itself,
+// without a call and without reading the procExtra, which spares a
+// caller outside the workers that reuses a record a read of the
+// record's second line (see table.prefetchNext). Both starts write that
+// choice out, as they do the publication: a function of its own that
+// made it would be too large to inline, and calling one at every start
+// lost what sparing the line gains (see docs/benchmarks.md).
+// A worker allocates contexts with values valuesCtxSlab at a time:
+// nothing of the scheduler's points to one, so a slab is garbage once
+// the processes it served have ended, unless user code keeps one of
+// their contexts, which then keeps its slab alive. A process with a
+// Handle has its record as its context and needs none. Called by a
+// step's spawn, or a Scheduler.Spawn, whose caller outside the workers
+// (w nil) gets a context of its own.
 // Worker only, or any goroutine with w nil.
 func (w *worker) newProcCtx(p *proc, id uint64) context.Context {
-	if x := p.extra.Load(); x != nil && x.values != nil {
-		if w == nil {
-			return &valuesCtx{p: p, id: id, x: x}
-		}
-		if len(w.valuesCtxs) == 0 {
-			w.valuesCtxs = make([]valuesCtx, valuesCtxSlab)
-		}
-		c := &w.valuesCtxs[0]
-		w.valuesCtxs = w.valuesCtxs[1:]
-		c.p, c.id, c.x = p, id, x
-		return c
+	x := p.extra.Load()
+	if w == nil {
+		return &valuesCtx{p: p, id: id, x: x}
 	}
-	return genCtxFor(p, genOf(id))
+	if len(w.valuesCtxs) == 0 {
+		w.valuesCtxs = make([]valuesCtx, valuesCtxSlab)
+	}
+	c := &w.valuesCtxs[0]
+	w.valuesCtxs = w.valuesCtxs[1:]
+	c.p, c.id, c.x = p, id, x
+	return c
 }
 
 // Deadline implements context.Context: a process context has none.

@@ -120,7 +120,7 @@ func (s *Scheduler) submitOutside(ctx context.Context, p Process, method string,
 	switch {
 	case handle:
 	case values == nil:
-		pctx = genCtxFor(pr, genOf(id)) // as newProcCtx would, without reading extra
+		pctx = genCtxFor(pr, genOf(id)) // no values: the record itself (see newProcCtx)
 	default:
 		pctx = (*worker)(nil).newProcCtx(pr, id)
 	}
@@ -362,7 +362,7 @@ func (s *Scheduler) start(id uint64, values context.Context, inherit *procExtra,
 	switch {
 	case handle:
 	case values == nil:
-		ctx = genCtxFor(pr, genOf(id)) // as newProcCtx would, without reading extra
+		ctx = genCtxFor(pr, genOf(id)) // no values: the record itself (see newProcCtx)
 	default:
 		ctx = w.newProcCtx(pr, id)
 	}
