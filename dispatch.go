@@ -368,7 +368,9 @@ func (w *worker) timeout(p *proc, tag uint64, when int64) {
 // newSeq returns a yield sequence number that no other yield of this
 // scheduler ever gets: each worker counts in steps of the number of
 // workers from its own offset, so the workers never meet, and none is 0.
-// The counts stay below seqChild (2^62 yields would take a worker
+// The helper through which callers help (see help.go) counts the same
+// way from helperSeqBase, above 2^61, which the workers' counts never
+// reach. The counts stay below seqChild (2^62 yields would take a worker
 // centuries), so they never meet a child's either (see childSeq).
 // Owner only.
 func (w *worker) newSeq() uint64 {

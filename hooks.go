@@ -23,7 +23,8 @@ type Hooks struct {
 	Start func(StartInfo)
 	// End is called once per process that started, after Close returned
 	// and before its Handle reports the end: on the worker that ran its
-	// last step, or, for a process forced at a shutdown deadline, on the
+	// last step (or the caller that ran it, see [WithCallerHelp]), or,
+	// for a process forced at a shutdown deadline, on the
 	// scheduler's own goroutine that carries the shutdown through.
 	// Setting it costs each process two loads of the scheduler's coarse
 	// clock, a counter per step, and 16 bytes more in its record, and

@@ -33,6 +33,7 @@ type config struct {
 	logger      *slog.Logger
 	transport   relay.Receiver
 	pool        poolConfig
+	callerHelp  bool
 
 	// Measurement knobs, set only by this package's tests and benchmarks.
 	unfair     bool // fairness off, for tests that show what it buys: no global-queue turn, no next-slot cap, no step budget
@@ -182,6 +183,47 @@ func WithMaxProcesses(n int) Option {
 			return fmt.Errorf("%w: WithMaxProcesses(%d): need at least 1", ErrInvalidOption, n)
 		}
 		c.maxProcs = n
+		return nil
+	})
+}
+
+// WithCallerHelp makes a goroutine outside the workers that starts
+// processes (with [Scheduler.Submit] or [Scheduler.Spawn]) far faster
+// than the workers run them run some of the queued processes itself. Once
+// more than a thousand processes wait on the global queue ahead of its
+// start, such a caller already yields its processor once every few dozen
+// starts (see Submit); with this option it first takes up to 128
+// processes from the head of that queue and runs them, on its own
+// goroutine, as a worker would, and then returns from the start. One
+// caller helps at a time; another that comes to that point meanwhile
+// yields as without the option. Starts by steps and handlers never help.
+//
+// It makes a loop that starts many short processes faster: the processes
+// it runs were queued by the same loop shortly before, and their records
+// are still in its core's caches; and where other programs keep the
+// machine's cores busy, the caller runs what the workers cannot.
+// docs/benchmarks.md has the measurements.
+//
+// The price is that Submit and Spawn then run other processes' steps,
+// and their Close, the handlers of their commands and the End hook, on
+// the caller's goroutine, before they return:
+//
+//   - A caller must not hold a lock (or anything else) that a step may
+//     wait for, since the step would wait for the caller that runs it.
+//   - Such a step is not watched by the watchdog, and a long one holds
+//     the start that runs it up as long.
+//   - A step that panics ends its process with a [PanicError], as on a
+//     worker; the start goes on.
+//   - Shutdown called by such a step (or by a handler or hook it runs)
+//     cannot wait for the stop, as on a worker: it begins the shutdown
+//     and returns an error wrapping [ErrShutdownStarted].
+//
+// A caller's own process's Init still runs first, and the start's result
+// is the same: the option changes where queued processes run, not what
+// a start does or returns.
+func WithCallerHelp() Option {
+	return optionFunc(func(c *config) error {
+		c.callerHelp = true
 		return nil
 	})
 }

@@ -10,8 +10,9 @@ import (
 
 // Process is a lightweight state machine run by a [Scheduler]. It is a
 // plain Go value, not a goroutine: the scheduler calls its methods on one
-// of a few worker goroutines, never two at once, so a process needs no
-// locks for its own state.
+// of a few worker goroutines (or, with [WithCallerHelp], on a goroutine
+// that starts processes), never two at once, so a process needs no locks
+// for its own state.
 //
 // The life of a process:
 //

@@ -70,6 +70,15 @@ type Scheduler struct {
 
 	// ext holds the counts made outside the workers (see counterID).
 	ext counterSet
+
+	// helper is the worker structure through which callers outside the
+	// workers run queued processes (see help.go); nil unless the
+	// scheduler was made WithCallerHelp. helping is set by the caller
+	// that helps, by a compare-and-swap, and cleared by it when it is
+	// done: the CAS and the store pass the helper's owner-only fields
+	// from one helping caller to the next.
+	helper  *worker
+	helping atomic.Bool
 }
 
 // New starts a scheduler with its workers. It returns an error wrapping
@@ -83,6 +92,10 @@ func New(opts ...Option) (*Scheduler, error) {
 		if err := o.apply(&cfg); err != nil {
 			return nil, err
 		}
+	}
+	if cfg.callerHelp && cfg.workers >= maxWorkers {
+		// The helper's runs name it by the ID after the last worker's.
+		return nil, fmt.Errorf("%w: WithCallerHelp with WithWorkers(%d): need at most %d workers", ErrInvalidOption, cfg.workers, maxWorkers-1)
 	}
 	s := &Scheduler{
 		node:        cfg.node,
@@ -111,6 +124,7 @@ func New(opts ...Option) (*Scheduler, error) {
 	for i := range s.workers {
 		s.workers[i] = newWorker(s, i)
 	}
+	s.helper = newHelper(s, cfg.callerHelp)
 	if cfg.watchdog > 0 {
 		s.watchdog = newWatchdog(s, cfg.watchdog, cfg.hooks.SlowStep)
 		s.wg.Add(1)

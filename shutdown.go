@@ -97,7 +97,9 @@ func (s *Scheduler) forcing() bool { return s.phase.Load() >= phaseForcing }
 // made after the stop returns the same result at once.
 //
 // Shutdown called on one of the scheduler's own goroutines (in a Step,
-// Close, a handler while it runs on its worker, or a hook) cannot wait,
+// Close, a handler while it runs on its worker, or a hook), or by a
+// process that a caller helping the scheduler runs (see
+// [WithCallerHelp]), cannot wait,
 // because its caller is part of what must stop: it begins the shutdown
 // (ctx still forces at its deadline), returns an error wrapping
 // [ErrShutdownStarted] at once, and the shutdown completes after the
@@ -115,7 +117,7 @@ func (s *Scheduler) Shutdown(ctx context.Context) error {
 	if s.phase.CompareAndSwap(phaseRunning, phaseClosing) {
 		s.beginShutdown()
 	}
-	if s.onOwnGoroutine() {
+	if s.onOwnGoroutine() || s.onHelper() {
 		if ctx.Done() != nil {
 			go func() {
 				select {

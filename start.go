@@ -31,7 +31,8 @@ import (
 // once every few dozen starts, so that where processors are fewer than
 // the goroutines that want them (GOMAXPROCS=1, say) the workers run the
 // processes queued so far instead of the caller queueing a time slice's
-// worth.
+// worth. With [WithCallerHelp], the caller first runs some of them
+// itself.
 //
 // A caller that will not wait for the process may drop the Handle: the
 // process runs the same. An ended process's record and result stay in
@@ -142,7 +143,7 @@ func (s *Scheduler) submitOutside(ctx context.Context, p Process, method string,
 	ahead := s.global.Push(pr) // enqueue's case for a caller outside the workers
 	s.wakeWorker()
 	if ahead >= yieldBacklog && ahead%yieldEvery == 0 {
-		s.yieldToWorkers()
+		s.yieldToWorkers(true)
 	}
 	return pr, relay.PID{Node: s.node, ID: id}, nil
 }
@@ -183,7 +184,7 @@ func (s *Scheduler) submit(ctx context.Context, values context.Context, p Proces
 		return nil, relay.PID{}, err
 	}
 	if ahead := s.enqueue(pr, v); ahead >= yieldBacklog && ahead%yieldEvery == 0 {
-		s.yieldToWorkers()
+		s.yieldToWorkers(v.w == nil)
 	}
 	return pr, relay.PID{Node: s.node, ID: id}, nil
 }
@@ -221,11 +222,16 @@ const (
 	yieldEvery   = 64
 )
 
-// yieldToWorkers yields the caller's processor: see yieldBacklog.
-// Called by submit, for a start that went to the global queue: one from
-// outside the workers, or through a handler's Call (a step's spawns go
-// to its worker's own queue).
-func (s *Scheduler) yieldToWorkers() {
+// yieldToWorkers yields the caller's processor: see yieldBacklog. A
+// caller outside the workers (outside) of a scheduler made
+// WithCallerHelp first tries to help instead (see help.go).
+// Called by submit and submitOutside, for a start that went to the
+// global queue: one from outside the workers, or through a handler's
+// Call (a step's spawns go to its worker's own queue).
+func (s *Scheduler) yieldToWorkers(outside bool) {
+	if outside && s.helper != nil && s.help() {
+		return
+	}
 	if h := testHookYield.Load(); h != nil {
 		(*h)(s)
 	}

@@ -336,8 +336,8 @@ func (s *Scheduler) countOutside(c counterID, n uint64) {
 	s.ext.stripes[countStripe()].n[c].Add(n)
 }
 
-// total returns counter c summed over the workers and the stripes. Any
-// goroutine.
+// total returns counter c summed over the workers, the helper (see
+// help.go) and the stripes. Any goroutine.
 func (s *Scheduler) total(c counterID) uint64 {
 	var n uint64
 	for i := range s.ext.stripes {
@@ -345,6 +345,9 @@ func (s *Scheduler) total(c counterID) uint64 {
 	}
 	for _, w := range s.workers {
 		n += w.ctr.pub[c].Load()
+	}
+	if h := s.helper; h != nil {
+		n += h.ctr.pub[c].Load()
 	}
 	return n
 }

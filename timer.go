@@ -16,7 +16,9 @@ import (
 // (a heap, plus an index from seq to heap position, under a small mutex)
 // and the timers it sets go into its own shard; seq-1 modulo the number
 // of workers names the worker that registered a yield (see newSeq), so
-// the shard of any pending yield is known from its seq alone.
+// the shard of any pending yield is known from its seq alone. (A caller
+// that helps, see help.go, registers yields whose seq names worker 0:
+// their timers are in worker 0's shard.)
 //
 // Who fires a due timer:
 //

@@ -1,0 +1,307 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/procsched/scheduler/payload"
+	"github.com/procsched/scheduler/relay"
+)
+
+// holdWorker starts a process that holds the one worker of s in its
+// step until the returned release is called (which the test's cleanup
+// also does), so that everything started meanwhile waits on the global
+// queue, where only a helping caller can run it.
+func holdWorker(t *testing.T, s *Scheduler) (release func()) {
+	t.Helper()
+	entered, released := make(chan struct{}), make(chan struct{})
+	_, err := s.Spawn(context.Background(), stepFunc(func(_ []Event, out *StepOutput) error {
+		close(entered)
+		<-released
+		out.Done(payload.Payload{})
+		return nil
+	}), "hold", nil)
+	require.NoError(t, err)
+	receive(t, entered, "the holding step")
+	var once atomic.Bool
+	release = func() {
+		if once.CompareAndSwap(false, true) {
+			close(released)
+		}
+	}
+	t.Cleanup(release)
+	return release
+}
+
+// manyStarts is enough starts, with the worker held, for the global
+// queue to grow a ring that holds more than yieldBacklog (see
+// TestOutsideStartsYieldToABacklog), so that the caller comes to its
+// yield points many times.
+const manyStarts = 40 * yieldBacklog
+
+// TestCallerHelpRunsQueuedProcesses checks that with WithCallerHelp a
+// caller that starts processes far ahead of the workers runs queued
+// processes itself, on its own goroutine, each exactly once, and that
+// without the option it runs none. The one worker is held, so whatever
+// ran before the release ran on the caller.
+func TestCallerHelpRunsQueuedProcesses(t *testing.T) {
+	for _, help := range []bool{false, true} {
+		name := map[bool]string{false: "without", true: "with"}[help]
+		t.Run(name, func(t *testing.T) {
+			opts := []Option{WithWorkers(1), WithWatchdog(0)}
+			if help {
+				opts = append(opts, WithCallerHelp())
+			}
+			s := newScheduler(t, opts...)
+			release := holdWorker(t, s)
+			caller := goroutineID()
+			runs := make([]atomic.Int32, manyStarts)
+			var onCaller, ended atomic.Int64
+			for i := range manyStarts {
+				_, err := s.Spawn(context.Background(), stepFunc(func(_ []Event, out *StepOutput) error {
+					if goroutineID() == caller {
+						onCaller.Add(1)
+					}
+					runs[i].Add(1)
+					ended.Add(1)
+					out.Done(payload.Payload{})
+					return nil
+				}), "leaf", nil)
+				require.NoError(t, err)
+			}
+			helped := onCaller.Load()
+			require.Equal(t, helped, ended.Load(), "processes ran off the caller while the only worker was held")
+			if help {
+				require.Positive(t, helped, "the caller ran no process in %d starts far ahead of a held worker", manyStarts)
+				require.Less(t, helped, int64(manyStarts), "the caller ran every process")
+			} else {
+				require.Zero(t, helped, "a caller without WithCallerHelp ran processes")
+			}
+			release()
+			eventually(t, "every process ended", func() bool { return ended.Load() == manyStarts })
+			for i := range runs {
+				require.Equal(t, int32(1), runs[i].Load(), "process %d ran that many times", i)
+			}
+			st := s.Stats().Processes
+			require.Equal(t, uint64(manyStarts+1), st.Ended, "the ends counted")
+			require.Zero(t, st.Live, "processes live once all ended")
+		})
+	}
+}
+
+// forkParent is a process that awaits two leaf children and tells a
+// sink before it ends with the sum of their results, twice its input:
+// what its runs leave on a helping caller's worker structure (children
+// on its queue, the sink in its next slot, a parent claimed by its
+// child's end) must reach the workers.
+type forkParent struct {
+	stepOnly
+	i, got, sum int
+	sink        relay.PID
+	onCaller    *atomic.Int64
+	caller      uint64
+}
+
+func (p *forkParent) Step(evs []Event, out *StepOutput) error {
+	if p.got == 0 && len(evs) == 0 {
+		for tag := uint64(1); tag <= 2; tag++ {
+			out.SpawnAwait(tag, stepFunc(func(_ []Event, out *StepOutput) error {
+				out.Done(payload.Of(p.i))
+				return nil
+			}), "leaf", nil)
+		}
+		out.Tell(p.sink, p.i)
+		return nil
+	}
+	for _, ev := range evs {
+		if ev.Type != EventYieldComplete {
+			continue
+		}
+		if ev.Error != nil {
+			return ev.Error
+		}
+		v, err := payload.As[int](ev.Result())
+		if err != nil {
+			return err
+		}
+		p.sum += v
+		p.got++
+	}
+	if p.got == 2 {
+		if goroutineID() == p.caller {
+			p.onCaller.Add(1)
+		}
+		out.Done(payload.Of(p.sum))
+	}
+	return nil
+}
+
+// TestCallerHelpHandsBackWhatStepsLeave checks that what the steps a
+// helping caller runs leave on its worker structure reaches the workers:
+// the children a parent awaits, queued on the structure's own queue;
+// the sink a parent tells, woken into its next slot; and parents
+// claimed by a child's end on the caller. Before the worker is released,
+// parents must have ended on the caller (their children ran in a later
+// help, after the earlier help handed them back); afterwards every
+// parent ends with its children's results and the sink gets every
+// message. A structure that kept any of it would leave parents waiting.
+func TestCallerHelpHandsBackWhatStepsLeave(t *testing.T) {
+	s := newScheduler(t, WithWorkers(1), WithWatchdog(0), WithCallerHelp())
+	const n = manyStarts / 4
+	var told atomic.Int64
+	sinkDone := make(chan struct{})
+	sink, err := s.Spawn(context.Background(), stepFunc(func(evs []Event, out *StepOutput) error {
+		for _, ev := range evs {
+			if ev.Type == EventMessage && told.Add(1) == n {
+				close(sinkDone)
+				out.Done(payload.Payload{})
+			}
+		}
+		return nil
+	}), "sink", nil)
+	require.NoError(t, err)
+	release := holdWorker(t, s)
+	var onCaller atomic.Int64
+	caller := goroutineID()
+	hs := make([]Handle, n)
+	for i := range hs {
+		hs[i], err = s.Submit(context.Background(), &forkParent{i: i, sink: sink, onCaller: &onCaller, caller: caller}, "parent", nil)
+		require.NoError(t, err)
+	}
+	require.Positive(t, onCaller.Load(), "no parent ended on the helping caller")
+	release()
+	for i, h := range hs {
+		res, err := waitResult(t, h)
+		require.NoError(t, err, "parent %d", i)
+		v, err := payload.As[int](res)
+		require.NoError(t, err)
+		require.Equal(t, 2*i, v, "parent %d's result", i)
+	}
+	receive(t, sinkDone, "the sink's last message")
+	require.Equal(t, int64(n), told.Load())
+}
+
+// TestCallerHelpStepPanics checks that a step that panics on a helping
+// caller ends its process with a PanicError, as on a worker, and that
+// the caller goes on: its start returns, and the processes after it in
+// the same batch run.
+func TestCallerHelpStepPanics(t *testing.T) {
+	s := newScheduler(t, WithWorkers(1), WithWatchdog(0), WithCallerHelp())
+	release := holdWorker(t, s)
+	caller := goroutineID()
+	var onCaller atomic.Int64
+	hs := make([]Handle, manyStarts)
+	for i := range hs {
+		var err error
+		hs[i], err = s.Submit(context.Background(), stepFunc(func(_ []Event, out *StepOutput) error {
+			if goroutineID() == caller {
+				onCaller.Add(1)
+			}
+			if i%3 == 0 {
+				panic("step panics")
+			}
+			out.Done(payload.Of(i))
+			return nil
+		}), "leaf", nil)
+		require.NoError(t, err)
+	}
+	require.Positive(t, onCaller.Load(), "no step ran on the helping caller")
+	release()
+	for i, h := range hs {
+		res, err := waitResult(t, h)
+		if i%3 == 0 {
+			var perr *PanicError
+			require.ErrorAs(t, err, &perr, "process %d", i)
+			continue
+		}
+		require.NoError(t, err, "process %d", i)
+		v, err := payload.As[int](res)
+		require.NoError(t, err)
+		require.Equal(t, i, v)
+	}
+}
+
+// TestCallerHelpShutdownInStep checks that Shutdown called by a step
+// that a helping caller runs does not wait for the stop, which would
+// wait for that step: it returns ErrShutdownStarted, and the shutdown
+// completes once the worker is released. The starts run on a goroutine
+// of their own, so that a Shutdown that waited fails the test instead of
+// hanging it.
+func TestCallerHelpShutdownInStep(t *testing.T) {
+	s := newScheduler(t, WithWorkers(1), WithWatchdog(0), WithCallerHelp())
+	release := holdWorker(t, s)
+	shut := make(chan error, 1)
+	var asked atomic.Bool
+	started := make(chan error, 1)
+	go func() {
+		caller := goroutineID()
+		for range manyStarts {
+			_, err := s.Spawn(context.Background(), stepFunc(func(evs []Event, out *StepOutput) error {
+				if goroutineID() == caller && asked.CompareAndSwap(false, true) {
+					shut <- s.Shutdown(context.Background())
+				}
+				out.Done(payload.Payload{})
+				return nil
+			}), "leaf", nil)
+			if errors.Is(err, ErrClosed) {
+				break // the shutdown began
+			}
+			if err != nil {
+				started <- err
+				return
+			}
+		}
+		started <- nil
+	}()
+	err := receive(t, shut, "Shutdown's return in a step on the helping caller")
+	require.ErrorIs(t, err, ErrShutdownStarted)
+	require.NoError(t, receive(t, started, "the starts"))
+	release()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	require.NoError(t, s.Shutdown(ctx))
+}
+
+// TestCallerHelpOptionLimits checks that WithCallerHelp is refused with
+// as many workers as a run word can name: the helper's runs name it by
+// the ID after the last worker's.
+func TestCallerHelpOptionLimits(t *testing.T) {
+	_, err := New(WithWorkers(maxWorkers), WithCallerHelp())
+	require.ErrorIs(t, err, ErrInvalidOption)
+}
+
+// TestHelperSeqBase checks the helper's yield sequence numbers: above
+// every worker's and below a child's, and in worker 0's timer shard.
+func TestHelperSeqBase(t *testing.T) {
+	s := newScheduler(t, WithWorkers(3), WithWatchdog(0), WithCallerHelp())
+	first := s.helper.seq // no help has run: nothing else reads it
+	require.Equal(t, helperSeqBase(3), first, "the helper's first sequence number")
+	for range 3 {
+		seq := s.helper.newSeq()
+		_, shard := s.timers.shardOf(seq)
+		require.Zero(t, shard, "the helper's yield %d is not in worker 0's timer shard", seq)
+	}
+	require.Equal(t, first+9, s.helper.seq, "the helper's sequence numbers do not step by the number of workers")
+
+	for _, n := range []int{1, 2, 3, 4, 7, 8, 64, 1000, maxWorkers - 1} {
+		base := helperSeqBase(n)
+		require.GreaterOrEqual(t, base, uint64(1)<<61, "workers %d", n)
+		require.Less(t, base+uint64(n)*1e9, seqChild, "workers %d", n)
+		require.Equal(t, uint64(0), (base-1)%uint64(n), "workers %d: not worker 0's shard", n)
+	}
+}
+
+// waitResult waits for h's process to end and returns its result and
+// error, failing the test if it does not end within testTimeout.
+func waitResult(t *testing.T, h Handle) (payload.Payload, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	res, err := h.Wait(ctx)
+	require.NotErrorIs(t, err, context.DeadlineExceeded, "process %v did not end within %v", h.PID(), testTimeout)
+	return res, err
+}
