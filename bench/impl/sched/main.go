@@ -32,7 +32,9 @@ func main() {
 		{Workload: workload.Skynet, Run: skynet},
 		{Workload: workload.Spawn, Variant: "child", Run: spawnChildren},
 		{Workload: workload.Spawn, Variant: "submit", Run: spawnSubmit},
+		{Workload: workload.Spawn, Variant: "submit-help", Run: spawnSubmitHelp},
 		{Workload: workload.Spawn, Variant: "forget", Run: spawnForget},
+		{Workload: workload.Spawn, Variant: "forget-help", Run: spawnForgetHelp},
 		{Workload: workload.FanOut, Run: fanOut},
 		{Workload: workload.Yield, Run: yieldRoundTrip},
 		{Workload: workload.Fib, Run: fib},
@@ -411,7 +413,18 @@ func (p *indexed) Step(_ []scheduler.Event, out *scheduler.StepOutput) error {
 // spawnSubmit: the caller outside the scheduler submits every process and
 // waits for each handle, the shape of a server handing requests in.
 func spawnSubmit(m *workload.Meter, sz workload.Sizes) (workload.Outcome, error) {
-	s, err := start()
+	return spawnSubmitWith(m, sz)
+}
+
+// spawnSubmitHelp is spawnSubmit with a scheduler made WithCallerHelp
+// (see spawnForgetHelp).
+func spawnSubmitHelp(m *workload.Meter, sz workload.Sizes) (workload.Outcome, error) {
+	return spawnSubmitWith(m, sz, scheduler.WithCallerHelp())
+}
+
+// spawnSubmitWith is spawnSubmit with a scheduler made with opts.
+func spawnSubmitWith(m *workload.Meter, sz workload.Sizes, opts ...scheduler.Option) (workload.Outcome, error) {
+	s, err := start(opts...)
 	if err != nil {
 		return workload.Outcome{}, err
 	}
@@ -471,7 +484,19 @@ func (p *reporting) Step(_ []scheduler.Event, out *scheduler.StepOutput) error {
 // a shared tally, as a pool's fire-and-forget task does, and the caller
 // waits for the last.
 func spawnForget(m *workload.Meter, sz workload.Sizes) (workload.Outcome, error) {
-	s, err := start()
+	return spawnForgetWith(m, sz)
+}
+
+// spawnForgetHelp is spawnForget with a scheduler made WithCallerHelp:
+// the caller, once far ahead of the workers, runs queued processes
+// itself.
+func spawnForgetHelp(m *workload.Meter, sz workload.Sizes) (workload.Outcome, error) {
+	return spawnForgetWith(m, sz, scheduler.WithCallerHelp())
+}
+
+// spawnForgetWith is spawnForget with a scheduler made with opts.
+func spawnForgetWith(m *workload.Meter, sz workload.Sizes, opts ...scheduler.Option) (workload.Outcome, error) {
+	s, err := start(opts...)
 	if err != nil {
 		return workload.Outcome{}, err
 	}
