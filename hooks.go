@@ -15,11 +15,11 @@ import (
 // goroutine that called Submit (see Start and Panic).
 type Hooks struct {
 	// Start is called once per process, after its Init succeeded and
-	// before its first step: on the goroutine that called Submit, or on the
-	// worker that carried out a spawn. On the goroutine that called
-	// Submit it must not call Shutdown, as Init must not: the process
-	// it reports is queued only once the hook returns, and Shutdown would
-	// wait for it to end.
+	// before its first step: on the goroutine that called Submit, or on
+	// the worker (or helping caller: see [WithCallerHelp]) that carried
+	// out a spawn. On the goroutine that called Submit it must not call
+	// Shutdown, as Init must not: the process it reports is queued only
+	// once the hook returns, and Shutdown would wait for it to end.
 	Start func(StartInfo)
 	// End is called once per process that started, after Close returned
 	// and before its Handle reports the end: on the worker that ran its
