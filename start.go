@@ -31,8 +31,8 @@ import (
 // once every few dozen starts, so that where processors are fewer than
 // the goroutines that want them (GOMAXPROCS=1, say) the workers run the
 // processes queued so far instead of the caller queueing a time slice's
-// worth. With [WithCallerHelp], the caller first runs some of them
-// itself.
+// worth. With [WithCallerHelp], the caller runs some of them itself
+// instead.
 //
 // A caller that will not wait for the process may drop the Handle: the
 // process runs the same. An ended process's record and result stay in
