@@ -192,9 +192,9 @@ func WithMaxProcesses(n int) Option {
 // than the workers run them run some of the queued processes itself. Once
 // more than a thousand processes wait on the global queue ahead of its
 // start, such a caller already yields its processor once every few dozen
-// starts (see Submit); with this option it first takes up to 128
-// processes from the head of that queue and runs them, on its own
-// goroutine, as a worker would, and then returns from the start. One
+// starts (see Submit); with this option it instead takes up to 128
+// processes from the head of that queue, runs them on its own goroutine
+// as a worker would, and returns from the start without yielding. One
 // caller helps at a time; another that comes to that point meanwhile
 // yields as without the option. Starts by steps and handlers never help.
 //

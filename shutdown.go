@@ -99,8 +99,9 @@ func (s *Scheduler) forcing() bool { return s.phase.Load() >= phaseForcing }
 // Shutdown called on one of the scheduler's own goroutines (in a Step,
 // Close, a handler while it runs on its worker, or a hook), or by a
 // process that a caller helping the scheduler runs (see
-// [WithCallerHelp]), cannot wait,
-// because its caller is part of what must stop: it begins the shutdown
+// [WithCallerHelp]; while a caller helps this scheduler, a goroutine
+// that helps any scheduler is taken for it), cannot wait, because its
+// caller is part of what must stop: it begins the shutdown
 // (ctx still forces at its deadline), returns an error wrapping
 // [ErrShutdownStarted] at once, and the shutdown completes after the
 // caller returns to the scheduler. Init runs on the goroutine that called
