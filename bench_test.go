@@ -254,10 +254,21 @@ func BenchmarkSpawnOutside(b *testing.B) {
 	})
 }
 
+// BenchmarkSpawnOutsideHelp: BenchmarkSpawnOutside with a scheduler made
+// WithCallerHelp, whose caller, far ahead of the workers, runs queued
+// processes itself.
+func BenchmarkSpawnOutsideHelp(b *testing.B) {
+	benchStartOutside(b, func(s *sched.Scheduler, ctx context.Context) error {
+		_, err := s.Spawn(ctx, oneStep, "run", nil)
+		return err
+	}, sched.WithCallerHelp())
+}
+
 // benchStartOutside measures start, called b.N times by a goroutine
-// outside the scheduler, for BenchmarkSubmit and BenchmarkSpawnOutside.
-func benchStartOutside(b *testing.B, start func(*sched.Scheduler, context.Context) error) {
-	s := newScheduler(b)
+// outside the scheduler made with opts, for BenchmarkSubmit,
+// BenchmarkSpawnOutside and BenchmarkSpawnOutsideHelp.
+func benchStartOutside(b *testing.B, start func(*sched.Scheduler, context.Context) error, opts ...sched.Option) {
+	s := newScheduler(b, opts...)
 	pollStatsDuring(b, s)
 	ctx := context.Background()
 	before := s.Stats()

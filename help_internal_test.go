@@ -305,3 +305,41 @@ func waitResult(t *testing.T, h Handle) (payload.Payload, error) {
 	require.NotErrorIs(t, err, context.DeadlineExceeded, "process %v did not end within %v", h.PID(), testTimeout)
 	return res, err
 }
+
+// TestAllocSpawnWhileHelping pins what a Spawn from outside allocates
+// while its caller helps: with the one worker held, the caller runs
+// every process that ends, and the records of those it ended must serve
+// its later starts, as those a worker ends do. The process value is one
+// value used for every start, so what is counted is the scheduler's:
+// without the reuse, a record a start (1.0).
+func TestAllocSpawnWhileHelping(t *testing.T) {
+	s := newScheduler(t, WithWorkers(1), WithWatchdog(0), WithCallerHelp())
+	holdWorker(t, s)
+	const n = 4096
+	ctx := context.Background()
+	spawn := func() {
+		for range n {
+			if _, err := s.Spawn(ctx, leafProcess, "leaf", nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for range manyStarts / n {
+		spawn() // the queue grown, and the caller helping
+	}
+	before := s.helper.ctr.pub[cSteps].Load()
+	perProc := testing.AllocsPerRun(10, spawn) / n
+	require.Greater(t, s.helper.ctr.pub[cSteps].Load(), before, "the caller did not help")
+	bound := 0.1
+	if raceEnabled {
+		bound += 0.5
+	}
+	t.Logf("%.3f allocations per Spawn while helping", perProc)
+	require.LessOrEqual(t, perProc, bound, "allocations per Spawn while the caller helps")
+}
+
+// leafProcess ends in its first step; one value serves every start.
+var leafProcess Process = stepFunc(func(_ []Event, out *StepOutput) error {
+	out.Done(payload.Payload{})
+	return nil
+})
