@@ -91,11 +91,13 @@ func (s *Scheduler) help() bool {
 		return false
 	}
 	h := s.helper
+	taken := 0
 	for range helpRounds {
 		n := s.global.PopInto(h.batch)
 		if n == 0 {
 			break
 		}
+		taken += n
 		h.count(cGlobalPops)
 		h.countN(cGlobalItems, uint64(n))
 		// Asked for together, as popGlobal does: each run starts with a
@@ -106,6 +108,10 @@ func (s *Scheduler) help() bool {
 		for i := 0; i < n; {
 			i = helpRun(h, i, n)
 		}
+	}
+	if taken > 0 {
+		h.count(cHelps)
+		h.countN(cHelped, uint64(taken))
 	}
 	h.handBack()
 	h.flush()

@@ -75,20 +75,24 @@ func TestCallerHelpRunsQueuedProcesses(t *testing.T) {
 			}
 			helped := onCaller.Load()
 			require.Equal(t, helped, ended.Load(), "processes ran off the caller while the only worker was held")
+			st := s.Stats()
+			require.Equal(t, uint64(helped), st.Helped, "Stats.Helped: the processes callers ran")
 			if help {
 				require.Positive(t, helped, "the caller ran no process in %d starts far ahead of a held worker", manyStarts)
 				require.Less(t, helped, int64(manyStarts), "the caller ran every process")
+				require.Positive(t, st.Helps, "Stats.Helps")
 			} else {
 				require.Zero(t, helped, "a caller without WithCallerHelp ran processes")
+				require.Zero(t, st.Helps, "Stats.Helps without WithCallerHelp")
 			}
 			release()
 			eventually(t, "every process ended", func() bool { return ended.Load() == manyStarts })
 			for i := range runs {
 				require.Equal(t, int32(1), runs[i].Load(), "process %d ran that many times", i)
 			}
-			st := s.Stats().Processes
-			require.Equal(t, uint64(manyStarts+1), st.Ended, "the ends counted")
-			require.Zero(t, st.Live, "processes live once all ended")
+			ps := s.Stats().Processes
+			require.Equal(t, uint64(manyStarts+1), ps.Ended, "the ends counted")
+			require.Zero(t, ps.Live, "processes live once all ended")
 		})
 	}
 }

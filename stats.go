@@ -43,6 +43,12 @@ type Stats struct {
 	Spins         uint64 `json:"spins"`         // spin rounds while searching
 	Parks         uint64 `json:"parks"`         // times a worker blocked
 	Wakes         uint64 `json:"wakes"`         // times a parked worker was woken for work
+	// Helps counts the times a caller outside the workers ran queued
+	// processes (see [WithCallerHelp]), and Helped the processes those
+	// callers took from the global queue to run (which GlobalItems counts
+	// too); both 0 without the option.
+	Helps  uint64 `json:"helps"`
+	Helped uint64 `json:"helped"`
 
 	// Queues, at the time of the snapshot.
 	GlobalQueue  int   `json:"globalQueue"`  // processes in the global queue
@@ -156,6 +162,8 @@ func (s *Scheduler) Stats() Stats {
 	st.Spins = t[cSpins]
 	st.Parks = t[cParks]
 	st.Wakes = t[cWakes]
+	st.Helps = t[cHelps]
+	st.Helped = t[cHelped]
 	for i, w := range s.workers {
 		st.WorkerQueues[i] = w.queueLen()
 	}
@@ -249,6 +257,8 @@ const (
 	cSteals        // successful steals
 	cStolen        // processes moved by steals
 	cSpins         // spin rounds while searching
+	cHelps         // helps by callers that ran processes (see help.go)
+	cHelped        // processes callers took from the global queue to run
 
 	numCounters
 )

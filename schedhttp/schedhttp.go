@@ -337,6 +337,8 @@ td.text { text-align: left; }
 <tr><th scope="row">spins</th><td>{{.Spins}}</td></tr>
 <tr><th scope="row">parks</th><td>{{.Parks}}</td></tr>
 <tr><th scope="row">wakes</th><td>{{.Wakes}}</td></tr>
+<tr><th scope="row">caller helps</th><td>{{.Helps}}</td></tr>
+<tr><th scope="row">run by callers</th><td>{{.Helped}}</td></tr>
 </table>
 {{- end}}
 
