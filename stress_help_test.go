@@ -190,11 +190,17 @@ func stressCallerHelp(t *testing.T, cfg stressConfig, shut bool) int64 {
 	wg.Wait()
 
 	tells := 0
+	wait, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
 	for i, ok := range started {
 		if !ok {
 			continue
 		}
-		res, err := handles[i].Wait(context.Background())
+		res, err := handles[i].Wait(wait)
+		if errors.Is(err, context.DeadlineExceeded) {
+			f.addf("process %d did not end within %v", i, testTimeout)
+			break
+		}
 		if shut {
 			// A fork-join's child cancelled by the shutdown ends with the
 			// cancel's error, and one spawned after it began is refused
