@@ -181,11 +181,7 @@ func (h *worker) handBack() {
 		s.wakeWorker()
 	}
 	h.nextRuns = 0
-	h.out.release()
-	clear(h.events[:min(h.eventsUsed, cap(h.events))])
-	clear(h.directEvs[:min(h.eventsUsed, cap(h.directEvs))])
-	h.clearDeferred()
-	h.eventsUsed = 0
+	h.dropStepRefs()
 }
 
 // helpRunName is the name of helpRun's frames in a stack trace (see

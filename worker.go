@@ -364,11 +364,7 @@ func (w *worker) work() (stopped bool) {
 				idle = true
 				w.idle.Store(true)
 				w.flush()
-				w.out.release()
-				clear(w.events[:min(w.eventsUsed, cap(w.events))])
-				clear(w.directEvs[:min(w.eventsUsed, cap(w.directEvs))]) // run swaps the two
-				w.clearDeferred()
-				w.eventsUsed = 0
+				w.dropStepRefs()
 			}
 			if queued, _, _ := w.pollTimers(); queued {
 				continue
@@ -405,6 +401,19 @@ func (w *worker) work() (stopped bool) {
 		backoff.Reset()
 	}
 	return true
+}
+
+// dropStepRefs drops the references to the last steps' events and
+// yields that the worker's buffers may still hold, so that they keep
+// nothing from the collector while the worker has no work: called by
+// work as the worker goes idle, and by a helping caller as it hands the
+// helper back (see handBack). Owner only, with no run going on.
+func (w *worker) dropStepRefs() {
+	w.out.release()
+	clear(w.events[:min(w.eventsUsed, cap(w.events))])
+	clear(w.directEvs[:min(w.eventsUsed, cap(w.directEvs))]) // run swaps the two
+	w.clearDeferred()
+	w.eventsUsed = 0
 }
 
 // yieldProcessor gives the Go runtime this worker's processor while
