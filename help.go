@@ -73,7 +73,14 @@ func newHelper(s *Scheduler, on bool) *worker {
 	if !on {
 		return nil
 	}
-	h := newWorker(s, len(s.workers))
+	// Made as worker 0, then named as none is: by the ID after the last
+	// worker's, with sequence numbers of its own and a timer shard of its
+	// own that holds no timer, only its scratch for firing the others'.
+	h := newWorker(s, 0)
+	h.id = len(s.workers)
+	h.seq = helperSeqBase(len(s.workers))
+	h.ownTimers = new(timerShard)
+	h.ownTimers.init()
 	h.batch = make([]*proc, helpBatch)
 	return h
 }

@@ -167,12 +167,17 @@ const timerBusyTicks = 4
 func newTimerService(s *Scheduler, workers int) *timerService {
 	ts := &timerService{s: s, epoch: time.Now(), shards: make([]timerShard, workers)}
 	for i := range ts.shards {
-		sh := &ts.shards[i]
-		sh.first.Store(noTimer)
-		sh.due = make([]timerEntry, 0, timerBatch)
-		sh.woken = make([]*proc, 0, timerBatch)
+		ts.shards[i].init()
 	}
 	return ts
+}
+
+// init makes sh an empty shard with its owner's buffers. Called by
+// newTimerService, and by newHelper for the helper's scratch shard.
+func (sh *timerShard) init() {
+	sh.first.Store(noTimer)
+	sh.due = make([]timerEntry, 0, timerBatch)
+	sh.woken = make([]*proc, 0, timerBatch)
 }
 
 // now reads the service's clock.

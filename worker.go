@@ -296,8 +296,7 @@ func (w *worker) setTestHookStep(h *func()) {
 	}
 }
 
-// newWorker returns worker id of s, or, with id len(s.workers), the
-// structure through which callers help (see newHelper). Called by New.
+// newWorker returns worker id of s. Called by New.
 func newWorker(s *Scheduler, id int) *worker {
 	w := &worker{
 		s:        s,
@@ -314,18 +313,7 @@ func newWorker(s *Scheduler, id int) *worker {
 		w.queued[i].pos = -1 // no position yet: see queuedTag
 	}
 	w.out.clock = s.timers.epoch
-	if id < len(s.timers.shards) {
-		w.ownTimers = &s.timers.shards[id]
-	} else {
-		// The helper (see help.go): its timers go to worker 0's shard;
-		// this one holds no timer, only its scratch for firing others.
-		w.ownTimers = &timerShard{
-			due:   make([]timerEntry, 0, timerBatch),
-			woken: make([]*proc, 0, timerBatch),
-		}
-		w.ownTimers.first.Store(noTimer)
-		w.seq = helperSeqBase(len(s.workers))
-	}
+	w.ownTimers = &s.timers.shards[id]
 	return w
 }
 
