@@ -27,12 +27,3 @@ func SendersWaitForRoom(s *Scheduler, pid relay.PID) bool {
 func NextPIDOfSlot(pid relay.PID) relay.PID {
 	return relay.PID{Node: pid.Node, ID: makeID(slotOf(pid.ID), genOf(pid.ID)+1)}
 }
-
-// HelperSteps returns how many steps callers helping s have run (see
-// WithCallerHelp): 0 for a scheduler made without it. Any goroutine.
-func HelperSteps(s *Scheduler) int64 {
-	if s.helper == nil {
-		return 0
-	}
-	return int64(s.helper.ctr.pub[cSteps].Load())
-}

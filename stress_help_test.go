@@ -100,7 +100,7 @@ func (k *helpSink) Step(evs []sched.Event, out *sched.StepOutput) error {
 func TestStressCallerHelp(t *testing.T) {
 	for _, shut := range []bool{false, true} {
 		t.Run(map[bool]string{false: "run", true: "shutdown"}[shut], func(t *testing.T) {
-			var helped int64
+			var helped uint64
 			eachConfig(t, 0x4e1b, 4, func(t *testing.T, cfg stressConfig) {
 				helped += stressCallerHelp(t, cfg, shut)
 			})
@@ -112,10 +112,10 @@ func TestStressCallerHelp(t *testing.T) {
 }
 
 // stressCallerHelp is one configuration of TestStressCallerHelp; it
-// returns how many steps callers ran. With shut, the test shuts the
+// returns how many processes callers ran. With shut, the test shuts the
 // scheduler down while the callers start processes, and the callers stop
 // at ErrClosed.
-func stressCallerHelp(t *testing.T, cfg stressConfig, shut bool) int64 {
+func stressCallerHelp(t *testing.T, cfg stressConfig, shut bool) uint64 {
 	const callers = 3
 	perCaller := 6000 * stressScale
 	total := callers * perCaller
@@ -225,7 +225,7 @@ func stressCallerHelp(t *testing.T, cfg stressConfig, shut bool) int64 {
 	if !shut {
 		eventually(t, "the sink's messages", func() bool { return sink.n.Load() == int64(tells) })
 	}
-	helped := sched.HelperSteps(s)
+	helped := s.Stats().Helped
 	if !stopped {
 		require.NoError(t, shutdown())
 		stopped = true
