@@ -12,37 +12,6 @@ import (
 	"github.com/procsched/scheduler/relay"
 )
 
-// holdWorker starts a process that holds the one worker of s in its
-// step until the returned release is called (which the test's cleanup
-// also does), so that everything started meanwhile waits on the global
-// queue, where only a helping caller can run it.
-func holdWorker(t *testing.T, s *Scheduler) (release func()) {
-	t.Helper()
-	entered, released := make(chan struct{}), make(chan struct{})
-	_, err := s.Spawn(context.Background(), stepFunc(func(_ []Event, out *StepOutput) error {
-		close(entered)
-		<-released
-		out.Done(payload.Payload{})
-		return nil
-	}), "hold", nil)
-	require.NoError(t, err)
-	receive(t, entered, "the holding step")
-	var once atomic.Bool
-	release = func() {
-		if once.CompareAndSwap(false, true) {
-			close(released)
-		}
-	}
-	t.Cleanup(release)
-	return release
-}
-
-// manyStarts is enough starts, with the worker held, for the global
-// queue to grow a ring that holds more than yieldBacklog (see
-// TestOutsideStartsYieldToABacklog), so that the caller comes to its
-// yield points many times.
-const manyStarts = 40 * yieldBacklog
-
 // TestCallerHelpRunsQueuedProcesses checks that with WithCallerHelp a
 // caller that starts processes far ahead of the workers runs queued
 // processes itself, on its own goroutine, each exactly once, and that

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,7 +17,8 @@ import (
 // unexported state), the only place their shared helpers live. It mirrors
 // the external tests' kit in helpers_test.go, which these tests cannot
 // import: one constructor, one bound on every wait, the helpers that wait
-// with it, and the stepFunc adapter.
+// with it, the stepFunc adapter, and holdWorker for the tests of starts
+// made while the only worker is held.
 
 // testTimeout bounds every wait of these tests: a condition that has not
 // come true by then is a failure (a lost wakeup, a missing event), not
@@ -128,3 +130,35 @@ func twoIdleWorkersOf(s *Scheduler) (*worker, *worker) {
 	s.workers = []*worker{newWorker(s, 0), newWorker(s, 1)}
 	return s.workers[0], s.workers[1]
 }
+
+// holdWorker starts a process that holds the one worker of s in its
+// step until the returned release is called (which the test's cleanup
+// also does), so that everything started meanwhile waits on the global
+// queue, where only a helping caller can run it.
+func holdWorker(t *testing.T, s *Scheduler) (release func()) {
+	t.Helper()
+	entered, released := make(chan struct{}), make(chan struct{})
+	_, err := s.Spawn(context.Background(), stepFunc(func(_ []Event, out *StepOutput) error {
+		close(entered)
+		<-released
+		out.Done(payload.Payload{})
+		return nil
+	}), "hold", nil)
+	require.NoError(t, err)
+	receive(t, entered, "the holding step")
+	var once atomic.Bool
+	release = func() {
+		if once.CompareAndSwap(false, true) {
+			close(released)
+		}
+	}
+	t.Cleanup(release)
+	return release
+}
+
+// manyStarts is enough starts, with the worker held, for the global
+// queue to grow a ring that holds more than yieldBacklog: the rings
+// double as the queue grows, and what a push sees ahead of it is its own
+// ring's part of the backlog (see globalq's Push). The caller then comes
+// to its yield points many times.
+const manyStarts = 40 * yieldBacklog

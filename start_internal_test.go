@@ -29,21 +29,7 @@ func TestOutsideStartsYieldToABacklog(t *testing.T) {
 	testHookYield.Store(&hook)
 	defer testHookYield.Store(nil)
 
-	entered, release := make(chan struct{}), make(chan struct{})
-	_, err := s.Spawn(context.Background(), stepFunc(func(_ []Event, out *StepOutput) error {
-		close(entered)
-		<-release
-		out.Done(payload.Payload{})
-		return nil
-	}), "hold", nil)
-	require.NoError(t, err)
-	receive(t, entered, "the holding step")
-	released := false
-	defer func() {
-		if !released {
-			close(release)
-		}
-	}()
+	release := holdWorker(t, s)
 
 	var ended atomic.Int64
 	leaf := stepFunc(func(_ []Event, out *StepOutput) error {
@@ -63,17 +49,13 @@ func TestOutsideStartsYieldToABacklog(t *testing.T) {
 	spawn(few)
 	require.Zero(t, yields.Load(), "yields with %d processes queued, fewer than %d", few, yieldBacklog)
 
-	// The queue's rings double as it grows, and what a push sees ahead
-	// of it is its own ring's part of the backlog (see globalq's Push):
-	// enough starts that one ring holds more than yieldBacklog.
-	const many = 40 * yieldBacklog
+	const many = manyStarts
 	spawn(many)
 	n := yields.Load()
 	require.Positive(t, n, "no yield after %d starts with the worker held", few+many)
 	require.LessOrEqual(t, n, int64(many/yieldEvery+1), "yields: more than one per %d starts", yieldEvery)
 
-	close(release)
-	released = true
+	release()
 	eventually(t, "every queued process ended", func() bool { return ended.Load() == few+many })
 }
 
