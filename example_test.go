@@ -111,36 +111,6 @@ func ExampleScheduler_Spawn() {
 	// 500500
 }
 
-// WithCallerHelp lets a loop that starts many short processes run some
-// of them itself once it is far ahead of the workers. The loop must hold
-// no lock a step may take: a start may run other processes' steps.
-func ExampleWithCallerHelp() {
-	s, err := scheduler.New(scheduler.WithCallerHelp())
-	if err != nil {
-		log.Fatal(err)
-	}
-	ctx := context.Background()
-	var total, left atomic.Int64
-	done := make(chan struct{})
-	const n = 100_000
-	left.Store(n)
-	for i := range int64(n) {
-		if _, err := s.Spawn(ctx, &tallier{n: i + 1, total: &total, left: &left, done: done}, "count", nil); err != nil {
-			log.Fatal(err)
-		}
-	}
-	<-done
-	fmt.Println(total.Load())
-	// s.Stats().Helped is how many of them the loop ran itself: it
-	// depends on how far ahead of the workers the loop got.
-
-	if err := s.Shutdown(ctx); err != nil {
-		log.Fatal(err)
-	}
-	// Output:
-	// 5000050000
-}
-
 // player hits a ball (a number) back to whoever sent it, until the count
 // reaches last. The server starts the rally at its first step.
 type player struct {
