@@ -13,12 +13,14 @@ import (
 // A goroutine outside the workers that starts processes faster than the
 // workers run them comes, once every yieldEvery starts, to a point where
 // it would yield its processor (see yieldBacklog). With the option set it
-// first runs queued processes itself: it takes up to helpRounds batches
+// runs queued processes itself instead: it takes up to helpRounds batches
 // of helpBatch from the global queue and runs each process as a worker
 // would, through a worker structure of the scheduler's that no goroutine
 // of its own runs (Scheduler.helper). One caller helps at a time: the
-// one whose compare-and-swap sets Scheduler.helping; another that comes
-// to such a point meanwhile yields as without the option.
+// one that takes Scheduler.helpMu; another that comes to such a point
+// meanwhile yields as without the option. Once the scheduler stops, the
+// stopper holds the lock: it waits for a help under way to end, and no
+// caller helps after.
 //
 // Why it pays: the processes at the head of the queue were queued by
 // this caller about a thousand starts earlier, and their records and
@@ -88,16 +90,21 @@ func newHelper(s *Scheduler, on bool) *worker {
 // help is what an outside caller does at a yield point (see
 // yieldBacklog) when the scheduler was made WithCallerHelp: it runs up to
 // helpRounds batches of queued processes and reports true, or reports
-// false if another caller is helping, and the caller then yields as
-// without the option. Any goroutine outside the workers.
+// false if another caller is helping or the scheduler has stopped, and
+// the caller then yields as without the option. Called by
+// yieldToWorkers for a start by Submit or Spawn, on any goroutine: a
+// step's that calls them too (see WithCallerHelp), which the helper's
+// lock keeps from helping within a help.
 func (s *Scheduler) help() bool {
-	// The CAS orders this help after the previous one's last use of the
-	// helper (the Store below): the structure's owner-only fields pass
+	// The lock orders this help after the previous one's last use of the
+	// helper (endHelp's unlock): the structure's owner-only fields pass
 	// from caller to caller through it.
-	if !s.helping.CompareAndSwap(false, true) {
+	if !s.helpMu.TryLock() {
 		return false
 	}
+	s.helping.Store(true)
 	h := s.helper
+	defer s.endHelp(h)
 	taken := 0
 	for range helpRounds {
 		n := s.global.PopInto(h.batch)
@@ -120,10 +127,21 @@ func (s *Scheduler) help() bool {
 		h.count(cHelps)
 		h.countN(cHelped, uint64(taken))
 	}
+	return true
+}
+
+// endHelp ends a help: it hands back what is left on the helper's
+// structure, publishes its counters and lets the next helper (or the
+// stopper) in. Deferred by help, so that a panic the runs do not recover
+// (one raised by a hook, say, which on a worker would end the program)
+// leaves the scheduler as a help leaves it, with the processes the help
+// had taken and not run back on the global queue, before it goes on out
+// of the caller's Submit or Spawn. The helping caller only.
+func (s *Scheduler) endHelp(h *worker) {
 	h.handBack()
 	h.flush()
 	s.helping.Store(false)
-	return true
+	s.helpMu.Unlock()
 }
 
 // helpRun runs the processes h.batch[i:n] in order, clearing each slot
@@ -149,15 +167,26 @@ func helpRun(h *worker, i, n int) (next int) {
 }
 
 // handBack leaves the helper's structure empty, as a help must (see
-// above): it runs the parents its runs claimed (direct, and those put
+// above): it puts the processes of its batch that it did not run (after
+// a panic that went on out of the help: see endHelp) back on the global
+// queue, runs the parents its runs claimed (direct, and those put
 // aside), whose claims only it can run, and moves what its runs queued
 // on it (its deque, next slot and later slot) to the global queue, its
 // deque oldest first. Running a claimed parent may end it and claim its
 // own parent, or queue children; the loop runs until no claim is left,
 // which the height of a tree of awaiting parents bounds. It then drops
 // the references to the last steps' events and yields, as a worker going
-// idle does. The helping caller only, from help.
+// idle does. The helping caller only, from endHelp.
 func (h *worker) handBack() {
+	s := h.s
+	moved := false
+	for i, p := range h.batch {
+		if p != nil {
+			h.batch[i] = nil
+			s.global.Push(p)
+			moved = true
+		}
+	}
 	for h.direct != nil || len(h.deferred) > 0 {
 		if h.direct == nil {
 			h.restore(len(h.deferred)-1, true)
@@ -165,8 +194,6 @@ func (h *worker) handBack() {
 		h.batch[0] = h.takeDirect()
 		helpRun(h, 0, 1)
 	}
-	s := h.s
-	moved := false
 	for {
 		p := h.dq.Steal()
 		if p == nil {

@@ -190,13 +190,18 @@ func WithMaxProcesses(n int) Option {
 // WithCallerHelp makes a goroutine outside the workers that starts
 // processes (with [Scheduler.Submit] or [Scheduler.Spawn]) far faster
 // than the workers run them run some of the queued processes itself. Once
-// more than a thousand processes wait on the global queue ahead of its
-// start, such a caller already yields its processor once every few dozen
-// starts (see Submit); with this option it instead takes up to 128
-// processes from the head of that queue, runs them on its own goroutine
-// as a worker would, and returns from the start without yielding. One
-// caller helps at a time; another that comes to that point meanwhile
-// yields as without the option. Starts by steps and handlers never help.
+// a thousand or more processes wait on the global queue ahead of its
+// start (counted in the stretch of the queue its start went into: a few
+// thousand in all just after the queue has grown), such a caller already
+// yields its processor once every few dozen starts (see Submit); with
+// this option it instead takes up to 128 processes from the head of that
+// queue, runs them on its own goroutine as a worker would, and returns
+// from the start without yielding. One caller helps at a time; another
+// that comes to that point meanwhile yields as without the option.
+// Starts a step makes through its [StepOutput], and a handler through
+// its [Call], never help. A step or handler that calls Submit or Spawn
+// itself is a caller like any other: it may run queued processes inside
+// its own step or handler, with what follows.
 //
 // It makes a loop that starts many short processes faster: the processes
 // it runs were queued by the same loop shortly before, and their records
@@ -216,7 +221,12 @@ func WithMaxProcesses(n int) Option {
 //     worker; the start goes on.
 //   - Shutdown called by such a step (or by a handler or hook it runs)
 //     cannot wait for the stop, as on a worker: it begins the shutdown
-//     and returns an error wrapping [ErrShutdownStarted].
+//     and returns an error wrapping [ErrShutdownStarted]. Shutdown
+//     called elsewhere returns only once a help under way has ended.
+//   - A panic the scheduler does not recover (one raised by a hook,
+//     which on a worker would end the program) goes on out of Submit or
+//     Spawn; the processes the caller had taken and not run go back to
+//     the global queue, and the scheduler goes on.
 //
 // A caller's own process's Init still runs first, and the start's result
 // is the same: the option changes where queued processes run, not what

@@ -73,11 +73,15 @@ type Scheduler struct {
 
 	// helper is the worker structure through which callers outside the
 	// workers run queued processes (see help.go); nil unless the
-	// scheduler was made WithCallerHelp. helping is set by the caller
-	// that helps, by a compare-and-swap, and cleared by it when it is
-	// done: the CAS and the store pass the helper's owner-only fields
-	// from one helping caller to the next.
+	// scheduler was made WithCallerHelp. helpMu is held by the caller
+	// that helps, for the whole of its help (taken with TryLock: a caller
+	// that finds it held yields instead), so that it passes the helper's
+	// owner-only fields from one helping caller to the next; and, from
+	// the moment the scheduler stops, by the stopper, which waits for a
+	// help under way to end and lets none begin after. helping is set
+	// while a caller holds helpMu for a help, for Shutdown (see onHelper).
 	helper  *worker
+	helpMu  sync.Mutex
 	helping atomic.Bool
 }
 

@@ -186,6 +186,15 @@ func (s *Scheduler) stopper() {
 		<-s.sd.drained
 	}
 	s.phase.Store(phaseStopping)
+	if s.helper != nil {
+		// A caller may still be in a help: ending the last process, whose
+		// end released the wait above before its Close's aftermath (the
+		// End and DeadLetter hooks, its monitors, its Handle) was done,
+		// or handing back what it took. The workers are waited for below;
+		// the helper is waited for here, and the lock is kept, so that no
+		// caller helps once the scheduler stops.
+		s.helpMu.Lock()
+	}
 	s.pool.close()
 	s.timers.stop()
 	if s.watchdog != nil {

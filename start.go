@@ -26,9 +26,10 @@ import (
 // ctx bounds the submission only: the process context carries ctx's
 // values but not its cancellation (see [Process]).
 //
-// Submit never waits for the workers, but a caller that has run more than
-// a thousand starts ahead of them yields its processor (runtime.Gosched)
-// once every few dozen starts, so that where processors are fewer than
+// Submit never waits for the workers, but a caller that has run a
+// thousand starts or more ahead of them (a few thousand just after the
+// global queue has grown) yields its processor (runtime.Gosched) once
+// every few dozen starts, so that where processors are fewer than
 // the goroutines that want them (GOMAXPROCS=1, say) the workers run the
 // processes queued so far instead of the caller queueing a time slice's
 // worth. With [WithCallerHelp], the caller runs some of them itself
@@ -222,9 +223,10 @@ const (
 	yieldEvery   = 64
 )
 
-// yieldToWorkers yields the caller's processor: see yieldBacklog. A
-// caller outside the workers (outside) of a scheduler made
-// WithCallerHelp first tries to help instead (see help.go).
+// yieldToWorkers yields the caller's processor: see yieldBacklog. For a
+// start by Submit or Spawn (outside), whatever goroutine calls them, a
+// scheduler made WithCallerHelp tries to help instead (see help.go); a
+// start through a handler's Call never helps.
 // Called by submit and submitOutside, for a start that went to the
 // global queue: one from outside the workers, or through a handler's
 // Call (a step's spawns go to its worker's own queue).
