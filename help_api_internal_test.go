@@ -26,16 +26,17 @@ import (
 // deterministically; what ran on the caller is counted by goroutine ID.
 
 // helpedRuns starts n processes made by mk with Submit from the calling
-// goroutine while the only worker of s is held, and returns their Handles
-// and how many of their first steps ran on the calling goroutine (mk's
-// processes count that through onCaller). It fails the test if none did.
-func helpedRuns(t *testing.T, s *Scheduler, n int, mk func(i int, caller uint64, onCaller *atomic.Int64) Process) []Handle {
+// goroutine while the only worker of s is held, and returns their
+// Handles. mk gets the helpedSteps its process is to embed, through which
+// the processes count their first steps on the calling goroutine; it
+// fails the test if none ran there.
+func helpedRuns(t *testing.T, s *Scheduler, n int, mk func(i int, hs helpedSteps) Process) []Handle {
 	t.Helper()
 	caller := goroutineID()
 	var onCaller atomic.Int64
 	hs := make([]Handle, n)
 	for i := range hs {
-		h, err := s.Submit(context.Background(), mk(i, caller, &onCaller), "run", nil)
+		h, err := s.Submit(context.Background(), mk(i, helpedSteps{caller: caller, onCaller: &onCaller}), "run", nil)
 		require.NoError(t, err, "start %d", i)
 		hs[i] = h
 	}
@@ -48,6 +49,23 @@ func markCaller(caller uint64, onCaller *atomic.Int64) {
 	if goroutineID() == caller {
 		onCaller.Add(1)
 	}
+}
+
+// helpedSteps, embedded in the processes helpedRuns starts, counts their
+// steps, and their first steps on the goroutine caller into onCaller.
+type helpedSteps struct {
+	caller   uint64
+	onCaller *atomic.Int64
+	steps    int
+}
+
+// count counts a step and reports whether it is the process's first.
+func (h *helpedSteps) count() (first bool) {
+	h.steps++
+	if h.steps == 1 {
+		markCaller(h.caller, h.onCaller)
+	}
+	return h.steps == 1
 }
 
 // TestCallerHelpShutdownWaitsForHelper checks that Shutdown does not
@@ -172,16 +190,12 @@ const cmdHelped = FirstUserCommand + 3
 // data (an int), or -1 if the deadline passed first.
 type yieldingProc struct {
 	stepOnly
-	i        int
-	caller   uint64
-	onCaller *atomic.Int64
-	steps    int
+	i int
+	helpedSteps
 }
 
 func (p *yieldingProc) Step(evs []Event, out *StepOutput) error {
-	p.steps++
-	if p.steps == 1 {
-		markCaller(p.caller, p.onCaller)
+	if p.count() {
 		out.Yield(1, cmdHelped, p.i)
 		if p.i%4 == 3 {
 			out.Timeout(1, time.Millisecond)
@@ -277,11 +291,11 @@ func TestCallerHelpHandlersCompleteLater(t *testing.T) {
 	}
 	s := newScheduler(t, WithWorkers(1), WithWatchdog(0), WithCallerHelp(), WithHandler(cmdHelped, handler))
 	release := holdWorker(t, s)
-	hs := helpedRuns(t, s, manyStarts, func(i int, caller uint64, onCaller *atomic.Int64) Process {
+	hs := helpedRuns(t, s, manyStarts, func(i int, hs helpedSteps) Process {
 		if i == manyStarts/2 {
 			close(early) // half-way through the starts, and their helps
 		}
-		return &yieldingProc{i: i, caller: caller, onCaller: onCaller}
+		return &yieldingProc{i: i, helpedSteps: hs}
 	})
 	release()
 	// The processes the caller did not run reach their handlers on the
@@ -333,17 +347,12 @@ func TestCallerHelpHandlersCompleteLater(t *testing.T) {
 // until a time already past). Each ends with its index.
 type helpTimedProc struct {
 	stepOnly
-	i        int
-	caller   uint64
-	onCaller *atomic.Int64
-	steps    int
+	i int
+	helpedSteps
 }
 
 func (p *helpTimedProc) Step(evs []Event, out *StepOutput) error {
-	p.steps++
-	if p.steps == 1 {
-		markCaller(p.caller, p.onCaller)
-	}
+	p.count()
 	switch p.i % 3 {
 	case 0:
 		if p.steps == 1 {
@@ -390,8 +399,8 @@ func (p *helpTimedProc) Step(evs []Event, out *StepOutput) error {
 func TestCallerHelpTimersAndBudget(t *testing.T) {
 	s := newScheduler(t, WithWorkers(1), WithWatchdog(0), WithCallerHelp())
 	release := holdWorker(t, s)
-	hs := helpedRuns(t, s, manyStarts, func(i int, caller uint64, onCaller *atomic.Int64) Process {
-		return &helpTimedProc{i: i, caller: caller, onCaller: onCaller}
+	hs := helpedRuns(t, s, manyStarts, func(i int, hs helpedSteps) Process {
+		return &helpTimedProc{i: i, helpedSteps: hs}
 	})
 	release()
 	for i, h := range hs {
@@ -434,18 +443,14 @@ func newReplier(caller uint64, onCaller *atomic.Int64) Process {
 // name, and ends with the message.
 type askingProc struct {
 	stepOnly
-	s        *Scheduler
-	i        int
-	to       relay.PID
-	caller   uint64
-	onCaller *atomic.Int64
-	steps    int
+	s  *Scheduler
+	i  int
+	to relay.PID
+	helpedSteps
 }
 
 func (p *askingProc) Step(evs []Event, out *StepOutput) error {
-	p.steps++
-	if p.steps == 1 {
-		markCaller(p.caller, p.onCaller)
+	if p.count() {
 		switch p.i % 3 {
 		case 0:
 			out.RequestName(1, "replier", p.i)
@@ -489,8 +494,8 @@ func TestCallerHelpRequestsAndNames(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, s.Register("replier", r.PID()))
 	release := holdWorker(t, s)
-	hs := helpedRuns(t, s, manyStarts, func(i int, caller uint64, onCaller *atomic.Int64) Process {
-		return &askingProc{s: s, i: i, to: r.PID(), caller: caller, onCaller: onCaller}
+	hs := helpedRuns(t, s, manyStarts, func(i int, hs helpedSteps) Process {
+		return &askingProc{s: s, i: i, to: r.PID(), helpedSteps: hs}
 	})
 	require.Positive(t, replierOnCaller.Load(), "the replier, woken by helped steps, never ran on the caller")
 	release()
@@ -514,18 +519,14 @@ func TestCallerHelpRequestsAndNames(t *testing.T) {
 // process that has ended and ends with the reason (2).
 type waitingProc struct {
 	stepOnly
-	i        int
-	target   relay.PID
-	gone     relay.PID
-	caller   uint64
-	onCaller *atomic.Int64
-	steps    int
+	i      int
+	target relay.PID
+	gone   relay.PID
+	helpedSteps
 }
 
 func (p *waitingProc) Step(evs []Event, out *StepOutput) error {
-	p.steps++
-	if p.steps == 1 {
-		markCaller(p.caller, p.onCaller)
+	if p.count() {
 		switch p.i % 3 {
 		case 0:
 			out.Monitor(1, p.target)
@@ -572,8 +573,8 @@ func TestCallerHelpMonitorsAndTerminate(t *testing.T) {
 	}), "target", nil)
 	require.NoError(t, err)
 	release := holdWorker(t, s)
-	hs := helpedRuns(t, s, manyStarts, func(i int, caller uint64, onCaller *atomic.Int64) Process {
-		return &waitingProc{i: i, target: target.PID(), gone: gone.PID(), caller: caller, onCaller: onCaller}
+	hs := helpedRuns(t, s, manyStarts, func(i int, hs helpedSteps) Process {
+		return &waitingProc{i: i, target: target.PID(), gone: gone.PID(), helpedSteps: hs}
 	})
 	// Watched from outside and terminated while the worker is still held:
 	// those the caller ran wait Idle; the rest are queued.
