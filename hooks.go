@@ -10,9 +10,13 @@ import (
 // Hooks are optional functions the scheduler calls on lifecycle events.
 // A nil hook costs nothing. Each runs outside every scheduler lock, on the
 // goroutine named at its field, and delays whatever that goroutine does
-// next: keep hooks short and never block in them. A hook may call the
-// scheduler's methods, except Shutdown in the two that can run on the
-// goroutine that called Submit (see Start and Panic).
+// next: keep hooks short and never block in them. Nor should a hook
+// panic: the scheduler recovers panics in processes' code and handlers,
+// not in hooks, and a hook's panic that reaches one of its own goroutines
+// ends the program (for one on a helping caller, see [WithCallerHelp]).
+// A hook may call the scheduler's methods, except Shutdown in the two
+// that can run on the goroutine that called Submit (see Start and
+// Panic).
 type Hooks struct {
 	// Start is called once per process, after its Init succeeded and
 	// before its first step: on the goroutine that called Submit, or on
