@@ -43,10 +43,10 @@ type Stats struct {
 	Spins         uint64 `json:"spins"`         // spin rounds while searching
 	Parks         uint64 `json:"parks"`         // times a worker blocked
 	Wakes         uint64 `json:"wakes"`         // times a parked worker was woken for work
-	// Helps counts the times a caller outside the workers ran queued
-	// processes (see [WithCallerHelp]), and Helped the processes those
-	// callers took from the global queue to run (which GlobalItems counts
-	// too); both 0 without the option.
+	// Helps counts the times a caller of Submit or Spawn, far ahead of
+	// the workers, ran queued processes (see [WithCallerHelp]), and
+	// Helped the processes those callers took from the global queue to
+	// run (which GlobalItems counts too); both 0 without the option.
 	Helps  uint64 `json:"helps"`
 	Helped uint64 `json:"helped"`
 
