@@ -322,10 +322,7 @@ func TestCallerHelpHandlersCompleteLater(t *testing.T) {
 	}
 	close(gate)
 	for i, h := range hs {
-		res, err := waitResult(t, h)
-		require.NoError(t, err, "process %d", i)
-		v, err := payload.As[int](res)
-		require.NoError(t, err)
+		v := waitInt(t, h, i)
 		want := i
 		if i%4 == 3 {
 			want = -1
@@ -404,10 +401,7 @@ func TestCallerHelpTimersAndBudget(t *testing.T) {
 	})
 	release()
 	for i, h := range hs {
-		res, err := waitResult(t, h)
-		require.NoError(t, err, "process %d", i)
-		v, err := payload.As[int](res)
-		require.NoError(t, err)
+		v := waitInt(t, h, i)
 		require.Equal(t, i, v, "process %d's result", i)
 	}
 	eventually(t, "no timer left", func() bool { return s.timers.pending() == 0 })
@@ -500,10 +494,7 @@ func TestCallerHelpRequestsAndNames(t *testing.T) {
 	require.Positive(t, replierOnCaller.Load(), "the replier, woken by helped steps, never ran on the caller")
 	release()
 	for i, h := range hs {
-		res, err := waitResult(t, h)
-		require.NoError(t, err, "process %d", i)
-		v, err := payload.As[int](res)
-		require.NoError(t, err)
+		v := waitInt(t, h, i)
 		require.Equal(t, 2*i, v, "process %d's result", i)
 	}
 	for i := 1; i < manyStarts; i += 3 {
@@ -588,10 +579,7 @@ func TestCallerHelpMonitorsAndTerminate(t *testing.T) {
 	release()
 	require.NoError(t, s.Terminate(target.PID()))
 	for i, h := range hs {
-		res, err := waitResult(t, h)
-		require.NoError(t, err, "process %d", i)
-		v, err := payload.As[int](res)
-		require.NoError(t, err)
+		v := waitInt(t, h, i)
 		switch i % 3 {
 		case 0:
 			require.Equal(t, int(ExitTerminated), v, "process %d: the reason of the target's end", i)
@@ -769,10 +757,7 @@ func TestCallerHelpReentrantStart(t *testing.T) {
 	require.Positive(t, onCaller.Load(), "no step ran on the helping caller")
 	release()
 	for i, h := range hs {
-		res, err := waitResult(t, h)
-		require.NoError(t, err, "process %d", i)
-		v, err := payload.As[int](res)
-		require.NoError(t, err)
+		v := waitInt(t, h, i)
 		require.Equal(t, i, v)
 	}
 	eventually(t, "every child", func() bool { return childRan.Load() == perStep*manyStarts })

@@ -148,10 +148,7 @@ func TestCallerHelpHandsBackWhatStepsLeave(t *testing.T) {
 	require.Positive(t, onCaller.Load(), "no parent ended on the helping caller")
 	release()
 	for i, h := range hs {
-		res, err := waitResult(t, h)
-		require.NoError(t, err, "parent %d", i)
-		v, err := payload.As[int](res)
-		require.NoError(t, err)
+		v := waitInt(t, h, i)
 		require.Equal(t, 2*i, v, "parent %d's result", i)
 	}
 	receive(t, sinkDone, "the sink's last message")
@@ -277,6 +274,17 @@ func waitResult(t *testing.T, h Handle) (payload.Payload, error) {
 	res, err := h.Wait(ctx)
 	require.NotErrorIs(t, err, context.DeadlineExceeded, "process %v did not end within %v", h.PID(), testTimeout)
 	return res, err
+}
+
+// waitInt waits for h's process, the i-th a test started, to end with an
+// int result, and returns it, failing the test otherwise.
+func waitInt(t *testing.T, h Handle, i int) int {
+	t.Helper()
+	res, err := waitResult(t, h)
+	require.NoError(t, err, "process %d", i)
+	v, err := payload.As[int](res)
+	require.NoError(t, err, "process %d's result", i)
+	return v
 }
 
 // TestAllocSpawnWhileHelping pins what a Spawn from outside allocates
