@@ -9,13 +9,16 @@ import (
 //
 // Process counts (Live, Submitted, Ended, ...) are exact at the moment
 // each is read, except that Submitted counts a process from the moment
-// it is admitted, while its Init runs, until Init fails. The per-step
-// counters (Steps, Yields, message counts, the work-finding counters,
-// and the Blocked and Idle counts) are kept by each
-// worker in plain memory and published every 64 scheduling rounds and
-// whenever the worker runs out of local work, so while a worker is busy
-// they may trail by a few dozen steps; once the scheduler is idle they are
-// exact. Figures are read one by one, not at one instant.
+// it is admitted, while its Init runs, until Init fails. Live is the
+// processes started less those ended, the ends read first: while
+// processes start and end it may count some that ended during the read,
+// and never misses one alive throughout it, so it is never below zero.
+// The per-step counters (Steps, Yields, message counts, the
+// work-finding counters, and the Blocked and Idle counts) are kept by
+// each worker in plain memory and published every 64 scheduling rounds
+// and whenever the worker runs out of local work, so while a worker is
+// busy they may trail by a few dozen steps; once the scheduler is idle
+// they are exact. Figures are read one by one, not at one instant.
 type Stats struct {
 	Workers int `json:"workers"` // worker goroutines
 
