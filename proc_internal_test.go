@@ -519,3 +519,25 @@ func TestRecycleForLeavesANewMailbox(t *testing.T) {
 		require.Equal(t, makeID(3, 2), p.id.Load(), "the next process's ID")
 	}
 }
+
+// A record left for its slot's next process keeps nothing of how its
+// last process was started: a start without context values or options
+// stores no procExtra of its own (see submitOutside), so one left in the
+// record would give the next process the last one's values, entry point
+// and mailbox limit.
+func TestRecycleForLeavesNoStartOfTheLast(t *testing.T) {
+	type lastKey struct{}
+	p := new(proc)
+	p.id.Store(makeID(5, 1))
+	both := &extraAndStart{s: procStart{method: "last", mailbox: &mailboxLimit{}}}
+	both.x.values = context.WithValue(context.Background(), lastKey{}, "last")
+	both.x.start = &both.s
+	p.extra.Store(&both.x)
+	p.flags, p.msgs = pfCancelled, 7
+	p.mu.Lock()
+	p.recycleFor(makeID(5, 2))
+	p.mu.Unlock()
+	require.Nil(t, p.extra.Load(), "the last process's procExtra")
+	require.Zero(t, p.flags, "the last process's flags")
+	require.Zero(t, p.msgs, "the last process's message count")
+}
