@@ -103,6 +103,48 @@ func reuseRecordState(p *proc) (live *procLive, queued uint32, flags uint8, pend
 	return p.live(), p.inbox.n, p.flags, p.pending.len(p.live())
 }
 
+// reuseChild is what reusingPair learns of a child: its context, as its
+// Init got it, its PID and its record.
+type reuseChild struct {
+	ctx context.Context
+	pid relay.PID
+	rec *proc
+}
+
+// reusingPair submits to s a parent that awaits a child whose steps are
+// first and then, once that one has ended, a child whose steps are
+// second (see oneAfterOther), and returns the parent's Handle and the
+// two children once both have run Init. It fails the test unless the
+// second took the first's record: s must have one worker, or the others
+// held, so that the first's record is the one the worker gives next.
+func reusingPair(t *testing.T, s *Scheduler, first, second func(n int, evs []Event, out *StepOutput) error) (Handle, reuseChild, reuseChild) {
+	t.Helper()
+	aCtx, nCtx := make(chan context.Context, 1), make(chan context.Context, 1)
+	h, err := s.Submit(context.Background(), oneAfterOther(
+		&reuseProc{ready: aCtx, step: first}, &reuseProc{ready: nCtx, step: second}), "run", nil)
+	require.NoError(t, err)
+	a := reuseChild{ctx: receive(t, aCtx, "the first child's context")}
+	n := reuseChild{ctx: receive(t, nCtx, "the second child's context")}
+	var aID, nID uint64
+	a.rec, aID = spawnedCtx(t, a.ctx, false)
+	n.rec, nID = spawnedCtx(t, n.ctx, false)
+	require.Same(t, a.rec, n.rec, "the second child has the first one's record")
+	a.pid, n.pid = relay.PID{Node: s.node, ID: aID}, relay.PID{Node: s.node, ID: nID}
+	return h, a, n
+}
+
+// collectThenEnd is a step that appends its events to *into and ends
+// once it has had one.
+func collectThenEnd(into *[]Event) func(n int, evs []Event, out *StepOutput) error {
+	return func(_ int, evs []Event, out *StepOutput) error {
+		*into = append(*into, evs...)
+		if len(*into) > 0 {
+			out.Done(payload.Payload{})
+		}
+		return nil
+	}
+}
+
 // ctxDoneNow reports whether ctx's Done channel is closed.
 func ctxDoneNow(ctx context.Context) bool {
 	select {
@@ -138,14 +180,12 @@ func barrierOnOneWorker(t *testing.T, s *Scheduler) {
 func TestReuseStaleOpsNeverReachTheNextProcess(t *testing.T) {
 	var dead reuseDeadLetters
 	s := newScheduler(t, WithWorkers(1), WithHooks(Hooks{DeadLetter: dead.add}))
-	aCtx, nCtx := make(chan context.Context, 1), make(chan context.Context, 1)
-	first := &reuseProc{ready: aCtx, step: func(_ int, _ []Event, out *StepOutput) error {
+	var nEvents []Event // the second's, read once the parent has ended
+	h, a, n := reusingPair(t, s, func(_ int, _ []Event, out *StepOutput) error {
 		out.Sleep(7, time.Hour) // the same tag the next process waits on
 		out.Done(payload.Payload{})
 		return nil
-	}}
-	var nEvents []Event // the second's, read once the parent has ended
-	second := &reuseProc{ready: nCtx, step: func(n int, evs []Event, out *StepOutput) error {
+	}, func(n int, evs []Event, out *StepOutput) error {
 		if n == 0 {
 			out.Sleep(7, time.Hour)
 			return nil
@@ -157,15 +197,8 @@ func TestReuseStaleOpsNeverReachTheNextProcess(t *testing.T) {
 			}
 		}
 		return nil
-	}}
-	h, err := s.Submit(context.Background(), oneAfterOther(first, second), "run", nil)
-	require.NoError(t, err)
-	aC := receive(t, aCtx, "the first child's context")
-	nC := receive(t, nCtx, "the second child's context")
-	aRec, aID := spawnedCtx(t, aC, false)
-	nRec, nID := spawnedCtx(t, nC, false)
-	require.Same(t, aRec, nRec, "the second child has the first one's record")
-	aPID, nPID := relay.PID{Node: s.node, ID: aID}, relay.PID{Node: s.node, ID: nID}
+	})
+	aC, nC, aPID, nPID, nRec := a.ctx, n.ctx, a.pid, n.pid, n.rec
 	require.Equal(t, NextPIDOfSlot(aPID), nPID)
 	reuseWaitState(t, s, nPID, StateBlocked)
 
@@ -257,31 +290,16 @@ func TestReuseUnreadMailboxNamesTheEndedProcess(t *testing.T) {
 		}
 	}
 	s = newScheduler(t, WithWorkers(1), WithHooks(Hooks{DeadLetter: hook}))
-	aCtx, nCtx := make(chan context.Context, 1), make(chan context.Context, 1)
-	first := &reuseProc{ready: aCtx, step: func(_ int, _ []Event, out *StepOutput) error {
+	var nEvents []Event
+	h, a, n := reusingPair(t, s, func(_ int, _ []Event, out *StepOutput) error {
 		for i := range msgs {
 			out.Tell(out.Self(), i)
 		}
 		out.Request(1, out.Self(), "ask")
 		out.Done(payload.Payload{})
 		return nil
-	}}
-	var nEvents []Event
-	second := &reuseProc{ready: nCtx, step: func(n int, evs []Event, out *StepOutput) error {
-		nEvents = append(nEvents, evs...)
-		if len(nEvents) > 0 {
-			out.Done(payload.Payload{})
-		}
-		return nil
-	}}
-	h, err := s.Submit(context.Background(), oneAfterOther(first, second), "run", nil)
-	require.NoError(t, err)
-	aC := receive(t, aCtx, "the first child's context")
-	nC := receive(t, nCtx, "the second child's context")
-	aRec, aID := spawnedCtx(t, aC, false)
-	nRec, nID := spawnedCtx(t, nC, false)
-	require.Same(t, aRec, nRec, "the second child has the first one's record")
-	aPID, nPID := relay.PID{Node: s.node, ID: aID}, relay.PID{Node: s.node, ID: nID}
+	}, collectThenEnd(&nEvents))
+	aPID, nPID := a.pid, n.pid
 	reuseWaitState(t, s, nPID, StateIdle)
 	info, _ := reuseInfo(s, nPID)
 	require.Zero(t, info.Queued, "events queued for the second child")
@@ -358,28 +376,13 @@ func TestReuseBounceToEndedSenderIsDeadLetter(t *testing.T) {
 	receive(t, entered, "the target's first step")
 	tPID := th.PID()
 
-	aCtx, nCtx := make(chan context.Context, 1), make(chan context.Context, 1)
-	first := &reuseProc{ready: aCtx, step: func(_ int, _ []Event, out *StepOutput) error {
+	var nEvents []Event
+	h, a, n := reusingPair(t, s, func(_ int, _ []Event, out *StepOutput) error {
 		out.Tell(tPID, "from the first")
 		out.Done(payload.Payload{})
 		return nil
-	}}
-	var nEvents []Event
-	second := &reuseProc{ready: nCtx, step: func(n int, evs []Event, out *StepOutput) error {
-		nEvents = append(nEvents, evs...)
-		if len(nEvents) > 0 {
-			out.Done(payload.Payload{})
-		}
-		return nil
-	}}
-	h, err := s.Submit(context.Background(), oneAfterOther(first, second), "run", nil)
-	require.NoError(t, err)
-	aC := receive(t, aCtx, "the first child's context")
-	nC := receive(t, nCtx, "the second child's context")
-	aRec, aID := spawnedCtx(t, aC, false)
-	nRec, nID := spawnedCtx(t, nC, false)
-	require.Same(t, aRec, nRec, "the second child has the first one's record (the other worker is held)")
-	aPID, nPID := relay.PID{Node: s.node, ID: aID}, relay.PID{Node: s.node, ID: nID}
+	}, collectThenEnd(&nEvents)) // the other worker is held
+	aPID, nPID, nRec := a.pid, n.pid, n.rec
 	reuseWaitState(t, s, nPID, StateIdle)
 	info, _ := reuseInfo(s, tPID)
 	require.Equal(t, 1, info.Queued, "the target's mailbox")
@@ -442,13 +445,7 @@ func TestReuseSenderWaitingForRoomIsRefused(t *testing.T) {
 			return nil
 		}}
 		var nEvents []Event
-		second := &reuseProc{ready: nCtx, step: func(n int, evs []Event, out *StepOutput) error {
-			nEvents = append(nEvents, evs...)
-			if len(nEvents) > 0 {
-				out.Done(payload.Payload{})
-			}
-			return nil
-		}}
+		second := &reuseProc{ready: nCtx, step: collectThenEnd(&nEvents)}
 		h, err := s.Submit(context.Background(), oneAfterOther(first, second), "run", nil)
 		require.NoError(t, err)
 		aC := receive(t, aCtx, "the first child's context")
