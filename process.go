@@ -21,7 +21,11 @@ import (
 //     the entry point the caller chose and its input. An error ends the
 //     process before it ever runs; wrap [ErrUnknownMethod] for entry
 //     points the process does not have. Init should be quick and must not
-//     block. ctx is the process context: it carries the values of the
+//     block. The process is published only once Init returns: until then
+//     a message to it or a name for it is refused with
+//     [ErrProcessNotFound], so a process that tells itself something or
+//     registers a name does so in its first step. ctx is the process
+//     context: it carries the values of the
 //     context given to Submit or Spawn (not its
 //     cancellation), [Self] returns the process's PID from it, and it is
 //     cancelled when the process is terminated, when the scheduler shuts
