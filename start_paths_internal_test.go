@@ -176,7 +176,7 @@ func (p *pathProc) Step(evs []Event, out *StepOutput) error {
 		switch ev.Type {
 		case EventMessage:
 			if s, ok := ev.Data.(string); ok && s == "fail" {
-				return testFailure
+				return errPathStep
 			}
 			out.Done(ev.Result())
 			return nil
@@ -195,12 +195,12 @@ func (p *pathProc) Close() {
 }
 
 var (
-	testFailure   = errors.New("path test: step failed")
-	testInitError = errors.New("path test: init refused")
-	testCause     = errors.New("path test: caller's cause")
+	errPathStep  = errors.New("path test: step failed")
+	errPathInit  = errors.New("path test: init refused")
+	errPathCause = errors.New("path test: caller's cause")
 )
 
-// sentinels are the errors whose errors.Is identity the records compare.
+// pathSentinels are the errors whose errors.Is identity the records compare.
 var pathSentinels = []struct {
 	name string
 	err  error
@@ -208,7 +208,7 @@ var pathSentinels = []struct {
 	{"ErrNilProcess", ErrNilProcess}, {"ErrEmptyMethod", ErrEmptyMethod}, {"ErrNilContext", ErrNilContext},
 	{"ErrClosed", ErrClosed}, {"ErrInit", ErrInit}, {"ErrPanic", ErrPanic}, {"ErrTooManyProcesses", ErrTooManyProcesses},
 	{"ErrInvalidOption", ErrInvalidOption}, {"Canceled", context.Canceled}, {"DeadlineExceeded", context.DeadlineExceeded},
-	{"testFailure", testFailure}, {"testInitError", testInitError}, {"testCause", testCause},
+	{"errPathStep", errPathStep}, {"errPathInit", errPathInit}, {"errPathCause", errPathCause},
 	{"ErrEnded", ErrEnded}, {"ErrTerminated", ErrTerminated}, {"ErrShuttingDown", ErrShuttingDown},
 	{"ErrProcessNotFound", ErrProcessNotFound}, {"ErrNameNotFound", ErrNameNotFound}, {"ErrNameTaken", ErrNameTaken},
 }
@@ -326,7 +326,7 @@ func cancelledCtx() context.Context {
 }
 func cancelledValuesCtx() context.Context {
 	ctx, cancel := context.WithCancelCause(context.WithValue(context.Background(), pathKey{}, "caller's value"))
-	cancel(testCause)
+	cancel(errPathCause)
 	return ctx
 }
 func expiredCtx() context.Context {
@@ -372,12 +372,12 @@ func pathScenarios() []pathScenario {
 		{name: "cancelled ctx and nil process", ctx: cancelledCtx, nilP: true, method: ""},
 		{name: "expired deadline ctx", ctx: expiredCtx, proc: plain, method: "m"},
 		// Init fails.
-		{name: "Init error", ctx: bgCtx, proc: failing(testInitError), method: "m"},
-		{name: "Init error, values ctx", ctx: callerValuesCtx, proc: failing(testInitError), method: "m"},
+		{name: "Init error", ctx: bgCtx, proc: failing(errPathInit), method: "m"},
+		{name: "Init error, values ctx", ctx: callerValuesCtx, proc: failing(errPathInit), method: "m"},
 		{name: "Init error after Register", ctx: callerValuesCtx, proc: func(s *Scheduler) *pathProc {
-			return &pathProc{s: s, initErr: testInitError, name: "failing-init"}
+			return &pathProc{s: s, initErr: errPathInit, name: "failing-init"}
 		}, method: "m"},
-		{name: "Init panics with an error", ctx: bgCtx, proc: panicking(testInitError, ""), method: "panics"},
+		{name: "Init panics with an error", ctx: bgCtx, proc: panicking(errPathInit, ""), method: "panics"},
 		{name: "Init panics with a string, values ctx", ctx: callerValuesCtx, proc: panicking("boom", ""), method: "panics"},
 		{name: "Init panics after Register", ctx: bgCtx, proc: panicking("boom", "panicking-init"), method: "panics"},
 		// Started and run to their end.
@@ -414,7 +414,7 @@ func (r *pathRig) run(sc pathScenario, spawn bool) pathObs {
 	input := payload.Values("in", 1)
 	h, pid, err := r.start(spawn, ctx, p, sc.method, input)
 	if c, ok := ctx.(ctxWithCancel); ok {
-		c.cancel(testCause) // the process context carries values only
+		c.cancel(errPathCause) // the process context carries values only
 	}
 	o := pathObs{Scenario: sc.name, Err: errDesc(err), PIDZero: pid == relay.PID{}, PIDNode: pid.Node}
 	if !spawn && err != nil {
@@ -552,7 +552,7 @@ func checkContract(t *testing.T, sc pathScenario, o pathObs, spawn bool) {
 		require.Contains(t, o.CauseAfter, "ErrEnded", sc.name)
 	case endFail:
 		require.Equal(t, "failed", o.ExitReason, sc.name)
-		require.Contains(t, o.ExitErr, "testFailure", sc.name)
+		require.Contains(t, o.ExitErr, "errPathStep", sc.name)
 	case endTerminate:
 		require.Equal(t, "terminated", o.ExitReason, sc.name)
 		require.Contains(t, o.CauseAfter, "ErrTerminated", sc.name)
