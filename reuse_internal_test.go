@@ -940,12 +940,9 @@ func TestReuseEndHookAndPanicsPerOccupant(t *testing.T) {
 	require.Less(t, len(records), children/2, "too little reuse to test anything")
 }
 
-// staleMsg is a message for the process to, from sender (0: a stale
-// sender), numbered seq.
+// staleMsg is a message for the process to.
 type staleMsg struct {
-	to     relay.PID
-	sender int
-	seq    int
+	to relay.PID
 }
 
 // TestReuseWithCallerHelp: the one worker is held and the scheduler
@@ -1216,140 +1213,6 @@ func TestReuseTimersOfEndedOccupants(t *testing.T) {
 func requireNoTimersLeft(t *testing.T, s *Scheduler) {
 	t.Helper()
 	eventually(t, "no timer left", func() bool { return s.timers.pending() == 0 })
-}
-
-// TestReuseFIFOWhileStaleSendersHammer: on one worker, a parent
-// awaits children one after another, each taking the record of the one
-// before. Two goroutines send each child its own numbered messages while
-// others keep sending to the PIDs of every child that has ended, whose
-// records serve the later ones. Every send to an ended child must be
-// refused with ErrProcessNotFound, and each child must read exactly its
-// own messages, every one, once, in each sender's order.
-func TestReuseFIFOWhileStaleSendersHammer(t *testing.T) {
-	const children, perSender, senders, stale = 40, 300, 2, 2
-	v := &reuseViolations{}
-	s := newScheduler(t, WithWorkers(1))
-	pids := make(chan relay.PID, children)
-	ctxs := make([]context.Context, children)
-	var staleAccepted, staleRefused atomic.Int64
-	var endedPIDs struct {
-		sync.Mutex
-		list []relay.PID
-	}
-	child := func(k int) Process {
-		var self relay.PID
-		next := [senders + 1]int{}
-		got := 0
-		return &reuseProc{
-			init: func(ctx context.Context) error {
-				ctxs[k] = ctx
-				self, _ = Self(ctx)
-				pids <- self
-				return nil
-			},
-			step: func(_ int, evs []Event, out *StepOutput) error {
-				for _, ev := range evs {
-					m, ok := ev.Data.(staleMsg)
-					if !ok || m.to != self || m.sender == 0 {
-						v.addf("child %d (%v) read %v", k, self, ev.Data)
-						continue
-					}
-					if m.seq != next[m.sender] {
-						v.addf("child %d: message %d of sender %d, want %d", k, m.seq, m.sender, next[m.sender])
-					}
-					next[m.sender] = m.seq + 1
-					got++
-				}
-				if got == senders*perSender {
-					out.Done(payload.Payload{})
-				}
-				return nil
-			},
-		}
-	}
-	parent := numbered(func(n int, evs []Event, out *StepOutput) error {
-		for _, ev := range evs {
-			if ev.Error != nil {
-				v.addf("child failed: %v", ev.Error)
-			}
-		}
-		if n < children {
-			out.SpawnAwait(uint64(n+1), child(n), "fifo", nil)
-		} else {
-			out.Done(payload.Payload{})
-		}
-		return nil
-	})
-	stop := make(chan struct{})
-	var hammer sync.WaitGroup
-	for range stale {
-		hammer.Go(func() {
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				runtime.Gosched() // spare the worker on a machine with few processors
-				endedPIDs.Lock()
-				n := len(endedPIDs.list)
-				var to relay.PID
-				if n > 0 {
-					to = endedPIDs.list[i%n]
-				}
-				endedPIDs.Unlock()
-				if n == 0 {
-					continue
-				}
-				switch err := s.Tell(to, staleMsg{to: to}); {
-				case err == nil:
-					staleAccepted.Add(1)
-					v.addf("a Tell to the ended %v was accepted", to)
-				case errors.Is(err, ErrProcessNotFound):
-					staleRefused.Add(1)
-				default:
-					v.addf("Tell(%v): %v", to, err)
-				}
-			}
-		})
-	}
-	h, err := s.Submit(context.Background(), parent, "run", nil)
-	require.NoError(t, err)
-	for k := range children {
-		pid := receive(t, pids, "a child's PID")
-		var wg sync.WaitGroup
-		for sender := 1; sender <= senders; sender++ {
-			wg.Go(func() {
-				for seq := range perSender {
-					if err := s.Tell(pid, staleMsg{to: pid, sender: sender, seq: seq}); err != nil {
-						v.addf("Tell(%v) to child %d, live: %v", pid, k, err)
-					}
-				}
-			})
-		}
-		wg.Wait()
-		// The child ends once it has read them all; it is ended when the
-		// next child starts (or the parent ends).
-		if k+1 < children {
-			next := receive(t, pids, "a child's PID")
-			endedPIDs.Lock()
-			endedPIDs.list = append(endedPIDs.list, pid)
-			endedPIDs.Unlock()
-			pids <- next // hand it back to the loop (the channel has room)
-		}
-	}
-	require.NoError(t, waitEnd(t, h))
-	close(stop)
-	hammer.Wait()
-	v.check(t)
-	records := map[*proc]int{}
-	for _, ctx := range ctxs {
-		p, _ := spawnedCtx(t, ctx, false)
-		records[p]++
-	}
-	t.Logf("%d children on %d records; stale sends: %d refused, %d accepted", children, len(records), staleRefused.Load(), staleAccepted.Load())
-	require.Less(t, len(records), children/2, "too little reuse to test anything")
-	require.Positive(t, staleRefused.Load())
 }
 
 // TestReuseLateCompletionOfEndedProcess: a handler keeps the Call of
