@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -43,6 +44,7 @@ func TestReuseFIFOWhileStaleSendersHammer(t *testing.T) {
 	pids := make(chan relay.PID, children)
 	ctxs := make([]context.Context, children)
 	var staleAccepted, staleRefused atomic.Int64
+	var read [children]atomic.Int64 // each child's messages read so far
 	var endedPIDs struct {
 		sync.Mutex
 		list []relay.PID
@@ -70,6 +72,7 @@ func TestReuseFIFOWhileStaleSendersHammer(t *testing.T) {
 					}
 					next[m.sender] = m.seq + 1
 					got++
+					read[k].Store(int64(got))
 				}
 				if got == senders*perSender {
 					out.Done(payload.Payload{})
@@ -142,7 +145,16 @@ func TestReuseFIFOWhileStaleSendersHammer(t *testing.T) {
 		// The child ends once it has read them all; it is ended when the
 		// next child starts (or the parent ends).
 		if k+1 < children {
-			next := receive(t, pids, "a child's PID")
+			var next relay.PID
+			select {
+			case next = <-pids:
+			case <-time.After(testTimeout):
+				// Said before failing: what the child had read, and what
+				// the test recorded as wrong so far.
+				v.check(t)
+				t.Fatalf("child %d (%v) has not ended within %v: it read %d of %d messages; Stats %+v",
+					k, pid, testTimeout, read[k].Load(), senders*perSender, s.Stats())
+			}
 			endedPIDs.Lock()
 			endedPIDs.list = append(endedPIDs.list, pid)
 			endedPIDs.Unlock()
