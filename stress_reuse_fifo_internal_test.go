@@ -149,11 +149,21 @@ func TestReuseFIFOWhileStaleSendersHammer(t *testing.T) {
 			select {
 			case next = <-pids:
 			case <-time.After(testTimeout):
-				// Said before failing: what the child had read, and what
-				// the test recorded as wrong so far.
+				// Said before failing: what the child had read, the
+				// scheduler's Stats, whether the child ends given much
+				// longer (a worker starved of its processor) or never (a
+				// message or wake-up lost), and what the test recorded
+				// as wrong so far.
+				atTimeout, stats := read[k].Load(), s.Stats()
+				late := "it had not ended 5 minutes later either"
+				select {
+				case next = <-pids:
+					late = "it ended later, within 5 minutes"
+				case <-time.After(5 * time.Minute):
+				}
 				v.check(t)
-				t.Fatalf("child %d (%v) has not ended within %v: it read %d of %d messages; Stats %+v",
-					k, pid, testTimeout, read[k].Load(), senders*perSender, s.Stats())
+				t.Fatalf("child %d (%v) has not ended within %v: it read %d of %d messages (%d in the end); %s; Stats at the timeout %+v",
+					k, pid, testTimeout, atTimeout, senders*perSender, read[k].Load(), late, stats)
 			}
 			endedPIDs.Lock()
 			endedPIDs.list = append(endedPIDs.list, pid)
