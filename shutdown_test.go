@@ -526,6 +526,42 @@ func TestShutdownOnOwnGoroutineStartsItAndReturns(t *testing.T) {
 	}
 }
 
+// TestShutdownOnOwnGoroutineForcesAtItsDeadline: Shutdown called from a
+// Step returns at once, but its ctx still counts: a process that ignores
+// the cancellation keeps the scheduler running until that ctx is done,
+// and then is forced to close.
+func TestShutdownOnOwnGoroutineForcesAtItsDeadline(t *testing.T) {
+	s := newScheduler(t)
+	stuck := &probe{step: ignoreAll}
+	hs := submit(t, s, stuck)
+	waitState(t, s, hs.PID(), sched.StateIdle)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	got := make(chan error, 1)
+	submit(t, s, &probe{step: func(_ *probe, n int, _ []sched.Event, out *sched.StepOutput) error {
+		if n == 0 {
+			got <- s.Shutdown(ctx)
+		}
+		out.Done(payload.Payload{})
+		return nil
+	}})
+	require.ErrorIs(t, receive(t, got, "the inner Shutdown's return"), sched.ErrShutdownStarted)
+	// The stuck process was cancelled and ignores it: only the inner
+	// call's ctx, once done, forces it.
+	eventually(t, "the stuck process to see its cancellation", func() bool {
+		return hasCancel(stuck.Events())
+	})
+	assert.Zero(t, stuck.Closes(), "closed before the inner Shutdown's ctx was done")
+	cancel()
+	_, err := waitEnd(t, s, hs)
+	require.ErrorIs(t, err, sched.ErrForced)
+	assert.Equal(t, 1, stuck.Closes())
+	// An outside Shutdown now returns at once, with what forced them.
+	err = s.Shutdown(context.Background())
+	require.ErrorIs(t, err, sched.ErrForced)
+	assert.Equal(t, uint64(1), s.Stats().Processes.Forced)
+}
+
 // TestConcurrentShutdownWaitsForTheStop: a second Shutdown made while the
 // first waits for a cleanup yield returns only once the scheduler has
 // stopped: cleanups ran and later calls are refused.
