@@ -49,6 +49,16 @@ func TestNames(t *testing.T) {
 		require.NoError(t, s.Register("x", b.PID()), "free again after Unregister")
 	})
 
+	t.Run("refused once the scheduler has stopped", func(t *testing.T) {
+		s := newScheduler(t)
+		h := submit(t, s, &probe{step: untilCancel})
+		require.NoError(t, s.Register("before", h.PID()))
+		require.NoError(t, s.Shutdown(context.Background()))
+		require.ErrorIs(t, s.Register("after", h.PID()), sched.ErrClosed)
+		_, err := s.Lookup("before")
+		require.ErrorIs(t, err, sched.ErrNameNotFound, "released by the process's end")
+	})
+
 	t.Run("released when the process ends", func(t *testing.T) {
 		s := newScheduler(t)
 		first := submit(t, s, &probe{step: untilCancel})

@@ -116,7 +116,8 @@ type poolTask struct {
 // It returns an error wrapping [ErrPoolFull] if the queue is full and the
 // policy is [PoolReject] (the yield is not completed: return the error
 // from the handler to complete it with that), [ErrClosed] once the
-// scheduler has stopped, and [ErrProcessNotFound] for the zero Call.
+// scheduler has stopped, [ErrInvalidCommand] for a nil work (the yield
+// is not completed either) and [ErrProcessNotFound] for the zero Call.
 func (c Call) Go(work func(ctx context.Context) (any, error)) error {
 	if c.s == nil {
 		return ErrProcessNotFound

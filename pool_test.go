@@ -149,4 +149,42 @@ func TestBlockingPool(t *testing.T) {
 		}
 		assert.ErrorIs(t, sched.Call{}.Go(func(context.Context) (any, error) { return nil, nil }), sched.ErrProcessNotFound)
 	})
+
+	t.Run("Go(nil) is refused and the call stays pending", func(t *testing.T) {
+		refused := make(chan error, 1)
+		s := newScheduler(t, sched.WithHandler(cmdTest, func(c sched.Call) error {
+			refused <- c.Go(nil)
+			return c.Complete("after", nil)
+		}))
+		h := submit(t, s, &probe{step: yieldOnce(1, func(out *sched.StepOutput) { out.Yield(1, cmdTest, nil) })})
+		require.ErrorIs(t, receive(t, refused, "Go(nil)'s error"), sched.ErrInvalidCommand)
+		res, err := waitEnd(t, s, h)
+		require.NoError(t, err)
+		assert.Equal(t, "after", res.Value(), "the refused Go left the yield for the handler to complete")
+	})
+
+	t.Run("Go once the scheduler has stopped is refused with ErrClosed", func(t *testing.T) {
+		calls := make(chan sched.Call, 1)
+		s := newScheduler(t, sched.WithHandler(cmdTest, func(c sched.Call) error {
+			calls <- c
+			return nil // keeps the call
+		}))
+		h := submit(t, s, &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+			if n == 0 {
+				out.Yield(1, cmdTest, nil)
+			}
+			if hasCancel(evs) {
+				out.Done(payload.Payload{})
+			}
+			return nil
+		}})
+		c := receive(t, calls, "the held call")
+		require.NoError(t, s.Shutdown(context.Background()))
+		_, err := waitEnd(t, s, h)
+		require.NoError(t, err)
+		ran := false
+		err = c.Go(func(context.Context) (any, error) { ran = true; return nil, nil })
+		require.ErrorIs(t, err, sched.ErrClosed)
+		assert.False(t, ran)
+	})
 }

@@ -48,8 +48,10 @@ type Reply struct {
 // goroutine. It returns an error wrapping [ErrYieldNotPending] if the
 // asker no longer waits (it timed out, cancelled, or was answered
 // already), [ErrProcessNotFound] if it has ended, and [ErrClosed] after
-// Shutdown; such an answer is also a dead letter ([DeadLateReply]). An
-// answer for a process on another node goes to the transport.
+// Shutdown; such an answer is also a dead letter ([DeadLateReply]). The
+// zero ReplyTo, which names no request, is refused with an error
+// wrapping [ErrYieldNotPending] and is no dead letter. An answer for a
+// process on another node goes to the transport.
 func (s *Scheduler) Reply(to ReplyTo, data any, err error) error {
 	return s.reply(to, relay.PID{}, data, err, via{})
 }

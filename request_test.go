@@ -131,6 +131,9 @@ func TestRequest(t *testing.T) {
 		err := s.Reply(req.ReplyTo, "again", nil)
 		assert.ErrorIs(t, err, sched.ErrProcessNotFound, "the asker has ended")
 		assert.Equal(t, uint64(1), s.Stats().DeadLetters.LateReplies)
+		err = s.Reply(sched.ReplyTo{}, "to nobody", nil)
+		assert.ErrorIs(t, err, sched.ErrYieldNotPending, "the zero ReplyTo")
+		assert.Equal(t, uint64(1), s.Stats().DeadLetters.LateReplies, "the zero ReplyTo is no dead letter")
 	})
 }
 
