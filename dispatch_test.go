@@ -345,6 +345,16 @@ func TestCallContext(t *testing.T) {
 	t.Run("of the zero Call", func(t *testing.T) {
 		assert.Equal(t, context.Background(), sched.Call{}.Context())
 	})
+
+	t.Run("the zero Call's methods refuse with ErrProcessNotFound", func(t *testing.T) {
+		var c sched.Call
+		assert.ErrorIs(t, c.Complete("x", nil), sched.ErrProcessNotFound)
+		assert.ErrorIs(t, c.Tell(relay.PID{ID: 1<<32 | 1}, "x"), sched.ErrProcessNotFound)
+		h, err := c.Submit(context.Background(), &probe{}, "run", nil)
+		assert.ErrorIs(t, err, sched.ErrProcessNotFound)
+		assert.Equal(t, sched.Handle{}, h)
+		assert.ErrorIs(t, c.Completion().Complete("x", nil), sched.ErrProcessNotFound)
+	})
 }
 
 // TestCallTellAndSubmit: a handler sends and starts processes on behalf
