@@ -30,7 +30,12 @@ type world interface {
 	start(p scheduler.Process, method string) relay.PID
 	send(to relay.PID, msg any) error
 	terminate(pid relay.PID) error
+	// terminateAtStep terminates pid right after its nth step (a
+	// process of this file's fn kind only).
+	terminateAtStep(pid relay.PID, n int)
 	register(name string, pid relay.PID) error
+	lookup(name string) (relay.PID, error)
+	reply(to scheduler.ReplyTo, data any, err error) error
 	// fake sets the handler of cmd: answer at once with data and err, or
 	// (hold) keep the call for completeHeld.
 	fake(cmd scheduler.CommandID, hold bool, data any, err error)
@@ -51,12 +56,14 @@ type realWorld struct {
 	handles map[relay.PID]scheduler.Handle
 	held    []scheduler.Completion
 	wake    chan struct{}
+	j       *journal
+	grace   time.Duration // how long shutdown waits before it forces
 }
 
-func newReal(t *testing.T, j *journal) *realWorld {
+func newReal(t *testing.T, j *journal, grace time.Duration) *realWorld {
 	s, err := scheduler.New(scheduler.WithWorkers(2))
 	require.NoError(t, err)
-	w := &realWorld{t: t, s: s, handles: map[relay.PID]scheduler.Handle{}, wake: j.wake}
+	w := &realWorld{t: t, s: s, handles: map[relay.PID]scheduler.Handle{}, wake: j.wake, j: j, grace: grace}
 	t.Cleanup(func() { _ = w.shutdown() })
 	return w
 }
@@ -72,6 +79,16 @@ func (w *realWorld) start(p scheduler.Process, method string) relay.PID {
 func (w *realWorld) send(to relay.PID, msg any) error       { return w.s.Tell(to, msg) }
 func (w *realWorld) terminate(pid relay.PID) error          { return w.s.Terminate(pid) }
 func (w *realWorld) register(n string, pid relay.PID) error { return w.s.Register(n, pid) }
+func (w *realWorld) lookup(n string) (relay.PID, error)     { return w.s.Lookup(n) }
+func (w *realWorld) reply(to scheduler.ReplyTo, data any, err error) error {
+	return w.s.Reply(to, data, err)
+}
+
+// terminateAtStep has the process's nth step call Terminate before it
+// returns: the scheduler delivers the cancel after that step.
+func (w *realWorld) terminateAtStep(pid relay.PID, n int) {
+	w.j.afterStep(pid, n, func() { require.NoError(w.t, w.s.Terminate(pid)) })
+}
 func (w *realWorld) fake(cmd scheduler.CommandID, hold bool, data any, err error) {
 	require.NoError(w.t, w.s.SetHandler(cmd, func(c scheduler.Call) error {
 		if hold {
@@ -111,7 +128,7 @@ func (w *realWorld) result(pid relay.PID) (payload.Payload, error) {
 }
 func (w *realWorld) unread() int { return int(w.s.Stats().Messages.Unread) }
 func (w *realWorld) shutdown() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), w.grace)
 	defer cancel()
 	return w.s.Shutdown(ctx)
 }
@@ -134,6 +151,11 @@ func (w *kitWorld) start(p scheduler.Process, method string) relay.PID {
 func (w *kitWorld) send(to relay.PID, msg any) error       { return w.s.Send(to, msg) }
 func (w *kitWorld) terminate(pid relay.PID) error          { return w.s.Terminate(pid) }
 func (w *kitWorld) register(n string, pid relay.PID) error { return w.s.Register(n, pid) }
+func (w *kitWorld) lookup(n string) (relay.PID, error)     { return w.s.Lookup(n) }
+func (w *kitWorld) reply(to scheduler.ReplyTo, data any, err error) error {
+	return w.s.Reply(to, data, err)
+}
+func (w *kitWorld) terminateAtStep(pid relay.PID, n int) { w.s.TerminateAtStep(pid, n) }
 func (w *kitWorld) completeHeld(i int, data any, err error) error {
 	w.mu.Lock()
 	c := w.held[i]
@@ -178,10 +200,22 @@ type journal struct {
 	lines []string
 	names map[relay.PID]string
 	wake  chan struct{}
+	after map[relay.PID]func(n int) // run by fn after each of its steps
 }
 
 func newJournal() *journal {
-	return &journal{names: map[relay.PID]string{}, wake: make(chan struct{}, 1)}
+	return &journal{names: map[relay.PID]string{}, wake: make(chan struct{}, 1), after: map[relay.PID]func(int){}}
+}
+
+// afterStep makes process pid (an fn) call f at the end of its nth step.
+func (j *journal) afterStep(pid relay.PID, n int, f func()) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.after[pid] = func(step int) {
+		if step == n {
+			f()
+		}
+	}
 }
 
 func (j *journal) name(pid relay.PID, name string) {
@@ -297,12 +331,21 @@ func errName(err error) string {
 		{scheduler.ErrForced, "Forced"}, {scheduler.ErrPanic, "Panic"}, {scheduler.ErrInit, "Init"},
 		{scheduler.ErrUnknownCommand, "UnknownCommand"}, {scheduler.ErrInvalidCommand, "InvalidCommand"},
 		{scheduler.ErrClosed, "Closed"}, {scheduler.ErrEnded, "Ended"}, {errBoom, "boom"},
+		{scheduler.ErrNameTaken, "NameTaken"}, {scheduler.ErrInvalidName, "InvalidName"},
 	} {
 		if errors.Is(err, s.err) {
 			return s.name
 		}
 	}
 	return "other(" + err.Error() + ")"
+}
+
+// errOrOK is errName that names no error "ok".
+func errOrOK(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	return errName(err)
 }
 
 // fn is a process made of functions: it names itself in the journal,
@@ -312,14 +355,15 @@ type fn struct {
 	j      *journal
 	step   func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error
 	ctx    context.Context
+	self   relay.PID
 	n      int
 	closes *atomic.Int32
 }
 
 func (p *fn) Init(ctx context.Context, _ string, _ payload.Payloads) error {
 	p.ctx = ctx
-	self, _ := scheduler.Self(ctx)
-	p.j.name(self, p.name)
+	p.self, _ = scheduler.Self(ctx)
+	p.j.name(p.self, p.name)
 	return nil
 }
 
@@ -328,7 +372,14 @@ func (p *fn) Step(evs []scheduler.Event, out *scheduler.StepOutput) error {
 	for _, ev := range evs {
 		p.j.add("%s: %s", p.name, p.j.event(ev))
 	}
-	return p.step(p.n, evs, out)
+	err := p.step(p.n, evs, out)
+	p.j.mu.Lock()
+	after := p.j.after[p.self]
+	p.j.mu.Unlock()
+	if after != nil {
+		after(p.n)
+	}
+	return err
 }
 
 func (p *fn) Close() {
@@ -353,15 +404,36 @@ type scenario struct {
 	name string
 	run  func(t *testing.T, w world, j *journal) string
 	want string
+	// grace is how long a shutdown waits before it forces the processes
+	// left: the real scheduler's Shutdown deadline, the kit's
+	// WithShutdownDeadline. Zero: 200ms on the scheduler, the kit's
+	// default.
+	grace time.Duration
+}
+
+// kitOptions returns the options of the kit the scenario runs on.
+func (sc scenario) kitOptions() []schedtest.Option {
+	if sc.grace == 0 {
+		return nil
+	}
+	return []schedtest.Option{schedtest.WithShutdownDeadline(sc.grace)}
+}
+
+// realGrace returns the real scheduler's shutdown deadline.
+func (sc scenario) realGrace() time.Duration {
+	if sc.grace == 0 {
+		return 200 * time.Millisecond
+	}
+	return sc.grace
 }
 
 func TestConformance(t *testing.T) {
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {
 			jr := newJournal()
-			got := sc.run(t, newReal(t, jr), jr)
+			got := sc.run(t, newReal(t, jr, sc.realGrace()), jr)
 			jk := newJournal()
-			gotKit := sc.run(t, newKit(t), jk)
+			gotKit := sc.run(t, newKit(t, sc.kitOptions()...), jk)
 			require.Equal(t, got, gotKit, "the kit and the scheduler disagree\nscheduler:\n%s\nkit:\n%s", got, gotKit)
 			require.Equal(t, sc.want, got, "both agree, on the wrong answer")
 		})
@@ -379,7 +451,7 @@ func TestConformanceSeeded(t *testing.T) {
 		t.Run(sc.name, func(t *testing.T) {
 			for seed := uint64(1); seed <= uint64(seeds); seed++ {
 				j := newJournal()
-				got := sc.run(t, newKit(t, schedtest.WithSeed(seed)), j)
+				got := sc.run(t, newKit(t, append(sc.kitOptions(), schedtest.WithSeed(seed))...), j)
 				require.Equal(t, sc.want, got, "seed %d", seed)
 			}
 		})
@@ -846,5 +918,189 @@ var scenarios = []scenario{
 				lines(j, "tidy"), lines(j, "stubborn"), errName(err), ra.Value(), ea, errName(eb), closes.Load(), errName(w.send(a, 1)))
 		},
 		want: "cancel err=ShuttingDown; complete 1 data=cleaned; close | cancel err=ShuttingDown; close; shutdown Forced; tidy tidy <nil>; stubborn Forced; closes 2; send after Closed",
+	},
+	{
+		name: "Register and Lookup: errors, several names, names released at the end",
+		run: func(t *testing.T, w world, j *journal) string {
+			var r []string
+			note := func(what string, err error) { r = append(r, what+" "+errOrOK(err)) }
+			lookup := func(name string) {
+				pid, err := w.lookup(name)
+				r = append(r, fmt.Sprintf("lookup %s %s %s", name, j.pid(pid), errOrOK(err)))
+			}
+			endOnEvent := func(n int, _ []scheduler.Event, out *scheduler.StepOutput) error {
+				if n > 1 {
+					out.Done(payload.Payload{})
+				}
+				return nil
+			}
+			a := w.start(proc(j, "a", endOnEvent), "run")
+			b := w.start(proc(j, "b", endOnEvent), "run")
+			note("register svc a", w.register("svc", a))
+			lookup("svc")
+			note("register svc a again", w.register("svc", a))
+			note("register svc b", w.register("svc", b))
+			note("register empty a", w.register("", a))
+			note("register x unknown", w.register("x", relay.PID{ID: 999}))
+			lookup("x")
+			lookup("")
+			note("register alias a", w.register("alias", a))
+			lookup("alias")
+			require.NoError(t, w.send(a, "end"))
+			_, err := w.result(a)
+			require.NoError(t, err)
+			// The scheduler releases the names of an ended process just
+			// after its Handle may report the end.
+			w.until(func() bool { _, err := w.lookup("alias"); return err != nil })
+			lookup("svc")
+			lookup("alias")
+			note("register svc a ended", w.register("svc", a))
+			note("register svc b", w.register("svc", b))
+			lookup("svc")
+			note("shutdown", w.shutdown())
+			note("register y b", w.register("y", b))
+			lookup("svc")
+			return strings.Join(r, "; ")
+		},
+		want: "register svc a ok; lookup svc a ok; register svc a again ok; register svc b NameTaken; register empty a InvalidName; " +
+			"register x unknown ProcessNotFound; lookup x outside NameNotFound; lookup  outside NameNotFound; register alias a ok; lookup alias a ok; " +
+			"lookup svc outside NameNotFound; lookup alias outside NameNotFound; register svc a ended ProcessNotFound; register svc b ok; lookup svc b ok; " +
+			"shutdown ok; register y b Closed; lookup svc outside NameNotFound",
+	},
+	{
+		name: "Reply from outside answers a request once",
+		run: func(t *testing.T, w world, j *journal) string {
+			var mu sync.Mutex
+			var asks []scheduler.ReplyTo
+			srv := w.start(proc(j, "srv", func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+				for _, ev := range evs {
+					if req, ok := ev.Data.(scheduler.Request); ok {
+						mu.Lock()
+						asks = append(asks, req.ReplyTo)
+						mu.Unlock()
+					}
+					if ev.Type == scheduler.EventCancel {
+						out.Done(payload.Payload{})
+					}
+				}
+				return nil
+			}), "run")
+			asker := w.start(proc(j, "asker", func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+				if n == 1 {
+					out.Request(1, srv, "q1")
+					out.Request(2, srv, "q2")
+					out.Request(3, srv, "q3")
+				}
+				if j.has("asker: complete 1") && j.has("asker: complete 2") {
+					out.Done(payload.Payload{})
+				}
+				return nil
+			}), "run")
+			w.until(func() bool { mu.Lock(); defer mu.Unlock(); return len(asks) == 3 })
+			mu.Lock()
+			rt := append([]scheduler.ReplyTo(nil), asks...)
+			mu.Unlock()
+			var r []string
+			note := func(what string, err error) { r = append(r, what+" "+errOrOK(err)) }
+			note("reply 1", w.reply(rt[0], "a1", nil))
+			note("reply 2", w.reply(rt[1], nil, errBoom))
+			note("reply 1 again", w.reply(rt[0], "again", nil))
+			note("reply zero", w.reply(scheduler.ReplyTo{}, "zero", nil))
+			_, err := w.result(asker)
+			require.NoError(t, err)
+			note("reply 3 asker ended", w.reply(rt[2], "late", nil))
+			note("shutdown", w.shutdown())
+			note("reply 3 after shutdown", w.reply(rt[2], "late", nil))
+			ls := strings.Split(lines(j, "asker"), "; ")
+			sort.Strings(ls)
+			return strings.Join(ls, "; ") + " | " + strings.Join(r, "; ")
+		},
+		want: "close; complete 1 data=a1; complete 2 err=boom | reply 1 ok; reply 2 ok; reply 1 again YieldNotPending; reply zero YieldNotPending; " +
+			"reply 3 asker ended ProcessNotFound; shutdown ok; reply 3 after shutdown Closed",
+	},
+	{
+		name: "terminated right after a step: the cancel comes in the next",
+		run: func(t *testing.T, w world, j *journal) string {
+			w.fake(cmdCleanup, false, "cleaned", nil)
+			var pr *fn
+			pr = proc(j, "p", func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+				j.add("p: step %d cause %s", n, errOrOK(context.Cause(pr.ctx)))
+				for _, ev := range evs {
+					switch {
+					case ev.Type == scheduler.EventCancel:
+						out.Yield(1, cmdCleanup, nil)
+					case ev.Tag == 1:
+						out.Done(payload.Of("bye"))
+					}
+				}
+				return nil
+			})
+			p := w.start(pr, "run")
+			w.terminateAtStep(p, 2)
+			w.until(func() bool { return j.has("p: step 1") })
+			require.NoError(t, w.send(p, "go"))
+			res, err := w.result(p)
+			require.NoError(t, err)
+			return fmt.Sprintf("%s; result %v", lines(j, "p"), res.Value())
+		},
+		want: "step 1 cause ok; message data=go; step 2 cause ok; cancel err=Terminated; step 3 cause Terminated; complete 1 data=cleaned; step 4 cause Terminated; close; result bye",
+	},
+	{
+		name: "Timeout of an earlier step's yield",
+		run: func(t *testing.T, w world, j *journal) string {
+			w.fake(cmdWork, true, nil, nil)
+			p := w.start(proc(j, "p", func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+				switch n {
+				case 1:
+					out.Yield(1, cmdWork, nil)
+					out.Yield(2, cmdWork, nil)
+					out.Sleep(3, 20*time.Millisecond)
+					out.Tell(out.Self(), "next")
+				case 2:
+					out.Timeout(1, 10*time.Millisecond)
+					out.Timeout(2, 0)         // at once
+					out.Timeout(3, time.Hour) // the Sleep ends first and keeps its time
+					out.Timeout(9, 0)         // not pending: nothing
+				}
+				if j.has("p: complete 1") && j.has("p: complete 2") && j.has("p: complete 3") {
+					out.Done(payload.Payload{})
+				}
+				return nil
+			}), "run")
+			_, err := w.result(p)
+			require.NoError(t, err)
+			ls := strings.Split(lines(j, "p"), "; ")
+			sort.Strings(ls)
+			return strings.Join(ls, "; ")
+		},
+		want: "close; complete 1 err=Timeout; complete 2 err=Timeout; complete 3; message data=next from=p",
+	},
+	{
+		name:  "a shutdown deadline forces what has not ended by then",
+		grace: 300 * time.Millisecond,
+		run: func(t *testing.T, w world, j *journal) string {
+			sleepOnCancel := func(name string, d time.Duration) relay.PID {
+				return w.start(proc(j, name, func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+					for _, ev := range evs {
+						switch {
+						case ev.Type == scheduler.EventCancel:
+							out.Sleep(1, d)
+						case ev.Tag == 1:
+							out.Done(payload.Of(name))
+						}
+					}
+					return nil
+				}), "run")
+			}
+			quick := sleepOnCancel("quick", time.Millisecond)
+			slow := sleepOnCancel("slow", 5*time.Second) // within the kit's default deadline, not this one
+			w.until(func() bool { return true })
+			err := w.shutdown()
+			rq, eq := w.result(quick)
+			_, es := w.result(slow)
+			return fmt.Sprintf("%s | %s; shutdown %s; quick %v %s; slow %s",
+				lines(j, "quick"), lines(j, "slow"), errOrOK(err), rq.Value(), errOrOK(eq), errOrOK(es))
+		},
+		want: "cancel err=ShuttingDown; complete 1; close | cancel err=ShuttingDown; close; shutdown Forced; quick quick ok; slow Forced",
 	},
 }

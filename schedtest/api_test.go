@@ -1,0 +1,662 @@
+package schedtest_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/procsched/scheduler"
+	"github.com/procsched/scheduler/payload"
+	"github.com/procsched/scheduler/relay"
+	"github.com/procsched/scheduler/schedtest"
+)
+
+// recTB is a testing.TB that records what a run reports instead of failing
+// the test. Fatal, Fatalf and FailNow end the run's goroutine, as they end
+// a test; the cleanups run when the run ends. Run one with runTB. The
+// methods it does not override (Name, say) go to the real test.
+type recTB struct {
+	testing.TB
+	mu       sync.Mutex
+	failed   bool
+	lines    []string
+	cleanups []func()
+}
+
+func (r *recTB) Helper()                         {}
+func (r *recTB) Log(args ...any)                 { r.add(fmt.Sprint(args...)) }
+func (r *recTB) Logf(format string, args ...any) { r.add(fmt.Sprintf(format, args...)) }
+func (r *recTB) Error(args ...any)               { r.Fail(); r.Log(args...) }
+func (r *recTB) Errorf(format string, args ...any) {
+	r.Fail()
+	r.Logf(format, args...)
+}
+func (r *recTB) Fatal(args ...any)                 { r.Error(args...); r.FailNow() }
+func (r *recTB) Fatalf(format string, args ...any) { r.Errorf(format, args...); r.FailNow() }
+func (r *recTB) FailNow()                          { r.Fail(); runtime.Goexit() }
+
+func (r *recTB) Fail() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.failed = true
+}
+
+func (r *recTB) Failed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.failed
+}
+
+func (r *recTB) Cleanup(f func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cleanups = append(r.cleanups, f)
+}
+
+func (r *recTB) add(line string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lines = append(r.lines, line)
+}
+
+// text returns every line reported, one a line.
+func (r *recTB) text() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return strings.Join(r.lines, "\n")
+}
+
+// runTB runs f in a goroutine of its own with a recTB, runs the cleanups f
+// registered (last first), and returns the recTB once all is done.
+func runTB(t *testing.T, f func(tb *recTB)) *recTB {
+	tb := &recTB{TB: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer func() {
+			for i := len(tb.cleanups) - 1; i >= 0; i-- {
+				tb.cleanups[i]()
+			}
+		}()
+		f(tb)
+	}()
+	<-done
+	return tb
+}
+
+// idle is a process that waits for ever and ignores every event.
+func idle() scheduler.Process {
+	return stepper(func(int, []scheduler.Event, *scheduler.StepOutput) error { return nil })
+}
+
+// ender is a process that ends at its first event (a message or a cancel),
+// with the number of events it got as its result.
+func ender() scheduler.Process {
+	return stepper(func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+		if n > 1 {
+			out.Done(payload.Of(len(evs)))
+		}
+		return nil
+	})
+}
+
+// recorder is a process that keeps every event it gets and runs step.
+type recorder struct {
+	mu     sync.Mutex
+	events []scheduler.Event
+	ctx    context.Context
+	step   func(n int, evs []scheduler.Event, out *scheduler.StepOutput)
+	n      int
+}
+
+func (r *recorder) Init(ctx context.Context, _ string, _ payload.Payloads) error {
+	r.ctx = ctx
+	return nil
+}
+
+func (r *recorder) Step(evs []scheduler.Event, out *scheduler.StepOutput) error {
+	r.mu.Lock()
+	r.n++
+	r.events = append(r.events, evs...)
+	n := r.n
+	r.mu.Unlock()
+	r.step(n, evs, out)
+	return nil
+}
+
+func (r *recorder) Close() {}
+
+// got returns the events kept so far.
+func (r *recorder) got() []scheduler.Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]scheduler.Event(nil), r.events...)
+}
+
+var errAPI = errors.New("api test error")
+
+// TestReplyFuncAndFail checks the two fakes that answer at once: ReplyFunc
+// completes each call with what its function answers for the call's
+// argument (data or error), and Fail completes each call with its error.
+func TestReplyFuncAndFail(t *testing.T) {
+	s := schedtest.New(t)
+	var args []any
+	s.Fake(cmdWork, schedtest.ReplyFunc(func(arg any) (any, error) {
+		args = append(args, arg)
+		if arg == "bad" {
+			return nil, errAPI
+		}
+		return fmt.Sprintf("re:%v", arg), nil
+	}))
+	s.Fake(cmdCleanup, schedtest.Fail(errAPI))
+	p := &recorder{step: func(n int, evs []scheduler.Event, out *scheduler.StepOutput) {
+		if n == 1 {
+			out.Yield(1, cmdWork, "good")
+			out.Yield(2, cmdWork, "bad")
+			out.Yield(3, cmdCleanup, "any")
+		}
+	}}
+	s.Start(p, "run", nil)
+	s.RunUntilIdle()
+	require.Equal(t, []any{"good", "bad"}, args, "ReplyFunc's function sees each call's argument, in order")
+	got := p.got()
+	require.Len(t, got, 3)
+	require.Equal(t, uint64(1), got[0].Tag)
+	require.Equal(t, "re:good", got[0].Data)
+	require.NoError(t, got[0].Error)
+	require.Equal(t, uint64(2), got[1].Tag)
+	require.Nil(t, got[1].Data)
+	require.ErrorIs(t, got[1].Error, errAPI)
+	require.Equal(t, uint64(3), got[2].Tag)
+	require.ErrorIs(t, got[2].Error, errAPI)
+}
+
+// TestHeldLenAndNext checks that Held.Len counts the calls held and not yet
+// taken, that Next takes them oldest first, and that Next with none left
+// fails the test instead of returning a zero Call.
+func TestHeldLenAndNext(t *testing.T) {
+	r := runTB(t, func(tb *recTB) {
+		s := schedtest.New(tb)
+		h := s.FakeLater(cmdWork)
+		require.Equal(t, 0, h.Len())
+		s.Start(stepper(func(n int, _ []scheduler.Event, out *scheduler.StepOutput) error {
+			if n == 1 {
+				out.Yield(1, cmdWork, "first")
+				out.Yield(2, cmdWork, "second")
+			}
+			return nil
+		}), "run", nil)
+		s.RunUntilIdle()
+		require.Equal(t, 2, h.Len())
+		require.Equal(t, "first", h.Next().Arg)
+		require.Equal(t, 1, h.Len())
+		require.Equal(t, "second", h.Next().Arg)
+		require.Equal(t, 0, h.Len())
+		h.Next()
+		tb.Log("reached after Next with no call left")
+	})
+	require.True(t, r.Failed())
+	require.Contains(t, r.text(), "no held call left (2 held in all)")
+	require.NotContains(t, r.text(), "reached")
+}
+
+// TestYieldKindString checks every kind's name, and the fallback for a
+// value that is no kind.
+func TestYieldKindString(t *testing.T) {
+	want := map[schedtest.YieldKind]string{
+		schedtest.KindCommand: "Command", schedtest.KindTell: "Tell", schedtest.KindSpawn: "Spawn",
+		schedtest.KindSpawnAwait: "SpawnAwait", schedtest.KindSleep: "Sleep", schedtest.KindTellName: "TellName",
+		schedtest.KindMonitor: "Monitor", schedtest.KindRequest: "Request", schedtest.KindReply: "Reply",
+		schedtest.KindCancel: "Cancel", schedtest.KindTimeout: "Timeout",
+		0: "YieldKind(0)", 12: "YieldKind(12)", 255: "YieldKind(255)",
+	}
+	for k, name := range want {
+		require.Equal(t, name, k.String(), "kind %d", uint8(k))
+	}
+}
+
+// TestYieldString checks how Sim.Yields' entries describe themselves: a
+// command with its ID, tag and argument, a Tell with its recipient and
+// message, a Sleep with when it ends on the virtual clock, and any other
+// kind by its name and tag.
+func TestYieldString(t *testing.T) {
+	s := schedtest.New(t)
+	probe := s.Probe()
+	pid := s.Start(stepper(func(n int, _ []scheduler.Event, out *scheduler.StepOutput) error {
+		if n == 1 {
+			out.Yield(4, cmdWork, "arg")
+			out.Tell(probe.PID(), "msg")
+			out.Sleep(5, 90*time.Second)
+			out.Monitor(6, probe.PID())
+		}
+		return nil
+	}), "run", nil)
+	s.Advance(time.Minute)
+	ys := s.Yields(pid)
+	var got []string
+	for _, y := range ys {
+		got = append(got, y.String())
+	}
+	require.Equal(t, []string{
+		fmt.Sprintf("step 1: Command(%d, tag=4, arg=arg)", cmdWork),
+		fmt.Sprintf("step 1: Tell(%v, msg)", probe.PID()),
+		"step 1: Sleep(tag=5, until +1m30s)",
+		"step 1: Monitor(tag=6)",
+	}, got)
+}
+
+// TestProbeReceivedAndExpectations checks Probe.Received (every message so
+// far, in order, requests included, as a copy the test may change), that
+// Expect matches a request by its body and ExpectNone passes once every
+// message was expected, and that Expect with no message left and
+// ExpectNone with one left report the failure with what the probe got.
+func TestProbeReceivedAndExpectations(t *testing.T) {
+	tb := &failingTB{TB: t}
+	s := schedtest.New(tb)
+	probe := s.Probe()
+	require.Empty(t, probe.Received())
+	pid := s.Start(stepper(func(n int, _ []scheduler.Event, out *scheduler.StepOutput) error {
+		if n == 1 {
+			out.Tell(probe.PID(), "one")
+			out.Request(1, probe.PID(), "question")
+			out.Tell(probe.PID(), "two")
+		}
+		return nil
+	}), "run", nil)
+	s.RunUntilIdle()
+	got := probe.Received()
+	require.Len(t, got, 3)
+	require.Equal(t, "one", got[0].Data)
+	require.Equal(t, pid, got[0].From)
+	req, ok := got[1].Data.(scheduler.Request)
+	require.True(t, ok, "a request arrives as a scheduler.Request: %v", got[1].Data)
+	require.Equal(t, "question", req.Body)
+	require.Equal(t, pid, req.ReplyTo.PID)
+	require.Equal(t, "two", got[2].Data)
+	got[0].Data = "changed"
+	require.Equal(t, "one", probe.Received()[0].Data, "Received returns a copy")
+
+	require.Equal(t, "one", probe.Expect("one").Data)
+	require.Equal(t, req, probe.Expect("question").Data, "a request is matched by its body")
+	probe.ExpectNone()
+	require.Len(t, tb.errs, 1, "one message is left")
+	require.Contains(t, tb.errs[0], "want no message, got 1 more")
+	require.Contains(t, tb.errs[0], "3: Message(")
+	probe.Expect("two")
+	probe.ExpectNone()
+	require.Len(t, tb.errs, 1, "every message was expected")
+	ev := probe.Expect("three")
+	require.Equal(t, scheduler.Event{}, ev)
+	require.Len(t, tb.errs, 2)
+	require.Contains(t, tb.errs[1], `want a message "three", got none`)
+	require.Contains(t, tb.errs[1], "the probe received 3 messages")
+}
+
+// TestRegisterAndLookup checks Register and Lookup on their own (the
+// conformance suite compares them with the scheduler's): a probe, the zero
+// PID and a PID never started are no processes, a name refused leaves
+// nothing registered, and the name of a process forced at Shutdown is
+// released too.
+func TestRegisterAndLookup(t *testing.T) {
+	s := schedtest.New(t)
+	a := s.Start(idle(), "run", nil)
+	probe := s.Probe()
+	for _, pid := range []relay.PID{probe.PID(), {}, relayPID(99)} {
+		require.ErrorIs(t, s.Register("p", pid), scheduler.ErrProcessNotFound, "%v", pid)
+	}
+	_, err := s.Lookup("p")
+	require.ErrorIs(t, err, scheduler.ErrNameNotFound)
+	require.ErrorIs(t, s.Register("", a), scheduler.ErrInvalidName)
+	_, err = s.Lookup("")
+	require.ErrorIs(t, err, scheduler.ErrNameNotFound)
+	require.NoError(t, s.Register("a", a))
+	got, err := s.Lookup("a")
+	require.NoError(t, err)
+	require.Equal(t, a, got)
+	require.ErrorIs(t, s.Shutdown(), scheduler.ErrForced, "a ignores its cancel")
+	_, err = s.Lookup("a")
+	require.ErrorIs(t, err, scheduler.ErrNameNotFound, "a forced process's names are released")
+	require.ErrorIs(t, s.Register("a", a), scheduler.ErrClosed)
+	require.ErrorIs(t, s.Register("", a), scheduler.ErrInvalidName, "as the scheduler, the empty name is checked first")
+}
+
+// TestReplyFromOutside checks Sim.Reply: it answers a request a probe
+// received, completing the asking yield with the data and error given and
+// no sender, in the order the replies were made; and it refuses, with the
+// scheduler's errors, a second answer (ErrYieldNotPending), the zero ReplyTo
+// (ErrYieldNotPending), an asker that is no process (a PID never started,
+// a probe) or has ended (ErrProcessNotFound), and an answer once the
+// simulation is shut down (ErrClosed).
+func TestReplyFromOutside(t *testing.T) {
+	s := schedtest.New(t)
+	probe := s.Probe()
+	asker := &recorder{}
+	asker.step = func(n int, evs []scheduler.Event, out *scheduler.StepOutput) {
+		if n == 1 {
+			out.Request(1, probe.PID(), "q1")
+			out.Request(2, probe.PID(), "q2")
+			out.Request(3, probe.PID(), "q3")
+		}
+		if len(asker.got()) == 2 {
+			out.Done(payload.Of("answered"))
+		}
+	}
+	pid := s.Start(asker, "run", nil)
+	var rts []scheduler.ReplyTo
+	for _, body := range []string{"q1", "q2", "q3"} {
+		ev := probe.Expect(body)
+		require.Equal(t, pid, ev.From)
+		req := ev.Data.(scheduler.Request)
+		require.Equal(t, pid, req.ReplyTo.PID)
+		rts = append(rts, req.ReplyTo)
+	}
+	require.NoError(t, s.Reply(rts[1], nil, errAPI))
+	require.NoError(t, s.Reply(rts[0], "a1", nil))
+	require.ErrorIs(t, s.Reply(rts[0], "again", nil), scheduler.ErrYieldNotPending)
+	require.ErrorIs(t, s.Reply(scheduler.ReplyTo{}, "zero", nil), scheduler.ErrYieldNotPending)
+	require.ErrorIs(t, s.Reply(scheduler.ReplyTo{PID: relayPID(99), Seq: rts[2].Seq}, "x", nil), scheduler.ErrProcessNotFound)
+	require.ErrorIs(t, s.Reply(scheduler.ReplyTo{PID: probe.PID(), Seq: rts[2].Seq}, "x", nil), scheduler.ErrProcessNotFound)
+	s.RunUntilIdle()
+	res, err := s.Result(pid)
+	require.NoError(t, err)
+	require.Equal(t, "answered", res.Value())
+	got := asker.got()
+	require.Len(t, got, 2)
+	require.Equal(t, scheduler.EventYieldComplete, got[0].Type)
+	require.Equal(t, uint64(2), got[0].Tag)
+	require.ErrorIs(t, got[0].Error, errAPI)
+	require.True(t, got[0].From.IsZero(), "an answer from outside has no sender")
+	require.Equal(t, uint64(1), got[1].Tag)
+	require.Equal(t, "a1", got[1].Data)
+	require.NoError(t, got[1].Error)
+	require.True(t, got[1].From.IsZero())
+	require.ErrorIs(t, s.Reply(rts[2], "late", nil), scheduler.ErrProcessNotFound, "the asker has ended")
+	require.NoError(t, s.Shutdown())
+	require.ErrorIs(t, s.Reply(rts[2], "late", nil), scheduler.ErrClosed)
+}
+
+// TestTerminateAtStep checks that a process is terminated right after its
+// nth step and not before: its context is not cancelled during step n, its
+// next step gets the EventCancel with ErrTerminated, its context's cause is
+// ErrTerminated, and Injected lists the fault. A process whose nth step
+// ended it is left alone.
+func TestTerminateAtStep(t *testing.T) {
+	s := schedtest.New(t)
+	var causes []error
+	p := &recorder{}
+	p.step = func(n int, evs []scheduler.Event, out *scheduler.StepOutput) {
+		causes = append(causes, context.Cause(p.ctx))
+		if n == 3 {
+			out.Done(payload.Of("bye"))
+		}
+	}
+	pid := s.Start(p, "run", nil)
+	s.TerminateAtStep(pid, 2)
+	quick := s.Start(stepper(func(_ int, _ []scheduler.Event, out *scheduler.StepOutput) error {
+		out.Done(payload.Of("quick"))
+		return nil
+	}), "run", nil)
+	s.TerminateAtStep(quick, 1)
+	s.RunUntilIdle()
+	require.Equal(t, 1, s.Steps(pid))
+	require.NoError(t, s.Send(pid, "go"))
+	s.RunUntilIdle()
+	require.Equal(t, []error{nil, nil, scheduler.ErrTerminated}, causes)
+	got := p.got()
+	require.Len(t, got, 2)
+	require.Equal(t, "go", got[0].Data)
+	require.Equal(t, scheduler.EventCancel, got[1].Type)
+	require.ErrorIs(t, got[1].Error, scheduler.ErrTerminated)
+	res, err := s.Result(pid)
+	require.NoError(t, err)
+	require.Equal(t, "bye", res.Value())
+	res, err = s.Result(quick)
+	require.NoError(t, err)
+	require.Equal(t, "quick", res.Value())
+	require.Equal(t, []string{fmt.Sprintf("terminate %v after its step 2", pid)}, s.Injected())
+}
+
+// TestStepStepsOneProcess checks Sim.Step: it steps only the process named,
+// once (even one that asked to continue), carries out that step's yields
+// before it returns (with or without a seed), and reports whether it
+// stepped: false for a process with nothing to do, one that ended, a PID
+// never started, a probe, and after Shutdown.
+func TestStepStepsOneProcess(t *testing.T) {
+	for _, opts := range [][]schedtest.Option{nil, {schedtest.WithSeed(1)}, {schedtest.WithSeed(2)}} {
+		s := schedtest.New(t, opts...)
+		probe := s.Probe()
+		a := &recorder{}
+		a.step = func(n int, evs []scheduler.Event, out *scheduler.StepOutput) {
+			if n == 2 {
+				out.Done(payload.Of(len(evs)))
+			}
+		}
+		aPID := s.Start(a, "run", nil)
+		b := s.Start(stepper(func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+			if n <= 2 {
+				out.Tell(probe.PID(), n)
+				out.Tell(aPID, "hi")
+			}
+			if n == 1 {
+				out.Continue()
+			}
+			for _, ev := range evs {
+				if ev.Type == scheduler.EventCancel {
+					out.Done(payload.Payload{})
+				}
+			}
+			return nil
+		}), "run", nil)
+		require.True(t, s.Step(b))
+		require.Equal(t, 1, s.Steps(b))
+		require.Equal(t, 0, s.Steps(aPID), "only b stepped")
+		require.Len(t, probe.Received(), 1, "b's Tell was carried out")
+		require.True(t, s.Step(b), "b asked to continue")
+		require.Equal(t, 2, s.Steps(b))
+		require.False(t, s.Step(b), "b waits")
+		require.True(t, s.Step(aPID))
+		require.Empty(t, a.got(), "the first step gets no events")
+		require.True(t, s.Step(aPID))
+		require.Len(t, a.got(), 2, "both of b's messages")
+		require.True(t, s.Ended(aPID))
+		require.False(t, s.Step(aPID), "a has ended")
+		require.False(t, s.Step(relayPID(99)))
+		require.False(t, s.Step(probe.PID()))
+		require.Len(t, probe.Received(), 2)
+		require.NoError(t, s.Send(b, "wake"))
+		require.NoError(t, s.Shutdown())
+		require.False(t, s.Step(b), "after Shutdown")
+	}
+}
+
+// TestTimeoutOfAnEarlierYield checks a Timeout written in a later step than
+// its yield, on the kit's clock: the yield completes with ErrTimeout when
+// the new deadline passes (not before), a later Timeout replaces an earlier
+// deadline, one of zero completes at once without the clock moving, and a
+// Timeout of a tag that is not pending does nothing.
+func TestTimeoutOfAnEarlierYield(t *testing.T) {
+	s := schedtest.New(t)
+	s.Fake(cmdWork, schedtest.Never())
+	var at []string
+	p := &recorder{}
+	p.step = func(n int, evs []scheduler.Event, out *scheduler.StepOutput) {
+		for _, ev := range evs {
+			at = append(at, fmt.Sprintf("+%v %d %v", s.Now().Sub(schedtest.Epoch), ev.Tag, ev.Error != nil && errors.Is(ev.Error, scheduler.ErrTimeout)))
+		}
+		switch n {
+		case 1:
+			out.Yield(1, cmdWork, nil)
+			out.Timeout(1, time.Minute)
+			out.Yield(2, cmdWork, nil)
+			out.Yield(3, cmdWork, nil)
+		case 2: // the message "go", at +0
+			out.Timeout(1, time.Hour) // replaces its one-minute deadline
+			out.Timeout(2, 10*time.Minute)
+			out.Timeout(3, 0)
+			out.Timeout(9, time.Second) // no such yield
+		}
+	}
+	pid := s.Start(p, "run", nil)
+	s.RunUntilIdle()
+	require.NoError(t, s.Send(pid, "go"))
+	s.RunUntilIdle()
+	require.Equal(t, []string{"+0s 0 false", "+0s 3 true"}, at)
+	s.Advance(9 * time.Minute)
+	require.Len(t, at, 2, "nothing before ten minutes, the one-minute deadline is gone")
+	moved := s.RunUntilIdleAdvancing()
+	require.Equal(t, []string{"+0s 0 false", "+0s 3 true", "+10m0s 2 true", "+1h0m0s 1 true"}, at)
+	require.Equal(t, 51*time.Minute, moved)
+}
+
+// TestDelayCompletion checks the DelayCompletion fault: a completion a fake
+// makes at once is held back until after the next timer fires (any
+// process's), so a call with a deadline times out and its late answer is
+// dropped, while another process's held answer arrives right after that
+// timer (also one due at once, a Sleep of zero, with the clock still);
+// with no timer set it arrives once nothing else is left to do.
+// Each delay is listed by Injected. It holds with and without a seed.
+func TestDelayCompletion(t *testing.T) {
+	delay := schedtest.WithFaults(schedtest.Faults{DelayCompletion: 1})
+	for _, opts := range [][]schedtest.Option{{delay}, {delay, schedtest.WithSeed(7)}} {
+		s := schedtest.New(t, opts...)
+		s.Fake(cmdWork, schedtest.Reply("late"))
+		var at []string
+		mk := func(name string, timer func(out *scheduler.StepOutput)) *recorder {
+			return &recorder{step: func(n int, evs []scheduler.Event, out *scheduler.StepOutput) {
+				for _, ev := range evs {
+					at = append(at, fmt.Sprintf("%s +%v tag %d %v %v", name, s.Now().Sub(schedtest.Epoch), ev.Tag, ev.Data, errors.Is(ev.Error, scheduler.ErrTimeout)))
+				}
+				if n == 1 {
+					out.Yield(1, cmdWork, nil)
+					timer(out)
+				}
+			}}
+		}
+		s.Start(mk("deadline", func(out *scheduler.StepOutput) { out.Timeout(1, time.Minute) }), "run", nil)
+		s.Start(mk("sleeper", func(out *scheduler.StepOutput) { out.Sleep(2, time.Hour) }), "run", nil)
+		s.RunUntilIdle()
+		require.Empty(t, at, "held back while a timer is set")
+		s.Advance(time.Minute)
+		require.ElementsMatch(t, []string{"deadline +1m0s tag 1 <nil> true", "sleeper +1m0s tag 1 late false"}, at)
+		s.RunUntilIdleAdvancing()
+		require.Len(t, at, 3)
+		require.Equal(t, "sleeper +1h0m0s tag 2 <nil> false", at[2])
+		require.Len(t, s.Injected(), 2)
+		for _, f := range s.Injected() {
+			require.Contains(t, f, "delay the completion of")
+		}
+
+		s = schedtest.New(t, opts...)
+		s.Fake(cmdWork, schedtest.Reply("late"))
+		at = nil
+		s.Start(mk("plain", func(*scheduler.StepOutput) {}), "run", nil)
+		s.RunUntilIdle()
+		require.Equal(t, []string{"plain +0s tag 1 late false"}, at, "no timer: delivered once nothing else is left")
+		require.Len(t, s.Injected(), 1)
+
+		s = schedtest.New(t, opts...)
+		s.Fake(cmdWork, schedtest.Reply("late"))
+		at = nil
+		s.Start(mk("zero", func(out *scheduler.StepOutput) { out.Sleep(2, 0); out.Sleep(3, time.Hour) }), "run", nil)
+		s.RunUntilIdle()
+		require.Equal(t, []string{"zero +0s tag 2 <nil> false", "zero +0s tag 1 late false"}, at, "a timer due at once releases it, the clock still")
+	}
+}
+
+// TestReplayReproducesTheSeedExploreReports checks that the seed Explore
+// reports, with the Replay call it suggests, makes Replay fail the same
+// way, reporting straight to the test it is given; that Replay at a seed
+// where the scenario passes reports nothing; and that Replay gives the
+// scenario a Sim with that seed, the options given, and the test itself.
+func TestReplayReproducesTheSeedExploreReports(t *testing.T) {
+	tb := &failingTB{TB: t}
+	schedtest.Explore(tb, 100, gatherScenario(false))
+	require.Len(t, tb.errs, 1)
+	var seed uint64
+	_, err := fmt.Sscanf(tb.errs[0][strings.Index(tb.errs[0], "fails at seed "):], "fails at seed %d:", &seed)
+	require.NoError(t, err, tb.errs[0])
+	require.Contains(t, tb.errs[0], fmt.Sprintf("schedtest.Replay(t, %d, scenario)", seed))
+
+	r := runTB(t, func(tb *recTB) { schedtest.Replay(tb, seed, gatherScenario(false)) })
+	require.True(t, r.Failed(), "seed %d did not fail again", seed)
+	require.Equal(t, "gather = b,a, want a,b", r.text())
+
+	pass := uint64(1)
+	for ; pass < 100; pass++ {
+		if _, failed := schedtest.Check(t, pass, gatherScenario(false)); !failed {
+			break
+		}
+	}
+	r = runTB(t, func(tb *recTB) { schedtest.Replay(tb, pass, gatherScenario(false)) })
+	require.False(t, r.Failed(), "seed %d: %s", pass, r.text())
+
+	var seen uint64
+	var sameTB bool
+	r = runTB(t, func(tb *recTB) {
+		schedtest.Replay(tb, 42, func(s *schedtest.Sim) {
+			seen, sameTB = s.Seed(), s.T() == testing.TB(tb)
+			s.Fake(cmdWork, schedtest.Reply("ok"))
+			p := &recorder{step: func(n int, _ []scheduler.Event, out *scheduler.StepOutput) {
+				if n == 1 {
+					out.Yield(1, cmdWork, nil)
+				}
+			}}
+			s.Start(p, "run", nil)
+			s.RunUntilIdle()
+			if got := p.got(); len(got) != 1 || !errors.Is(got[0].Error, schedtest.ErrInjected) {
+				s.T().Errorf("the command did not fail with an injected fault: %v", got)
+			}
+		}, schedtest.WithFaults(schedtest.Faults{FailYield: 1}))
+	})
+	require.False(t, r.Failed(), r.text())
+	require.Equal(t, uint64(42), seen)
+	require.True(t, sameTB, "Replay reports to the test it is given")
+}
+
+// TestSeedRunReportsThroughT checks the testing.TB a seed's run reports to
+// (Sim.T under Check, Sweep and Explore): Log and Error lines make up the
+// failure's output in order; Error fails the run and lets it go on
+// (Failed then says so); Fatal, Fatalf and FailNow end the run at once; a
+// run that only logs does not fail.
+func TestSeedRunReportsThroughT(t *testing.T) {
+	var reached []string
+	f, failed := schedtest.Check(t, 1, func(s *schedtest.Sim) {
+		tb := s.T()
+		tb.Helper()
+		reached = append(reached, fmt.Sprint("at first, failed: ", tb.Failed()))
+		tb.Log("one", 2)
+		tb.Error("bad", 3)
+		reached = append(reached, fmt.Sprint("after Error, failed: ", tb.Failed()))
+		tb.Fatal("fatal", 4)
+		reached = append(reached, "after Fatal")
+	})
+	require.True(t, failed)
+	require.Equal(t, []string{"at first, failed: false", "after Error, failed: true"}, reached)
+	require.True(t, strings.HasPrefix(f.Output, "  one 2\n  bad 3\n  fatal 4\n"), f.Output)
+
+	for name, end := range map[string]func(testing.TB){
+		"Fatalf":  func(tb testing.TB) { tb.Fatalf("fatalf %d", 5) },
+		"FailNow": func(tb testing.TB) { tb.FailNow() },
+	} {
+		reached = nil
+		f, failed = schedtest.Check(t, 1, func(s *schedtest.Sim) {
+			end(s.T())
+			reached = append(reached, "after "+name)
+		})
+		require.True(t, failed, name)
+		require.Empty(t, reached, name)
+		if name == "Fatalf" {
+			require.True(t, strings.HasPrefix(f.Output, "  fatalf 5\n"), f.Output)
+		}
+	}
+
+	_, failed = schedtest.Check(t, 1, func(s *schedtest.Sim) { s.T().Log("only a log") })
+	require.False(t, failed)
+}
