@@ -660,3 +660,48 @@ func TestSeedRunReportsThroughT(t *testing.T) {
 	_, failed = schedtest.Check(t, 1, func(s *schedtest.Sim) { s.T().Log("only a log") })
 	require.False(t, failed)
 }
+
+// TestRunMethodsFromAStepFailTheTest checks that calling a method that
+// drives the simulation from a step or a fake fails the test, as the doc
+// says, and ends the step there, instead of running the simulation inside
+// itself or crashing the test binary.
+func TestRunMethodsFromAStepFailTheTest(t *testing.T) {
+	calls := map[string]func(s *schedtest.Sim){
+		"Step":                  func(s *schedtest.Sim) { s.Step(relayPID(1)) },
+		"RunUntilIdle":          func(s *schedtest.Sim) { s.RunUntilIdle() },
+		"RunUntil":              func(s *schedtest.Sim) { s.RunUntil(func() bool { return false }) },
+		"Advance":               func(s *schedtest.Sim) { s.Advance(time.Second) },
+		"RunUntilIdleAdvancing": func(s *schedtest.Sim) { s.RunUntilIdleAdvancing() },
+		"Shutdown":              func(s *schedtest.Sim) { _ = s.Shutdown() },
+	}
+	for name, call := range calls {
+		for _, where := range []string{"step", "fake"} {
+			var after bool
+			r := runTB(t, func(tb *recTB) {
+				s := schedtest.New(tb)
+				s.Fake(cmdWork, func(schedtest.Call) error {
+					call(s)
+					after = true
+					return nil
+				})
+				s.Start(stepper(func(int, []scheduler.Event, *scheduler.StepOutput) error {
+					if where == "step" {
+						call(s)
+						after = true
+					}
+					return nil
+				}), "run", nil)
+				s.Start(stepper(func(n int, _ []scheduler.Event, out *scheduler.StepOutput) error {
+					if n == 1 && where == "fake" {
+						out.Yield(1, cmdWork, nil)
+					}
+					return nil
+				}), "run", nil)
+				s.RunUntilIdle()
+			})
+			require.True(t, r.Failed(), "%s from a %s", name, where)
+			require.Contains(t, r.text(), "schedtest: "+name+" called while the simulation runs", "%s from a %s", name, where)
+			require.False(t, after, "%s from a %s returned", name, where)
+		}
+	}
+}

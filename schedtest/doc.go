@@ -48,5 +48,5 @@
 // A Sim is driven from one goroutine at a time. [Sim.Send], [Token.Complete]
 // and the [Held] methods may be called from any goroutine, and from a
 // step or a fake; the Run methods, Step, Advance and Shutdown may not be
-// called from a step or a fake.
+// called from a step or a fake: such a call fails the test.
 package schedtest
