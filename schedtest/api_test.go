@@ -513,6 +513,7 @@ func TestTimeoutOfAnEarlierYield(t *testing.T) {
 	moved := s.RunUntilIdleAdvancing()
 	require.Equal(t, []string{"+0s 0 false", "+0s 3 true", "+10m0s 2 true", "+1h0m0s 1 true"}, at)
 	require.Equal(t, 51*time.Minute, moved)
+	require.Equal(t, 5, s.Steps(pid), "no step for the tag 9, and none without events")
 }
 
 // TestDelayCompletion checks the DelayCompletion fault: a completion a fake
@@ -703,5 +704,32 @@ func TestRunMethodsFromAStepFailTheTest(t *testing.T) {
 			require.Contains(t, r.text(), "schedtest: "+name+" called while the simulation runs", "%s from a %s", name, where)
 			require.False(t, after, "%s from a %s returned", name, where)
 		}
+	}
+}
+
+// TestNoStepWithoutEvents checks that a process is stepped only when
+// events arrived for it, or it asked to continue, as on the scheduler:
+// events that arrive while its own step's yields are carried out (a
+// message to itself, a fake's answer at once) come in one more step, and
+// no step with an empty batch follows.
+func TestNoStepWithoutEvents(t *testing.T) {
+	for _, opts := range [][]schedtest.Option{nil, {schedtest.WithSeed(1)}, {schedtest.WithSeed(2)}, {schedtest.WithStepBudget(1)}} {
+		s := schedtest.New(t, opts...)
+		s.Fake(cmdWork, schedtest.Reply("at once"))
+		var batches []int
+		pid := s.Start(stepper(func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+			batches = append(batches, len(evs))
+			switch n {
+			case 1:
+				out.Tell(out.Self(), "self")
+				out.Yield(1, cmdWork, nil)
+			case 2:
+				out.Continue()
+			}
+			return nil
+		}), "run", nil)
+		s.RunUntilIdle()
+		require.Equal(t, []int{0, 2, 0}, batches, "the first step, the two events, the step asked for by Continue")
+		require.Equal(t, 3, s.Steps(pid))
 	}
 }

@@ -659,6 +659,9 @@ func (s *Sim) runBudget(p *proc) {
 			s.markReady(p)
 			return
 		}
+		// It steps again now: settle may have queued it for the events
+		// its own yields brought, which this next step takes.
+		s.unready(p)
 	}
 }
 
