@@ -733,3 +733,52 @@ func TestNoStepWithoutEvents(t *testing.T) {
 		require.Equal(t, 3, s.Steps(pid))
 	}
 }
+
+// TestAdvancingSkipsReleasedTimers checks that the deadline of a yield
+// that completed first, the timer of a cancelled Sleep, and a deadline
+// replaced by an earlier one are released: RunUntilIdleAdvancing does not
+// move the clock to them, and neither does Shutdown.
+func TestAdvancingSkipsReleasedTimers(t *testing.T) {
+	s := schedtest.New(t)
+	s.Fake(cmdWork, schedtest.Reply("fast"))
+	pid := s.Start(stepper(func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+		switch n {
+		case 1:
+			out.Yield(1, cmdWork, nil)
+			out.Timeout(1, time.Hour)
+			out.Sleep(2, 2*time.Hour)
+			out.Cancel(2)
+		case 2:
+			out.Done(payload.Of(evs[0].Data))
+		}
+		return nil
+	}), "run", nil)
+	require.Equal(t, time.Duration(0), s.RunUntilIdleAdvancing())
+	res, err := s.Result(pid)
+	require.NoError(t, err)
+	require.Equal(t, "fast", res.Value())
+	require.Equal(t, schedtest.Epoch, s.Now())
+	require.NoError(t, s.Shutdown())
+	require.Equal(t, schedtest.Epoch, s.Now(), "nothing was left to wait for")
+
+	// A deadline replaced by an earlier one is released too.
+	s = schedtest.New(t)
+	s.Fake(cmdWork, schedtest.Never())
+	pid = s.Start(stepper(func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+		switch n {
+		case 1:
+			out.Yield(1, cmdWork, nil)
+			out.Timeout(1, time.Hour)
+			out.Tell(out.Self(), "shorten")
+		case 2:
+			out.Timeout(1, time.Minute)
+		case 3:
+			out.Done(payload.Of(errors.Is(evs[0].Error, scheduler.ErrTimeout)))
+		}
+		return nil
+	}), "run", nil)
+	require.Equal(t, time.Minute, s.RunUntilIdleAdvancing())
+	res, err = s.Result(pid)
+	require.NoError(t, err)
+	require.Equal(t, true, res.Value())
+}

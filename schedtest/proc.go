@@ -380,7 +380,7 @@ func (s *Sim) setTimer(pd *pending, when int64, deadline bool) {
 func (s *Sim) fireDue() bool {
 	fired := false
 	for {
-		e, ok := s.timers.peek()
+		e, ok := s.timers.peek(s)
 		if !ok || e.when > s.now {
 			break
 		}
@@ -666,16 +666,17 @@ func (h *timerHeap) Pop() any {
 }
 
 // peek returns the earliest timer whose yield still waits for it,
-// dropping stale ones.
-func (h *timerHeap) peek() (timerEntry, bool) {
-	return (*h).first()
-}
-
-func (h timerHeap) first() (timerEntry, bool) {
-	if len(h) == 0 {
-		return timerEntry{}, false
+// dropping stale ones (their yield completed, was cancelled or given
+// another deadline): a timer released is not waited for.
+func (h *timerHeap) peek(s *Sim) (timerEntry, bool) {
+	for len(*h) > 0 {
+		e := (*h)[0]
+		if pd := s.bySeq[e.seq]; pd != nil && pd.timerAt == e.when {
+			return e, true
+		}
+		heap.Pop(h)
 	}
-	return h[0], true
+	return timerEntry{}, false
 }
 
 // live counts the timers whose yields still wait for them.

@@ -466,7 +466,7 @@ func (s *Sim) Advance(d time.Duration) {
 	target := s.now + int64(max(d, 0))
 	s.runIdle(nil)
 	for {
-		e, ok := s.timers.peek()
+		e, ok := s.timers.peek(s)
 		if !ok || e.when > target {
 			break
 		}
@@ -497,7 +497,7 @@ func (s *Sim) RunUntilIdleAdvancing() time.Duration {
 func (s *Sim) runAdvancing(limit int64) bool {
 	for {
 		s.runIdle(nil)
-		e, ok := s.timers.peek()
+		e, ok := s.timers.peek(s)
 		if !ok {
 			return false
 		}
@@ -610,7 +610,7 @@ func (s *Sim) act() bool {
 	// carry out, and the next due timer are candidates alike.
 	n := len(s.ready) + len(s.busy)
 	due := false
-	if e, ok := s.timers.peek(); ok && e.when <= s.now {
+	if e, ok := s.timers.peek(s); ok && e.when <= s.now {
 		due = true
 		n++
 	}
