@@ -782,3 +782,34 @@ func TestAdvancingSkipsReleasedTimers(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, true, res.Value())
 }
+
+// TestWithMaxSteps checks that a process that never stops fails the test
+// once the simulation has taken the maximum number of steps, with or
+// without a seed and whatever the step budget, and that no step is taken
+// past it; the shutdown at the end of the test forces the process. A
+// maximum of zero lets no step run.
+func TestWithMaxSteps(t *testing.T) {
+	for _, c := range []struct {
+		max  int
+		opts []schedtest.Option
+	}{
+		{5, nil}, {5, []schedtest.Option{schedtest.WithSeed(3)}}, {40, []schedtest.Option{schedtest.WithStepBudget(16)}}, {0, nil},
+	} {
+		var s *schedtest.Sim
+		var pid relay.PID
+		r := runTB(t, func(tb *recTB) {
+			s = schedtest.New(tb, append(c.opts, schedtest.WithMaxSteps(c.max))...)
+			pid = s.Start(stepper(func(_ int, _ []scheduler.Event, out *scheduler.StepOutput) error {
+				out.Continue()
+				return nil
+			}), "run", nil)
+			s.RunUntilIdle()
+			tb.Log("RunUntilIdle returned")
+		})
+		require.True(t, r.Failed(), "max %d", c.max)
+		require.Equal(t, fmt.Sprintf("schedtest: more than %d steps (see WithMaxSteps): does a process never stop?", c.max), r.text())
+		require.Equal(t, c.max, s.Steps(pid), "max %d", c.max)
+		_, err := s.Result(pid)
+		require.ErrorIs(t, err, scheduler.ErrForced)
+	}
+}

@@ -72,7 +72,9 @@ func WithStepBudget(n int) Option {
 
 // WithMaxSteps bounds the steps a simulation takes (default
 // [DefaultMaxSteps]); past it the test fails, since a process that never
-// stops would otherwise keep RunUntilIdle from returning.
+// stops would otherwise keep RunUntilIdle from returning. Once n steps
+// were taken, a Run method or Advance that would take another fails the
+// test instead; n of zero or less lets them take none.
 func WithMaxSteps(n int) Option {
 	return optionFunc(func(c *config) { c.maxSteps = n })
 }
@@ -655,8 +657,8 @@ func (s *Sim) runBudget(p *proc) {
 		if !p.cont && len(p.inbox) == 0 {
 			return
 		}
-		if n >= s.cfg.budget {
-			s.markReady(p)
+		if n >= s.cfg.budget || s.steps >= s.cfg.maxSteps {
+			s.markReady(p) // past the maximum, act fails the test
 			return
 		}
 		// It steps again now: settle may have queued it for the events
