@@ -813,3 +813,57 @@ func TestWithMaxSteps(t *testing.T) {
 		require.ErrorIs(t, err, scheduler.ErrForced)
 	}
 }
+
+// TestWithShutdownDeadline checks that Shutdown gives the processes the
+// deadline in virtual time: one that finishes within it ends with its own
+// result, one that would take longer is forced at the deadline (the clock
+// stops there), and the error wraps ErrForced and counts it. The default
+// is DefaultShutdownDeadline; a deadline of zero or less forces at once,
+// without moving the clock, whatever does not end right away, as a
+// scheduler's Shutdown with a context already done does.
+func TestWithShutdownDeadline(t *testing.T) {
+	sleepOnCancel := func(d time.Duration) scheduler.Process {
+		return stepper(func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+			for _, ev := range evs {
+				switch ev.Type {
+				case scheduler.EventCancel:
+					out.Sleep(1, d)
+				case scheduler.EventYieldComplete:
+					out.Done(payload.Of(d.String()))
+				}
+			}
+			return nil
+		})
+	}
+	for _, c := range []struct {
+		opts   []schedtest.Option
+		ended  []bool // of the processes that take 1s, 1m and 1h to finish
+		forced int
+		clock  time.Duration
+	}{
+		{[]schedtest.Option{schedtest.WithShutdownDeadline(2 * time.Minute)}, []bool{true, true, false}, 1, 2 * time.Minute},
+		{nil, []bool{true, false, false}, 2, schedtest.DefaultShutdownDeadline},
+		{[]schedtest.Option{schedtest.WithShutdownDeadline(0)}, []bool{false, false, false}, 3, 0},
+		{[]schedtest.Option{schedtest.WithShutdownDeadline(-time.Hour)}, []bool{false, false, false}, 3, 0},
+	} {
+		s := schedtest.New(t, c.opts...)
+		name := fmt.Sprintf("deadline %v, %d options", c.clock, len(c.opts))
+		var pids []relay.PID
+		for _, d := range []time.Duration{time.Second, time.Minute, time.Hour} {
+			pids = append(pids, s.Start(sleepOnCancel(d), "run", nil))
+		}
+		s.RunUntilIdle()
+		err := s.Shutdown()
+		require.ErrorIs(t, err, scheduler.ErrForced, name)
+		require.Contains(t, err.Error(), fmt.Sprintf(": %d processes", c.forced), name)
+		require.Equal(t, schedtest.Epoch.Add(c.clock), s.Now(), name)
+		for i, pid := range pids {
+			_, err := s.Result(pid)
+			if c.ended[i] {
+				require.NoError(t, err, "process %d, %s", i, name)
+			} else {
+				require.ErrorIs(t, err, scheduler.ErrForced, "process %d, %s", i, name)
+			}
+		}
+	}
+}

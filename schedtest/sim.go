@@ -81,9 +81,11 @@ func WithMaxSteps(n int) Option {
 
 // WithShutdownDeadline sets how much virtual time [Sim.Shutdown] gives the
 // processes to finish before it forces them (default
-// [DefaultShutdownDeadline]).
+// [DefaultShutdownDeadline]). With d of zero or less the clock does not
+// move: what does not end right away is forced, as a scheduler's Shutdown
+// forces it given a context that is done already.
 func WithShutdownDeadline(d time.Duration) Option {
-	return optionFunc(func(c *config) { c.grace = d })
+	return optionFunc(func(c *config) { c.grace = max(d, 0) })
 }
 
 // Faults are faults injected at random, drawn from the simulation's
