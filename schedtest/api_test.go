@@ -867,3 +867,35 @@ func TestWithShutdownDeadline(t *testing.T) {
 		}
 	}
 }
+
+// TestACompletionHeldBackIsTheOnlyOne checks exactly-once completion under
+// the DelayCompletion fault: once a completion is accepted and held back,
+// any other completion of the same yield (at once in the fake, or later
+// through the Token) is refused with ErrYieldNotPending and injects
+// nothing, and the process gets the first answer.
+func TestACompletionHeldBackIsTheOnlyOne(t *testing.T) {
+	s := schedtest.New(t, schedtest.WithFaults(schedtest.Faults{DelayCompletion: 1}))
+	var errs []error
+	var tok schedtest.Token
+	s.Fake(cmdWork, func(c schedtest.Call) error {
+		errs = append(errs, c.Complete("first", nil), c.Complete("second", nil), c.Token().Complete("third", nil))
+		tok = c.Token()
+		return nil
+	})
+	p := &recorder{step: func(n int, _ []scheduler.Event, out *scheduler.StepOutput) {
+		if n == 1 {
+			out.Yield(1, cmdWork, nil)
+		}
+	}}
+	s.Start(p, "run", nil)
+	s.RunUntil(func() bool { return len(errs) == 3 })
+	require.ErrorIs(t, tok.Complete("fourth", nil), scheduler.ErrYieldNotPending)
+	s.RunUntilIdle()
+	require.NoError(t, errs[0])
+	require.ErrorIs(t, errs[1], scheduler.ErrYieldNotPending)
+	require.ErrorIs(t, errs[2], scheduler.ErrYieldNotPending)
+	got := p.got()
+	require.Len(t, got, 1)
+	require.Equal(t, "first", got[0].Data)
+	require.Len(t, s.Injected(), 1, "one delay: %v", s.Injected())
+}

@@ -150,13 +150,17 @@ func (t Token) complete(data any, err error, now bool) error {
 		return scheduler.ErrClosed
 	}
 	ev := scheduler.Event{Tag: t.tag, Data: data, Error: err}
-	if now && !t.p.ended && s.bySeq[t.seq] != nil && s.chance(s.cfg.faults.DelayCompletion) {
-		s.inject("delay the completion of %v tag %d past the next timer", t.p.pid, t.tag)
+	if !t.p.ended {
+		// A completion accepted and held back is the yield's: any other is
+		// refused, as if it had arrived.
 		for _, d := range s.delayed {
 			if d.seq == t.seq {
 				return fmt.Errorf("%w: %v tag %d", scheduler.ErrYieldNotPending, t.p.pid, t.tag)
 			}
 		}
+	}
+	if now && !t.p.ended && s.bySeq[t.seq] != nil && s.chance(s.cfg.faults.DelayCompletion) {
+		s.inject("delay the completion of %v tag %d past the next timer", t.p.pid, t.tag)
 		s.delayed = append(s.delayed, delayed{p: t.p, seq: t.seq, ev: ev})
 		return nil
 	}
