@@ -333,7 +333,8 @@ func TestRegisterAndLookup(t *testing.T) {
 // scheduler's errors, a second answer (ErrYieldNotPending), the zero ReplyTo
 // (ErrYieldNotPending), an asker that is no process (a PID never started,
 // a probe) or has ended (ErrProcessNotFound), and an answer once the
-// simulation is shut down (ErrClosed).
+// simulation is shut down (ErrClosed, but the zero ReplyTo is still
+// ErrYieldNotPending, as on the scheduler).
 func TestReplyFromOutside(t *testing.T) {
 	s := schedtest.New(t)
 	probe := s.Probe()
@@ -380,6 +381,7 @@ func TestReplyFromOutside(t *testing.T) {
 	require.ErrorIs(t, s.Reply(rts[2], "late", nil), scheduler.ErrProcessNotFound, "the asker has ended")
 	require.NoError(t, s.Shutdown())
 	require.ErrorIs(t, s.Reply(rts[2], "late", nil), scheduler.ErrClosed)
+	require.ErrorIs(t, s.Reply(scheduler.ReplyTo{}, "zero", nil), scheduler.ErrYieldNotPending, "as on the scheduler")
 }
 
 // TestTerminateAtStep checks that a process is terminated right after its

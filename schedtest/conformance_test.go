@@ -1011,12 +1011,13 @@ var scenarios = []scenario{
 			note("reply 3 asker ended", w.reply(rt[2], "late", nil))
 			note("shutdown", w.shutdown())
 			note("reply 3 after shutdown", w.reply(rt[2], "late", nil))
+			note("reply zero after shutdown", w.reply(scheduler.ReplyTo{}, "zero", nil))
 			ls := strings.Split(lines(j, "asker"), "; ")
 			sort.Strings(ls)
 			return strings.Join(ls, "; ") + " | " + strings.Join(r, "; ")
 		},
 		want: "close; complete 1 data=a1; complete 2 err=boom | reply 1 ok; reply 2 ok; reply 1 again YieldNotPending; reply zero YieldNotPending; " +
-			"reply 3 asker ended ProcessNotFound; shutdown ok; reply 3 after shutdown Closed",
+			"reply 3 asker ended ProcessNotFound; shutdown ok; reply 3 after shutdown Closed; reply zero after shutdown YieldNotPending",
 	},
 	{
 		name: "terminated right after a step: the cancel comes in the next",

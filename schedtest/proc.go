@@ -540,11 +540,11 @@ func (s *Sim) deliver(from, to relay.PID, msg any) error {
 
 // reply completes the asking yield to with data and err, from from.
 func (s *Sim) reply(to scheduler.ReplyTo, from relay.PID, data any, err error) error {
-	if s.closed {
-		return scheduler.ErrClosed
-	}
 	if to.Seq == 0 {
 		return fmt.Errorf("%w: the zero ReplyTo", scheduler.ErrYieldNotPending)
+	}
+	if s.closed {
+		return scheduler.ErrClosed
 	}
 	p := s.live(to.PID)
 	if p == nil {

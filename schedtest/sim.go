@@ -286,7 +286,12 @@ func (s *Sim) Send(to relay.PID, msg any) error {
 
 // Reply answers a request from outside any process, as
 // [scheduler.Scheduler.Reply] does: the asking yield completes with data
-// and err. Use it to answer requests a [Probe] received.
+// and err, and no sender. Use it to answer requests a [Probe] received.
+// It returns the scheduler's errors: one wrapping
+// [scheduler.ErrYieldNotPending] if the asker no longer waits (answered,
+// timed out or cancelled) and for the zero ReplyTo, even after Shutdown;
+// [scheduler.ErrProcessNotFound] if the asker has ended or is no process;
+// and [scheduler.ErrClosed] after Shutdown.
 func (s *Sim) Reply(to scheduler.ReplyTo, data any, err error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
