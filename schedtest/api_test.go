@@ -901,3 +901,45 @@ func TestACompletionHeldBackIsTheOnlyOne(t *testing.T) {
 	require.Equal(t, "first", got[0].Data)
 	require.Len(t, s.Injected(), 1, "one delay: %v", s.Injected())
 }
+
+// TestTerminateAtStepRefusesWhatCannotHappen checks that TerminateAtStep
+// fails the test when the termination could never happen: n less than 1,
+// a step the process has taken already, or a PID that is no process of
+// the simulation. A process that has ended is left alone without a
+// failure, as the doc says.
+func TestTerminateAtStepRefusesWhatCannotHappen(t *testing.T) {
+	var s *schedtest.Sim
+	var live, ended relay.PID
+	setup := func(tb *recTB) {
+		s = schedtest.New(tb)
+		live = s.Start(idle(), "run", nil)
+		ended = s.Start(stepper(func(_ int, _ []scheduler.Event, out *scheduler.StepOutput) error {
+			out.Done(payload.Payload{})
+			return nil
+		}), "run", nil)
+		s.RunUntilIdle()
+	}
+	for _, c := range []struct {
+		call func()
+		want string
+	}{
+		{func() { s.TerminateAtStep(live, 0) }, "n is 0"},
+		{func() { s.TerminateAtStep(live, -1) }, "n is -1"},
+		{func() { s.TerminateAtStep(live, 1) }, "has taken 1 steps already"},
+		{func() { s.TerminateAtStep(relayPID(99), 2) }, "no process of the simulation"},
+		{func() { s.TerminateAtStep(s.Probe().PID(), 2) }, "no process of the simulation"},
+	} {
+		r := runTB(t, func(tb *recTB) { setup(tb); c.call() })
+		require.True(t, r.Failed(), c.want)
+		require.Contains(t, r.text(), c.want)
+	}
+	r := runTB(t, func(tb *recTB) {
+		setup(tb)
+		s.TerminateAtStep(ended, 1) // its step 1 ended it: nothing to do, no failure
+		s.TerminateAtStep(live, 2)
+		require.NoError(tb, s.Send(live, "go"))
+		s.RunUntilIdle()
+	})
+	require.False(t, r.Failed(), r.text())
+	require.Equal(t, []string{fmt.Sprintf("terminate %v after its step 2", live)}, s.Injected())
+}

@@ -319,11 +319,29 @@ func (s *Sim) Terminate(pid relay.PID) error {
 
 // TerminateAtStep terminates process pid right after its nth step (the
 // first is 1) if it has not ended by then: the fault "the process was
-// stopped at this point".
+// stopped at this point", listed by [Sim.Injected]. It fails the test if
+// the termination could never happen: n less than 1, a live process that
+// has taken n steps already, or a PID that is no process of the
+// simulation. A process that has ended is left alone.
 func (s *Sim) TerminateAtStep(pid relay.PID, n int) {
+	s.tb.Helper()
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.terminateAt[pid] = n
+	p := s.procs[pid]
+	var why string
+	switch {
+	case n < 1:
+		why = fmt.Sprintf("n is %d; the first step is 1", n)
+	case p == nil:
+		why = "it is no process of the simulation"
+	case !p.ended && p.steps >= n:
+		why = fmt.Sprintf("it has taken %d steps already", p.steps)
+	default:
+		s.terminateAt[pid] = n
+	}
+	s.mu.Unlock()
+	if why != "" {
+		s.tb.Errorf("schedtest: TerminateAtStep(%v, %d): %s", pid, n, why)
+	}
 }
 
 // Result returns the result and error of process pid, as
