@@ -943,3 +943,36 @@ func TestTerminateAtStepRefusesWhatCannotHappen(t *testing.T) {
 	require.False(t, r.Failed(), r.text())
 	require.Equal(t, []string{fmt.Sprintf("terminate %v after its step 2", live)}, s.Injected())
 }
+
+// TestExploreReplayHintKeepsTheOptions checks that the Replay call Explore
+// suggests passes on the options the scenario was explored with: without
+// them (here, the fault that makes it fail) the seed would not fail again.
+func TestExploreReplayHintKeepsTheOptions(t *testing.T) {
+	scenario := func(s *schedtest.Sim) {
+		s.Fake(cmdWork, schedtest.Reply("ok"))
+		p := &recorder{step: func(n int, _ []scheduler.Event, out *scheduler.StepOutput) {
+			if n == 1 {
+				out.Yield(1, cmdWork, nil)
+			}
+		}}
+		s.Start(p, "run", nil)
+		s.RunUntilIdle()
+		if got := p.got(); len(got) != 1 || got[0].Error != nil {
+			s.T().Errorf("the command failed: %v", got)
+		}
+	}
+	fail := schedtest.WithFaults(schedtest.Faults{FailYield: 1})
+	tb := &failingTB{TB: t}
+	schedtest.Explore(tb, 5, scenario, fail)
+	require.Len(t, tb.errs, 1)
+	require.Contains(t, tb.errs[0], "schedtest.Replay(t, 1, scenario, opts...) with the options given to Explore")
+	tb = &failingTB{TB: t}
+	schedtest.Explore(tb, 5, gatherScenario(false))
+	require.Len(t, tb.errs, 1)
+	require.Regexp(t, `schedtest\.Replay\(t, \d+, scenario\)$`, tb.errs[0], "no options, none to pass")
+
+	r := runTB(t, func(tb *recTB) { schedtest.Replay(tb, 1, scenario) })
+	require.False(t, r.Failed(), "without the options the seed passes")
+	r = runTB(t, func(tb *recTB) { schedtest.Replay(tb, 1, scenario, fail) })
+	require.True(t, r.Failed(), "with them it fails again")
+}

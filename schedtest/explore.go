@@ -22,14 +22,19 @@ type Failure struct {
 
 // Explore runs scenario under seeds 1 to seeds (see [WithSeed]), each with
 // a fresh [Sim] made with opts, and fails tb at the first seed at which
-// the scenario fails, with its report and how to replay it. The scenario
+// the scenario fails, with its report and how to replay it (with
+// [SeedEnv], or with [Replay] given the same options). The scenario
 // asserts through [Sim.T]; a Fatal there ends only that seed's run. With
 // [SeedEnv] set, only that seed runs.
 func Explore(tb testing.TB, seeds int, scenario func(*Sim), opts ...Option) {
 	tb.Helper()
 	if f, ok := Sweep(tb, seeds, scenario, opts...); ok {
-		tb.Errorf("schedtest: the scenario fails at seed %d:\n%s\nreplay it with %s=%d go test -run '^%s$', or schedtest.Replay(t, %d, scenario)",
-			f.Seed, f.Output, SeedEnv, f.Seed, tb.Name(), f.Seed)
+		replay := fmt.Sprintf("schedtest.Replay(t, %d, scenario)", f.Seed)
+		if len(opts) > 0 {
+			replay = fmt.Sprintf("schedtest.Replay(t, %d, scenario, opts...) with the options given to Explore", f.Seed)
+		}
+		tb.Errorf("schedtest: the scenario fails at seed %d:\n%s\nreplay it with %s=%d go test -run '^%s$', or %s",
+			f.Seed, f.Output, SeedEnv, f.Seed, tb.Name(), replay)
 	}
 }
 
