@@ -729,6 +729,9 @@ func (s *Sim) markReady(p *proc) {
 
 // unready takes p off the ready queue.
 func (s *Sim) unready(p *proc) {
+	if !p.queued {
+		return // not in s.ready: nothing to look for
+	}
 	for i, q := range s.ready {
 		if q == p {
 			s.ready = append(s.ready[:i], s.ready[i+1:]...)
