@@ -209,6 +209,7 @@ func (w *worker) dispatch(p *proc, waits bool) {
 		case yieldTimer:
 			if seq := w.register(p, y.tag, w.newSeq()); seq != 0 {
 				if y.deadline != 0 && y.deadline < y.when {
+					keepSleep(p, seq, y.when)
 					w.arm(p, seq, y.deadline, true) // the deadline comes first
 				} else {
 					w.arm(p, seq, y.when, false)
@@ -335,11 +336,19 @@ func (w *worker) expire(p *proc, seq uint64) {
 
 // timeout gives p's pending yield with tag, from an earlier step, the
 // deadline when (see StepOutput.Timeout): a deadline it has already is
-// replaced, a Sleep keeps its own time if that comes first. Worker only,
-// with p Running.
+// replaced, a Sleep keeps its own time if that comes first. A Sleep has
+// one timer, for whichever of its own time and its deadline comes
+// first; while that is the deadline, the Sleep's own time is kept on
+// the side (procLive.sleeps), so that a later deadline past it gives the
+// Sleep its timer back. Worker only, with p Running.
 func (w *worker) timeout(p *proc, tag uint64, when int64) {
 	p.mu.Lock()
-	seq, ok := p.pending.lookupTag(tag, p.live())
+	x := p.live()
+	seq, ok := p.pending.lookupTag(tag, x)
+	var sleep uint64 // the own time of a Sleep whose timer is a deadline
+	if ok && x != nil && x.sleeps != nil {
+		sleep, _ = x.sleeps.get(seq &^ seqTimed)
+	}
 	p.mu.Unlock()
 	if !ok {
 		return
@@ -347,8 +356,12 @@ func (w *worker) timeout(p *proc, tag uint64, when int64) {
 	ts := w.s.timers
 	if seq&seqTimed != 0 {
 		seq &^= seqTimed
-		if old, deadline, ok := ts.lookup(seq); ok && !deadline && old <= when {
-			return // a Sleep that ends first
+		old, deadline, ok := ts.lookup(seq)
+		if ok && !deadline {
+			if old <= when {
+				return // a Sleep that ends first
+			}
+			sleep = uint64(old) // given up to the deadline, kept below
 		}
 		// A timed yield keeps its timer in its shard until the timer
 		// fires or the yield completes (see arm): one that is gone has
@@ -357,12 +370,46 @@ func (w *worker) timeout(p *proc, tag uint64, when int64) {
 		if !ts.remove(seq) {
 			return
 		}
+		if sleep != 0 {
+			if int64(sleep) <= when {
+				// The Sleep's own time comes first again: it is the
+				// yield's timer once more, with no deadline.
+				forgetSleep(p, seq)
+				w.arm(p, seq, int64(sleep), false)
+				return
+			}
+			keepSleep(p, seq, int64(sleep))
+		}
 	}
 	if when <= ts.now() {
 		w.expire(p, seq)
 		return
 	}
 	w.arm(p, seq, when, true)
+}
+
+// keepSleep records when, the own time of p's pending Sleep seq, whose
+// timer is to be a deadline that comes first (see procLive.sleeps), if
+// the yield is still pending. Worker only, with p Running.
+func keepSleep(p *proc, seq uint64, when int64) {
+	p.mu.Lock()
+	if x := p.getLive(); p.pending.hasSeq(seq, x) {
+		if x.sleeps == nil {
+			x.sleeps = new(u64map)
+		}
+		x.sleeps.set(seq, uint64(when))
+	}
+	p.mu.Unlock()
+}
+
+// forgetSleep drops what keepSleep recorded of p's pending Sleep seq:
+// its timer is its own time again. Worker only, with p Running.
+func forgetSleep(p *proc, seq uint64) {
+	p.mu.Lock()
+	if x := p.live(); x != nil {
+		x.forgetSleep(seq)
+	}
+	p.mu.Unlock()
 }
 
 // newSeq returns a yield sequence number that no other yield of this
@@ -441,6 +488,7 @@ func (w *worker) cancelYield(p *proc, tag uint64) {
 				x.endCall(seq, ErrYieldCancelled)
 			}
 			held = x.unholdMonitor(seq)
+			x.forgetSleep(seq)
 		}
 	}
 	p.mu.Unlock()

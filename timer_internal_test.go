@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -430,4 +431,112 @@ func TestTimerShardTrim(t *testing.T) {
 	sh.trim(now+2*timerShrinkAfter+2, nil)
 	require.Zero(t, cap(sh.heap), "empty heap kept its buffer")
 	require.Zero(t, sh.index.len())
+}
+
+// TestSleepsKeptOnlyWhilePending: what a process keeps of a Sleep whose
+// deadline comes first (procLive.sleeps) is there while the yield is
+// pending and goes when it stops being pending, however it stops: its
+// deadline passes, a later step cancels it, a completion comes from
+// outside, or a later deadline gives the Sleep its own time back. A
+// process that does this again and again keeps nothing of the rounds
+// before.
+func TestSleepsKeptOnlyWhilePending(t *testing.T) {
+	s := newScheduler(t)
+	var self *proc
+	var wrong []string
+	expect := func(want int, what string) { // from the process's own step
+		self.mu.Lock()
+		got := 0
+		if x := self.live(); x != nil && x.sleeps != nil {
+			got = x.sleeps.len()
+		}
+		self.mu.Unlock()
+		if got != want {
+			wrong = append(wrong, fmt.Sprintf("%s: %d Sleeps kept, want %d", what, got, want))
+		}
+	}
+	completion := func(evs []Event) (Event, bool) {
+		for _, ev := range evs {
+			if ev.Type == EventYieldComplete && ev.Tag == 1 {
+				return ev, true
+			}
+		}
+		return Event{}, false
+	}
+	pendingOutside := make(chan struct{}, 1)
+	phase := 0
+	h, err := s.Submit(context.Background(), stepFunc(func(evs []Event, out *StepOutput) error {
+		ev, completed := completion(evs)
+		switch phase {
+		case 0: // waits for its own record, sent by the test
+			for _, ev := range evs {
+				if p, ok := ev.Data.(*proc); ok {
+					self = p
+				}
+			}
+			if self == nil {
+				return nil
+			}
+			out.Sleep(1, time.Hour)
+			out.Timeout(1, 30*time.Minute)
+			out.Continue()
+		case 1:
+			expect(1, "a deadline before the Sleep's time, in its step")
+			out.Timeout(1, time.Millisecond)
+		case 2:
+			if !completed {
+				return nil
+			}
+			if !errors.Is(ev.Error, ErrTimeout) {
+				wrong = append(wrong, fmt.Sprintf("the first Sleep completed with %v, want ErrTimeout", ev.Error))
+			}
+			expect(0, "once the deadline passed")
+			out.Sleep(1, time.Hour)
+			out.Continue()
+		case 3:
+			out.Timeout(1, 30*time.Minute)
+			out.Continue()
+		case 4:
+			expect(1, "a deadline before the Sleep's time, in a step of its own")
+			out.Cancel(1)
+			out.Continue()
+		case 5:
+			expect(0, "once cancelled")
+			out.Sleep(1, time.Hour)
+			out.Timeout(1, 30*time.Minute)
+			out.Continue()
+		case 6:
+			expect(1, "before a completion from outside")
+			pendingOutside <- struct{}{}
+		case 7:
+			if !completed {
+				return nil
+			}
+			expect(0, "once completed from outside")
+			out.Sleep(1, time.Hour)
+			out.Timeout(1, 30*time.Minute)
+			out.Continue()
+		case 8:
+			expect(1, "before a later deadline")
+			out.Timeout(1, 2*time.Hour)
+			out.Continue()
+		case 9:
+			expect(0, "once a later deadline gave the Sleep its own time back")
+			out.Cancel(1)
+			out.Done(payload.Payload{})
+		}
+		phase++
+		return nil
+	}), "run", nil)
+	require.NoError(t, err)
+	require.NoError(t, s.Tell(h.PID(), h.p))
+	select {
+	case <-pendingOutside:
+	case <-time.After(testTimeout):
+		t.Fatal("the process did not reach the completion from outside")
+	}
+	require.NoError(t, s.CompleteYield(h.PID(), 1, "from outside", nil))
+	require.NoError(t, waitEnd(t, h))
+	require.Equal(t, 10, phase)
+	require.Empty(t, wrong)
 }

@@ -159,6 +159,65 @@ func TestTimeout(t *testing.T) {
 	})
 }
 
+// TestSleepKeepsItsOwnTimeUnderALaterDeadline: a Sleep given a deadline
+// before its own time, and then, in a later step, a deadline after it,
+// completes at its own time without error, as a Sleep that comes first
+// does: the earlier deadline, replaced, no longer counts, and the
+// Sleep's own time was never given up. Both ways to give the first
+// deadline: in the Sleep's own step, and in a step of its own.
+func TestSleepKeepsItsOwnTimeUnderALaterDeadline(t *testing.T) {
+	const (
+		first = 400 * time.Millisecond // the first deadline, before the Sleep ends
+		sleep = 600 * time.Millisecond // the Sleep's own time
+	)
+	for _, sameStep := range []bool{true, false} {
+		name := "deadline in the Sleep's step"
+		if !sameStep {
+			name = "deadline in a step of its own"
+		}
+		t.Run(name, func(t *testing.T) {
+			s := newScheduler(t)
+			// The last deadline must be set before the first one
+			// passes, which a machine busy enough may not do: such a
+			// round tells nothing and is run again.
+			for round := 1; ; round++ {
+				var began, replaced time.Time
+				p := &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+					switch {
+					case n == 0:
+						began = time.Now()
+						out.Sleep(1, sleep)
+						if sameStep {
+							out.Timeout(1, first)
+						}
+						out.Continue()
+					case n == 1 && !sameStep:
+						out.Timeout(1, first-time.Since(began))
+						out.Continue()
+					case replaced.IsZero():
+						replaced = time.Now()
+						out.Timeout(1, time.Hour)
+					}
+					if ev, ok := completionOf(evs, 1); ok {
+						out.Done(payload.Of(ev))
+					}
+					return nil
+				}}
+				h := submit(t, s, p)
+				ev := answerOf(t, s, h)
+				if replaced.Sub(began) >= first*3/4 && round < 5 {
+					t.Logf("round %d: the last deadline was set %v after the Sleep: run again", round, replaced.Sub(began))
+					continue
+				}
+				require.Less(t, replaced.Sub(began), first, "the last deadline came too late to tell anything")
+				require.NoError(t, ev.Error, "the Sleep's own time came before the last deadline")
+				assert.Zero(t, s.Stats().Timers, "a timer outlived the Sleep")
+				return
+			}
+		})
+	}
+}
+
 // TestTimeoutRacingCompletion: an answer racing the deadline completes the
 // yield exactly once, with whichever came first, and no timer is left.
 func TestTimeoutRacingCompletion(t *testing.T) {
