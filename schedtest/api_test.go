@@ -976,3 +976,48 @@ func TestExploreReplayHintKeepsTheOptions(t *testing.T) {
 	r = runTB(t, func(tb *recTB) { schedtest.Replay(tb, 1, scenario, fail) })
 	require.True(t, r.Failed(), "with them it fails again")
 }
+
+// TestSleepKeepsItsOwnTimeUnderALaterDeadline checks, as for the
+// scheduler, that a Sleep given a deadline before its own time, and then
+// in a later step one after it, completes at its own time without error:
+// the replaced deadline no longer counts, and the Sleep's own time was
+// never given up. The first deadline is given in the Sleep's step, or in
+// a step of its own.
+func TestSleepKeepsItsOwnTimeUnderALaterDeadline(t *testing.T) {
+	for _, sameStep := range []bool{true, false} {
+		s := schedtest.New(t)
+		var at []string
+		p := &recorder{}
+		p.step = func(n int, evs []scheduler.Event, out *scheduler.StepOutput) {
+			for _, ev := range evs {
+				if ev.Type == scheduler.EventYieldComplete {
+					at = append(at, fmt.Sprintf("+%v tag %d error %v", s.Now().Sub(schedtest.Epoch), ev.Tag, ev.Error))
+				}
+			}
+			switch n {
+			case 1:
+				out.Sleep(1, 10*time.Minute)
+				if sameStep {
+					out.Timeout(1, time.Minute)
+				}
+				out.Continue()
+			case 2:
+				if sameStep {
+					out.Timeout(1, time.Hour)
+				} else {
+					out.Timeout(1, time.Minute)
+					out.Continue()
+				}
+			case 3:
+				if !sameStep {
+					out.Timeout(1, time.Hour)
+				}
+			}
+		}
+		pid := s.Start(p, "run", nil)
+		moved := s.RunUntilIdleAdvancing()
+		require.Equal(t, []string{"+10m0s tag 1 error <nil>"}, at, "first deadline in the Sleep's step: %v", sameStep)
+		require.Equal(t, 10*time.Minute, moved, "no clock stop at a deadline that was replaced")
+		require.Equal(t, map[bool]int{true: 3, false: 4}[sameStep], s.Steps(pid), "a step for each deadline and one for the completion")
+	}
+}

@@ -66,6 +66,7 @@ type pending struct {
 	kind     bridge.Kind
 	timerAt  int64 // when its timer fires, 0: none
 	deadline bool  // the timer is a deadline (ErrTimeout), not a Sleep's end
+	sleepAt  int64 // a Sleep's own time, which it keeps under any deadline
 	watching *proc // the process a Monitor or Request watches
 }
 
@@ -467,6 +468,7 @@ func (s *Sim) carry(p *proc, y *bridge.Yield) {
 		if pd == nil {
 			return
 		}
+		pd.sleepAt = int64(y.When)
 		if y.Deadline != 0 && y.Deadline < y.When {
 			s.setTimer(pd, int64(y.Deadline), true)
 		} else {
@@ -585,14 +587,21 @@ func (s *Sim) cancelYield(p *proc, tag uint64) {
 	p.inbox = kept
 }
 
-// timeout gives p's outstanding yield tag the deadline when.
+// timeout gives p's outstanding yield tag the deadline when: a deadline
+// it had is replaced, and a Sleep keeps its own time if that comes
+// first.
 func (s *Sim) timeout(p *proc, tag uint64, when int64) {
 	pd := p.pending[tag]
 	if pd == nil {
 		return
 	}
-	if pd.timerAt != 0 && !pd.deadline && pd.timerAt <= when {
-		return // a Sleep that ends first
+	if pd.kind == bridge.KindSleep && pd.sleepAt <= when {
+		// A Sleep whose own time comes first: that is its timer, whatever
+		// deadline it had before.
+		if pd.deadline {
+			s.setTimer(pd, pd.sleepAt, false)
+		}
+		return
 	}
 	if when <= s.now {
 		s.completeNow(pd, scheduler.Event{Error: scheduler.ErrTimeout})
