@@ -457,7 +457,7 @@ func newCallContext(p *proc, seq uint64, ts *timerService) *callContext {
 // Deadline implements context.Context: the deadline the process gave the
 // yield (StepOutput.Timeout), if any.
 func (c *callContext) Deadline() (time.Time, bool) {
-	when, deadline, ok := c.ts.lookup(c.seq)
+	when, _, deadline, ok := c.ts.lookup(c.seq)
 	if !ok || !deadline {
 		return time.Time{}, false
 	}

@@ -209,10 +209,9 @@ func (w *worker) dispatch(p *proc, waits bool) {
 		case yieldTimer:
 			if seq := w.register(p, y.tag, w.newSeq()); seq != 0 {
 				if y.deadline != 0 && y.deadline < y.when {
-					keepSleep(p, seq, y.when)
-					w.arm(p, seq, y.deadline, true) // the deadline comes first
+					w.arm(p, seq, y.deadline, true, y.when) // the deadline comes first
 				} else {
-					w.arm(p, seq, y.when, false)
+					w.arm(p, seq, y.when, false, 0)
 				}
 			}
 		case yieldTellName:
@@ -297,12 +296,14 @@ func (w *worker) registerWithin(p *proc, y *yield, seq uint64) uint64 {
 		w.expire(p, seq)
 		return 0
 	}
-	w.arm(p, seq, y.deadline, true)
+	w.arm(p, seq, y.deadline, true, 0)
 	return seq
 }
 
 // arm gives p's pending yield seq a timer at when, a deadline (which
-// completes it with ErrTimeout) or else a Sleep's end, and marks the
+// completes it with ErrTimeout) or else a Sleep's end, with behind the
+// own time of a Sleep whose deadline comes first (0: none; see
+// timerShard.behind), and marks the
 // yield timed, so that whatever completes, cancels or releases it
 // removes the timer. The timer first, then the mark: a completion
 // before the mark finds no mark and leaves the timer (whether it came
@@ -310,13 +311,13 @@ func (w *worker) registerWithin(p *proc, y *yield, seq uint64) uint64 {
 // first, a completion between the mark and the timer (CompleteYield by
 // tag, from any goroutine) would look for the timer before it was there
 // and leave it behind. Worker only, with p Running.
-func (w *worker) arm(p *proc, seq uint64, when int64, deadline bool) {
+func (w *worker) arm(p *proc, seq uint64, when int64, deadline bool, behind int64) {
 	p.inbox.wbits |= wbTimed
 	ts := w.s.timers
 	if deadline {
-		ts.addDeadline(w, p.id.Load(), seq, when)
+		ts.addDeadline(w, p.id.Load(), seq, when, behind)
 	} else {
-		ts.add(w, p.id.Load(), seq, when)
+		ts.add(w, p.id.Load(), seq, when, 0)
 	}
 	p.mu.Lock()
 	marked := p.pending.markTimed(seq, p.live())
@@ -338,30 +339,28 @@ func (w *worker) expire(p *proc, seq uint64) {
 // deadline when (see StepOutput.Timeout): a deadline it has already is
 // replaced, a Sleep keeps its own time if that comes first. A Sleep has
 // one timer, for whichever of its own time and its deadline comes
-// first; while that is the deadline, the Sleep's own time is kept on
-// the side (procLive.sleeps), so that a later deadline past it gives the
+// first; while that is the deadline, the Sleep's own time is kept with
+// it (timerShard.behind), so that a later deadline past it gives the
 // Sleep its timer back. Worker only, with p Running.
 func (w *worker) timeout(p *proc, tag uint64, when int64) {
 	p.mu.Lock()
-	x := p.live()
-	seq, ok := p.pending.lookupTag(tag, x)
-	var sleep uint64 // the own time of a Sleep whose timer is a deadline
-	if ok && x != nil && x.sleeps != nil {
-		sleep, _ = x.sleeps.get(seq &^ seqTimed)
-	}
+	seq, ok := p.pending.lookupTag(tag, p.live())
 	p.mu.Unlock()
 	if !ok {
 		return
 	}
 	ts := w.s.timers
+	behind := int64(0) // the own time of a Sleep, if its deadline is to come first
 	if seq&seqTimed != 0 {
 		seq &^= seqTimed
-		old, deadline, ok := ts.lookup(seq)
-		if ok && !deadline {
-			if old <= when {
-				return // a Sleep that ends first
-			}
-			sleep = uint64(old) // given up to the deadline, kept below
+		old, sleep, deadline, ok := ts.lookup(seq)
+		switch {
+		case ok && !deadline && old <= when:
+			return // a Sleep that ends first
+		case ok && !deadline:
+			behind = old // a Sleep that the deadline is to come before
+		case ok:
+			behind = sleep // a deadline, with the Sleep's own time, if any
 		}
 		// A timed yield keeps its timer in its shard until the timer
 		// fires or the yield completes (see arm): one that is gone has
@@ -370,46 +369,18 @@ func (w *worker) timeout(p *proc, tag uint64, when int64) {
 		if !ts.remove(seq) {
 			return
 		}
-		if sleep != 0 {
-			if int64(sleep) <= when {
-				// The Sleep's own time comes first again: it is the
-				// yield's timer once more, with no deadline.
-				forgetSleep(p, seq)
-				w.arm(p, seq, int64(sleep), false)
-				return
-			}
-			keepSleep(p, seq, int64(sleep))
+		if behind != 0 && behind <= when {
+			// The Sleep's own time comes first again: its timer is its
+			// own time, with no deadline.
+			w.arm(p, seq, behind, false, 0)
+			return
 		}
 	}
 	if when <= ts.now() {
 		w.expire(p, seq)
 		return
 	}
-	w.arm(p, seq, when, true)
-}
-
-// keepSleep records when, the own time of p's pending Sleep seq, whose
-// timer is to be a deadline that comes first (see procLive.sleeps), if
-// the yield is still pending. Worker only, with p Running.
-func keepSleep(p *proc, seq uint64, when int64) {
-	p.mu.Lock()
-	if x := p.getLive(); p.pending.hasSeq(seq, x) {
-		if x.sleeps == nil {
-			x.sleeps = new(u64map)
-		}
-		x.sleeps.set(seq, uint64(when))
-	}
-	p.mu.Unlock()
-}
-
-// forgetSleep drops what keepSleep recorded of p's pending Sleep seq:
-// its timer is its own time again. Worker only, with p Running.
-func forgetSleep(p *proc, seq uint64) {
-	p.mu.Lock()
-	if x := p.live(); x != nil {
-		x.forgetSleep(seq)
-	}
-	p.mu.Unlock()
+	w.arm(p, seq, when, true, behind)
 }
 
 // newSeq returns a yield sequence number that no other yield of this
@@ -488,7 +459,6 @@ func (w *worker) cancelYield(p *proc, tag uint64) {
 				x.endCall(seq, ErrYieldCancelled)
 			}
 			held = x.unholdMonitor(seq)
-			x.forgetSleep(seq)
 		}
 	}
 	p.mu.Unlock()

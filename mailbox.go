@@ -478,7 +478,6 @@ func (p *proc) completeFor(ev *Event, seq uint64, cause error, d *directClaim, i
 			x.endCall(seq, cause)
 		}
 		c.held = x.unholdMonitor(seq)
-		x.forgetSleep(seq)
 	}
 	if d != nil && p.inbox.n == 0 {
 		// Besides the holders of mu, only a shutdown deadline's tryForce

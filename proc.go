@@ -394,12 +394,6 @@ type procLive struct {
 	room     chan struct{}  // closed at the next drain, for senders waiting for room
 	calls    []*callContext // contexts of calls whose yields are pending (see Call.Context)
 	ctxAfter afterFuncs     // functions to run when the process context is done (AfterFunc)
-	// sleeps holds the own times of pending Sleeps whose timer is a
-	// deadline that comes first (see worker.timeout): yield seq -> the
-	// Sleep's time on the timer service's clock. Kept only while the
-	// yield is pending, so that a later deadline past the Sleep's time
-	// gives the Sleep its own time back.
-	sleeps *u64map
 
 	// Names, monitors (see names.go and monitor.go). Guarded by proc.mu
 	// while the process lives; frozen once it is closed, when whoever
@@ -421,15 +415,6 @@ type extraAndLive struct {
 // share (see childExtra), which is never written.
 // Any goroutine.
 func (x *procExtra) shared() bool { return x.children.Load() == x }
-
-// forgetSleep drops what x keeps of the pending yield seq's Sleep (see
-// procLive.sleeps), if anything: the yield is no longer pending. Called
-// with mu held, where a yield stops being pending.
-func (x *procLive) forgetSleep(seq uint64) {
-	if x.sleeps != nil {
-		x.sleeps.remove(seq)
-	}
-}
 
 // live returns p's procLive, or nil if it has none. Called with mu held,
 // or, once p is closed, by whoever ended it.

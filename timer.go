@@ -104,9 +104,15 @@ type timerService struct {
 
 // timerShard is one worker's timers.
 type timerShard struct {
-	mu    sync.Mutex   // guards heap and index; held for a heap operation or a batch of them
+	mu    sync.Mutex   // guards heap, index and behind; held for a heap operation or a batch of them
 	heap  []timerEntry // a 4-ary min-heap ordered by (when, seq)
 	index u64map       // seq -> position of its entry in heap
+	// behind holds, for a Sleep whose timer in heap is a deadline that
+	// comes before the Sleep's own time, that own time: seq -> when. A
+	// Sleep has one timer, for whichever comes first; the time behind it
+	// is kept so that a later deadline past it gives the Sleep its own
+	// time back (see worker.timeout). An entry goes with its timer.
+	behind u64map
 	// first is heap[0].when (noTimer when empty) and count is len(heap):
 	// stored under mu after every change, loaded without it by workers
 	// deciding whether to look (first) and by Stats (count).
@@ -193,11 +199,16 @@ func (ts *timerService) shardOf(seq uint64) (*timerShard, int) {
 
 // add schedules the completion of process pid's yield seq at when, in
 // nanoseconds on the service's clock, in the shard of the worker that
-// registered seq. Worker only: w is the calling worker, running pid.
-func (ts *timerService) add(w *worker, pid, seq uint64, when int64) {
+// registered seq; behind, if not 0, is the own time of a Sleep whose
+// timer this is, a deadline before it (see timerShard.behind).
+// Worker only: w is the calling worker, running pid.
+func (ts *timerService) add(w *worker, pid, seq uint64, when, behind int64) {
 	sh, id := ts.shardOf(seq)
 	sh.mu.Lock()
 	sh.push(timerEntry{when: when, pid: pid, seq: seq})
+	if behind != 0 {
+		sh.behind.set(seq, uint64(behind))
+	}
 	earliest := sh.heap[0].seq == seq
 	sh.publish()
 	sh.mu.Unlock()
@@ -226,25 +237,30 @@ func (ts *timerService) add(w *worker, pid, seq uint64, when int64) {
 // it completes the yield with ErrTimeout unless the timer is removed
 // first. As add.
 // Worker only, as add.
-func (ts *timerService) addDeadline(w *worker, pid, seq uint64, when int64) {
-	ts.add(w, pid|timerDeadline, seq, when)
+func (ts *timerService) addDeadline(w *worker, pid, seq uint64, when, behind int64) {
+	ts.add(w, pid|timerDeadline, seq, when, behind)
 }
 
-// lookup returns when the timer of yield seq is due and whether it is a
-// deadline; ok is false if the yield has no timer. Any goroutine.
-func (ts *timerService) lookup(seq uint64) (when int64, deadline, ok bool) {
+// lookup returns when the timer of yield seq is due, whether it is a
+// deadline, and the own time of the Sleep behind that deadline, if any
+// (0 if none); ok is false if the yield has no timer. Any goroutine.
+func (ts *timerService) lookup(seq uint64) (when, behind int64, deadline, ok bool) {
 	sh, _ := ts.shardOf(seq)
 	if sh.count.Load() == 0 {
-		return 0, false, false
+		return 0, 0, false, false
 	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	i, ok := sh.index.get(seq)
 	if !ok {
-		return 0, false, false
+		return 0, 0, false, false
 	}
 	e := &sh.heap[i]
-	return e.when, e.pid&timerDeadline != 0, true
+	if sh.behind.len() != 0 {
+		b, _ := sh.behind.get(seq)
+		behind = int64(b)
+	}
+	return e.when, behind, e.pid&timerDeadline != 0, true
 }
 
 // remove deletes the timer of yield seq and reports whether it had one.
@@ -303,7 +319,7 @@ func (ts *timerService) stop() {
 	for i := range ts.shards {
 		sh := &ts.shards[i]
 		sh.mu.Lock()
-		sh.heap, sh.index = nil, u64map{}
+		sh.heap, sh.index, sh.behind = nil, u64map{}, u64map{}
 		sh.publish()
 		sh.mu.Unlock()
 	}
@@ -383,6 +399,9 @@ func (sh *timerShard) removeAt(i int) timerEntry {
 	h := sh.heap
 	e := h[i]
 	sh.index.remove(e.seq)
+	if sh.behind.len() != 0 {
+		sh.behind.remove(e.seq)
+	}
 	last := len(h) - 1
 	if i != last {
 		h[i] = h[last]

@@ -433,24 +433,24 @@ func TestTimerShardTrim(t *testing.T) {
 	require.Zero(t, sh.index.len())
 }
 
-// TestSleepsKeptOnlyWhilePending: what a process keeps of a Sleep whose
-// deadline comes first (procLive.sleeps) is there while the yield is
+// TestSleepsKeptOnlyWhilePending: the own time of a Sleep whose
+// deadline comes first (timerShard.behind) is kept while the yield is
 // pending and goes when it stops being pending, however it stops: its
 // deadline passes, a later step cancels it, a completion comes from
 // outside, or a later deadline gives the Sleep its own time back. A
-// process that does this again and again keeps nothing of the rounds
+// process that does this again and again leaves nothing of the rounds
 // before.
 func TestSleepsKeptOnlyWhilePending(t *testing.T) {
 	s := newScheduler(t)
-	var self *proc
 	var wrong []string
 	expect := func(want int, what string) { // from the process's own step
-		self.mu.Lock()
 		got := 0
-		if x := self.live(); x != nil && x.sleeps != nil {
-			got = x.sleeps.len()
+		for i := range s.timers.shards {
+			sh := &s.timers.shards[i]
+			sh.mu.Lock()
+			got += sh.behind.len()
+			sh.mu.Unlock()
 		}
-		self.mu.Unlock()
 		if got != want {
 			wrong = append(wrong, fmt.Sprintf("%s: %d Sleeps kept, want %d", what, got, want))
 		}
@@ -468,15 +468,7 @@ func TestSleepsKeptOnlyWhilePending(t *testing.T) {
 	h, err := s.Submit(context.Background(), stepFunc(func(evs []Event, out *StepOutput) error {
 		ev, completed := completion(evs)
 		switch phase {
-		case 0: // waits for its own record, sent by the test
-			for _, ev := range evs {
-				if p, ok := ev.Data.(*proc); ok {
-					self = p
-				}
-			}
-			if self == nil {
-				return nil
-			}
+		case 0:
 			out.Sleep(1, time.Hour)
 			out.Timeout(1, 30*time.Minute)
 			out.Continue()
@@ -529,7 +521,6 @@ func TestSleepsKeptOnlyWhilePending(t *testing.T) {
 		return nil
 	}), "run", nil)
 	require.NoError(t, err)
-	require.NoError(t, s.Tell(h.PID(), h.p))
 	select {
 	case <-pendingOutside:
 	case <-time.After(testTimeout):
@@ -538,5 +529,22 @@ func TestSleepsKeptOnlyWhilePending(t *testing.T) {
 	require.NoError(t, s.CompleteYield(h.PID(), 1, "from outside", nil))
 	require.NoError(t, waitEnd(t, h))
 	require.Equal(t, 10, phase)
+	require.Empty(t, wrong)
+
+	// A process that ends with such a Sleep pending leaves nothing.
+	h, err = s.Submit(context.Background(), numbered(func(n int, _ []Event, out *StepOutput) error {
+		if n == 0 {
+			out.Sleep(1, time.Hour)
+			out.Timeout(1, 30*time.Minute)
+			out.Continue()
+			return nil
+		}
+		expect(1, "before its process ends")
+		out.Done(payload.Payload{})
+		return nil
+	}), "run", nil)
+	require.NoError(t, err)
+	require.NoError(t, waitEnd(t, h))
+	expect(0, "once its process ended")
 	require.Empty(t, wrong)
 }
