@@ -79,3 +79,7 @@ func SetRandomNode(f func() uint32) (restore func()) {
 	randomNode = f
 	return func() { randomNode = old }
 }
+
+// HandleExit is handleExit: how the process of h ended, from its Handle,
+// or e if the Handle does not know yet.
+var HandleExit = handleExit
