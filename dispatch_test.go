@@ -695,6 +695,36 @@ func TestCancel(t *testing.T) {
 		eventually(t, "the child's end", func() bool { return child.Closes() == 1 })
 	})
 
+	t.Run("a tag that is not pending: nothing happens", func(t *testing.T) {
+		s := newScheduler(t)
+		p := &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+			switch n {
+			case 0:
+				out.Sleep(1, time.Hour)
+				out.Cancel(9) // never yielded
+				out.Continue()
+			case 1:
+				out.Cancel(1)
+				out.Cancel(1) // no longer pending
+				out.Sleep(2, 0)
+			default:
+				if _, ok := completionOf(evs, 2); ok {
+					out.Done(payload.Payload{})
+				}
+			}
+			return nil
+		}}
+		h := submit(t, s, p)
+		_, err := waitEnd(t, s, h)
+		require.NoError(t, err)
+		for _, ev := range p.EventsOf(sched.EventYieldComplete) {
+			assert.Equal(t, uint64(2), ev.Tag, "only the second sleep completed")
+		}
+		eventually(t, "the cancel counted", func() bool { return s.Stats().Cancelled >= 1 })
+		assert.Equal(t, uint64(1), s.Stats().Cancelled, "only the pending yield's cancel counts")
+		assert.Zero(t, s.Stats().Timers)
+	})
+
 	t.Run("a request stops waiting; its answer is a late reply", func(t *testing.T) {
 		s := newScheduler(t)
 		requests := make(chan sched.Request, 1)
