@@ -207,6 +207,90 @@ func TestCompletionAfterEnd(t *testing.T) {
 	require.ErrorIs(t, sched.Completion{}.Complete(nil, nil), sched.ErrProcessNotFound, "zero Completion")
 }
 
+// TestManyPendingYields: a process with more yields pending than its
+// small set holds (they move to maps) still finds each by its tag: a
+// later step's Timeout and Cancel reach the right yields, a cancelled
+// tag may be yielded again at once, and the rest complete with their
+// own answers, each once.
+func TestManyPendingYields(t *testing.T) {
+	const n = 100 // well past the small set's 31
+	calls := make(chan sched.Call, n)
+	s := newScheduler(t, sched.WithHandler(cmdTest, func(c sched.Call) error {
+		calls <- c
+		return nil
+	}))
+	got := map[uint64]sched.Event{}
+	p := &probe{step: func(_ *probe, step int, evs []sched.Event, out *sched.StepOutput) error {
+		if step == 0 {
+			for tag := uint64(1); tag <= n; tag++ {
+				out.Yield(tag, cmdTest, tag)
+			}
+			return nil
+		}
+		for _, ev := range evs {
+			switch ev.Type {
+			case sched.EventMessage:
+				for tag := uint64(1); tag <= 10; tag++ {
+					out.Timeout(tag, time.Millisecond)
+				}
+				for tag := uint64(11); tag <= 20; tag++ {
+					out.Cancel(tag)
+					out.Yield(tag, cmdTest, tag+1000) // the same tag, again
+				}
+			case sched.EventYieldComplete:
+				if _, dup := got[ev.Tag]; dup {
+					return fmt.Errorf("tag %d completed twice", ev.Tag)
+				}
+				got[ev.Tag] = ev
+			}
+		}
+		if len(got) == n {
+			out.Done(payload.Payload{})
+		}
+		return nil
+	}}
+	h := submit(t, s, p)
+	held := make([]sched.Call, 0, n)
+	for range n {
+		held = append(held, receive(t, calls, "a call"))
+	}
+	require.NoError(t, s.Tell(h.PID(), "time out 1-10, cancel 11-20 and yield them again"))
+	// Tags 1-10 complete with ErrTimeout; 11-20 are cancelled and
+	// yielded again, which makes ten more calls.
+	for range 10 {
+		held = append(held, receive(t, calls, "a call for a tag yielded again"))
+	}
+	eventually(t, "the timeouts", func() bool { return len(p.EventsOf(sched.EventYieldComplete)) >= 10 })
+	for _, c := range held[:n] {
+		err := c.Complete(fmt.Sprint("answer ", c.Arg), nil)
+		if c.Tag <= 20 {
+			assert.ErrorIs(t, err, sched.ErrYieldNotPending, "tag %d", c.Tag)
+		} else {
+			assert.NoError(t, err, "tag %d", c.Tag)
+		}
+	}
+	for _, c := range held[n:] {
+		assert.NoError(t, c.Complete(fmt.Sprint("again ", c.Arg), nil), "tag %d yielded again", c.Tag)
+	}
+	_, err := waitEnd(t, s, h)
+	require.NoError(t, err)
+	for tag := uint64(1); tag <= n; tag++ {
+		ev, ok := got[tag]
+		switch {
+		case tag <= 10:
+			require.True(t, ok, "tag %d", tag)
+			assert.ErrorIs(t, ev.Error, sched.ErrTimeout, "tag %d", tag)
+		case tag <= 20:
+			require.True(t, ok, "tag %d", tag)
+			assert.Equal(t, fmt.Sprint("again ", tag+1000), ev.Data, "tag %d: the yield made again, not the cancelled one", tag)
+		default:
+			require.True(t, ok, "tag %d", tag)
+			assert.Equal(t, fmt.Sprint("answer ", tag), ev.Data, "tag %d", tag)
+		}
+	}
+	assert.Zero(t, s.Stats().Timers)
+}
+
 // TestDuplicateTag: yielding a tag that is still outstanding completes the
 // new yield at once with ErrDuplicateTag and leaves the first one alone.
 func TestDuplicateTag(t *testing.T) {
