@@ -155,7 +155,7 @@ func TestReuseFIFOWhileStaleSendersHammer(t *testing.T) {
 				atTimeout, stats := read[k].Load(), s.Stats()
 				late := "it had not ended a minute later either"
 				select {
-				case next = <-pids:
+				case <-pids:
 					late = "it ended later, within a minute"
 				case <-time.After(time.Minute):
 				}

@@ -96,17 +96,6 @@ func idle() scheduler.Process {
 	return stepper(func(int, []scheduler.Event, *scheduler.StepOutput) error { return nil })
 }
 
-// ender is a process that ends at its first event (a message or a cancel),
-// with the number of events it got as its result.
-func ender() scheduler.Process {
-	return stepper(func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
-		if n > 1 {
-			out.Done(payload.Of(len(evs)))
-		}
-		return nil
-	})
-}
-
 // recorder is a process that keeps every event it gets and runs step.
 type recorder struct {
 	mu     sync.Mutex

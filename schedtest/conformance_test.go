@@ -469,6 +469,15 @@ func lines(j *journal, name string) string {
 	return strings.Join(out, "; ")
 }
 
+// sortedLines is lines, sorted: for a process whose lines come in an
+// order the scheduler leaves open (the ends of children racing each
+// other, say).
+func sortedLines(j *journal, name string) string {
+	ls := strings.Split(lines(j, name), "; ")
+	sort.Strings(ls)
+	return strings.Join(ls, "; ")
+}
+
 var scenarios = []scenario{
 	{
 		name: "messages keep per-sender FIFO",
@@ -686,9 +695,7 @@ var scenarios = []scenario{
 			_, err := w.result(p)
 			require.NoError(t, err)
 			// The children's ends race each other; sort the parent's lines.
-			ls := strings.Split(lines(j, "p"), "; ")
-			sort.Strings(ls)
-			return strings.Join(ls, "; ")
+			return sortedLines(j, "p")
 		},
 		want: "close; complete 1 from=idle; complete 2 data=r from=ok; complete 3 err=boom from=bad; complete 4 err=other(scheduler: nil process); complete 5 err=other(scheduler: empty method)",
 	},
@@ -728,9 +735,7 @@ var scenarios = []scenario{
 			require.NoError(t, w.terminate(term))
 			_, err := w.result(watcher)
 			require.NoError(t, err)
-			ls := strings.Split(lines(j, "w"), "; ")
-			sort.Strings(ls)
-			return strings.Join(ls, "; ")
+			return sortedLines(j, "w")
 		},
 		want: "close; complete 1 data=exit(done done 1) from=done; complete 2 data=exit(failed failed boom) from=failed; complete 3 data=exit(term terminated Terminated 3) from=term; complete 4 data=exit(gone gone ProcessNotFound) from=gone; complete 5 data=exit(w gone ProcessNotFound) from=w",
 	},
@@ -771,9 +776,7 @@ var scenarios = []scenario{
 			}), "run")
 			_, err := w.result(asker)
 			require.NoError(t, err)
-			ls := strings.Split(lines(j, "asker"), "; ")
-			sort.Strings(ls)
-			return strings.Join(ls, "; ")
+			return sortedLines(j, "asker")
 		},
 		want: "close; complete 1 data=re:a from=replier; complete 2 err=ProcessNotFound from=gone; complete 3 err=NoReply from=replier",
 	},
@@ -806,9 +809,7 @@ var scenarios = []scenario{
 			_, err := w.result(c)
 			require.NoError(t, err)
 			// srv may answer while c's yields are still being carried out.
-			ls := strings.Split(lines(j, "c"), "; ")
-			sort.Strings(ls)
-			return strings.Join(ls, "; ") + " | " + lines(j, "srv")
+			return sortedLines(j, "c") + " | " + lines(j, "srv")
 		},
 		want: "close; complete 1 data=pong from=srv; complete 2 err=NameNotFound; message data=hi err=NameNotFound | message data=hi from=c; message data=request(ping) from=c",
 	},
@@ -1012,9 +1013,7 @@ var scenarios = []scenario{
 			note("shutdown", w.shutdown())
 			note("reply 3 after shutdown", w.reply(rt[2], "late", nil))
 			note("reply zero after shutdown", w.reply(scheduler.ReplyTo{}, "zero", nil))
-			ls := strings.Split(lines(j, "asker"), "; ")
-			sort.Strings(ls)
-			return strings.Join(ls, "; ") + " | " + strings.Join(r, "; ")
+			return sortedLines(j, "asker") + " | " + strings.Join(r, "; ")
 		},
 		want: "close; complete 1 data=a1; complete 2 err=boom | reply 1 ok; reply 2 ok; reply 1 again YieldNotPending; reply zero YieldNotPending; " +
 			"reply 3 asker ended ProcessNotFound; shutdown ok; reply 3 after shutdown Closed; reply zero after shutdown YieldNotPending",
@@ -1070,9 +1069,7 @@ var scenarios = []scenario{
 			}), "run")
 			_, err := w.result(p)
 			require.NoError(t, err)
-			ls := strings.Split(lines(j, "p"), "; ")
-			sort.Strings(ls)
-			return strings.Join(ls, "; ")
+			return sortedLines(j, "p")
 		},
 		want: "close; complete 1 err=Timeout; complete 2 err=Timeout; complete 3; message data=next from=p",
 	},
