@@ -160,17 +160,16 @@ func handleExit(h scheduler.Handle, e scheduler.Exit) scheduler.Exit {
 
 // sendExit sends peer p the exit e of the process its request req
 // watches. A result that cannot cross is replaced by the error saying
-// so. Any goroutine.
+// so, joined to the exit's own error if it has one. Any goroutine.
 func (n *Node) sendExit(p *peer, req uint64, e scheduler.Exit) {
 	var body any
 	cause := e.Err
 	if !e.Result.IsZero() {
 		b, err := wireBody(e.Result)
-		switch {
-		case err == nil:
+		if err == nil {
 			body = b
-		case cause == nil:
-			cause = fmt.Errorf("the result cannot cross: %w", err)
+		} else {
+			cause = errors.Join(cause, fmt.Errorf("the result cannot cross: %w", err))
 		}
 	}
 	if p.link.sendExit(req, e.Reason, cause, body) != nil {

@@ -2,6 +2,7 @@ package remote
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"sync"
@@ -24,7 +25,8 @@ import (
 // [scheduler.Event.Result]) and its error as Error, and From its PID, as
 // [scheduler.StepOutput.SpawnAwait] does. It fails with an error wrapping
 // [ErrUnknownNode], [ErrNodeDown], [ErrUnknownKind], [ErrNotEncodable]
-// (an input that cannot cross), or the error of the process's Init on
+// (an input that cannot cross, or, with Await, a result that cannot
+// cross back: that of a Go value JSON cannot encode), or the error of the process's Init on
 // the target node (an [*Error] matching [scheduler.ErrInit]).
 type Spawn struct {
 	// Node is the name of the node to start the process on; empty, or
@@ -200,10 +202,14 @@ func (n *Node) spawn(sp Spawn, submit submitFunc, done func(from relay.PID, data
 
 // awaited is the completion of an awaited spawn whose child ended with e,
 // as a local SpawnAwait completes: the child's result and its own error
-// (none if it finished with Done, asked to stop or not).
+// (none if it finished with Done, asked to stop or not), or, if the
+// result could not cross from the child's node, the error saying so.
 func awaited(e scheduler.Exit) (any, error) {
 	switch e.Reason {
 	case scheduler.ExitDone, scheduler.ExitTerminated:
+		if errors.Is(e.Err, ErrNotEncodable) {
+			return nil, e.Err
+		}
 		return e.Result, nil
 	case scheduler.ExitGone:
 		return nil, e.Err

@@ -1,0 +1,94 @@
+package remote_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	scheduler "github.com/procsched/scheduler"
+	"github.com/procsched/scheduler/payload"
+	"github.com/procsched/scheduler/relay"
+	"github.com/procsched/scheduler/remote"
+)
+
+// unsendable ends with a result that cannot cross nodes (a channel,
+// which JSON cannot encode): at its first step with method "now"; with
+// method "wait", it passes its PID to started at its first step and ends
+// when asked to stop.
+type unsendable struct {
+	method  string
+	started chan relay.PID
+	stepped bool
+}
+
+func (u *unsendable) Init(_ context.Context, method string, _ payload.Payloads) error {
+	u.method = method
+	return nil
+}
+
+func (u *unsendable) Step(evs []scheduler.Event, out *scheduler.StepOutput) error {
+	if u.method == "now" {
+		out.Done(payload.Of(make(chan int)))
+		return nil
+	}
+	if !u.stepped {
+		u.stepped = true
+		u.started <- out.Self() // room for one
+	}
+	for _, ev := range evs {
+		if ev.Type == scheduler.EventCancel {
+			out.Done(payload.Of(make(chan int)))
+		}
+	}
+	return nil
+}
+
+func (u *unsendable) Close() {}
+
+// TestAwaitedResultThatCannotCross: a child on another node that ends
+// with a result the wire cannot carry does not complete an awaited spawn
+// as if it had ended with nothing: the spawn fails with ErrNotEncodable,
+// whether the child finished by itself or was asked to stop. A monitor
+// of such a child gets its exit, with the same error.
+func TestAwaitedResultThatCannotCross(t *testing.T) {
+	_, a, b := tTwoNodes(t, nil)
+	started := make(chan relay.PID, 1)
+	require.NoError(t, b.Register("unsendable", func() scheduler.Process { return &unsendable{started: started} }))
+
+	ev := tYield(t, a.S, a.SpawnCommand(), remote.Spawn{Node: "b", Kind: "unsendable", Method: "now", Await: true})
+	assert.ErrorIs(t, ev.Error, remote.ErrNotEncodable, "a child that finished by itself")
+	assert.ErrorIs(t, ev.Error, payload.ErrEncode)
+	assert.Equal(t, b.Node.Node(), ev.From.Node)
+
+	// A child asked to stop: a watches it too.
+	awaiting := tSubmit(t, a.S, func(_ *tProc, n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+		if n == 0 {
+			out.Yield(1, a.SpawnCommand(), remote.Spawn{Node: "b", Kind: "unsendable", Method: "wait", Await: true})
+			return nil
+		}
+		for _, ev := range evs {
+			if ev.Type == scheduler.EventYieldComplete {
+				out.Done(payload.Of(ev))
+			}
+		}
+		return nil
+	})
+	child := tRecv(t, started, "the child to start")
+	exits := make(chan scheduler.Exit, 1)
+	a.Monitor(child, func(e scheduler.Exit) { exits <- e })
+	tEventually(t, func() bool { return b.Stats().MonitorsHeld == 2 }, "b watches the child for the spawn and the monitor")
+	require.NoError(t, b.S.Terminate(child))
+
+	res, err := tWaitResult(t, awaiting)
+	require.NoError(t, err)
+	ev = res.Value().(scheduler.Event)
+	assert.ErrorIs(t, ev.Error, remote.ErrNotEncodable, "a child asked to stop")
+	assert.Equal(t, child, ev.From)
+	e := tRecv(t, exits, "the monitor")
+	assert.Equal(t, scheduler.ExitTerminated, e.Reason, "the monitor is told how the child ended")
+	assert.ErrorIs(t, e.Err, scheduler.ErrTerminated)
+	assert.ErrorIs(t, e.Err, remote.ErrNotEncodable, "and that its result did not cross")
+	assert.True(t, e.Result.IsZero())
+}
