@@ -310,7 +310,10 @@ func (n *Node) tick(now int64) {
 // the server knows as soon as the peer's connection closes, so a crashed
 // peer is declared down within about two heartbeats instead of the
 // failure timeout. Right after this node reconnected, the answer is not
-// trusted: the peer may not have reconnected yet. Heartbeat goroutine.
+// trusted: the peer may not have reconnected yet. An answer shows that
+// the peer is subscribed, so a paused link resumes, but it is no
+// heartbeat: a peer silent for FailureTimeout is declared down whatever
+// its probes say. Heartbeat goroutine.
 func (n *Node) probe(p *peer, now int64) {
 	if now < n.probesFrom.Load() || !p.probing.CompareAndSwap(false, true) {
 		return
@@ -324,7 +327,9 @@ func (n *Node) probe(p *peer, now int64) {
 		_, err := n.nc.Request(ctlSubject(n.subj.prefix, p.num), appendCtl(buf[:0], ctlMsg{typ: ctlProbe, sender: n.num}), n.cfg.Heartbeat)
 		switch {
 		case err == nil:
-			p.heardFrom(time.Now().UnixNano())
+			if p.link.paused.Load() {
+				p.link.resume()
+			}
 		case errors.Is(err, nats.ErrNoResponders):
 			if time.Now().UnixNano() >= n.probesFrom.Load() && !n.closing() {
 				n.declareDown(p.num, errNoOneAnswers, true)
