@@ -139,8 +139,9 @@
 // or its mailbox was full (reported by the receiving node), the node was
 // unknown, down, or congested (refused at once), the message could not
 // be encoded (refused at once), the connection failed while its batch
-// was being published ([ErrDisconnected]), or the node closed before
-// the message left ([ErrClosed]). A message sent from outside any
+// was being published ([ErrDisconnected]), or the node closed, or its
+// connection closed for good (no reconnect attempts left), before the
+// message left ([ErrClosed]). A message sent from outside any
 // process has no one to come back to: its failures are only counted.
 //
 // What it does not promise: a message published and then lost — in

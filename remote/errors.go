@@ -51,8 +51,9 @@ var (
 	// the message was being published, so it was not sent. The node
 	// reconnects by itself; sending again later is safe.
 	ErrDisconnected error = &sentinel{"remote: connection to the server failed", nil}
-	// ErrClosed: the node is not started yet, or is closing or closed. It
-	// matches [scheduler.ErrClosed] too.
+	// ErrClosed: the node is not started yet, or is closing or closed, or
+	// its NATS connection has closed for good (it ran out of reconnect
+	// attempts). It matches [scheduler.ErrClosed] too.
 	ErrClosed error = &sentinel{"remote: node closed", scheduler.ErrClosed}
 	// ErrUnknownKind: a spawn named a process kind that the target node
 	// has not registered.

@@ -61,8 +61,9 @@ type Peer struct {
 	// Up is true while messages can be sent to it; false while it is
 	// joining and once it is down.
 	Up bool
-	// Reason says why a peer is down (it wraps [ErrNodeDown]); nil
-	// otherwise.
+	// Reason says why a peer is down (it wraps [ErrNodeDown], or
+	// [ErrClosed] once this node has closed or lost its connection for
+	// good); nil otherwise.
 	Reason error
 }
 

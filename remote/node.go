@@ -206,6 +206,7 @@ func (n *Node) connect() (*nats.Conn, error) {
 		}),
 		nats.ClosedHandler(func(c *nats.Conn) {
 			n.closedOnce.Do(func() { close(n.connClosed) })
+			n.onClosed()
 			if user.ClosedCB != nil {
 				user.ClosedCB(c)
 			}
@@ -355,7 +356,8 @@ var _ relay.Receiver = (*Node)(nil)
 // node is unknown or down, [ErrBackpressure] (also
 // [scheduler.ErrMailboxFull]) when too much waits for that node,
 // [ErrNotEncodable] for a message that cannot cross, and [ErrClosed]
-// before Start and from Close on. A msg with Err set is an undelivered
+// before Start, from Close on, and once the NATS connection has closed
+// for good. A msg with Err set is an undelivered
 // message going back to its sender on another node.
 func (n *Node) Send(msg relay.Message) error {
 	if msg.To.Node == n.num && n.running() {
@@ -454,6 +456,28 @@ func (n *Node) onReconnect() {
 		p.link.pause()
 		p.link.requestSync()
 	}
+}
+
+// onClosed runs on NATS's goroutine when the connection has closed for
+// good (it ran out of reconnect attempts) while the node runs: nothing
+// can be sent any more, so the messages waiting go back to their senders,
+// the pending requests complete, and sends to peers fail, all with
+// ErrClosed, as after Close. Close, which closes the connection itself,
+// does this on its own.
+func (n *Node) onClosed() {
+	if !n.running() {
+		return
+	}
+	closed := fmt.Errorf("%w: node %q lost its NATS connection for good", ErrClosed, n.cfg.Name)
+	n.logf(slog.LevelError, "remote: the NATS connection closed", "node", n.num, "name", n.cfg.Name)
+	for _, p := range *n.peers.Load() {
+		if waiting, ok := p.link.fail(closed); ok && len(waiting) > 0 {
+			n.returnAll(p, waiting, closed)
+		}
+	}
+	n.pending.failAll(closed)
+	n.held.close()
+	n.notify()
 }
 
 // notify wakes everyone waiting for a change (a peer up or down, or

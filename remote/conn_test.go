@@ -1,0 +1,93 @@
+package remote_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	scheduler "github.com/procsched/scheduler"
+	"github.com/procsched/scheduler/payload"
+	"github.com/procsched/scheduler/remote"
+)
+
+// TestConnectionClosedForGood: when the node's NATS connection closes
+// for good while it runs (here it may not reconnect, and the server goes
+// away), the messages waiting for its peers go back to their senders
+// with ErrClosed, and sends, spawns and monitors fail with ErrClosed
+// instead of waiting for a connection that never comes back. The user's
+// closed handler is still called.
+func TestConnectionClosedForGood(t *testing.T) {
+	srv := tServer(t)
+	closed := make(chan struct{})
+	a := tStart(t, srv.ClientURL(), "a", func(cfg *remote.Config) {
+		cfg.Window, cfg.MaxBuffered = 8<<10, 1<<20
+		cfg.FailureTimeout = time.Minute
+		cfg.Options = []nats.Option{nats.NoReconnect(), nats.ClosedHandler(func(*nats.Conn) { close(closed) })}
+	})
+	b := tStart(t, srv.ClientURL(), "b", func(cfg *remote.Config) { cfg.Window = 8 << 10 })
+	tRegister(t, b)
+	tJoin(t, a, b)
+	gate := make(chan struct{})
+	remote.SetInboundHook(b.Node, func() { <-gate })
+	defer close(gate)
+	recv, _ := tCollector(t, b.S, 64)
+
+	// A process sends more than the window: the rest waits in a's buffer.
+	const n = 64
+	back := make(chan scheduler.Event, n)
+	tSubmit(t, a.S, func(_ *tProc, step int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+		if step == 0 {
+			for range n {
+				out.Tell(recv.PID(), make([]byte, 1<<10))
+			}
+			return nil
+		}
+		for _, ev := range evs {
+			if ev.Type == scheduler.EventMessage {
+				back <- ev // room for all
+			}
+			if ev.Type == scheduler.EventCancel {
+				out.Done(payload.Payload{})
+			}
+		}
+		return nil
+	})
+	tEventually(t, func() bool { return a.Stats().Buffered > 0 }, "messages wait in a's buffer")
+
+	tStopServer(srv)
+	tRecv(t, closed, "a's connection to close")
+
+	// What was waiting comes back.
+	returned := a.Stats().Returned.Closed
+	assert.Positive(t, returned, "the waiting messages are returned")
+	for range returned {
+		ev := tRecv(t, back, "the waiting messages to come back")
+		assert.ErrorIs(t, ev.Error, remote.ErrClosed)
+		assert.Equal(t, recv.PID(), ev.From)
+	}
+	assert.Zero(t, a.Stats().Buffered)
+
+	// What comes later fails at once.
+	err := a.S.Tell(recv.PID(), "late")
+	assert.ErrorIs(t, err, remote.ErrClosed, "a send")
+	assert.ErrorIs(t, err, scheduler.ErrClosed)
+	ctx, cancel := context.WithTimeout(context.Background(), tWait)
+	defer cancel()
+	_, err = a.Spawn(ctx, "b", "echo", "run", nil)
+	assert.ErrorIs(t, err, remote.ErrClosed, "a spawn")
+	exits := make(chan scheduler.Exit, 1)
+	a.Monitor(recv.PID(), func(e scheduler.Exit) { exits <- e })
+	e := tRecv(t, exits, "the monitor to complete")
+	assert.Equal(t, scheduler.ExitGone, e.Reason)
+	assert.ErrorIs(t, e.Err, remote.ErrClosed, "a monitor")
+	for _, p := range a.Peers() {
+		assert.False(t, p.Up, "no peer is reachable")
+		assert.ErrorIs(t, p.Reason, remote.ErrClosed)
+	}
+	assert.Zero(t, a.Stats().Pending)
+	require.NoError(t, a.Close(ctx), "Close after the connection closed")
+}
