@@ -57,9 +57,19 @@ func TestConnectionClosedForGood(t *testing.T) {
 		return nil
 	})
 	tEventually(t, func() bool { return a.Stats().Buffered > 0 }, "messages wait in a's buffer")
+	// A spawn waits behind them.
+	ctx, cancel := context.WithTimeout(context.Background(), tWait)
+	defer cancel()
+	spawned := make(chan error, 1)
+	go func() {
+		_, err := a.Spawn(ctx, "b", "echo", "run", nil)
+		spawned <- err
+	}()
+	tEventually(t, func() bool { return a.Stats().Pending == 1 }, "the spawn is pending")
 
 	tStopServer(srv)
 	tRecv(t, closed, "a's connection to close")
+	assert.ErrorIs(t, tRecv(t, spawned, "the pending spawn"), remote.ErrClosed, "a pending spawn")
 
 	// What was waiting comes back.
 	returned := a.Stats().Returned.Closed
@@ -75,8 +85,6 @@ func TestConnectionClosedForGood(t *testing.T) {
 	err := a.S.Tell(recv.PID(), "late")
 	assert.ErrorIs(t, err, remote.ErrClosed, "a send")
 	assert.ErrorIs(t, err, scheduler.ErrClosed)
-	ctx, cancel := context.WithTimeout(context.Background(), tWait)
-	defer cancel()
 	_, err = a.Spawn(ctx, "b", "echo", "run", nil)
 	assert.ErrorIs(t, err, remote.ErrClosed, "a spawn")
 	exits := make(chan scheduler.Exit, 1)

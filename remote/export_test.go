@@ -83,3 +83,9 @@ func SetRandomNode(f func() uint32) (restore func()) {
 // HandleExit is handleExit: how the process of h ended, from its Handle,
 // or e if the Handle does not know yet.
 var HandleExit = handleExit
+
+// IsDown reports whether data is a "you are down" from sender.
+func IsDown(data []byte, sender uint32) bool {
+	m, err := decodeCtl(data)
+	return err == nil && m.typ == ctlDown && m.sender == sender
+}

@@ -1,6 +1,7 @@
 package remote_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -8,6 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	scheduler "github.com/procsched/scheduler"
+	"github.com/procsched/scheduler/relay"
 	"github.com/procsched/scheduler/remote"
 )
 
@@ -41,4 +44,81 @@ func TestSilentPeerDeclaredDownWhateverTheProbeSays(t *testing.T) {
 	assert.Contains(t, down.Reason.Error(), "silent for")
 	assert.GreaterOrEqual(t, time.Since(up), timeout, "not before FailureTimeout")
 	assert.Positive(t, a.Stats().Probes, "it was probed meanwhile")
+}
+
+// TestDownPeerStaysDown: a peer declared down that says hello again
+// (the same incarnation, which missed being declared down) is not taken
+// back: it is told it is down, and sends to its PIDs keep failing with
+// ErrNodeDown.
+func TestDownPeerStaysDown(t *testing.T) {
+	srv := tServer(t)
+	a := tStart(t, srv.ClientURL(), "a", func(cfg *remote.Config) { cfg.FailureTimeout = time.Minute })
+	fake := a.Node.Node() + 1
+	f := tFakePeer(t, srv.ClientURL(), fake)
+	f.hello(a, true)
+	tRecv(t, a.Up, "the fake to be up")
+	f.bye(a)
+
+	f.publish(f.all, remote.EncodeHello(fake, "fake", false, false))
+	for {
+		m := tRecv(t, f.ctl, "a to tell the fake it is down")
+		if remote.IsDown(m.Data, a.Node.Node()) {
+			break // other control messages (acks of the first hello) may come first
+		}
+	}
+	err := a.S.Tell(relay.PID{Node: fake, ID: 1}, "still down")
+	assert.ErrorIs(t, err, remote.ErrNodeDown)
+	st := a.Stats()
+	assert.Equal(t, 1, st.Peers.Down)
+	assert.Zero(t, st.Peers.Up+st.Peers.Joining)
+}
+
+// TestForgottenIncarnationsKeepTheirCounts: a node remembers a bounded
+// number of down incarnations; the PIDs of one it forgot fail with
+// ErrUnknownNode instead of ErrNodeDown, and what was sent to it still
+// counts in Stats.
+func TestForgottenIncarnationsKeepTheirCounts(t *testing.T) {
+	srv := tServer(t)
+	a := tStart(t, srv.ClientURL(), "a", func(cfg *remote.Config) { cfg.FailureTimeout = time.Minute })
+	first := a.Node.Node() + 1
+	f := tFakePeer(t, srv.ClientURL(), first)
+	f.hello(a, true)
+	tRecv(t, a.Up, "the first fake to be up")
+	require.NoError(t, a.S.Tell(relay.PID{Node: first, ID: 1}, "hello"))
+	tRecv(t, f.data, "the batch for the first fake")
+	tEventually(t, func() bool { return a.Stats().Sent == 1 }, "the message is counted as sent")
+	f.bye(a)
+
+	// 1024 more incarnations come and go: the first is forgotten. (The
+	// hook that reports them must not block.)
+	const more = 1024
+	drained := make(chan struct{})
+	stopDraining := make(chan struct{})
+	go func() {
+		defer close(drained)
+		for {
+			select {
+			case <-a.Down:
+			case <-stopDraining:
+				return
+			}
+		}
+	}()
+	defer func() { close(stopDraining); <-drained }()
+	for i := range uint32(more) {
+		num := first + 1 + i
+		f.publish(f.all, remote.EncodeHello(num, fmt.Sprint("fake", num), false, false))
+		f.publish(f.all, remote.EncodeBye(num))
+	}
+	tEventually(t, func() bool { return a.Stats().Peers.Lost == more+1 }, "every fake is declared down (%+v)", a.Stats())
+	st := a.Stats()
+	assert.Equal(t, more, st.Peers.Down, "only so many are remembered")
+	assert.Len(t, a.Peers(), more)
+	assert.Equal(t, uint64(1), st.Sent, "the counts of a forgotten peer stay")
+	assert.Equal(t, uint64(1), st.BatchesSent)
+	err := a.S.Tell(relay.PID{Node: first, ID: 1}, "to a forgotten incarnation")
+	assert.ErrorIs(t, err, remote.ErrUnknownNode)
+	assert.ErrorIs(t, err, scheduler.ErrProcessNotFound)
+	err = a.S.Tell(relay.PID{Node: first + 1, ID: 1}, "to a remembered one")
+	assert.ErrorIs(t, err, remote.ErrNodeDown)
 }

@@ -1,0 +1,182 @@
+package remote_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	scheduler "github.com/procsched/scheduler"
+	"github.com/procsched/scheduler/relay"
+	"github.com/procsched/scheduler/remote"
+)
+
+// TestNamesAndPeers: Named prints a PID with its node's name, this node's
+// or a peer's, and the PID alone for a node it does not know; Lookup and
+// Peers see this node's peers.
+func TestNamesAndPeers(t *testing.T) {
+	_, a, b := tTwoNodes(t, nil)
+	own := relay.PID{Node: a.Node.Node(), ID: 42}
+	theirs := relay.PID{Node: b.Node.Node(), ID: 7}
+	stranger := relay.PID{Node: 1, ID: 9}
+
+	assert.Equal(t, "a"+own.String(), a.Named(own).String())
+	assert.Equal(t, "b"+theirs.String(), a.Named(theirs).String())
+	assert.Equal(t, remote.NamedPID{PID: stranger}, a.Named(stranger))
+	assert.Equal(t, stranger.String(), a.Named(stranger).String())
+	var log bytes.Buffer
+	slog.New(slog.NewTextHandler(&log, nil)).Info("x", "who", a.Named(theirs))
+	assert.Contains(t, log.String(), fmt.Sprintf("who.node=b who.pid=%v", theirs))
+
+	num, ok := a.Lookup("a")
+	assert.True(t, ok)
+	assert.Equal(t, a.Node.Node(), num, "its own name")
+	num, ok = a.Lookup("b")
+	assert.True(t, ok)
+	assert.Equal(t, b.Node.Node(), num)
+	_, ok = a.Lookup("nobody")
+	assert.False(t, ok)
+	assert.Equal(t, []remote.Peer{{Name: "b", Node: b.Node.Node(), Up: true}}, a.Peers())
+}
+
+// TestSendChecks: Send refuses what cannot go, with the documented
+// errors, counts what it refuses, and delivers a message for its own
+// scheduler there.
+func TestSendChecks(t *testing.T) {
+	_, a, b := tTwoNodes(t, nil)
+	recv, got := tCollector(t, b.S, 4)
+	local, gotLocal := tCollector(t, a.S, 4)
+
+	err := a.Send(relay.Message{To: relay.PID{Node: b.Node.Node()}, Data: "to no process"})
+	assert.ErrorIs(t, err, scheduler.ErrProcessNotFound, "ID 0")
+	err = a.Send(relay.Message{From: relay.PID{Node: b.Node.Node(), ID: 3}, To: recv.PID(), Data: "a forged sender"})
+	assert.ErrorIs(t, err, remote.ErrNotEncodable, "a sender of another node")
+	err = a.Send(relay.Message{To: recv.PID(), Data: 42})
+	assert.ErrorIs(t, err, remote.ErrNotEncodable, "a body that does not cross")
+	err = a.Send(relay.Message{To: relay.PID{Node: 1, ID: 1}, Data: "x"})
+	assert.ErrorIs(t, err, remote.ErrUnknownNode)
+	assert.Equal(t, remote.Reasons{NotFound: 1, NotEncodable: 2, UnknownNode: 1}, a.Stats().Refused)
+
+	// An undelivered message with no sender to go back to is accepted
+	// and goes nowhere.
+	require.NoError(t, a.Send(relay.Message{To: recv.PID(), Data: "lost", Err: scheduler.ErrProcessNotFound}))
+	require.NoError(t, a.Send(relay.Message{To: recv.PID(), Data: "after"}))
+	assert.Equal(t, "after", tRecv(t, got, "the message after").Data)
+
+	require.NoError(t, a.Send(relay.Message{To: local.PID(), Data: "here"}))
+	assert.Equal(t, "here", tRecv(t, gotLocal, "the local message").Data)
+}
+
+// TestMonitorOutsideAnyProcess: Node.Monitor watches a process of its own
+// scheduler as a remote one, and one whose node is down, or with the
+// node not running, completes at once with ExitGone and the error.
+func TestMonitorOutsideAnyProcess(t *testing.T) {
+	_, a, b := tTwoNodes(t, nil)
+	local, _ := tCollector(t, a.S, 1)
+	exits := make(chan scheduler.Exit, 1)
+	stop := a.Monitor(local.PID(), func(e scheduler.Exit) { exits <- e })
+	require.NoError(t, a.S.Terminate(local.PID()))
+	e := tRecv(t, exits, "the local process's end")
+	assert.Equal(t, local.PID(), e.PID)
+	assert.Equal(t, scheduler.ExitTerminated, e.Reason)
+	assert.False(t, stop(), "stop after the end")
+
+	// A monitor stopped before the end is never called, and b forgets it.
+	remoteProc, _ := tCollector(t, b.S, 1)
+	stop = a.Monitor(remoteProc.PID(), func(e scheduler.Exit) { exits <- e })
+	tEventually(t, func() bool { return b.Stats().MonitorsHeld == 1 }, "b holds the monitor")
+	assert.True(t, stop(), "stop before the end")
+	tEventually(t, func() bool { return b.Stats().MonitorsHeld == 0 && a.Stats().Pending == 0 }, "both forget it")
+	require.NoError(t, b.S.Terminate(remoteProc.PID()))
+
+	// b goes: a monitor of one of its PIDs completes at once.
+	b.stop(t)
+	tRecv(t, a.Down, "a to see b leave")
+	a.Monitor(remoteProc.PID(), func(e scheduler.Exit) { exits <- e })
+	e = tRecv(t, exits, "the monitor of a process of a down node")
+	assert.Equal(t, scheduler.ExitGone, e.Reason)
+	assert.ErrorIs(t, e.Err, remote.ErrNodeDown)
+
+	require.NoError(t, a.Close(t.Context()))
+	a.Monitor(relay.PID{Node: a.Node.Node(), ID: 1}, func(e scheduler.Exit) { exits <- e })
+	e = tRecv(t, exits, "the monitor after Close")
+	assert.Equal(t, scheduler.ExitGone, e.Reason)
+	assert.ErrorIs(t, e.Err, remote.ErrClosed)
+}
+
+// TestServerMaxPayloadBoundsMessages: when the server's maximum payload
+// is below half the window, it bounds the largest message: a larger one
+// is refused at once with ErrNotEncodable, and a smaller one crosses.
+func TestServerMaxPayloadBoundsMessages(t *testing.T) {
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, NoLog: true, NoSigs: true, MaxPayload: 16 << 10})
+	require.NoError(t, err)
+	s.Start()
+	require.True(t, s.ReadyForConnections(tWait))
+	t.Cleanup(func() { tStopServer(s) })
+	a := tStart(t, s.ClientURL(), "a", nil)
+	b := tStart(t, s.ClientURL(), "b", nil)
+	tJoin(t, a, b)
+	recv, got := tCollector(t, b.S, 1)
+
+	err = a.S.Tell(recv.PID(), make([]byte, 20<<10))
+	assert.ErrorIs(t, err, remote.ErrNotEncodable)
+	require.NoError(t, a.S.Tell(recv.PID(), make([]byte, 12<<10)))
+	assert.Len(t, tRecv(t, got, "the message that fits").Data, 12<<10)
+}
+
+// TestSpawnFactoryFailures: a factory that panics fails the spawn with
+// an error matching scheduler.ErrPanic, on another node as here, and a
+// node with no kind registered at all answers ErrUnknownKind.
+func TestSpawnFactoryFailures(t *testing.T) {
+	_, a, b := tTwoNodes(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), tWait)
+	defer cancel()
+	_, err := a.Spawn(ctx, "b", "echo", "run", nil)
+	assert.ErrorIs(t, err, remote.ErrUnknownKind, "no kind registered")
+	for _, n := range []*tNode{a, b} {
+		require.NoError(t, n.Register("panics", func() scheduler.Process { panic("no process today") }))
+	}
+	for _, node := range []string{"b", ""} {
+		_, err = a.Spawn(ctx, node, "panics", "run", nil)
+		assert.ErrorIs(t, err, scheduler.ErrPanic, "on %q", node)
+		assert.ErrorContains(t, err, "no process today")
+	}
+	assert.ErrorIs(t, a.Register("", func() scheduler.Process { return nil }), remote.ErrInvalidConfig)
+	assert.ErrorIs(t, a.Register("nothing", nil), remote.ErrInvalidConfig)
+}
+
+// TestStartRetriedAfterFailure: a Start that fails (here its context has
+// expired) leaves the node as it was, and a later Start joins.
+func TestStartRetriedAfterFailure(t *testing.T) {
+	srv := tServer(t)
+	b := tStart(t, srv.ClientURL(), "b", nil)
+	node, err := remote.New(remote.Config{Cluster: "test", Name: "a", URL: srv.ClientURL(), Heartbeat: 50 * time.Millisecond})
+	require.NoError(t, err)
+	s, err := scheduler.New(scheduler.WithNode(node.Node()), scheduler.WithTransport(node))
+	require.NoError(t, err)
+	defer func() {
+		assert.NoError(t, node.Close(context.Background()))
+		assert.NoError(t, s.Shutdown(context.Background()))
+	}()
+
+	expired, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	err = node.Start(expired, s)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.ErrorIs(t, node.Send(relay.Message{To: relay.PID{Node: b.Node.Node(), ID: 1}}), remote.ErrClosed, "not started")
+
+	require.NoError(t, node.Start(t.Context(), s))
+	ctx, cancelWait := context.WithTimeout(context.Background(), tWait)
+	defer cancelWait()
+	num, err := node.WaitPeer(ctx, "b")
+	require.NoError(t, err)
+	assert.Equal(t, b.Node.Node(), num)
+	ev := tYield(t, s, node.SpawnCommand(), remote.Spawn{Node: "b", Kind: "nope", Method: "run"})
+	assert.ErrorIs(t, ev.Error, remote.ErrUnknownKind, "the spawn handler is registered")
+}
