@@ -26,8 +26,9 @@ import (
 // [scheduler.StepOutput.SpawnAwait] does. It fails with an error wrapping
 // [ErrUnknownNode], [ErrNodeDown], [ErrUnknownKind], [ErrNotEncodable]
 // (an input that cannot cross, or, with Await, a result that cannot
-// cross back: that of a Go value JSON cannot encode), or the error of the process's Init on
-// the target node (an [*Error] matching [scheduler.ErrInit]).
+// cross back: a Go value JSON cannot encode), or the error of the
+// process's Init on the target node (an [*Error] matching
+// [scheduler.ErrInit]).
 type Spawn struct {
 	// Node is the name of the node to start the process on; empty, or
 	// this node's name, starts it here.
