@@ -241,8 +241,12 @@ type RemoteMonitor interface {
 // called at once with [ExitGone]. It returns stop, which forgets the
 // monitor: stop reports whether it did so before f was called. Any
 // goroutine. It is the monitor for code outside any process; processes
-// use [StepOutput.Monitor].
+// use [StepOutput.Monitor]. A nil f is a programming error: Monitor
+// panics at once, rather than the goroutine that would call it later.
 func (s *Scheduler) Monitor(pid relay.PID, f func(Exit)) (stop func() bool) {
+	if f == nil {
+		panic("scheduler: Monitor with a nil function")
+	}
 	m := &outsideMonitor{f: f}
 	if pid.Node == s.node {
 		if t := s.table.lookup(pid.ID); t != nil {

@@ -136,6 +136,15 @@ func TestOutsideMonitor(t *testing.T) {
 		t.Fatalf("a stopped monitor was called: %v", e)
 	default:
 	}
+	// A nil function panics at the call, for a live process and for
+	// one that is gone alike, not later in a goroutine of its own.
+	live := submit(t, s, &probe{step: untilCancel})
+	for _, pid := range []relay.PID{live.PID(), target.PID()} {
+		assert.PanicsWithValue(t, "scheduler: Monitor with a nil function", func() { s.Monitor(pid, nil) }, "%v", pid)
+	}
+	require.NoError(t, s.Terminate(live.PID()))
+	_, err := waitEnd(t, s, live)
+	require.NoError(t, err, "the process whose monitor was refused ends as usual")
 }
 
 // TestMonitorsAreToldBeforeTheHandle: by the time a process's Handle

@@ -95,6 +95,11 @@ func TestMonitorOutsideAnyProcess(t *testing.T) {
 	tEventually(t, func() bool { return b.Stats().MonitorsHeld == 0 && a.Stats().Pending == 0 }, "both forget it")
 	require.NoError(t, b.S.Terminate(remoteProc.PID()))
 
+	// A nil function panics at the call, for a process of either node.
+	for _, pid := range []relay.PID{local.PID(), remoteProc.PID()} {
+		assert.Panics(t, func() { a.Monitor(pid, nil) }, "%v", pid)
+	}
+
 	// b goes: a monitor of one of its PIDs completes at once.
 	b.stop(t)
 	tRecv(t, a.Down, "a to see b leave")

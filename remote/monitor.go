@@ -46,8 +46,12 @@ func (n *Node) MonitorRemote(c scheduler.Call) error {
 // [scheduler.ExitGone] if the process is not alive, its node is unknown
 // or goes down first (Err wraps [ErrNodeDown]), or this node closes. It
 // returns stop, which forgets the monitor, here and on the other node,
-// and reports whether it did so before f was called. Any goroutine.
+// and reports whether it did so before f was called. Any goroutine. A
+// nil f is a programming error: Monitor panics at once.
 func (n *Node) Monitor(pid relay.PID, f func(scheduler.Exit)) (stop func() bool) {
+	if f == nil {
+		panic("remote: Monitor with a nil function")
+	}
 	if pid.Node == n.num && n.running() {
 		return n.sched.Monitor(pid, f)
 	}
