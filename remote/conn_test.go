@@ -2,6 +2,7 @@ package remote_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -32,8 +33,10 @@ func TestConnectionClosedForGood(t *testing.T) {
 	tRegister(t, b)
 	tJoin(t, a, b)
 	gate := make(chan struct{})
+	var opened sync.Once
+	open := func() { opened.Do(func() { close(gate) }) }
 	remote.SetInboundHook(b.Node, func() { <-gate })
-	defer close(gate)
+	defer open()
 	recv, _ := tCollector(t, b.S, 64)
 
 	// A process sends more than the window: the rest waits in a's buffer.
@@ -98,4 +101,12 @@ func TestConnectionClosedForGood(t *testing.T) {
 	}
 	assert.Zero(t, a.Stats().Pending)
 	require.NoError(t, a.Close(ctx), "Close after the connection closed")
+
+	// b lost the server too, and what it now has for a can never leave:
+	// its Close would wait for its whole deadline, and leave its
+	// scheduler's shutdown (at the cleanup) none. It gets a short one.
+	open()
+	short, cancelShort := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancelShort()
+	_ = b.Close(short)
 }
