@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	scheduler "github.com/procsched/scheduler"
-	"github.com/procsched/scheduler/payload"
 	"github.com/procsched/scheduler/relay"
 	"github.com/procsched/scheduler/remote"
 )
@@ -67,24 +66,7 @@ func TestCloseDeadlineReturnsWaitingMessages(t *testing.T) {
 
 	// A process sends more than the window: the rest waits in the buffer.
 	const n = 64
-	back := make(chan scheduler.Event, n)
-	tSubmit(t, a.S, func(_ *tProc, step int, evs []scheduler.Event, out *scheduler.StepOutput) error {
-		if step == 0 {
-			for range n {
-				out.Tell(recv.PID(), make([]byte, 1<<10))
-			}
-			return nil
-		}
-		for _, ev := range evs {
-			if ev.Type == scheduler.EventMessage {
-				back <- ev // room for all
-			}
-			if ev.Type == scheduler.EventCancel {
-				out.Done(payload.Payload{})
-			}
-		}
-		return nil
-	})
+	back := tFlood(t, a.S, recv.PID(), n)
 	tEventually(t, func() bool { st := a.Stats(); return st.CreditStalls > 0 && st.Buffered > 0 }, "a's link waits for credit")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)

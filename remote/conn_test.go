@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	scheduler "github.com/procsched/scheduler"
-	"github.com/procsched/scheduler/payload"
 	"github.com/procsched/scheduler/remote"
 )
 
@@ -41,24 +40,7 @@ func TestConnectionClosedForGood(t *testing.T) {
 
 	// A process sends more than the window: the rest waits in a's buffer.
 	const n = 64
-	back := make(chan scheduler.Event, n)
-	tSubmit(t, a.S, func(_ *tProc, step int, evs []scheduler.Event, out *scheduler.StepOutput) error {
-		if step == 0 {
-			for range n {
-				out.Tell(recv.PID(), make([]byte, 1<<10))
-			}
-			return nil
-		}
-		for _, ev := range evs {
-			if ev.Type == scheduler.EventMessage {
-				back <- ev // room for all
-			}
-			if ev.Type == scheduler.EventCancel {
-				out.Done(payload.Payload{})
-			}
-		}
-		return nil
-	})
+	back := tFlood(t, a.S, recv.PID(), n)
 	tEventually(t, func() bool { return a.Stats().Buffered > 0 }, "messages wait in a's buffer")
 	// A spawn waits behind them.
 	ctx, cancel := context.WithTimeout(context.Background(), tWait)

@@ -258,3 +258,29 @@ func tTeller(t testing.TB, s *scheduler.Scheduler, to relay.PID, msgs ...any) sc
 		return nil
 	})
 }
+
+// tFlood submits to s a process that tells to n messages of a KiB each
+// in its first step, passes every message that comes back to it to the
+// returned channel (which has room for all n), and ends on cancel.
+func tFlood(t testing.TB, s *scheduler.Scheduler, to relay.PID, n int) <-chan scheduler.Event {
+	t.Helper()
+	back := make(chan scheduler.Event, n)
+	tSubmit(t, s, func(_ *tProc, step int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+		if step == 0 {
+			for range n {
+				out.Tell(to, make([]byte, 1<<10))
+			}
+			return nil
+		}
+		for _, ev := range evs {
+			if ev.Type == scheduler.EventMessage {
+				back <- ev // room for all
+			}
+			if ev.Type == scheduler.EventCancel {
+				out.Done(payload.Payload{})
+			}
+		}
+		return nil
+	})
+	return back
+}

@@ -63,18 +63,7 @@ func TestAwaitedResultThatCannotCross(t *testing.T) {
 	assert.Equal(t, b.Node.Node(), ev.From.Node)
 
 	// A child asked to stop: a watches it too.
-	awaiting := tSubmit(t, a.S, func(_ *tProc, n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
-		if n == 0 {
-			out.Yield(1, a.SpawnCommand(), remote.Spawn{Node: "b", Kind: "unsendable", Method: "wait", Await: true})
-			return nil
-		}
-		for _, ev := range evs {
-			if ev.Type == scheduler.EventYieldComplete {
-				out.Done(payload.Of(ev))
-			}
-		}
-		return nil
-	})
+	awaiting := tYielder(t, a.S, a.SpawnCommand(), remote.Spawn{Node: "b", Kind: "unsendable", Method: "wait", Await: true})
 	child := tRecv(t, started, "the child to start")
 	exits := make(chan scheduler.Exit, 1)
 	a.Monitor(child, func(e scheduler.Exit) { exits <- e })

@@ -77,6 +77,25 @@ func tRegister(t testing.TB, nodes ...*tNode) {
 	}
 }
 
+// tYielder submits a process that yields cmd with arg under tag 1 and
+// ends with the completion (an Event) as its result, and returns its
+// Handle without waiting.
+func tYielder(t testing.TB, s *scheduler.Scheduler, cmd scheduler.CommandID, arg any) scheduler.Handle {
+	t.Helper()
+	return tSubmit(t, s, func(_ *tProc, n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+		if n == 0 {
+			out.Yield(1, cmd, arg)
+			return nil
+		}
+		for _, ev := range evs {
+			if ev.Type == scheduler.EventYieldComplete {
+				out.Done(payload.Of(ev))
+			}
+		}
+		return nil
+	})
+}
+
 // tYield submits a process that yields cmd with arg and ends with the
 // completion.
 func tYield(t testing.TB, s *scheduler.Scheduler, cmd scheduler.CommandID, arg any) scheduler.Event {
@@ -310,18 +329,7 @@ func TestWatchersToldWhenNodeLeaves(t *testing.T) {
 	require.NoError(t, err)
 	// A process monitors the child, another awaits a spawn on b.
 	watcher := tMonitorOf(t, a.S, child)
-	awaiting := tSubmit(t, a.S, func(_ *tProc, n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
-		if n == 0 {
-			out.Yield(1, a.SpawnCommand(), remote.Spawn{Node: "b", Kind: "echo", Method: "run", Await: true})
-			return nil
-		}
-		for _, ev := range evs {
-			if ev.Type == scheduler.EventYieldComplete {
-				out.Done(payload.Of(ev))
-			}
-		}
-		return nil
-	})
+	awaiting := tYielder(t, a.S, a.SpawnCommand(), remote.Spawn{Node: "b", Kind: "echo", Method: "run", Await: true})
 	tEventually(t, func() bool { return b.Stats().MonitorsHeld == 2 }, "b has the requests")
 	b.stop(t)
 	down := tRecv(t, a.Down, "a to see b leave")
