@@ -321,10 +321,14 @@ func (s *Scheduler) Terminate(pid relay.PID) error {
 // full, waits for room instead of applying the mailbox policy, until ctx
 // is done; then it returns ctx's error. A message for another node is
 // handed to the transport at once, as Send does: the transport never
-// makes a sender wait.
+// makes a sender wait. Nor do a message returned undelivered and a
+// [Reply] to msg.To, which are handled as Send handles them.
 func (s *Scheduler) SendContext(ctx context.Context, msg relay.Message) error {
 	if msg.Err != nil {
 		return s.returned(msg, via{})
+	}
+	if r, ok := msg.Data.(Reply); ok && r.To.PID == msg.To {
+		return s.reply(r.To, msg.From, r.Data, r.Err, via{})
 	}
 	return s.deliverWait(ctx, msg.From, msg.To, msg.Data)
 }

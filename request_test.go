@@ -1,6 +1,7 @@
 package scheduler_test
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"testing"
@@ -160,5 +161,69 @@ func TestRequestRacingTheReplierEnd(t *testing.T) {
 			require.ErrorIs(t, ev.Error, sched.ErrProcessNotFound, "iteration %d", i)
 		}
 		require.Len(t, asker.EventsOf(sched.EventYieldComplete), 1, "iteration %d: exactly once", i)
+	}
+}
+
+// TestSendHandsInAReply: a message whose Data is a Reply to its recipient
+// answers that request, as Scheduler.Reply does, whether it comes through
+// Send or SendContext (SendContext is Send that may wait for room): the
+// asking yield completes with the answer, From the message's sender,
+// and a second answer is refused as Reply refuses it. A Reply addressed
+// to some other process is only data: a message like any other.
+func TestSendHandsInAReply(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		send func(s *sched.Scheduler, msg relay.Message) error
+	}{
+		{"Send", func(s *sched.Scheduler, msg relay.Message) error { return s.Send(msg) }},
+		{"SendContext", func(s *sched.Scheduler, msg relay.Message) error { return s.SendContext(context.Background(), msg) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newScheduler(t)
+			requests := make(chan sched.Request, 1)
+			relayer := submit(t, s, &probe{step: relayRequests(requests)})
+			// The asker ends with the first event it gets, whatever it
+			// is, so that an answer delivered as a plain message shows.
+			asker := submit(t, s, &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+				if n == 0 {
+					out.Request(1, relayer.PID(), "q")
+					return nil
+				}
+				out.Done(payload.Of(evs[0]))
+				return nil
+			}})
+			req := receive(t, requests, "the request")
+			answer := relay.Message{From: relayer.PID(), To: asker.PID(), Data: sched.Reply{To: req.ReplyTo, Data: "a"}}
+			require.NoError(t, tc.send(s, answer))
+			ev := answerOf(t, s, asker)
+			require.Equal(t, sched.EventYieldComplete, ev.Type, "the event the answer made: %v", ev)
+			assert.Equal(t, uint64(1), ev.Tag)
+			assert.Equal(t, "a", ev.Data)
+			assert.Equal(t, relayer.PID(), ev.From, "From of the answer is the message's sender")
+			assert.ErrorIs(t, tc.send(s, answer), sched.ErrProcessNotFound, "a second answer, the asker having ended")
+
+			other := submit(t, s, &probe{step: untilMessage})
+			misaddressed := sched.Reply{To: sched.ReplyTo{PID: asker.PID(), Seq: req.ReplyTo.Seq}, Data: "b"}
+			require.NoError(t, tc.send(s, relay.Message{To: other.PID(), Data: misaddressed}))
+			res, err := waitEnd(t, s, other)
+			require.NoError(t, err)
+			assert.Equal(t, misaddressed, res.Value(), "a Reply to another process arrives as a message")
+		})
+	}
+}
+
+// relayRequests is a step that hands every request it gets to requests,
+// unanswered, and ends at cancel.
+func relayRequests(requests chan<- sched.Request) func(*probe, int, []sched.Event, *sched.StepOutput) error {
+	return func(_ *probe, _ int, evs []sched.Event, out *sched.StepOutput) error {
+		for _, ev := range evs {
+			if req, ok := ev.Data.(sched.Request); ok {
+				requests <- req
+			}
+			if ev.Type == sched.EventCancel {
+				out.Done(payload.Payload{})
+			}
+		}
+		return nil
 	}
 }
