@@ -324,6 +324,9 @@ func (s *Scheduler) Terminate(pid relay.PID) error {
 // makes a sender wait. Nor do a message returned undelivered and a
 // [Reply] to msg.To, which are handled as Send handles them.
 func (s *Scheduler) SendContext(ctx context.Context, msg relay.Message) error {
+	if ctx == nil {
+		return fmt.Errorf("%w: SendContext", ErrNilContext)
+	}
 	if msg.Err != nil {
 		return s.returned(msg, via{})
 	}

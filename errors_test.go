@@ -93,6 +93,12 @@ func TestEveryContextEntryPointRefusesNil(t *testing.T) {
 		{"Spawn", func() error { _, err := s.Spawn(nilCtx, started, "run", nil); return err }},
 		{"Call.Submit", func() error { _, err := call.Submit(nilCtx, started, "run", nil); return err }},
 		{"SendContext", func() error { return s.SendContext(nilCtx, relay.Message{To: h.PID(), Data: 1}) }},
+		{"SendContext of a message returned undelivered", func() error {
+			return s.SendContext(nilCtx, relay.Message{From: hp.PID(), To: h.PID(), Data: 2, Err: sched.ErrMailboxFull})
+		}},
+		{"SendContext of a Reply", func() error {
+			return s.SendContext(nilCtx, relay.Message{To: hp.PID(), Data: sched.Reply{To: sched.ReplyTo{PID: hp.PID(), Seq: 1 << 62}, Data: 3}})
+		}},
 		{"TellContext", func() error { return s.TellContext(nilCtx, h.PID(), 1) }},
 		{"Handle.Wait", func() error { _, err := h.Wait(nilCtx); return err }},
 		{"Shutdown", func() error { return s.Shutdown(nilCtx) }},
@@ -103,6 +109,7 @@ func TestEveryContextEntryPointRefusesNil(t *testing.T) {
 		})
 	}
 	assert.Zero(t, started.Inits(), "a refused Submit started the process")
+	assert.Zero(t, s.Stats().DeadLetters, "dead letters made by refused calls")
 	require.NoError(t, s.Tell(h.PID(), "real"), "Shutdown(nil) did not shut down")
 	res, err := waitEnd(t, s, h)
 	require.NoError(t, err)
