@@ -124,3 +124,37 @@ func TestNameRegistrationRacingTheEnd(t *testing.T) {
 	}
 	_ = context.Background
 }
+
+// TestNameOutlivesOnlyItsHolder: a name released by Unregister and taken
+// by another process stays that process's when the first one ends: a
+// process's end releases only the names it still holds. Register refuses
+// a PID that is no live process of this scheduler: one that has ended,
+// or one of another node that has the ID of a live one.
+func TestNameOutlivesOnlyItsHolder(t *testing.T) {
+	s := newScheduler(t, sched.WithNode(1))
+	first := submit(t, s, &probe{step: untilCancel})
+	second := submit(t, s, &probe{step: untilMessage})
+	require.NoError(t, s.Register("svc", first.PID()))
+	require.NoError(t, s.Unregister("svc"))
+	require.NoError(t, s.Register("svc", second.PID()))
+	require.NoError(t, s.Terminate(first.PID()))
+	_, err := waitEnd(t, s, first)
+	require.NoError(t, err)
+	got, err := s.Lookup("svc")
+	require.NoError(t, err, "the name, the second process's, released by the first one's end")
+	assert.Equal(t, second.PID(), got)
+
+	err = s.Register("other", first.PID())
+	assert.ErrorIs(t, err, sched.ErrProcessNotFound, "an ended process")
+	err = s.Register("other", relay.PID{Node: 2, ID: second.PID().ID})
+	assert.ErrorIs(t, err, sched.ErrProcessNotFound, "another node's PID with a live process's ID")
+	_, err = s.Lookup("other")
+	assert.ErrorIs(t, err, sched.ErrNameNotFound, "a refused registration registered the name")
+
+	require.NoError(t, s.TellName("svc", "by name"))
+	res, err := waitEnd(t, s, second)
+	require.NoError(t, err)
+	assert.Equal(t, "by name", res.Value())
+	_, err = s.Lookup("svc")
+	assert.ErrorIs(t, err, sched.ErrNameNotFound, "released by its holder's end")
+}

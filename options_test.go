@@ -26,6 +26,8 @@ func TestOptions(t *testing.T) {
 	}{
 		{"WithWorkers(0)", sched.WithWorkers(0), sched.ErrInvalidOption},
 		{"WithWorkers(-1)", sched.WithWorkers(-1), sched.ErrInvalidOption},
+		{"WithWorkers(65537)", sched.WithWorkers(65537), sched.ErrInvalidOption},
+		{"WithGlobalBatch(-1)", sched.WithGlobalBatch(-1), sched.ErrInvalidOption},
 		{"WithStepBudget(0)", sched.WithStepBudget(0), sched.ErrInvalidOption},
 		{"WithStepBudget(-5)", sched.WithStepBudget(-5), sched.ErrInvalidOption},
 		{"WithGlobalBatch(0)", sched.WithGlobalBatch(0), sched.ErrInvalidOption},

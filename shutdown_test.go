@@ -383,6 +383,12 @@ func TestAfterShutdown(t *testing.T) {
 		{"Send", func() error { return s.Send(relay.Message{To: pid}) }},
 		{"Tell", func() error { return s.Tell(pid, 1) }},
 		{"Tell unknown", func() error { return s.Tell(relay.PID{ID: 12}, 1) }},
+		{"Send of a message returned undelivered", func() error {
+			return s.Send(relay.Message{From: relay.PID{ID: 12}, To: pid, Data: 1, Err: sched.ErrMailboxFull})
+		}},
+		{"SendContext", func() error { return s.SendContext(context.Background(), relay.Message{To: pid}) }},
+		{"TellContext", func() error { return s.TellContext(context.Background(), pid, 1) }},
+		{"Reply", func() error { return s.Reply(sched.ReplyTo{PID: pid, Seq: 1}, "late", nil) }},
 		{"CompleteYield", func() error { return s.CompleteYield(pid, 1, nil, nil) }},
 		{"Terminate", func() error { return s.Terminate(pid) }},
 		{"Call.Complete", func() error { return c.Complete(nil, nil) }},
@@ -398,6 +404,7 @@ func TestAfterShutdown(t *testing.T) {
 			require.ErrorIs(t, op.call(), sched.ErrClosed)
 		})
 	}
+	assert.Equal(t, uint64(1), s.Stats().DeadLetters.LateReplies, "the refused Reply is a dead letter")
 	// A later Shutdown returns the first one's result, at once.
 	require.NoError(t, s.Shutdown(context.Background()), "Shutdown after Shutdown")
 	// Observation still works.

@@ -216,3 +216,57 @@ func TestStatsTrailABusyWorkerByFewSteps(t *testing.T) {
 	t.Logf("the published step count trailed the process's own by %d steps at most", worst)
 	require.Less(t, worst, uint64(bound), "the published step count trailed a busy worker by %d steps", worst)
 }
+
+// TestStatsWhileTheOnlyWorkerIsHeld: with the one worker held in a step,
+// the processes submitted meanwhile wait on the queues, and the state
+// counts say so: Ready is what the queues hold, Running the rest of
+// Live, the four adding up to Live. Processes agrees, and shows the
+// held process Woken, with the messages that arrived during its step
+// Queued. Once everything has ended and the worker has parked,
+// IdleWorkers counts it.
+func TestStatsWhileTheOnlyWorkerIsHeld(t *testing.T) {
+	s := newScheduler(t, sched.WithWorkers(1))
+	eventually(t, "the worker to park", func() bool { return s.Stats().IdleWorkers == 1 })
+	inStep, gate := make(chan struct{}), make(chan struct{})
+	held := submit(t, s, &probe{step: func(p *probe, n int, _ []sched.Event, out *sched.StepOutput) error {
+		if n == 0 {
+			close(inStep)
+			<-gate
+		}
+		if len(p.EventsOf(sched.EventMessage)) == 2 {
+			out.Done(payload.Payload{})
+		}
+		return nil
+	}})
+	receive(t, inStep, "the held step")
+	require.NoError(t, s.Tell(held.PID(), 1))
+	require.NoError(t, s.Tell(held.PID(), 2))
+	const queued = 3
+	hs := []sched.Handle{held}
+	for range queued {
+		hs = append(hs, submit(t, s, &probe{step: doneWith(nil)}))
+	}
+
+	st := s.Stats()
+	assert.Equal(t, queued, st.GlobalQueue+st.WorkerQueues[0], "processes on the queues")
+	assert.Zero(t, st.IdleWorkers, "parked workers, the only one running a step")
+	assert.Equal(t, sched.ProcessStats{Live: queued + 1, Ready: queued, Running: 1, Submitted: queued + 1},
+		st.Processes, "process counts")
+	infos := s.Processes()
+	require.Len(t, infos, queued+1)
+	assert.Equal(t, sched.ProcessInfo{PID: held.PID(), Method: "run", State: sched.StateRunning, Woken: true, Queued: 2}, infos[0])
+	for i, info := range infos[1:] {
+		assert.Equal(t, sched.ProcessInfo{PID: hs[i+1].PID(), Method: "run", State: sched.StateReady}, info)
+	}
+
+	close(gate)
+	for _, h := range hs {
+		_, err := waitEnd(t, s, h)
+		require.NoError(t, err)
+	}
+	eventually(t, "every count back to zero and the worker parked", func() bool {
+		st := s.Stats()
+		return st.Processes.Live == 0 && st.Processes.Ready == 0 && st.Processes.Running == 0 && st.IdleWorkers == 1
+	})
+	assert.Equal(t, uint64(queued+1), s.Stats().Processes.Ended)
+}
