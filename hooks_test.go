@@ -138,3 +138,71 @@ func TestEndHookDuration(t *testing.T) {
 	require.GreaterOrEqual(t, e.Duration, sleep)
 	require.Equal(t, uint64(2), e.Steps)
 }
+
+// TestHooksOrder: each hook runs where its doc puts it in the life of
+// its process. Start comes after Init and before the first step; End
+// after Close and before the Handle reports the end; Panic before the
+// process ends with the PanicError.
+func TestHooksOrder(t *testing.T) {
+	type seen struct {
+		inits, steps, closes int
+		done                 bool
+	}
+	var (
+		mu      sync.Mutex
+		current *probe                         // the process being submitted
+		handles = map[relay.PID]sched.Handle{} // filled before the processes end
+		got     = map[string][]seen{}
+	)
+	record := func(hook string, pid relay.PID, p *probe) {
+		mu.Lock()
+		defer mu.Unlock()
+		if p == nil {
+			p = current
+		}
+		h, ok := handles[pid]
+		got[hook] = append(got[hook], seen{p.Inits(), p.Steps(), p.Closes(), ok && isClosed(h.Done())})
+	}
+	probes := map[relay.PID]*probe{}
+	probeOf := func(pid relay.PID) *probe {
+		mu.Lock()
+		defer mu.Unlock()
+		return probes[pid]
+	}
+	s := newScheduler(t, sched.WithHooks(sched.Hooks{
+		Start: func(i sched.StartInfo) { record("Start", i.PID, nil) },
+		End:   func(i sched.EndInfo) { record("End", i.PID, probeOf(i.PID)) },
+		Panic: func(i sched.PanicInfo) { record("Panic", i.PID, probeOf(i.PID)) },
+	}))
+	start := func(p *probe) sched.Handle {
+		mu.Lock()
+		current = p
+		mu.Unlock()
+		h := submit(t, s, p)
+		mu.Lock()
+		handles[h.PID()], probes[h.PID()] = h, p
+		mu.Unlock()
+		return h
+	}
+	ends := start(&probe{step: untilMessage})
+	panics := start(&probe{step: func(_ *probe, n int, _ []sched.Event, _ *sched.StepOutput) error {
+		if n > 0 {
+			panic("boom")
+		}
+		return nil
+	}})
+	require.NoError(t, s.Tell(ends.PID(), "end"))
+	_, err := waitEnd(t, s, ends)
+	require.NoError(t, err)
+	require.NoError(t, s.Tell(panics.PID(), "panic"))
+	_, err = waitEnd(t, s, panics)
+	require.ErrorIs(t, err, sched.ErrPanic)
+
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, map[string][]seen{
+		"Start": {{inits: 1}, {inits: 1}},
+		"End":   {{inits: 1, steps: 2, closes: 1}, {inits: 1, steps: 2, closes: 1}},
+		"Panic": {{inits: 1, steps: 2}},
+	}, got)
+}
