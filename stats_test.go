@@ -3,6 +3,7 @@ package scheduler_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -228,6 +229,9 @@ func TestStatsWhileTheOnlyWorkerIsHeld(t *testing.T) {
 	s := newScheduler(t, sched.WithWorkers(1))
 	eventually(t, "the worker to park", func() bool { return s.Stats().IdleWorkers == 1 })
 	inStep, gate := make(chan struct{}), make(chan struct{})
+	var opened sync.Once
+	open := func() { opened.Do(func() { close(gate) }) }
+	defer open() // a failure below must not leave the worker held: Shutdown would wait for it
 	held := submit(t, s, &probe{step: func(p *probe, n int, _ []sched.Event, out *sched.StepOutput) error {
 		if n == 0 {
 			close(inStep)
@@ -259,7 +263,7 @@ func TestStatsWhileTheOnlyWorkerIsHeld(t *testing.T) {
 		assert.Equal(t, sched.ProcessInfo{PID: hs[i+1].PID(), Method: "run", State: sched.StateReady}, info)
 	}
 
-	close(gate)
+	open()
 	for _, h := range hs {
 		_, err := waitEnd(t, s, h)
 		require.NoError(t, err)
