@@ -812,17 +812,7 @@ func TestCancel(t *testing.T) {
 	t.Run("a request stops waiting; its answer is a late reply", func(t *testing.T) {
 		s := newScheduler(t)
 		requests := make(chan sched.Request, 1)
-		srv := submit(t, s, &probe{step: func(_ *probe, _ int, evs []sched.Event, out *sched.StepOutput) error {
-			for _, ev := range evs {
-				if req, ok := ev.Data.(sched.Request); ok {
-					requests <- req
-				}
-				if ev.Type == sched.EventCancel {
-					out.Done(payload.Payload{})
-				}
-			}
-			return nil
-		}})
+		srv := submit(t, s, &probe{step: relayRequests(requests)})
 		asker := submit(t, s, &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
 			switch n {
 			case 0:

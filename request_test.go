@@ -111,17 +111,7 @@ func TestRequest(t *testing.T) {
 	t.Run("answered from outside any process", func(t *testing.T) {
 		s := newScheduler(t)
 		requests := make(chan sched.Request, 1)
-		relayer := submit(t, s, &probe{step: func(_ *probe, _ int, evs []sched.Event, out *sched.StepOutput) error {
-			for _, ev := range evs {
-				if req, ok := ev.Data.(sched.Request); ok {
-					requests <- req
-				}
-				if ev.Type == sched.EventCancel {
-					out.Done(payload.Payload{})
-				}
-			}
-			return nil
-		}})
+		relayer := submit(t, s, &probe{step: relayRequests(requests)})
 		h := submit(t, s, newAsker(func(out *sched.StepOutput) { out.Request(1, relayer.PID(), "q") }))
 		req := receive(t, requests, "the request")
 		assert.Equal(t, "q", req.Body)
