@@ -62,9 +62,14 @@ import (
 // Order: a shard gives out its timers in the order of their deadlines,
 // equal deadlines in the order they were set, and a batch never splits
 // the timers of one process at its end, so the timers one step sets for
-// one deadline complete in the order set. Timers of one process in two
-// batches complete in deadline order unless two workers fire those
-// batches at once (then they may interleave); with one worker, always.
+// one deadline complete in the order set, if they were set before they
+// were due. A step whose yields are carried out after its deadline has
+// passed adds timers that are due at once, one by one: another worker
+// may take the first in a batch of its own while the rest are being
+// added, and its completion may then come after theirs. Timers of one
+// process in two batches complete in deadline order unless two workers
+// fire those batches at once (then they may interleave); with one
+// worker, always.
 //
 // Removal is exact and O(log n): the index gives the entry's position.
 // When a process ends, the timers of its pending yields are removed at

@@ -210,7 +210,11 @@ func TestTimerOfEndedProcessNeverFires(t *testing.T) {
 // deadline complete in the order the process set them. With one worker,
 // which fires every timer itself, the earlier deadline's timers also
 // complete first; with several, two workers may fire the two deadlines
-// at once.
+// at once. The order within a deadline holds for timers set before
+// they are due: a process whose step ran so late that its deadlines had
+// passed may see another worker fire its first timer while its worker
+// still sets the rest (see timer.go), so the order is checked only for
+// the processes whose first step ran well ahead of the deadlines.
 func TestTimersOrderAndExactlyOnce(t *testing.T) {
 	procs := 300
 	if testing.Short() {
@@ -228,12 +232,14 @@ func TestTimersOrderAndExactlyOnce(t *testing.T) {
 				return first
 			}
 			got := make([][]uint64, procs)
-			var early sync.Map // process index -> the tag that came early
+			ahead := make([]bool, procs) // its first step ran well before the first deadline
+			var early sync.Map           // process index -> the tag that came early
 			hs := make([]Handle, procs)
 			var err error
 			for i := range procs {
 				hs[i], err = s.Submit(context.Background(), numbered(func(n int, evs []Event, out *StepOutput) error {
 					if n == 0 {
+						ahead[i] = time.Until(first) > 10*time.Millisecond
 						for _, tag := range []uint64{5, 1, 6, 2, 7, 3, 8, 4} {
 							out.SleepUntil(tag, deadline(tag))
 						}
@@ -263,8 +269,13 @@ func TestTimersOrderAndExactlyOnce(t *testing.T) {
 				t.Errorf("process %d: timer %d completed before its deadline", i, tag)
 				return true
 			})
+			checked := 0
 			for i := range got {
 				require.ElementsMatch(t, []uint64{1, 2, 3, 4, 5, 6, 7, 8}, got[i], "process %d: completions", i)
+				if !ahead[i] {
+					continue
+				}
+				checked++
 				var first, second []uint64
 				for _, tag := range got[i] {
 					if tag <= 4 {
@@ -279,6 +290,7 @@ func TestTimersOrderAndExactlyOnce(t *testing.T) {
 					require.Equal(t, []uint64{1, 2, 3, 4, 5, 6, 7, 8}, got[i], "process %d: completions", i)
 				}
 			}
+			t.Logf("order checked for %d of %d processes (the others' first steps ran late)", checked, procs)
 			requireNoTimers(t, s)
 		})
 	}
