@@ -63,13 +63,25 @@ var _ relay.Receiver = (*Scheduler)(nil)
 // error wrapping [ErrProcessNotFound]. It returns [ErrClosed] after
 // Shutdown, and the mailbox policy's error when the mailbox is full.
 func (s *Scheduler) Send(msg relay.Message) error {
-	if msg.Err != nil {
-		return s.returned(msg, via{})
-	}
-	if r, ok := msg.Data.(Reply); ok && r.To.PID == msg.To {
-		return s.reply(r.To, msg.From, r.Data, r.Err, via{})
+	if handled, err := s.sendNotMessage(msg); handled {
+		return err
 	}
 	return s.deliver(msg.From, msg.To, msg.Data, via{})
+}
+
+// sendNotMessage carries out what Send and SendContext take in that is
+// not a message for a mailbox: a message returned undelivered (Err set)
+// goes back to its sender, and a Reply to its own recipient answers that
+// recipient's request. It reports whether msg was one of those, and what
+// came of it. Any goroutine outside the scheduler's own.
+func (s *Scheduler) sendNotMessage(msg relay.Message) (bool, error) {
+	if msg.Err != nil {
+		return true, s.returned(msg, via{})
+	}
+	if r, ok := msg.Data.(Reply); ok && r.To.PID == msg.To {
+		return true, s.reply(r.To, msg.From, r.Data, r.Err, via{})
+	}
+	return false, nil
 }
 
 // Tell delivers msg to the process to as an [EventMessage] whose Data is
@@ -327,11 +339,8 @@ func (s *Scheduler) SendContext(ctx context.Context, msg relay.Message) error {
 	if ctx == nil {
 		return fmt.Errorf("%w: SendContext", ErrNilContext)
 	}
-	if msg.Err != nil {
-		return s.returned(msg, via{})
-	}
-	if r, ok := msg.Data.(Reply); ok && r.To.PID == msg.To {
-		return s.reply(r.To, msg.From, r.Data, r.Err, via{})
+	if handled, err := s.sendNotMessage(msg); handled {
+		return err
 	}
 	return s.deliverWait(ctx, msg.From, msg.To, msg.Data)
 }

@@ -468,16 +468,24 @@ func (n *Node) onClosed() {
 	if !n.running() {
 		return
 	}
-	closed := fmt.Errorf("%w: node %q lost its NATS connection for good", ErrClosed, n.cfg.Name)
 	n.logf(slog.LevelError, "remote: the NATS connection closed", "node", n.num, "name", n.cfg.Name)
+	n.failEverything(fmt.Errorf("%w: node %q lost its NATS connection for good", ErrClosed, n.cfg.Name))
+	n.notify()
+}
+
+// failEverything fails what this node still holds for its peers, with
+// err: each link's waiting messages go back to their senders, later
+// sends to it fail, the pending requests complete, and the monitors held
+// for peers stop. Called by Close and by onClosed; a second call finds
+// nothing left.
+func (n *Node) failEverything(err error) {
 	for _, p := range *n.peers.Load() {
-		if waiting, ok := p.link.fail(closed); ok && len(waiting) > 0 {
-			n.returnAll(p, waiting, closed)
+		if waiting, _ := p.link.fail(err); len(waiting) > 0 {
+			n.returnAll(p, waiting, err)
 		}
 	}
-	n.pending.failAll(closed)
+	n.pending.failAll(err)
 	n.held.close()
-	n.notify()
 }
 
 // notify wakes everyone waiting for a change (a peer up or down, or
@@ -545,14 +553,7 @@ func (n *Node) Close(ctx context.Context) error {
 	n.publishCtl(n.subj.all, ctlMsg{typ: ctlBye})
 	close(n.stop)
 	n.wg.Wait()
-	closed := fmt.Errorf("%w: node %q closed", ErrClosed, n.cfg.Name)
-	for _, p := range *n.peers.Load() {
-		if waiting, _ := p.link.fail(closed); len(waiting) > 0 {
-			n.returnAll(p, waiting, closed)
-		}
-	}
-	n.pending.failAll(closed)
-	n.held.close()
+	n.failEverything(fmt.Errorf("%w: node %q closed", ErrClosed, n.cfg.Name))
 	n.drain(ctx)
 	n.state.Store(stateClosed)
 	return err
