@@ -192,6 +192,7 @@ func (w *worker) dispatch(p *proc, waits bool) {
 			return
 		}
 		p.reservePending(len(ys), &w.pend)
+		w.armLater = true
 	}
 	for i := 0; i < len(ys); i++ {
 		y := &ys[i]
@@ -243,12 +244,17 @@ func (w *worker) dispatch(p *proc, waits bool) {
 		case yieldCancel:
 			w.cancelYield(p, y.tag)
 		case yieldTimeout:
+			w.addArmed(p)
 			w.timeout(p, y.tag, y.deadline)
 		case yieldReply:
 			_ = w.s.reply(ReplyTo{PID: y.to, Seq: uint64(y.when)}, p.pid(), y.arg, y.err, via{w: w})
 		default:
 			w.dispatchGeneric(p, y)
 		}
+	}
+	if w.armLater {
+		w.addArmed(p)
+		w.armLater = false
 	}
 }
 
@@ -263,6 +269,7 @@ func (w *worker) dispatchGeneric(p *proc, y *yield) {
 		w.completeNow(p, seq, nil, fmt.Errorf("%w: command %d is reserved (user commands start at %d)", ErrInvalidCommand, y.cmd, FirstUserCommand))
 		return
 	}
+	w.addArmed(p) // the handler runs with its deadline in place (see Call.Context)
 	w.callHandler(p, y, seq)
 }
 
@@ -310,9 +317,26 @@ func (w *worker) registerWithin(p *proc, y *yield, seq uint64) uint64 {
 // before the timer or after), and the mark, failing, removes it. Marked
 // first, a completion between the mark and the timer (CompleteYield by
 // tag, from any goroutine) would look for the timer before it was there
-// and leave it behind. Worker only, with p Running.
+// and leave it behind.
+//
+// While dispatch carries out a step of several yields (w.armLater), the
+// timers wait in w.arms, and addArmed adds them together, in one hold
+// of their shard's lock, at the end, or before a yield that needs them
+// in place: a Timeout (it replaces a timer, which must be there to be
+// found) and a call handed to a handler or a transport (its context
+// reads its deadline). A Cancel needs none: it finds its yield unmarked
+// and leaves the timer to the failing mark. A worker that fires the
+// shard finds all of the step's timers or none, and takes those set for
+// one instant in one batch, in the order set. Added one by one, timers
+// already due as they were added (a step that ran after their time)
+// could be fired one by one by other workers and complete out of that
+// order. Worker only, with p Running.
 func (w *worker) arm(p *proc, seq uint64, when int64, deadline bool, behind int64) {
 	p.inbox.wbits |= wbTimed
+	if w.armLater {
+		w.arms = append(w.arms, armed{seq: seq, when: when, behind: behind, deadline: deadline})
+		return
+	}
 	ts := w.s.timers
 	if deadline {
 		ts.addDeadline(w, p.id.Load(), seq, when, behind)
@@ -325,6 +349,40 @@ func (w *worker) arm(p *proc, seq uint64, when int64, deadline bool, behind int6
 	if !marked {
 		ts.remove(seq)
 	}
+}
+
+// armed is a timer that arm holds back for addArmed: that of yield seq
+// at when, a deadline or a Sleep's end, with behind as in arm.
+type armed struct {
+	seq          uint64
+	when, behind int64
+	deadline     bool
+	gone         bool // the yield was no longer pending when marked
+}
+
+// addArmed adds the timers held in w.arms, all of p's, to their shards
+// together, then marks their yields timed, as arm does for one: the
+// timers first, then the marks (in one hold of p's lock), and a timer
+// whose yield is gone is removed. Worker only, with p Running.
+func (w *worker) addArmed(p *proc) {
+	as := w.arms
+	if len(as) == 0 {
+		return
+	}
+	ts := w.s.timers
+	ts.addAll(w, p.id.Load(), as)
+	p.mu.Lock()
+	x := p.live()
+	for i := range as {
+		as[i].gone = !p.pending.markTimed(as[i].seq, x)
+	}
+	p.mu.Unlock()
+	for i := range as {
+		if as[i].gone {
+			ts.remove(as[i].seq)
+		}
+	}
+	w.arms = as[:0]
 }
 
 // expire completes p's pending yield seq with ErrTimeout: its deadline

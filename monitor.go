@@ -211,6 +211,7 @@ func (w *worker) monitorRemote(p *proc, tag, seq uint64, pid relay.PID) {
 		return
 	}
 	p.inbox.wbits |= wbPinned // the transport may keep the Call, which holds the record
+	w.addArmed(p)             // the transport sees the monitor's deadline (see Call.Context)
 	c := Call{PID: p.pid(), Tag: tag, Cmd: cmdMonitor, Arg: pid, s: w.s, ctx: p, w: w, seq: seq}
 	w.handoff.begin()
 	err := w.runHandler(p, func(c Call) error { return rm.MonitorRemote(c) }, c)

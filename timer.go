@@ -61,15 +61,13 @@ import (
 //
 // Order: a shard gives out its timers in the order of their deadlines,
 // equal deadlines in the order they were set, and a batch never splits
-// the timers of one process at its end, so the timers one step sets for
-// one deadline complete in the order set, if they were set before they
-// were due. A step whose yields are carried out after its deadline has
-// passed adds timers that are due at once, one by one: another worker
-// may take the first in a batch of its own while the rest are being
-// added, and its completion may then come after theirs. Timers of one
-// process in two batches complete in deadline order unless two workers
-// fire those batches at once (then they may interleave); with one
-// worker, always.
+// the timers of one process at its end. The timers one step sets are
+// added to their shard together (see worker.arm), so a worker that fires
+// the shard takes all of them or none, and those set for one deadline
+// complete in the order set, even if they were due when set. Timers of
+// one process in two batches complete in deadline order unless two
+// workers fire those batches at once (then they may interleave); with
+// one worker, always.
 //
 // Removal is exact and O(log n): the index gives the entry's position.
 // When a process ends, the timers of its pending yields are removed at
@@ -210,16 +208,49 @@ func (ts *timerService) shardOf(seq uint64) (*timerShard, int) {
 func (ts *timerService) add(w *worker, pid, seq uint64, when, behind int64) {
 	sh, id := ts.shardOf(seq)
 	sh.mu.Lock()
-	sh.push(timerEntry{when: when, pid: pid, seq: seq})
-	if behind != 0 {
-		sh.behind.set(seq, uint64(behind))
-	}
+	sh.put(pid, seq, when, behind)
 	earliest := sh.heap[0].seq == seq
 	sh.publish()
 	sh.mu.Unlock()
-	if !earliest {
-		return
+	if earliest {
+		ts.madeEarliest(w, id, when)
 	}
+}
+
+// addAll adds the timers as of process pid as add adds one, with one
+// hold of a shard's lock for the run of them in that shard (see
+// worker.arm). Worker only, as add.
+func (ts *timerService) addAll(w *worker, pid uint64, as []armed) {
+	for i := 0; i < len(as); {
+		sh, id := ts.shardOf(as[i].seq)
+		sh.mu.Lock()
+		old := int64(noTimer)
+		if len(sh.heap) > 0 {
+			old = sh.heap[0].when
+		}
+		for ; i < len(as); i++ {
+			a := &as[i]
+			if next, _ := ts.shardOf(a.seq); next != sh {
+				break
+			}
+			if a.deadline {
+				sh.put(pid|timerDeadline, a.seq, a.when, a.behind)
+			} else {
+				sh.put(pid, a.seq, a.when, 0)
+			}
+		}
+		first := sh.heap[0].when
+		sh.publish()
+		sh.mu.Unlock()
+		if first < old {
+			ts.madeEarliest(w, id, first)
+		}
+	}
+}
+
+// madeEarliest follows the adding of a timer at when that is now the
+// earliest of shard id. Worker only: w is the worker that added it.
+func (ts *timerService) madeEarliest(w *worker, id int, when int64) {
 	// The shard's owner looks at its shard at its next tick and spaces
 	// its looks for this deadline from there. Another worker (one that
 	// sets a deadline for an older yield) leaves the owner's schedule to
@@ -341,6 +372,16 @@ func (sh *timerShard) publish() {
 	}
 	sh.first.Store(first)
 	sh.count.Store(int64(len(sh.heap)))
+}
+
+// put pushes the timer of yield seq of process pid (with timerDeadline
+// for a deadline) at when, and keeps behind as in timerService.add.
+// Called with sh.mu held.
+func (sh *timerShard) put(pid, seq uint64, when, behind int64) {
+	sh.push(timerEntry{when: when, pid: pid, seq: seq})
+	if behind != 0 {
+		sh.behind.set(seq, uint64(behind))
+	}
 }
 
 // push adds e to the heap. Called with sh.mu held.

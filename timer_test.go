@@ -14,6 +14,7 @@ import (
 
 	sched "github.com/procsched/scheduler"
 	"github.com/procsched/scheduler/payload"
+	"github.com/procsched/scheduler/relay"
 )
 
 // Tests of timers seen from outside (timer.go): sleeps and yield
@@ -216,6 +217,95 @@ func TestSleepKeepsItsOwnTimeUnderALaterDeadline(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestTimeoutsOfOneStepAmongOtherTimers: in a step that sets several
+// timers, a handler called for one of its yields sees that yield's
+// deadline in its call's context while it runs, and of two Timeouts of
+// one earlier yield in one step the later holds.
+func TestTimeoutsOfOneStepAmongOtherTimers(t *testing.T) {
+	t.Run("a handler sees its deadline while it runs", func(t *testing.T) {
+		type seen struct {
+			deadline time.Time
+			ok       bool
+		}
+		seenBy := make(chan seen, 1)
+		s := newScheduler(t, sched.WithHandler(cmdTest, func(c sched.Call) error {
+			d, ok := c.Context().Deadline()
+			seenBy <- seen{d, ok}
+			return c.Complete("ok", nil)
+		}))
+		start := time.Now()
+		h, _ := oneYield(t, s, func(out *sched.StepOutput) {
+			out.Sleep(2, time.Hour)
+			out.Yield(1, cmdTest, nil)
+			out.Timeout(1, time.Hour)
+			out.Sleep(3, time.Hour)
+		})
+		got := receive(t, seenBy, "the handler's look at its deadline")
+		require.True(t, got.ok, "the handler's context has the deadline while the handler runs")
+		assert.WithinRange(t, got.deadline, start.Add(time.Hour), time.Now().Add(time.Hour))
+		ev := answerOf(t, s, h)
+		require.NoError(t, ev.Error)
+		assert.Equal(t, "ok", ev.Data)
+		assert.Zero(t, s.Stats().Timers, "a timer outlived its process")
+	})
+
+	t.Run("a transport sees a remote monitor's deadline as it is called", func(t *testing.T) {
+		remote := relay.PID{Node: 2, ID: 5}
+		tr := &deadlineMonitors{fakeTransport: newFakeTransport(), seen: make(chan bool, 1)}
+		s := newScheduler(t, sched.WithNode(1), sched.WithTransport(tr))
+		h, _ := oneYield(t, s, func(out *sched.StepOutput) {
+			out.Sleep(2, time.Hour)
+			out.Monitor(1, remote)
+			out.Timeout(1, time.Hour)
+			out.Sleep(3, time.Hour)
+		})
+		require.True(t, receive(t, tr.seen, "the transport's look at the deadline"),
+			"the monitor's call context has the deadline while MonitorRemote runs")
+		ev := answerOf(t, s, h)
+		require.NoError(t, ev.Error)
+		assert.Equal(t, sched.Exit{PID: remote, Reason: sched.ExitGone}, ev.Data)
+		assert.Zero(t, s.Stats().Timers, "a timer outlived its process")
+	})
+
+	t.Run("of two Timeouts in one step the later holds", func(t *testing.T) {
+		s := newScheduler(t)
+		start := time.Now()
+		p := &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+			switch n {
+			case 0:
+				out.Sleep(1, 2*time.Hour)
+				out.Continue()
+			case 1:
+				out.Timeout(1, time.Hour) // before the Sleep's time: replaces its timer
+				out.Timeout(1, 20*time.Millisecond)
+			}
+			if ev, ok := completionOf(evs, 1); ok {
+				out.Done(payload.Of(ev))
+			}
+			return nil
+		}}
+		ev := answerOf(t, s, submit(t, s, p))
+		require.ErrorIs(t, ev.Error, sched.ErrTimeout)
+		assert.Less(t, time.Since(start), time.Hour/2, "the first Timeout held")
+		assert.Zero(t, s.Stats().Timers, "a timer outlived the Sleep")
+	})
+}
+
+// deadlineMonitors is a transport that watches remote processes: it
+// says whether the monitor's call context had a deadline when
+// MonitorRemote was called, and completes the monitor at once with
+// ExitGone.
+type deadlineMonitors struct {
+	*fakeTransport
+	seen chan bool
+}
+
+func (d *deadlineMonitors) MonitorRemote(c sched.Call) error {
+	_, ok := c.Context().Deadline()
+	d.seen <- ok
+	return c.Complete(sched.Exit{PID: c.Arg.(relay.PID), Reason: sched.ExitGone}, nil)
 }
 
 // TestTimeoutRacingCompletion: an answer racing the deadline completes the
