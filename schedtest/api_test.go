@@ -167,6 +167,17 @@ func TestReplyFuncAndFail(t *testing.T) {
 	require.ErrorIs(t, got[2].Error, errAPI)
 }
 
+// TestFailAndReplyFuncRefuseNil checks that Fail(nil) and ReplyFunc(nil)
+// panic at once, with a message that names the mistake, rather than make
+// a fake that answers every call without an error, or one that panics at
+// each call.
+func TestFailAndReplyFuncRefuseNil(t *testing.T) {
+	require.PanicsWithValue(t, "schedtest: Fail(nil): a fake that fails needs an error (Reply(nil) answers without one)",
+		func() { schedtest.Fail(nil) })
+	require.PanicsWithValue(t, "schedtest: ReplyFunc(nil): no function to answer the calls",
+		func() { schedtest.ReplyFunc(nil) })
+}
+
 // TestHeldLenAndNext checks that Held.Len counts the calls held and not yet
 // taken, that Next takes them oldest first, and that Next with none left
 // fails the test instead of returning a zero Call.

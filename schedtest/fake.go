@@ -35,13 +35,24 @@ func Reply(data any) FakeFunc {
 }
 
 // ReplyFunc returns a fake that completes every call at once with what f
-// answers for the call's argument.
+// answers for the call's argument. It panics if f is nil, as
+// [net/http.HandleFunc] does for a nil handler: the mistake shows where
+// it is made, not as a failed call later.
 func ReplyFunc(f func(arg any) (any, error)) FakeFunc {
+	if f == nil {
+		panic("schedtest: ReplyFunc(nil): no function to answer the calls")
+	}
 	return func(c Call) error { return c.Complete(f(c.Arg)) }
 }
 
-// Fail returns a fake that completes every call at once with err.
+// Fail returns a fake that completes every call at once with err. It
+// panics if err is nil: a fake that fails without an error would answer
+// every call as a success (use [Reply] with nil data for that), and a
+// test meant to cover the failure would pass without reaching it.
 func Fail(err error) FakeFunc {
+	if err == nil {
+		panic("schedtest: Fail(nil): a fake that fails needs an error (Reply(nil) answers without one)")
+	}
 	return func(c Call) error { return c.Complete(nil, err) }
 }
 
