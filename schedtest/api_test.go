@@ -944,6 +944,66 @@ func TestTerminateAtStepRefusesWhatCannotHappen(t *testing.T) {
 	require.Equal(t, []string{fmt.Sprintf("terminate %v after its step 2", live)}, s.Injected())
 }
 
+// TestTerminateFaultsListOnlyWhatTheyDid checks that a termination the
+// kit injects (TerminateAtStep, Faults.Terminate) is listed by Injected
+// only where it asked a process to stop: a process asked already (by
+// Terminate, by an earlier injected termination, by Shutdown) gets no
+// second cancel, and no fault is listed for it.
+func TestTerminateFaultsListOnlyWhatTheyDid(t *testing.T) {
+	// cancels counts a process's cancels; it ends on the message "end".
+	cancels := func(n *int) scheduler.Process {
+		return stepper(func(_ int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+			for _, ev := range evs {
+				switch {
+				case ev.Type == scheduler.EventCancel:
+					*n++
+				case ev.Data == "end":
+					out.Done(payload.Payload{})
+				}
+			}
+			return nil
+		})
+	}
+
+	s := schedtest.New(t)
+	var nAt, nLive int
+	at := s.Start(cancels(&nAt), "run", nil)
+	live := s.Start(cancels(&nLive), "run", nil)
+	s.RunUntilIdle()
+	s.TerminateAtStep(at, 2)
+	s.TerminateAtStep(live, 2)
+	require.NoError(t, s.Terminate(at)) // its step 2 brings this cancel
+	require.NoError(t, s.Send(live, "go"))
+	s.RunUntilIdle()
+	require.Equal(t, 2, s.Steps(at))
+	require.Equal(t, 3, s.Steps(live), "step 2 for the message, step 3 for the injected cancel")
+	require.Equal(t, []int{1, 1}, []int{nAt, nLive})
+	require.Equal(t, []string{fmt.Sprintf("terminate %v after its step 2", live)}, s.Injected(),
+		"the process terminated before its step 2 is not listed")
+
+	// Terminate at every step: the process, cancelled after its first,
+	// steps again for the cancel without ending, and is not cancelled
+	// twice.
+	s = schedtest.New(t, schedtest.WithSeed(1), schedtest.WithFaults(schedtest.Faults{Terminate: 1}))
+	var n int
+	pid := s.Start(cancels(&n), "run", nil)
+	s.RunUntilIdle()
+	require.NoError(t, s.Send(pid, "more"))
+	s.RunUntilIdle()
+	require.Equal(t, 3, s.Steps(pid))
+	require.Equal(t, 1, n)
+	require.Equal(t, []string{fmt.Sprintf("terminate %v after its step 1", pid)}, s.Injected())
+
+	// After Shutdown's cancel: nothing to inject.
+	s = schedtest.New(t, schedtest.WithSeed(1), schedtest.WithFaults(schedtest.Faults{Terminate: 1}))
+	n = 0
+	pid = s.Start(cancels(&n), "run", nil)
+	require.ErrorIs(t, s.Shutdown(), scheduler.ErrForced, "it never ends by itself")
+	require.Equal(t, 1, n)
+	require.Equal(t, 2, s.Steps(pid), "a first step without events, then the cancel")
+	require.Empty(t, s.Injected())
+}
+
 // TestExploreReplayHintKeepsTheOptions checks that the Replay call Explore
 // suggests passes on the options the scenario was explored with: without
 // them (here, the fault that makes it fail) the seed would not fail again.

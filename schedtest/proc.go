@@ -165,11 +165,11 @@ func (s *Sim) stepOnce(p *proc) {
 			f.unread = batch - s.read.Read
 		}
 		p.final = f
+	case p.cancelled:
+		// Asked to stop already: a termination would do nothing, so none
+		// is injected (and none drawn).
 	default:
-		if n, ok := s.terminateAt[p.pid]; ok && n == p.steps {
-			s.inject("terminate %v after its step %d", p.pid, p.steps)
-			s.cancel(p, scheduler.ErrTerminated)
-		} else if s.chance(s.cfg.faults.Terminate) {
+		if n, ok := s.terminateAt[p.pid]; (ok && n == p.steps) || s.chance(s.cfg.faults.Terminate) {
 			s.inject("terminate %v after its step %d", p.pid, p.steps)
 			s.cancel(p, scheduler.ErrTerminated)
 		}

@@ -103,6 +103,8 @@ type Faults struct {
 	DelayCompletion float64
 	// Terminate is the chance, after each step that does not end a
 	// process, that the process is terminated, as [Sim.Terminate] does.
+	// A process asked to stop already (terminated, or cancelled by
+	// Shutdown) is left alone: nothing is drawn or injected for it.
 	Terminate float64
 }
 
@@ -322,7 +324,10 @@ func (s *Sim) Terminate(pid relay.PID) error {
 // stopped at this point", listed by [Sim.Injected]. It fails the test if
 // the termination could never happen: n less than 1, a live process that
 // has taken n steps already, or a PID that is no process of the
-// simulation. A process that has ended is left alone.
+// simulation. A process that has ended, or that was asked to stop before
+// the end of its nth step (by [Sim.Terminate], an injected termination
+// or Shutdown), is left alone: it gets no second cancel, and no fault is
+// listed.
 func (s *Sim) TerminateAtStep(pid relay.PID, n int) {
 	s.tb.Helper()
 	s.mu.Lock()
@@ -400,7 +405,10 @@ func (s *Sim) Yields(pid relay.PID) []Yield {
 	return nil
 }
 
-// Injected lists the faults injected so far, in order, in words.
+// Injected lists the faults injected so far, in order, in words: a
+// command failed, a completion held back, a process asked to stop. A
+// fault is injected, and listed, only where it acts: no termination is
+// listed for a process asked to stop already.
 func (s *Sim) Injected() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
