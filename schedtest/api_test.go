@@ -26,6 +26,7 @@ type recTB struct {
 	testing.TB
 	mu       sync.Mutex
 	failed   bool
+	skipped  bool
 	lines    []string
 	cleanups []func()
 }
@@ -41,6 +42,23 @@ func (r *recTB) Errorf(format string, args ...any) {
 func (r *recTB) Fatal(args ...any)                 { r.Error(args...); r.FailNow() }
 func (r *recTB) Fatalf(format string, args ...any) { r.Errorf(format, args...); r.FailNow() }
 func (r *recTB) FailNow()                          { r.Fail(); runtime.Goexit() }
+func (r *recTB) Skip(args ...any)                  { r.Log(args...); r.SkipNow() }
+func (r *recTB) Skipf(format string, args ...any)  { r.Logf(format, args...); r.SkipNow() }
+
+// SkipNow marks the run skipped and ends its goroutine, as it ends a
+// test.
+func (r *recTB) SkipNow() {
+	r.mu.Lock()
+	r.skipped = true
+	r.mu.Unlock()
+	runtime.Goexit()
+}
+
+func (r *recTB) Skipped() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.skipped
+}
 
 func (r *recTB) Fail() {
 	r.mu.Lock()

@@ -24,8 +24,11 @@ type Failure struct {
 // a fresh [Sim] made with opts, and fails tb at the first seed at which
 // the scenario fails, with its report and how to replay it (with
 // [SeedEnv], or with [Replay] given the same options). The scenario
-// asserts through [Sim.T]; a Fatal there ends only that seed's run. With
-// [SeedEnv] set, only that seed runs.
+// asserts through [Sim.T]; a Fatal there ends only that seed's run. A
+// Skip there (Skip, Skipf or SkipNow) ends the exploration: tb is
+// skipped, with what the scenario logged, the seed, and how many seeds
+// passed before it; a run that failed before it skipped is a failure.
+// With [SeedEnv] set, only that seed runs.
 func Explore(tb testing.TB, seeds int, scenario func(*Sim), opts ...Option) {
 	tb.Helper()
 	if f, ok := Sweep(tb, seeds, scenario, opts...); ok {
@@ -39,7 +42,8 @@ func Explore(tb testing.TB, seeds int, scenario func(*Sim), opts ...Option) {
 }
 
 // Sweep runs scenario as [Explore] does and returns the first failure
-// instead of reporting it; ok is false if every seed passed.
+// instead of reporting it; ok is false if every seed passed. A scenario
+// that skips skips tb, as under Explore.
 func Sweep(tb testing.TB, seeds int, scenario func(*Sim), opts ...Option) (f Failure, ok bool) {
 	tb.Helper()
 	if v := os.Getenv(SeedEnv); v != "" {
@@ -50,16 +54,44 @@ func Sweep(tb testing.TB, seeds int, scenario func(*Sim), opts ...Option) (f Fai
 		return Check(tb, seed, scenario, opts...)
 	}
 	for seed := uint64(1); seed <= uint64(seeds); seed++ {
-		if f, ok := Check(tb, seed, scenario, opts...); ok {
+		f, failed, skipped := run(tb, seed, scenario, opts)
+		if failed {
 			return f, true
+		}
+		if skipped {
+			skip(tb, seed, int(seed-1), f.Output)
 		}
 	}
 	return Failure{}, false
 }
 
 // Check runs scenario once under seed and reports whether it failed, and
-// how, without failing tb.
+// how, without failing tb. A scenario that skips without having failed
+// skips tb, with what it logged.
 func Check(tb testing.TB, seed uint64, scenario func(*Sim), opts ...Option) (Failure, bool) {
+	tb.Helper()
+	f, failed, skipped := run(tb, seed, scenario, opts)
+	if skipped && !failed {
+		skip(tb, seed, 0, f.Output)
+	}
+	return f, failed
+}
+
+// skip skips tb for a scenario that skipped at seed, after passed seeds
+// that passed, having logged output.
+func skip(tb testing.TB, seed uint64, passed int, output string) {
+	tb.Helper()
+	where := fmt.Sprintf("schedtest: the scenario skips at seed %d", seed)
+	if passed > 0 {
+		where += fmt.Sprintf(", after %d seeds that passed", passed)
+	}
+	tb.Skipf("%s:\n%s", where, strings.TrimRight(output, "\n"))
+}
+
+// run runs scenario once under seed. It reports whether the run failed
+// and whether it skipped (a run that failed and then skipped is both),
+// with the run's report in f.
+func run(tb testing.TB, seed uint64, scenario func(*Sim), opts []Option) (f Failure, failed, skipped bool) {
 	r := &recorder{TB: tb}
 	var s *Sim
 	done := make(chan struct{})
@@ -70,8 +102,11 @@ func Check(tb testing.TB, seed uint64, scenario func(*Sim), opts ...Option) (Fai
 		scenario(s)
 	}()
 	<-done
+	if r.Skipped() && !r.Failed() {
+		return Failure{Seed: seed, Output: r.output()}, false, true
+	}
 	if !r.Failed() {
-		return Failure{}, false
+		return Failure{}, false, false
 	}
 	var b strings.Builder
 	b.WriteString(r.output())
@@ -83,7 +118,7 @@ func Check(tb testing.TB, seed uint64, scenario func(*Sim), opts ...Option) (Fai
 			fmt.Fprintf(&b, "the last scheduling decisions:\n  %s\n", strings.Join(tr, "\n  "))
 		}
 	}
-	return Failure{Seed: seed, Output: b.String()}, true
+	return Failure{Seed: seed, Output: b.String()}, true, r.Skipped()
 }
 
 // Replay runs scenario once under seed, reporting to tb directly: the way
@@ -93,14 +128,15 @@ func Replay(tb testing.TB, seed uint64, scenario func(*Sim), opts ...Option) {
 	scenario(New(tb, append(opts[:len(opts):len(opts)], WithSeed(seed))...))
 }
 
-// recorder is the testing.TB a seed's run reports to: it keeps the log
-// and the failure instead of failing the test, and runs the cleanups at
-// the end of the seed's run. Methods it does not override go to the real
-// test.
+// recorder is the testing.TB a seed's run reports to: it keeps the log,
+// the failure and the skip instead of failing or skipping the test, and
+// runs the cleanups at the end of the seed's run. Methods it does not
+// override go to the real test.
 type recorder struct {
 	testing.TB
 	mu       sync.Mutex // guards the fields below
 	failed   bool
+	skipped  bool
 	lines    []string
 	cleanups []func()
 }
@@ -130,6 +166,25 @@ func (r *recorder) Fail() {
 func (r *recorder) FailNow() {
 	r.Fail()
 	runtime.Goexit()
+}
+
+func (r *recorder) Skip(args ...any) { r.Log(args...); r.SkipNow() }
+
+func (r *recorder) Skipf(format string, args ...any) { r.Logf(format, args...); r.SkipNow() }
+
+// SkipNow ends the seed's run as skipped: the caller of Check, Sweep or
+// Explore then skips the test.
+func (r *recorder) SkipNow() {
+	r.mu.Lock()
+	r.skipped = true
+	r.mu.Unlock()
+	runtime.Goexit()
+}
+
+func (r *recorder) Skipped() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.skipped
 }
 
 func (r *recorder) Failed() bool {

@@ -197,6 +197,67 @@ func TestFaultsAreDrawnFromTheSeed(t *testing.T) {
 	require.False(t, ok, "without faults every seed passes")
 }
 
+// TestExploreStopsAtASkip checks that a scenario that skips through
+// Sim.T ends the exploration at that seed and skips the test, saying at
+// which seed, after how many that passed, and what the scenario logged;
+// that Check skips its test likewise; and that a run that failed before
+// it skipped is a failure, not a skip.
+func TestExploreStopsAtASkip(t *testing.T) {
+	skipAt3 := func(runs *[]uint64) func(*schedtest.Sim) {
+		return func(s *schedtest.Sim) {
+			*runs = append(*runs, s.Seed())
+			if s.Seed() == 3 {
+				s.T().Log("seed 3 cannot reach the state under test")
+				s.T().Skipf("not in run %d", len(*runs))
+			}
+		}
+	}
+
+	// On a real test.
+	var runs []uint64
+	var sub *testing.T
+	t.Run("explore", func(t *testing.T) {
+		sub = t
+		schedtest.Explore(t, 10, skipAt3(&runs))
+		runs = append(runs, 0) // not reached: the skip ends the test here
+	})
+	require.True(t, sub.Skipped(), "the test is skipped")
+	require.False(t, sub.Failed())
+	require.Equal(t, []uint64{1, 2, 3}, runs, "no seed runs after the skip")
+
+	// What it says.
+	runs = nil
+	r := runTB(t, func(tb *recTB) {
+		schedtest.Explore(tb, 10, skipAt3(&runs))
+		tb.Log("reached after the skip")
+	})
+	require.True(t, r.Skipped())
+	require.False(t, r.Failed())
+	require.Equal(t, []uint64{1, 2, 3}, runs)
+	require.Equal(t, "schedtest: the scenario skips at seed 3, after 2 seeds that passed:\n"+
+		"  seed 3 cannot reach the state under test\n  not in run 3", r.text())
+
+	runs = nil
+	r = runTB(t, func(tb *recTB) {
+		_, failed := schedtest.Check(tb, 3, skipAt3(&runs))
+		tb.Logf("reached after the skip, failed %v", failed)
+	})
+	require.True(t, r.Skipped())
+	require.False(t, r.Failed())
+	require.Equal(t, "schedtest: the scenario skips at seed 3:\n"+
+		"  seed 3 cannot reach the state under test\n  not in run 1", r.text())
+
+	var skippedBefore bool
+	f, failed := schedtest.Check(t, 1, func(s *schedtest.Sim) {
+		skippedBefore = s.T().Skipped()
+		s.T().Error("wrong")
+		s.T().Skip("and skipped")
+	})
+	require.True(t, failed, "a failure before the skip stands")
+	require.False(t, skippedBefore)
+	require.Equal(t, "  wrong\n  and skipped\n", f.Output)
+}
+
 // stepper is a process made of one function, called with the step's
 // number (the first is 1).
 func stepper(f func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error) scheduler.Process {

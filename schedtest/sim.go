@@ -194,7 +194,8 @@ func New(tb testing.TB, opts ...Option) *Sim {
 }
 
 // T returns the test the simulation reports to: the one given to [New], or
-// the seed's own under [Explore].
+// the seed's own under [Explore], [Sweep] and [Check], whose Fatal ends
+// only the seed's run and whose Skip skips the test there (see Explore).
 func (s *Sim) T() testing.TB { return s.tb }
 
 // Seed returns the seed of the simulation's choices (0 without
