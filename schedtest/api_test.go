@@ -196,6 +196,73 @@ func TestFailAndReplyFuncRefuseNil(t *testing.T) {
 		func() { schedtest.ReplyFunc(nil) })
 }
 
+// TestCallContext checks a fake's call context on the virtual clock: its
+// deadline is the one the step gave the yield, exactly, and a later
+// Timeout's once that replaces it; it is done with ErrTimeout when the
+// clock reaches the deadline (Err DeadlineExceeded, for contexts derived
+// from it too, and context.AfterFunc runs), not before, and not when the
+// process is terminated; it is done with ErrForced for a process forced at
+// the shutdown deadline; every call of Context returns the same context;
+// and the zero Call's is context.Background().
+func TestCallContext(t *testing.T) {
+	s := schedtest.New(t, schedtest.WithShutdownDeadline(time.Minute))
+	calls := s.FakeLater(cmdWork)
+	pid := s.Start(stepper(func(n int, _ []scheduler.Event, out *scheduler.StepOutput) error {
+		switch n {
+		case 1:
+			out.Yield(1, cmdWork, "timed")
+			out.Timeout(1, time.Hour)
+			out.Yield(2, cmdWork, "forced")
+		case 2:
+			out.Timeout(1, 2*time.Hour)
+		}
+		return nil
+	}), "run", nil)
+	s.RunUntilIdle()
+	timed, forced := calls.Next(), calls.Next()
+	ctx := timed.Context()
+	require.Same(t, ctx, timed.Context(), "one context per call")
+	self, ok := scheduler.Self(ctx)
+	require.True(t, ok)
+	require.Equal(t, pid, self)
+	dl, ok := ctx.Deadline()
+	require.True(t, ok)
+	require.Equal(t, schedtest.Epoch.Add(time.Hour), dl)
+	_, ok = forced.Context().Deadline()
+	require.False(t, ok, "no Timeout, no deadline")
+
+	derived, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ran := make(chan struct{})
+	context.AfterFunc(ctx, func() { close(ran) })
+
+	s.Advance(30 * time.Minute)
+	require.NoError(t, s.Send(pid, "later deadline"))
+	s.RunUntilIdle()
+	dl, _ = ctx.Deadline()
+	require.Equal(t, schedtest.Epoch.Add(30*time.Minute+2*time.Hour), dl, "a later Timeout replaces the deadline")
+	require.NoError(t, s.Terminate(pid))
+	s.Advance(2*time.Hour - time.Nanosecond)
+	require.NoError(t, ctx.Err(), "not done before the deadline, nor when the process is asked to stop")
+	s.Advance(time.Nanosecond)
+	require.ErrorIs(t, ctx.Err(), context.DeadlineExceeded)
+	require.ErrorIs(t, context.Cause(ctx), scheduler.ErrTimeout)
+	<-ctx.Done()
+	<-derived.Done()
+	require.ErrorIs(t, derived.Err(), context.DeadlineExceeded, "a derived context is done as its parent")
+	require.ErrorIs(t, context.Cause(derived), scheduler.ErrTimeout)
+	<-ran
+	_, ok = ctx.Deadline()
+	require.False(t, ok, "no deadline once the yield is no longer pending")
+
+	require.NoError(t, forced.Context().Err())
+	require.ErrorIs(t, s.Shutdown(), scheduler.ErrForced)
+	require.ErrorIs(t, forced.Context().Err(), context.Canceled)
+	require.ErrorIs(t, context.Cause(forced.Context()), scheduler.ErrForced)
+
+	require.Equal(t, context.Background(), schedtest.Call{}.Context())
+}
+
 // TestHeldLenAndNext checks that Held.Len counts the calls held and not yet
 // taken, that Next takes them oldest first, and that Next with none left
 // fails the test instead of returning a zero Call.

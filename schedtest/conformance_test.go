@@ -37,9 +37,13 @@ type world interface {
 	lookup(name string) (relay.PID, error)
 	reply(to scheduler.ReplyTo, data any, err error) error
 	// fake sets the handler of cmd: answer at once with data and err, or
-	// (hold) keep the call for completeHeld.
+	// (hold) keep the call for completeHeld and heldContext.
 	fake(cmd scheduler.CommandID, hold bool, data any, err error)
 	completeHeld(i int, data any, err error) error
+	// heldContext returns the context of held call i, and how long before
+	// its deadline the handler ran, on the world's clock; ok is false if
+	// it had no deadline then.
+	heldContext(i int) (ctx context.Context, left time.Duration, ok bool)
 	// until runs (or waits) until cond holds; it fails the test if it
 	// never does.
 	until(cond func() bool)
@@ -55,9 +59,18 @@ type realWorld struct {
 	mu      sync.Mutex
 	handles map[relay.PID]scheduler.Handle
 	held    []scheduler.Completion
+	ctxs    []heldCtx
 	wake    chan struct{}
 	j       *journal
 	grace   time.Duration // how long shutdown waits before it forces
+}
+
+// heldCtx is the context of a held call, and how long before its
+// deadline the handler ran (ok: it had one).
+type heldCtx struct {
+	ctx  context.Context
+	left time.Duration
+	ok   bool
 }
 
 func newReal(t *testing.T, j *journal, grace time.Duration) *realWorld {
@@ -92,8 +105,11 @@ func (w *realWorld) terminateAtStep(pid relay.PID, n int) {
 func (w *realWorld) fake(cmd scheduler.CommandID, hold bool, data any, err error) {
 	require.NoError(w.t, w.s.SetHandler(cmd, func(c scheduler.Call) error {
 		if hold {
+			ctx := c.Context()
+			dl, ok := ctx.Deadline()
 			w.mu.Lock()
 			w.held = append(w.held, c.Completion())
+			w.ctxs = append(w.ctxs, heldCtx{ctx: ctx, left: time.Until(dl), ok: ok})
 			w.mu.Unlock()
 			return nil
 		}
@@ -106,6 +122,12 @@ func (w *realWorld) completeHeld(i int, data any, err error) error {
 	w.mu.Unlock()
 	return c.Complete(data, err)
 }
+func (w *realWorld) heldContext(i int) (context.Context, time.Duration, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.ctxs[i].ctx, w.ctxs[i].left, w.ctxs[i].ok
+}
+
 func (w *realWorld) until(cond func() bool) {
 	deadline := time.After(10 * time.Second)
 	for !cond() {
@@ -138,6 +160,7 @@ type kitWorld struct {
 	t    *testing.T
 	s    *schedtest.Sim
 	held []schedtest.Call
+	ctxs []heldCtx
 	mu   sync.Mutex
 }
 
@@ -162,11 +185,19 @@ func (w *kitWorld) completeHeld(i int, data any, err error) error {
 	w.mu.Unlock()
 	return c.Token().Complete(data, err)
 }
+func (w *kitWorld) heldContext(i int) (context.Context, time.Duration, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.ctxs[i].ctx, w.ctxs[i].left, w.ctxs[i].ok
+}
 func (w *kitWorld) fake(cmd scheduler.CommandID, hold bool, data any, err error) {
 	w.s.Fake(cmd, func(c schedtest.Call) error {
 		if hold {
+			ctx := c.Context()
+			dl, ok := ctx.Deadline()
 			w.mu.Lock()
 			w.held = append(w.held, c)
+			w.ctxs = append(w.ctxs, heldCtx{ctx: ctx, left: dl.Sub(w.s.Now()), ok: ok})
 			w.mu.Unlock()
 			return nil
 		}
@@ -332,6 +363,8 @@ func errName(err error) string {
 		{scheduler.ErrUnknownCommand, "UnknownCommand"}, {scheduler.ErrInvalidCommand, "InvalidCommand"},
 		{scheduler.ErrClosed, "Closed"}, {scheduler.ErrEnded, "Ended"}, {errBoom, "boom"},
 		{scheduler.ErrNameTaken, "NameTaken"}, {scheduler.ErrInvalidName, "InvalidName"},
+		{scheduler.ErrYieldCancelled, "YieldCancelled"},
+		{context.DeadlineExceeded, "DeadlineExceeded"}, {context.Canceled, "Canceled"},
 	} {
 		if errors.Is(err, s.err) {
 			return s.name
@@ -1100,5 +1133,63 @@ var scenarios = []scenario{
 				lines(j, "quick"), lines(j, "slow"), errOrOK(err), rq.Value(), errOrOK(eq), errOrOK(es))
 		},
 		want: "cancel err=ShuttingDown; complete 1; close | cancel err=ShuttingDown; close; shutdown Forced; quick quick ok; slow Forced",
+	},
+	{
+		name: "a handler's call context has the yield's deadline and is done when the yield ends, not when the process is asked to stop",
+		run: func(t *testing.T, w world, j *journal) string {
+			w.fake(cmdWork, true, nil, nil)
+			p := w.start(proc(j, "p", func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+				if n == 1 {
+					out.Yield(1, cmdWork, "timed")
+					out.Timeout(1, time.Hour)
+					out.Yield(2, cmdWork, "completed")
+					out.Yield(3, cmdWork, "cancelled")
+					out.Yield(4, cmdWork, "left")
+					out.Tell(out.Self(), "handled") // after the handlers ran
+				}
+				for _, ev := range evs {
+					switch {
+					case ev.Type == scheduler.EventCancel:
+						out.Timeout(1, 0)
+						out.Cancel(3)
+						out.Tell(out.Self(), "cancelled")
+					case ev.Tag == 2:
+						out.Done(payload.Payload{})
+					}
+				}
+				return nil
+			}), "run")
+			var r []string
+			state := func(when string, calls ...int) {
+				var b []string
+				for _, i := range calls {
+					ctx, _, _ := w.heldContext(i - 1)
+					_, has := ctx.Deadline()
+					b = append(b, fmt.Sprintf("%d %s %s deadline %v", i, errOrOK(ctx.Err()), errOrOK(context.Cause(ctx)), has))
+				}
+				r = append(r, when+": "+strings.Join(b, ", "))
+			}
+			w.until(func() bool { return j.has("p: message data=handled") })
+			for i := 1; i <= 4; i++ {
+				ctx, left, ok := w.heldContext(i - 1)
+				self, _ := scheduler.Self(ctx)
+				r = append(r, fmt.Sprintf("%d of %s: deadline %v, within the hour %v", i, j.pid(self), ok, left > 0 && left <= time.Hour))
+			}
+			state("handled", 1, 2, 3, 4)
+			require.NoError(t, w.terminate(p))
+			w.until(func() bool { return j.has("p: message data=cancelled") })
+			state("asked to stop", 1, 2, 3, 4)
+			require.NoError(t, w.completeHeld(1, "done", nil))
+			_, err := w.result(p)
+			require.NoError(t, err)
+			state("ended", 2, 4)
+			return lines(j, "p") + " | " + strings.Join(r, "; ")
+		},
+		want: "message data=handled from=p; cancel err=Terminated; complete 1 err=Timeout; message data=cancelled from=p; complete 2 data=done; close | " +
+			"1 of p: deadline true, within the hour true; 2 of p: deadline false, within the hour false; " +
+			"3 of p: deadline false, within the hour false; 4 of p: deadline false, within the hour false; " +
+			"handled: 1 ok ok deadline true, 2 ok ok deadline false, 3 ok ok deadline false, 4 ok ok deadline false; " +
+			"asked to stop: 1 DeadlineExceeded Timeout deadline false, 2 ok ok deadline false, 3 Canceled YieldCancelled deadline false, 4 ok ok deadline false; " +
+			"ended: 2 Canceled Canceled deadline false, 4 Canceled Ended deadline false",
 	},
 }

@@ -34,8 +34,10 @@
 // seed.
 //
 // User commands go to fakes ([Sim.Fake], [Reply], [Fail], [Never],
-// [Sim.FakeLater]); every yield a process made is listed by
-// [Sim.Yields]. A [Probe] is a PID whose messages the test asserts on.
+// [Sim.FakeLater]); a fake's [Call.Context] is a handler's call context,
+// with the yield's deadline on the virtual clock. Every yield a process
+// made is listed by [Sim.Yields]. A [Probe] is a PID whose messages the
+// test asserts on.
 //
 // The kit shares the scheduler's definitions (Process, StepOutput, Event,
 // Exit, Request, the sentinel errors) and reads a step's output through

@@ -106,19 +106,42 @@ func (h *Held) Next() Call {
 	return c
 }
 
-// Call is one user command a process yielded, as a fake sees it.
+// Call is one user command a process yielded, as a fake sees it: the
+// counterpart of [scheduler.Call]. It is a value; a fake may keep it.
 type Call struct {
 	PID relay.PID           // the process that yielded
 	Tag uint64              // the yield's tag
 	Cmd scheduler.CommandID // the command
 	Arg any                 // the yield's argument
-	// Ctx is the yielding process's context: [scheduler.Self] answers its
-	// PID, and it is done with a cause once the process is asked to stop
-	// or ends.
-	Ctx context.Context
 
+	ctx    *callContext
 	tok    Token
 	inFake bool
+}
+
+// Context returns the context for the work of this call, as
+// [scheduler.Call.Context] does. It carries the yielding process's values
+// ([scheduler.Self] answers its PID). Its Deadline is the one the process
+// gave the yield with [scheduler.StepOutput.Timeout], on the virtual
+// clock (see [Sim.Now]), while the yield is outstanding. It is done once
+// the yield is no longer pending or the process has ended, and
+// context.Cause says why: context.Canceled for a completion,
+// [scheduler.ErrTimeout] for a deadline that passed (Err is then
+// context.DeadlineExceeded), [scheduler.ErrYieldCancelled] for a yield
+// the process cancelled, [scheduler.ErrEnded] for the process's end, and
+// [scheduler.ErrForced] for a process forced at the shutdown deadline. It
+// is not done when the process is merely asked to stop (Terminate, or
+// the cancel Shutdown sends), so cleanup work yielded on a cancel gets a
+// context that lives until the work is done. The deadline is never
+// compared with the wall clock: the context is done at it only when the
+// virtual clock reaches it and the yield times out. Every call of Context
+// for one Call returns the same context; for the zero Call it is
+// context.Background().
+func (c Call) Context() context.Context {
+	if c.ctx == nil {
+		return context.Background()
+	}
+	return c.ctx
 }
 
 // Complete completes the yield with data and err, as

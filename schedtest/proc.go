@@ -64,10 +64,11 @@ type pending struct {
 	owner    *proc
 	tag, seq uint64
 	kind     bridge.Kind
-	timerAt  int64 // when its timer fires, 0: none
-	deadline bool  // the timer is a deadline (ErrTimeout), not a Sleep's end
-	sleepAt  int64 // a Sleep's own time, which it keeps under any deadline
-	watching *proc // the process a Monitor or Request watches
+	timerAt  int64        // when its timer fires, 0: none
+	deadline bool         // the timer is a deadline (ErrTimeout), not a Sleep's end
+	sleepAt  int64        // a Sleep's own time, which it keeps under any deadline
+	watching *proc        // the process a Monitor or Request watches
+	call     *callContext // a command's call context (see Call.Context)
 }
 
 // delayed is a completion held back by a DelayCompletion fault.
@@ -221,9 +222,6 @@ func (s *Sim) end(p *proc, result payload.Payload, err error, forced bool) {
 	p.unread += len(p.inbox)
 	p.inbox = nil
 	p.todo = nil
-	for _, pd := range p.pending {
-		s.forget(pd)
-	}
 	s.note("end %v: %v", p.pid, errOr(err, result))
 	var perr error
 	s.callUser(func() {
@@ -238,12 +236,17 @@ func (s *Sim) end(p *proc, result payload.Payload, err error, forced bool) {
 		err = perr
 	}
 	p.result, p.err = result, err
-	switch {
-	case p.cancelled:
-	case forced:
-		p.stop(scheduler.ErrForced)
-	default:
-		p.stop(scheduler.ErrEnded)
+	// The yields still outstanding go once Close has returned, as on the
+	// scheduler: a call context a fake handed on is done only then.
+	why := scheduler.ErrEnded
+	if forced {
+		why = scheduler.ErrForced
+	}
+	for _, pd := range p.pending {
+		s.forget(pd, why)
+	}
+	if !p.cancelled {
+		p.stop(why)
 	}
 	if p.awaiter != nil && !forced {
 		_ = s.complete(p.awaiter, p.awaitSeq, scheduler.Event{Type: scheduler.EventYieldComplete, Data: result, Error: err, From: p.pid})
@@ -330,21 +333,26 @@ func (s *Sim) registerWithin(p *proc, y *bridge.Yield) *pending {
 		return pd
 	}
 	if int64(y.Deadline) <= s.now {
-		s.completeNow(pd, scheduler.Event{Error: scheduler.ErrTimeout})
+		s.expire(pd)
 		return nil
 	}
 	s.setTimer(pd, int64(y.Deadline), true)
 	return pd
 }
 
-// forget drops the outstanding yield pd: its timer, its watch.
-func (s *Sim) forget(pd *pending) {
+// forget drops the outstanding yield pd: its timer, its watch, and its
+// call context, which is done with cause.
+func (s *Sim) forget(pd *pending, cause error) {
 	delete(pd.owner.pending, pd.tag)
 	delete(s.bySeq, pd.seq)
 	pd.timerAt = 0
 	if w := pd.watching; w != nil {
 		delete(w.watchers, pd.seq)
 		pd.watching = nil
+	}
+	if pd.call != nil {
+		pd.call.end(cause)
+		pd.call = nil
 	}
 }
 
@@ -363,9 +371,22 @@ func (s *Sim) complete(p *proc, seq uint64, ev scheduler.Event) error {
 	return nil
 }
 
-// completeNow completes the outstanding yield pd with ev.
+// completeNow completes the outstanding yield pd with ev; its call
+// context, if it has one, is done with cause context.Canceled.
 func (s *Sim) completeNow(pd *pending, ev scheduler.Event) {
-	s.forget(pd)
+	s.completeFor(pd, ev, context.Canceled)
+}
+
+// expire completes the outstanding yield pd with ErrTimeout: its
+// deadline has passed. Its call context is done with that cause.
+func (s *Sim) expire(pd *pending) {
+	s.completeFor(pd, scheduler.Event{Error: scheduler.ErrTimeout}, scheduler.ErrTimeout)
+}
+
+// completeFor completes the outstanding yield pd with ev, ending its call
+// context with cause.
+func (s *Sim) completeFor(pd *pending, ev scheduler.Event, cause error) {
+	s.forget(pd, cause)
 	ev.Type, ev.Tag = scheduler.EventYieldComplete, pd.tag
 	s.push(pd.owner, ev)
 }
@@ -404,11 +425,11 @@ func (s *Sim) fireOne() bool {
 		return false // completed, cancelled or given another deadline
 	}
 	s.note("timer of %v tag %d fires", pd.owner.pid, pd.tag)
-	ev := scheduler.Event{}
 	if pd.deadline {
-		ev.Error = scheduler.ErrTimeout
+		s.expire(pd)
+	} else {
+		s.completeNow(pd, scheduler.Event{})
 	}
-	s.completeNow(pd, ev)
 	if s.cfg.seeded {
 		s.releaseDelayed(true)
 	}
@@ -575,7 +596,7 @@ func (s *Sim) watch(pd *pending, pid relay.PID, request bool) bool {
 // that tag that is queued or held back.
 func (s *Sim) cancelYield(p *proc, tag uint64) {
 	if pd := p.pending[tag]; pd != nil {
-		s.forget(pd)
+		s.forget(pd, scheduler.ErrYieldCancelled)
 	}
 	kept := p.inbox[:0]
 	for _, ev := range p.inbox {
@@ -604,7 +625,7 @@ func (s *Sim) timeout(p *proc, tag uint64, when int64) {
 		return
 	}
 	if when <= s.now {
-		s.completeNow(pd, scheduler.Event{Error: scheduler.ErrTimeout})
+		s.expire(pd)
 		return
 	}
 	s.setTimer(pd, when, true)
@@ -631,7 +652,8 @@ func (s *Sim) command(p *proc, y *bridge.Yield) {
 		s.completeNow(pd, scheduler.Event{Error: fmt.Errorf("%w: %d", scheduler.ErrUnknownCommand, cmd)})
 		return
 	}
-	c := Call{PID: p.pid, Tag: y.Tag, Cmd: cmd, Arg: y.Arg, Ctx: p.ctx, tok: Token{s: s, p: p, seq: pd.seq, tag: y.Tag}, inFake: true}
+	pd.call = &callContext{s: s, p: p, seq: pd.seq, values: context.WithoutCancel(p.ctx)}
+	c := Call{PID: p.pid, Tag: y.Tag, Cmd: cmd, Arg: y.Arg, ctx: pd.call, tok: Token{s: s, p: p, seq: pd.seq, tag: y.Tag}, inFake: true}
 	var err error
 	s.callUser(func() {
 		defer func() {

@@ -1,0 +1,168 @@
+package schedtest
+
+import (
+	"context"
+	"time"
+
+	"github.com/procsched/scheduler"
+)
+
+// callContext is the context of one fake's call: the yield seq of p (see
+// [Call.Context]). It is listed in the yield's pending entry while the
+// yield is outstanding, so that whatever ends the yield (its completion,
+// a cancel, a deadline, the process's end) ends the context with a cause.
+// Its fields below values are guarded by Sim.mu.
+type callContext struct {
+	s      *Sim
+	p      *proc
+	seq    uint64
+	values context.Context // the process context's values, without its cancellation
+
+	done  chan struct{} // made on demand by Done
+	cause error         // why the context is done; nil while it is not
+	after []*afterFunc  // functions to run when it is done (AfterFunc)
+}
+
+// afterFunc is a function registered with callContext.AfterFunc; f is
+// nil once it ran or was stopped.
+type afterFunc struct{ f func() }
+
+// Deadline implements context.Context: the deadline the process gave the
+// yield ([scheduler.StepOutput.Timeout]) while the yield is outstanding,
+// on the virtual clock.
+func (c *callContext) Deadline() (time.Time, bool) {
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	if pd := c.s.bySeq[c.seq]; pd != nil && pd.deadline && pd.timerAt != 0 {
+		return origin.Add(time.Duration(pd.timerAt)), true
+	}
+	return time.Time{}, false
+}
+
+// Done implements context.Context.
+func (c *callContext) Done() <-chan struct{} {
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	if c.done == nil {
+		c.done = make(chan struct{})
+		if c.cause != nil {
+			close(c.done)
+		}
+	}
+	return c.done
+}
+
+// Err implements context.Context: DeadlineExceeded once the yield's
+// deadline passed, Canceled once it ended otherwise.
+func (c *callContext) Err() error {
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	switch {
+	case c.cause == nil:
+		return nil
+	case c.cause == scheduler.ErrTimeout:
+		return context.DeadlineExceeded
+	}
+	return context.Canceled
+}
+
+// Value implements context.Context: the process context's values, and
+// the cause for context.Cause once the context is done.
+func (c *callContext) Value(key any) any {
+	if key == cancelCtxKey && cancelCtxKey != nil {
+		c.s.mu.Lock()
+		cause := c.cause
+		c.s.mu.Unlock()
+		return causeValue(cause, key)
+	}
+	return c.values.Value(key)
+}
+
+// AfterFunc arranges for f to run, in its own goroutine, once the
+// context is done; stop reports whether it stopped f from being run.
+// context.AfterFunc and the contexts derived from this one use it, so
+// that they need no goroutine to wait.
+func (c *callContext) AfterFunc(f func()) (stop func() bool) {
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	if c.cause != nil {
+		go f()
+		return func() bool { return false }
+	}
+	af := &afterFunc{f: f}
+	c.after = append(c.after, af)
+	return func() bool {
+		c.s.mu.Lock()
+		defer c.s.mu.Unlock()
+		if af.f == nil {
+			return false
+		}
+		af.f = nil
+		return true
+	}
+}
+
+// String makes the context printable, as context.Context values are.
+func (c *callContext) String() string {
+	return "schedtest.callContext(" + c.p.pid.String() + ")"
+}
+
+// end ends the context with cause, once. Called with Sim.mu held.
+func (c *callContext) end(cause error) {
+	if c.cause != nil {
+		return
+	}
+	c.cause = cause
+	if c.done != nil {
+		close(c.done)
+	}
+	for _, af := range c.after {
+		if af.f != nil {
+			go af.f()
+			af.f = nil
+		}
+	}
+	c.after = nil
+}
+
+// cancelCtxKey is the key the context package asks a context's Value for
+// when it looks for the cause of a cancellation: context.Cause(ctx) asks
+// ctx.Value(cancelCtxKey) for the context that holds the cause. The key
+// is unexported, so it is learned once by asking context.Cause about a
+// context that records the key it is asked for. If a later Go release
+// asks differently, cancelCtxKey may be nil or never asked for, and
+// context.Cause of a call context falls back to its Err.
+var cancelCtxKey = func() any {
+	var spy keySpy
+	_ = context.Cause(&spy)
+	return spy.key
+}()
+
+// keySpy is a cancelled context that records the last key it was asked
+// for.
+type keySpy struct{ key any }
+
+func (*keySpy) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (*keySpy) Done() <-chan struct{}       { return closedChan }
+func (*keySpy) Err() error                  { return context.Canceled }
+func (s *keySpy) Value(key any) any         { s.key = key; return nil }
+
+// closedChan is a closed channel, the Done of a context that is done.
+var closedChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
+
+// causeValue answers Value(cancelCtxKey) for a context done with cause:
+// a cancelled context from the context package that carries the cause,
+// which context.Cause then reads. While cause is nil (not done) it
+// answers nil, so that context.Cause finds no other context's cause.
+func causeValue(cause error, key any) any {
+	if cause == nil {
+		return nil
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(cause)
+	return ctx.Value(key)
+}
