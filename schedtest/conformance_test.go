@@ -28,6 +28,8 @@ import (
 // world is what a scenario drives: the real scheduler or the kit.
 type world interface {
 	start(p scheduler.Process, method string) relay.PID
+	// startContext is start with ctx for the process context's values.
+	startContext(ctx context.Context, p scheduler.Process, method string) relay.PID
 	send(to relay.PID, msg any) error
 	terminate(pid relay.PID) error
 	// terminateAtStep terminates pid right after its nth step (a
@@ -82,7 +84,10 @@ func newReal(t *testing.T, j *journal, grace time.Duration) *realWorld {
 }
 
 func (w *realWorld) start(p scheduler.Process, method string) relay.PID {
-	h, err := w.s.Submit(context.Background(), p, method, nil)
+	return w.startContext(context.Background(), p, method)
+}
+func (w *realWorld) startContext(ctx context.Context, p scheduler.Process, method string) relay.PID {
+	h, err := w.s.Submit(ctx, p, method, nil)
 	require.NoError(w.t, err)
 	w.mu.Lock()
 	w.handles[h.PID()] = h
@@ -170,6 +175,9 @@ func newKit(t *testing.T, opts ...schedtest.Option) *kitWorld {
 
 func (w *kitWorld) start(p scheduler.Process, method string) relay.PID {
 	return w.s.Start(p, method, nil)
+}
+func (w *kitWorld) startContext(ctx context.Context, p scheduler.Process, method string) relay.PID {
+	return w.s.StartContext(ctx, p, method, nil)
 }
 func (w *kitWorld) send(to relay.PID, msg any) error       { return w.s.Send(to, msg) }
 func (w *kitWorld) terminate(pid relay.PID) error          { return w.s.Terminate(pid) }
@@ -1191,5 +1199,36 @@ var scenarios = []scenario{
 			"handled: 1 ok ok deadline true, 2 ok ok deadline false, 3 ok ok deadline false, 4 ok ok deadline false; " +
 			"asked to stop: 1 DeadlineExceeded Timeout deadline false, 2 ok ok deadline false, 3 Canceled YieldCancelled deadline false, 4 ok ok deadline false; " +
 			"ended: 2 Canceled Canceled deadline false, 4 Canceled Ended deadline false",
+	},
+	{
+		name: "the process context carries the start's values, not its cancellation, and a spawned child's its parent's",
+		run: func(t *testing.T, w world, j *journal) string {
+			type key struct{}
+			describe := func(ctx context.Context) string {
+				self, _ := scheduler.Self(ctx)
+				return fmt.Sprintf("value %v self %s err %s", ctx.Value(key{}), j.pid(self), errOrOK(ctx.Err()))
+			}
+			var child *fn
+			child = proc(j, "child", func(_ int, _ []scheduler.Event, out *scheduler.StepOutput) error {
+				out.Done(payload.Of(describe(child.ctx)))
+				return nil
+			})
+			var pr *fn
+			pr = proc(j, "p", func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+				if n == 1 {
+					out.SpawnAwait(1, child, "run", nil)
+					return nil
+				}
+				out.Done(payload.Of(fmt.Sprintf("%s | child: %v", describe(pr.ctx), evs[0].Data)))
+				return nil
+			})
+			ctx, cancel := context.WithCancel(context.WithValue(context.Background(), key{}, "request 7"))
+			p := w.startContext(ctx, pr, "run")
+			cancel() // bounds the start only
+			res, err := w.result(p)
+			require.NoError(t, err)
+			return fmt.Sprintf("p: %v", res.Value())
+		},
+		want: "p: value request 7 self p err ok | child: value request 7 self child err ok",
 	},
 }

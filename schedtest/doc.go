@@ -9,11 +9,12 @@
 // yields completed exactly once by tag, duplicate tags, Cancel, Timeout,
 // Sleep, bounces, names, monitors, request and reply, spawns, Terminate,
 // Shutdown, Close exactly once, panics turned into errors, the same
-// errors), but nothing happens until the test says so. The test steps
-// one process ([Sim.Step]), runs until nothing is ready
-// ([Sim.RunUntilIdle], [Sim.RunUntil]), and moves the clock
-// ([Sim.Advance], [Sim.RunUntilIdleAdvancing]); a one-hour timeout
-// passes in microseconds. No goroutine, timer or wall clock is used, so
+// errors, process contexts with the values given at the start
+// ([Sim.StartContext]) and passed on to children), but nothing happens
+// until the test says so. The test steps one process ([Sim.Step]), runs
+// until nothing is ready ([Sim.RunUntilIdle], [Sim.RunUntil]), and moves
+// the clock ([Sim.Advance], [Sim.RunUntilIdleAdvancing]); a one-hour
+// timeout passes in microseconds. No goroutine, timer or wall clock is used, so
 // the kit also runs inside testing/synctest.
 //
 // # The model

@@ -17,6 +17,7 @@ type proc struct {
 	pid    relay.PID
 	impl   scheduler.Process
 	method string
+	values context.Context // where its context's values come from, without cancellation
 	ctx    context.Context
 	stop   context.CancelCauseFunc
 
@@ -78,9 +79,10 @@ type delayed struct {
 	ev  scheduler.Event
 }
 
-// start creates and initialises a process; awaiter, if not nil, is the
+// start creates and initialises a process whose context carries the
+// values of values (not its cancellation); awaiter, if not nil, is the
 // parent whose yield awaitSeq waits for its end.
-func (s *Sim) start(impl scheduler.Process, method string, input payload.Payloads, awaiter *proc, awaitSeq uint64) (*proc, error) {
+func (s *Sim) start(values context.Context, impl scheduler.Process, method string, input payload.Payloads, awaiter *proc, awaitSeq uint64) (*proc, error) {
 	if impl == nil {
 		return nil, scheduler.ErrNilProcess
 	}
@@ -91,8 +93,8 @@ func (s *Sim) start(impl scheduler.Process, method string, input payload.Payload
 		return nil, scheduler.ErrClosed
 	}
 	s.nextID++
-	p := &proc{pid: relay.PID{ID: s.nextID}, impl: impl, method: method, pending: map[uint64]*pending{}, awaiter: awaiter, awaitSeq: awaitSeq}
-	p.ctx, p.stop = context.WithCancelCause(bridge.WithSelf(context.Background(), p.pid))
+	p := &proc{pid: relay.PID{ID: s.nextID}, impl: impl, method: method, values: context.WithoutCancel(values), pending: map[uint64]*pending{}, awaiter: awaiter, awaitSeq: awaitSeq}
+	p.ctx, p.stop = context.WithCancelCause(bridge.WithSelf(p.values, p.pid))
 	var err error
 	s.callUser(func() {
 		defer func() {
@@ -477,7 +479,7 @@ func (s *Sim) carry(p *proc, y *bridge.Yield) {
 		if await {
 			awaiter = p
 		}
-		c, err := s.start(child, y.Method, y.Input, awaiter, pd.seq)
+		c, err := s.start(p.values, child, y.Method, y.Input, awaiter, pd.seq) // the parent's values, as on the scheduler
 		switch {
 		case err != nil:
 			s.completeNow(pd, scheduler.Event{Error: err})

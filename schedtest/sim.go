@@ -1,6 +1,7 @@
 package schedtest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -212,10 +213,20 @@ func (s *Sim) Now() time.Time {
 // Start starts process p at entry point method with input, as
 // [scheduler.Scheduler.Submit] does: Init runs now, in this goroutine, and
 // the process is ready for its first step. A failing Init fails the test;
-// use [Sim.Submit] to test Init failures.
+// use [Sim.Submit] to test Init failures. The process context carries no
+// values but its PID; use [Sim.StartContext] to give it some.
 func (s *Sim) Start(p scheduler.Process, method string, input payload.Payloads) relay.PID {
 	s.tb.Helper()
-	pid, err := s.Submit(p, method, input)
+	return s.StartContext(context.Background(), p, method, input)
+}
+
+// StartContext is [Sim.Start] with ctx for the process context's values,
+// as [scheduler.Scheduler.Submit] takes it: the process context carries
+// ctx's values (and the children the process spawns carry them too) but
+// not its cancellation.
+func (s *Sim) StartContext(ctx context.Context, p scheduler.Process, method string, input payload.Payloads) relay.PID {
+	s.tb.Helper()
+	pid, err := s.SubmitContext(ctx, p, method, input)
 	if err != nil {
 		s.tb.Fatalf("schedtest: Start(%T, %q): %v", p, method, err)
 	}
@@ -227,9 +238,23 @@ func (s *Sim) Start(p scheduler.Process, method string, input payload.Payloads) 
 // [scheduler.ErrEmptyMethod] or, once Shutdown has begun,
 // [scheduler.ErrClosed].
 func (s *Sim) Submit(p scheduler.Process, method string, input payload.Payloads) (relay.PID, error) {
+	return s.SubmitContext(context.Background(), p, method, input)
+}
+
+// SubmitContext is [Sim.StartContext] that returns the error instead of
+// failing the test: Submit's errors, and, as on the scheduler, one
+// wrapping [scheduler.ErrNilContext] for a nil ctx and ctx's error if it
+// is done already.
+func (s *Sim) SubmitContext(ctx context.Context, p scheduler.Process, method string, input payload.Payloads) (relay.PID, error) {
+	if ctx == nil {
+		return relay.PID{}, fmt.Errorf("%w: SubmitContext", scheduler.ErrNilContext)
+	}
+	if err := ctx.Err(); err != nil {
+		return relay.PID{}, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	pr, err := s.start(p, method, input, nil, 0)
+	pr, err := s.start(ctx, p, method, input, nil, 0)
 	if err != nil {
 		return relay.PID{}, err
 	}

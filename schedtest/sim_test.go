@@ -1,6 +1,7 @@
 package schedtest_test
 
 import (
+	"context"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -99,6 +100,26 @@ func TestStartAndInitErrors(t *testing.T) {
 	_, err = s.Submit(stepper(nil), "run", nil)
 	require.ErrorIs(t, err, scheduler.ErrClosed)
 	require.ErrorIs(t, s.Send(relayPID(1), 1), scheduler.ErrClosed)
+}
+
+// TestSubmitContextErrors checks SubmitContext's errors, which are the
+// scheduler's Submit's: a nil context, and one that is done already (its
+// error), before any other; and that StartContext fails the test with
+// them.
+func TestSubmitContextErrors(t *testing.T) {
+	s := schedtest.New(t)
+	var nilCtx context.Context // a nil context is what is tested
+	_, err := s.SubmitContext(nilCtx, stepper(nil), "run", nil)
+	require.ErrorIs(t, err, scheduler.ErrNilContext)
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = s.SubmitContext(done, nil, "run", nil)
+	require.ErrorIs(t, err, context.Canceled)
+	r := runTB(t, func(tb *recTB) {
+		schedtest.New(tb).StartContext(done, stepper(nil), "run", nil)
+	})
+	require.True(t, r.Failed())
+	require.Contains(t, r.text(), "context canceled")
 }
 
 func TestProbeReportsWhatItReceived(t *testing.T) {
