@@ -28,6 +28,13 @@ func init() {
 	bridge.WithSelf = func(parent context.Context, pid relay.PID) context.Context {
 		return context.WithValue(parent, selfKey{}, pid)
 	}
+	bridge.CheckHandler = func(cmd uint32, nilHandler bool) error {
+		h := Handler(func(Call) error { return nil })
+		if nilHandler {
+			h = nil
+		}
+		return checkHandler(CommandID(cmd), h)
+	}
 }
 
 // bridgeNewOutput returns a StepOutput whose Sleep and Timeout read now

@@ -263,6 +263,49 @@ func TestCallContext(t *testing.T) {
 	require.Equal(t, context.Background(), schedtest.Call{}.Context())
 }
 
+// TestFakeRefusesWhatSetHandlerRefuses checks that Fake fails the test,
+// with the scheduler's own words, where SetHandler refuses the handler
+// with ErrInvalidCommand: a nil fake, a reserved command, one above the
+// maximum. The fake made before a refused one stays.
+func TestFakeRefusesWhatSetHandlerRefuses(t *testing.T) {
+	sched, err := scheduler.New(scheduler.WithWorkers(1))
+	require.NoError(t, err)
+	defer func() { _ = sched.Shutdown(context.Background()) }()
+	for _, c := range []struct {
+		cmd  scheduler.CommandID
+		fake schedtest.FakeFunc
+	}{
+		{cmdWork, nil},
+		{scheduler.FirstUserCommand - 1, schedtest.Reply("reserved")},
+		{1<<16 + 1, schedtest.Reply("too large")},
+	} {
+		var h scheduler.Handler
+		if c.fake != nil {
+			h = func(scheduler.Call) error { return nil }
+		}
+		refused := sched.SetHandler(c.cmd, h)
+		require.ErrorIs(t, refused, scheduler.ErrInvalidCommand)
+		var got []scheduler.Event
+		r := runTB(t, func(tb *recTB) {
+			s := schedtest.New(tb)
+			s.Fake(cmdWork, schedtest.Reply("earlier"))
+			s.Fake(c.cmd, c.fake)
+			p := &recorder{step: func(n int, _ []scheduler.Event, out *scheduler.StepOutput) {
+				if n == 1 {
+					out.Yield(1, cmdWork, nil)
+				}
+			}}
+			s.Start(p, "run", nil)
+			s.RunUntilIdle()
+			got = p.got()
+		})
+		require.True(t, r.Failed(), "command %d", c.cmd)
+		require.Equal(t, fmt.Sprintf("schedtest: Fake(%d): %v", c.cmd, refused), r.text())
+		require.Len(t, got, 1)
+		require.Equal(t, "earlier", got[0].Data, "the earlier fake stays")
+	}
+}
+
 // TestHeldLenAndNext checks that Held.Len counts the calls held and not yet
 // taken, that Next takes them oldest first, and that Next with none left
 // fails the test instead of returning a zero Call.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/procsched/scheduler"
+	"github.com/procsched/scheduler/internal/bridge"
 	"github.com/procsched/scheduler/payload"
 	"github.com/procsched/scheduler/relay"
 )
@@ -22,8 +23,17 @@ type FakeFunc func(c Call) error
 // Fake makes f the handler of user command cmd, replacing any earlier
 // fake. A command with no fake completes with an error wrapping
 // [scheduler.ErrUnknownCommand], as it does on a scheduler with no
-// handler for it.
+// handler for it. Where [scheduler.Scheduler.SetHandler] refuses the
+// handler with [scheduler.ErrInvalidCommand] (f nil, a reserved cmd
+// below [scheduler.FirstUserCommand], or one above the scheduler's
+// maximum), Fake fails the test with that error and keeps any earlier
+// fake.
 func (s *Sim) Fake(cmd scheduler.CommandID, f FakeFunc) {
+	s.tb.Helper()
+	if err := bridge.CheckHandler(uint32(cmd), f == nil); err != nil {
+		s.tb.Errorf("schedtest: Fake(%d): %v", cmd, err)
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.fakes[cmd] = f

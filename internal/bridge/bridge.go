@@ -93,4 +93,7 @@ var (
 	// WithSelf returns a context that carries the values of parent and
 	// answers scheduler.Self with pid.
 	WithSelf func(parent context.Context, pid relay.PID) context.Context
+	// CheckHandler returns the error Scheduler.SetHandler refuses a
+	// handler for cmd with (nilHandler: a nil one), or nil.
+	CheckHandler func(cmd uint32, nilHandler bool) error
 )
