@@ -6,6 +6,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/procsched/scheduler/internal/ctxcause"
 	"github.com/procsched/scheduler/relay"
 )
 
@@ -337,14 +338,14 @@ func (p *proc) ctxValue(id uint64, values context.Context, key any) any {
 	case selfKey:
 		return relay.PID{Node: p.node, ID: id}
 	}
-	if key == cancelCtxKey && cancelCtxKey != nil {
+	if ctxcause.Is(key) {
 		p.mu.Lock()
 		cause := ErrEnded // the record moved on, after a plain end (see genCtx)
 		if p.id.Load() == id {
 			cause = p.cancelCause()
 		}
 		p.mu.Unlock()
-		return causeValue(cause, key)
+		return ctxcause.Value(cause)
 	}
 	if values != nil {
 		return values.Value(key)
@@ -370,43 +371,6 @@ func (p *proc) cancelCause() error {
 		return ErrEnded
 	}
 	return nil
-}
-
-// cancelCtxKey is the key the context package asks a context's Value for
-// when it looks for the cause of a cancellation: context.Cause(ctx) asks
-// ctx.Value(cancelCtxKey) for the context that holds the cause. The key
-// is unexported, so it is learned once by asking context.Cause about a
-// context that records the key it is asked for. If a future release asks
-// differently, cancelCtxKey may be nil or never asked for, and
-// context.Cause of a process context falls back to its Err.
-var cancelCtxKey = func() any {
-	var spy keySpy
-	_ = context.Cause(&spy)
-	return spy.key
-}()
-
-// keySpy is a cancelled context that records the last key it was asked
-// for.
-type keySpy struct{ key any }
-
-func (*keySpy) Deadline() (time.Time, bool) { return time.Time{}, false }
-func (*keySpy) Done() <-chan struct{}       { return closedChan }
-func (*keySpy) Err() error                  { return context.Canceled }
-func (s *keySpy) Value(key any) any         { s.key = key; return nil }
-
-// causeValue answers a context's Value(cancelCtxKey) for a context that is
-// done with cause: a cancelled context from the context package that
-// carries the cause, which context.Cause then reads. While cause is nil
-// (not done) it answers nil, so that context.Cause does not find the
-// cause of some other context. It allocates; only context.Cause asks.
-// Any goroutine.
-func causeValue(cause error, key any) any {
-	if cause == nil {
-		return nil
-	}
-	ctx, cancel := context.WithCancelCause(context.Background())
-	cancel(cause)
-	return ctx.Value(key)
 }
 
 // callContext is the context of one handler's call: the yield with
@@ -505,11 +469,11 @@ func (c *callContext) AfterFunc(f func()) (stop func() bool) {
 
 // Value implements context.Context: the process context's values.
 func (c *callContext) Value(key any) any {
-	if key == cancelCtxKey && cancelCtxKey != nil {
+	if ctxcause.Is(key) {
 		c.p.mu.Lock()
 		cause := c.cause
 		c.p.mu.Unlock()
-		return causeValue(cause, key)
+		return ctxcause.Value(cause)
 	}
 	return c.p.Value(key)
 }

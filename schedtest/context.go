@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/procsched/scheduler"
+	"github.com/procsched/scheduler/internal/ctxcause"
 )
 
 // callContext is the context of one fake's call: the yield seq of p (see
@@ -69,11 +70,11 @@ func (c *callContext) Err() error {
 // Value implements context.Context: the process context's values, and
 // the cause for context.Cause once the context is done.
 func (c *callContext) Value(key any) any {
-	if key == cancelCtxKey && cancelCtxKey != nil {
+	if ctxcause.Is(key) {
 		c.s.mu.Lock()
 		cause := c.cause
 		c.s.mu.Unlock()
-		return causeValue(cause, key)
+		return ctxcause.Value(cause)
 	}
 	return c.values.Value(key)
 }
@@ -123,46 +124,4 @@ func (c *callContext) end(cause error) {
 		}
 	}
 	c.after = nil
-}
-
-// cancelCtxKey is the key the context package asks a context's Value for
-// when it looks for the cause of a cancellation: context.Cause(ctx) asks
-// ctx.Value(cancelCtxKey) for the context that holds the cause. The key
-// is unexported, so it is learned once by asking context.Cause about a
-// context that records the key it is asked for. If a later Go release
-// asks differently, cancelCtxKey may be nil or never asked for, and
-// context.Cause of a call context falls back to its Err.
-var cancelCtxKey = func() any {
-	var spy keySpy
-	_ = context.Cause(&spy)
-	return spy.key
-}()
-
-// keySpy is a cancelled context that records the last key it was asked
-// for.
-type keySpy struct{ key any }
-
-func (*keySpy) Deadline() (time.Time, bool) { return time.Time{}, false }
-func (*keySpy) Done() <-chan struct{}       { return closedChan }
-func (*keySpy) Err() error                  { return context.Canceled }
-func (s *keySpy) Value(key any) any         { s.key = key; return nil }
-
-// closedChan is a closed channel, the Done of a context that is done.
-var closedChan = func() chan struct{} {
-	c := make(chan struct{})
-	close(c)
-	return c
-}()
-
-// causeValue answers Value(cancelCtxKey) for a context done with cause:
-// a cancelled context from the context package that carries the cause,
-// which context.Cause then reads. While cause is nil (not done) it
-// answers nil, so that context.Cause finds no other context's cause.
-func causeValue(cause error, key any) any {
-	if cause == nil {
-		return nil
-	}
-	ctx, cancel := context.WithCancelCause(context.Background())
-	cancel(cause)
-	return ctx.Value(key)
 }
