@@ -59,9 +59,7 @@ func TestCloseDeadlineReturnsWaitingMessages(t *testing.T) {
 	a := tStart(t, srv.ClientURL(), "a", small)
 	b := tStart(t, srv.ClientURL(), "b", small)
 	tJoin(t, a, b)
-	gate := make(chan struct{})
-	remote.SetInboundHook(b.Node, func() { <-gate })
-	defer close(gate)
+	tHoldInbound(t, b)
 	recv, _ := tCollector(t, b.S, 64)
 
 	// A process sends more than the window: the rest waits in the buffer.

@@ -2,7 +2,6 @@ package remote_test
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -31,11 +30,7 @@ func TestConnectionClosedForGood(t *testing.T) {
 	b := tStart(t, srv.ClientURL(), "b", func(cfg *remote.Config) { cfg.Window = 8 << 10 })
 	tRegister(t, b)
 	tJoin(t, a, b)
-	gate := make(chan struct{})
-	var opened sync.Once
-	open := func() { opened.Do(func() { close(gate) }) }
-	remote.SetInboundHook(b.Node, func() { <-gate })
-	defer open()
+	open := tHoldInbound(t, b)
 	recv, _ := tCollector(t, b.S, 64)
 
 	// A process sends more than the window: the rest waits in a's buffer.

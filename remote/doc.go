@@ -150,8 +150,10 @@
 // whether it arrived; the receiver counts the gap in sequence numbers.
 // No delivery is retried, and nothing is ordered across different
 // senders or recipients. A spawn or monitor whose answer is lost in
-// flight stays pending until its node goes down or this node closes:
-// bound the wait with a timeout where that matters.
+// flight stays pending until its node goes down, this node closes, or
+// its caller stops waiting: bound the wait with a timeout where that
+// matters (a yield's [scheduler.StepOutput.Timeout], [Node.Spawn]'s
+// context), and the request is forgotten when it passes.
 //
 // # Message bodies
 //
@@ -191,12 +193,15 @@
 // [scheduler.RemoteMonitor], asks the process's node to watch it with its
 // scheduler's own monitor, and completes the yield with the
 // [scheduler.Exit] that node reports, or with [scheduler.ExitGone] and
-// [ErrNodeDown] when the node goes down first. A monitor the process
-// cancels, or whose process ends, is forgotten on the other node at once
-// (the node waits on the monitor's call context with context.AfterFunc);
-// monitors held for a node that goes down are dropped.
-// [Node.Spawn] and [Node.Monitor] do the same for code outside any
-// process.
+// [ErrNodeDown] when the node goes down first. A monitor or a spawn the
+// process cancels or times out, or whose process ends, is forgotten at
+// once, here and, for a monitor or an awaited spawn's watch of its
+// child, on the other node (the node waits on the yield's call context
+// with context.AfterFunc); the child of a forgotten spawn runs on, as
+// the child of a cancelled SpawnAwait does. Monitors held for a node
+// that goes down are dropped. [Node.Spawn] and [Node.Monitor] do the
+// same for code outside any process: a Spawn whose context ends forgets
+// its request.
 //
 // # Concurrency
 //

@@ -3,6 +3,7 @@ package remote_test
 import (
 	"context"
 	"encoding/binary"
+	"sync"
 	"testing"
 	"time"
 
@@ -119,6 +120,17 @@ func tTwoNodes(t testing.TB, edit func(*remote.Config)) (*server.Server, *tNode,
 	b := tStart(t, srv.ClientURL(), "b", edit)
 	tJoin(t, a, b)
 	return srv, a, b
+}
+
+// tHoldInbound makes n take no batch until the returned open is called,
+// or the test ends; open may be called more than once.
+func tHoldInbound(t testing.TB, n *tNode) (open func()) {
+	gate := make(chan struct{})
+	var once sync.Once
+	open = func() { once.Do(func() { close(gate) }) }
+	remote.SetInboundHook(n.Node, func() { <-gate })
+	t.Cleanup(open)
+	return open
 }
 
 // tRecv receives from ch or fails after tWait.

@@ -36,7 +36,9 @@ func (n *Node) MonitorRemote(c scheduler.Call) error {
 		return fmt.Errorf("%w: a remote monitor needs a relay.PID, got %T", scheduler.ErrInvalidCommand, c.Arg)
 	}
 	done := c.Completion()
-	n.monitor(pid, c.Context(), func(e scheduler.Exit) { _ = done.CompleteFrom(pid, e, nil) })
+	if req := n.monitor(pid, func(e scheduler.Exit) { _ = done.CompleteFrom(pid, e, nil) }); req != 0 {
+		n.forgetWhenDone(c.Context(), req)
+	}
 	return nil
 }
 
@@ -56,7 +58,7 @@ func (n *Node) Monitor(pid relay.PID, f func(scheduler.Exit)) (stop func() bool)
 		return n.sched.Monitor(pid, f)
 	}
 	var once sync.Once
-	req := n.monitor(pid, nil, func(e scheduler.Exit) { once.Do(func() { go f(e) }) })
+	req := n.monitor(pid, func(e scheduler.Exit) { once.Do(func() { go f(e) }) })
 	return func() bool {
 		stopped := false
 		once.Do(func() { stopped = true })
@@ -67,11 +69,11 @@ func (n *Node) Monitor(pid relay.PID, f func(scheduler.Exit)) (stop func() bool)
 	}
 }
 
-// monitor asks pid's node to report its end and calls f once with it; ctx,
-// if not nil, is the watcher's: once it is done the monitor is forgotten.
-// It returns the request's number, or 0 if f was called at once. Any
-// goroutine; it never blocks.
-func (n *Node) monitor(pid relay.PID, ctx context.Context, f func(scheduler.Exit)) uint64 {
+// monitor asks pid's node to report its end and calls f once with it,
+// unless the request is forgotten first ([Node.forget]). It returns the
+// request's number, or 0 if f was called at once. Any goroutine; it
+// never blocks.
+func (n *Node) monitor(pid relay.PID, f func(scheduler.Exit)) uint64 {
 	gone := func(err error) { f(scheduler.Exit{PID: pid, Reason: scheduler.ExitGone, Err: err}) }
 	if !n.running() {
 		gone(n.notRunning())
@@ -95,24 +97,33 @@ func (n *Node) monitor(pid relay.PID, ctx context.Context, f func(scheduler.Exit
 		}
 		return 0
 	}
-	if ctx != nil {
-		// The watcher's context ends when it stops waiting (a cancel, a
-		// deadline, its end): forget the monitor then, here and there.
-		context.AfterFunc(ctx, func() { n.forget(req) })
-	}
 	return req
 }
 
-// forget drops the monitor of request req, here and on its node. Any
-// goroutine.
-func (n *Node) forget(req uint64) {
+// forgetWhenDone forgets request req once ctx, the context of the yield
+// that waits for it, is done: the process stopped waiting (a cancel, a
+// deadline, its end), or the yield has completed, when req is answered
+// already and there is nothing left to forget. Any goroutine.
+func (n *Node) forgetWhenDone(ctx context.Context, req uint64) {
+	context.AfterFunc(ctx, func() { n.forget(req) })
+}
+
+// forget drops request req, so that its done function is never called,
+// and reports whether it was still pending. The other node forgets a
+// monitor, or the watch of an awaited spawn's child, at once (a
+// demonitor frame, which follows the request on the link); a spawn's
+// answer is dropped when it comes, and its child runs on. Any goroutine.
+func (n *Node) forget(req uint64) bool {
 	r := n.pending.remove(req)
 	if r == nil {
-		return
+		return false
 	}
-	if p := n.peer(r.peer); p != nil {
-		_ = p.link.sendDemonitor(req) // a peer that is down holds nothing
+	if r.kind == kindMonitor || r.await {
+		if p := n.peer(r.peer); p != nil {
+			_ = p.link.sendDemonitor(req) // a peer that is down holds nothing
+		}
 	}
+	return true
 }
 
 // serveMonitor sets up the monitor a peer asked for. Data goroutine.

@@ -29,6 +29,12 @@ import (
 // cross back: a Go value JSON cannot encode), or the error of the
 // process's Init on the target node (an [*Error] matching
 // [scheduler.ErrInit]).
+//
+// A yield that stops waiting (cancelled, timed out, or its process
+// ended) is forgotten at once: its answer is dropped when it comes, and
+// with Await the target node stops watching the child. The child, if
+// the request had left, runs on, as the child of a cancelled
+// [scheduler.StepOutput.SpawnAwait] does.
 type Spawn struct {
 	// Node is the name of the node to start the process on; empty, or
 	// this node's name, starts it here.
@@ -128,7 +134,9 @@ func (n *Node) handleSpawn(c scheduler.Call) error {
 		return fmt.Errorf("%w: the spawn command needs a remote.Spawn argument, got %T", scheduler.ErrInvalidCommand, c.Arg)
 	}
 	done := c.Completion()
-	n.spawn(sp, c.Submit, func(from relay.PID, data any, err error) { _ = done.CompleteFrom(from, data, err) })
+	if req := n.spawn(sp, c.Submit, func(from relay.PID, data any, err error) { _ = done.CompleteFrom(from, data, err) }); req != 0 {
+		n.forgetWhenDone(c.Context(), req)
+	}
 	return nil
 }
 
@@ -136,16 +144,35 @@ func (n *Node) handleSpawn(c scheduler.Call) error {
 // or this node's name: here) and returns its PID, as a [Spawn] yield
 // without Await does, for code outside any process. It waits for the
 // target node's answer or ctx.
+//
+// A ctx that has ended already starts nothing. One that ends before the
+// answer comes makes Spawn forget the request, so nothing of it is left
+// pending; but the request has left, and the process the other node
+// starts for it runs on, unknown here, as the child of a cancelled
+// SpawnAwait does: its answer is dropped when it comes. Either way the
+// error wraps ctx's. Any goroutine.
 func (n *Node) Spawn(ctx context.Context, node, kind, method string, input payload.Payloads) (relay.PID, error) {
-	ch := make(chan outcome, 1)
-	n.spawn(Spawn{Node: node, Kind: kind, Method: method, Input: input}, n.submit, func(from relay.PID, _ any, err error) { ch <- outcome{from, err} })
-	select {
-	case o := <-ch:
-		pid, _ := o.data.(relay.PID)
-		return pid, o.err
-	case <-ctx.Done():
-		return relay.PID{}, ctx.Err()
+	stopped := func() error {
+		return fmt.Errorf("remote: spawning %q on node %q: %w", kind, node, ctx.Err())
 	}
+	if ctx.Err() != nil {
+		return relay.PID{}, stopped()
+	}
+	ch := make(chan outcome, 1)
+	req := n.spawn(Spawn{Node: node, Kind: kind, Method: method, Input: input}, n.submit, func(from relay.PID, _ any, err error) { ch <- outcome{from, err} })
+	var o outcome
+	select {
+	case o = <-ch:
+	case <-ctx.Done():
+		if req != 0 && n.forget(req) {
+			return relay.PID{}, stopped()
+		}
+		// The answer has come: whoever took the request from the table
+		// calls done right after.
+		o = <-ch
+	}
+	pid, _ := o.data.(relay.PID)
+	return pid, o.err
 }
 
 // outcome is what a request ended with.
@@ -161,11 +188,14 @@ func (n *Node) submit(ctx context.Context, p scheduler.Process, method string, i
 }
 
 // spawn carries out sp and calls done exactly once with its outcome, at
-// once or later from another goroutine. Any goroutine; it never blocks.
-func (n *Node) spawn(sp Spawn, submit submitFunc, done func(from relay.PID, data any, err error)) {
+// once or later from another goroutine, unless the request is forgotten
+// first ([Node.forget]). It returns the number of the request sent to
+// another node, or 0 if done was called at once. Any goroutine; it
+// never blocks.
+func (n *Node) spawn(sp Spawn, submit submitFunc, done func(from relay.PID, data any, err error)) uint64 {
 	if !n.running() {
 		done(relay.PID{}, nil, n.notRunning())
-		return
+		return 0
 	}
 	if sp.Node == "" || sp.Node == n.cfg.Name {
 		h, err := n.startLocal(sp.Kind, sp.Method, sp.Input, submit)
@@ -183,22 +213,26 @@ func (n *Node) spawn(sp Spawn, submit submitFunc, done func(from relay.PID, data
 				done(h.PID(), data, err)
 			})
 		}
-		return
+		return 0
 	}
 	p, err := n.livePeer(sp.Node)
 	if err != nil {
 		done(relay.PID{}, nil, err)
-		return
+		return 0
 	}
 	input, err := wirePayloads(sp.Input)
 	if err != nil {
 		done(relay.PID{}, nil, err)
-		return
+		return 0
 	}
 	req := n.pending.add(&pendingReq{peer: p.num, kind: kindSpawn, await: sp.Await, done: done})
-	if err := p.link.sendSpawn(req, sp.Kind, sp.Method, sp.Await, input); err != nil && n.pending.remove(req) != nil {
-		done(relay.PID{}, nil, err)
+	if err := p.link.sendSpawn(req, sp.Kind, sp.Method, sp.Await, input); err != nil {
+		if n.pending.remove(req) != nil {
+			done(relay.PID{}, nil, err)
+		}
+		return 0
 	}
+	return req
 }
 
 // awaited is the completion of an awaited spawn whose child ended with e,

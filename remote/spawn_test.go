@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -214,9 +215,18 @@ func TestRemoteSpawn(t *testing.T) {
 // tMonitorOf submits a process that monitors pid, cancels the monitor
 // when it is told "cancel", and ends with the completion or the cancel.
 func tMonitorOf(t testing.TB, s *scheduler.Scheduler, pid relay.PID) scheduler.Handle {
+	t.Helper()
+	return tCancellable(t, s, func(out *scheduler.StepOutput) { out.Monitor(1, pid) })
+}
+
+// tCancellable submits a process that makes a yield of tag 1 with
+// start, cancels it when it is told "cancel", and ends with the
+// completion or the cancel.
+func tCancellable(t testing.TB, s *scheduler.Scheduler, start func(out *scheduler.StepOutput)) scheduler.Handle {
+	t.Helper()
 	return tSubmit(t, s, func(_ *tProc, n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
 		if n == 0 {
-			out.Monitor(1, pid)
+			start(out)
 		}
 		for _, ev := range evs {
 			switch {
@@ -348,4 +358,83 @@ func TestWatchersToldWhenNodeLeaves(t *testing.T) {
 	assert.ErrorIs(t, ev.Error, remote.ErrNodeDown)
 	err = a.S.Tell(child, "late")
 	assert.ErrorIs(t, err, remote.ErrNodeDown, "a PID of a node that left")
+}
+
+// TestSpawnWhoseContextEnds: Node.Spawn with a context that has ended
+// starts nothing and returns its error; one whose context ends while it
+// waits for the answer returns its error and forgets the request. The
+// answer that comes later is dropped, and the child, which had been
+// asked for already, runs on, as the child of a cancelled SpawnAwait
+// does.
+func TestSpawnWhoseContextEnds(t *testing.T) {
+	_, a, b := tTwoNodes(t, nil)
+	var started atomic.Int32
+	for _, n := range []*tNode{a, b} {
+		require.NoError(t, n.Register("counted", func() scheduler.Process { started.Add(1); return &echo{} }))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), tWait)
+	t.Cleanup(cancel)
+	open := tHoldInbound(t, b) // b answers nothing until open
+
+	ended, end := context.WithCancel(context.Background())
+	end()
+	for _, node := range []string{"b", ""} {
+		_, err := a.Spawn(ended, node, "counted", "run", nil)
+		assert.ErrorIs(t, err, context.Canceled, "on %q", node)
+	}
+	assert.Zero(t, a.Stats().Pending, "a context that has ended leaves no request")
+
+	waiting, stopWaiting := context.WithCancel(ctx)
+	t.Cleanup(stopWaiting)
+	errs := make(chan error, 1)
+	go func() {
+		_, err := a.Spawn(waiting, "b", "counted", "run", nil)
+		errs <- err
+	}()
+	tEventually(t, func() bool { return a.Stats().Pending > 0 }, "the spawn is pending")
+	stopWaiting()
+	assert.ErrorIs(t, tRecv(t, errs, "the spawn to return"), context.Canceled)
+	assert.Zero(t, a.Stats().Pending, "the spawn forgot its request")
+
+	// b takes the request, starts the child and answers, before it
+	// answers the next spawn; a drops that late answer.
+	open()
+	child, err := a.Spawn(ctx, "b", "counted", "run", nil)
+	require.NoError(t, err)
+	assert.Equal(t, int32(2), started.Load(), "the child of the forgotten request and the last one started, nothing else")
+	assert.Zero(t, a.Stats().Pending)
+	require.NoError(t, a.S.Tell(child, "stop"))
+}
+
+// TestCancelledSpawnForgotten: a spawn yield the process cancels is
+// forgotten at once, awaited or not, even before the other node has
+// taken the request; for an awaited spawn the other node stops watching
+// the child, which runs on.
+func TestCancelledSpawnForgotten(t *testing.T) {
+	_, a, b := tTwoNodes(t, nil)
+	tRegister(t, a, b)
+	ctx, cancel := context.WithTimeout(context.Background(), tWait)
+	t.Cleanup(cancel)
+	for _, await := range []bool{false, true} {
+		t.Run(fmt.Sprintf("await=%v", await), func(t *testing.T) {
+			open := tHoldInbound(t, b)
+			h := tCancellable(t, a.S, func(out *scheduler.StepOutput) {
+				out.Yield(1, a.SpawnCommand(), remote.Spawn{Node: "b", Kind: "echo", Method: "run", Await: await})
+			})
+			tEventually(t, func() bool { return a.Stats().Pending == 1 }, "the spawn is pending")
+			require.NoError(t, a.S.Tell(h.PID(), "cancel"))
+			_, err := tWaitResult(t, h)
+			require.NoError(t, err)
+			tEventually(t, func() bool { return a.Stats().Pending == 0 }, "a forgets the cancelled spawn")
+
+			// b takes the spawn, and what a sent after it, before it
+			// answers the next one.
+			open()
+			child, err := a.Spawn(ctx, "b", "echo", "run", nil)
+			require.NoError(t, err)
+			tEventually(t, func() bool { return b.Stats().MonitorsHeld == 0 }, "b holds nothing for the cancelled spawn (%d)", b.Stats().MonitorsHeld)
+			assert.Zero(t, a.Stats().Pending)
+			require.NoError(t, a.S.Tell(child, "stop"))
+		})
+	}
 }
