@@ -156,32 +156,48 @@ func TestSpawnFactoryFailures(t *testing.T) {
 	assert.ErrorIs(t, a.Register("nothing", nil), remote.ErrInvalidConfig)
 }
 
-// TestStartRetriedAfterFailure: a Start that fails (here its context has
-// expired) leaves the node as it was, and a later Start joins.
+// TestStartRetriedAfterFailure: a Start whose context has ended (past
+// its deadline, or cancelled with no deadline) returns its error at once
+// and leaves the node as it was, not started, and a later Start joins.
 func TestStartRetriedAfterFailure(t *testing.T) {
 	srv := tServer(t)
 	b := tStart(t, srv.ClientURL(), "b", nil)
-	node, err := remote.New(remote.Config{Cluster: "test", Name: "a", URL: srv.ClientURL(), Heartbeat: 50 * time.Millisecond})
-	require.NoError(t, err)
-	s, err := scheduler.New(scheduler.WithNode(node.Node()), scheduler.WithTransport(node))
-	require.NoError(t, err)
-	defer func() {
-		assert.NoError(t, node.Close(context.Background()))
-		assert.NoError(t, s.Shutdown(context.Background()))
-	}()
+	expired, cancelExpired := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	t.Cleanup(cancelExpired)
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i, tc := range []struct {
+		name string
+		ctx  context.Context
+		want error
+	}{
+		{"past its deadline", expired, context.DeadlineExceeded},
+		{"cancelled with no deadline", cancelled, context.Canceled},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			node, err := remote.New(remote.Config{Cluster: "test", Name: fmt.Sprintf("a%d", i), URL: srv.ClientURL(), Heartbeat: 50 * time.Millisecond})
+			require.NoError(t, err)
+			s, err := scheduler.New(scheduler.WithNode(node.Node()), scheduler.WithTransport(node))
+			require.NoError(t, err)
+			t.Cleanup(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), tWait)
+				defer cancel()
+				assert.NoError(t, node.Close(ctx))
+				assert.NoError(t, s.Shutdown(ctx))
+			})
 
-	expired, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
-	defer cancel()
-	err = node.Start(expired, s)
-	assert.ErrorIs(t, err, context.DeadlineExceeded)
-	assert.ErrorIs(t, node.Send(relay.Message{To: relay.PID{Node: b.Node.Node(), ID: 1}}), remote.ErrClosed, "not started")
+			err = node.Start(tc.ctx, s)
+			assert.ErrorIs(t, err, tc.want)
+			assert.ErrorIs(t, node.Send(relay.Message{To: relay.PID{Node: b.Node.Node(), ID: 1}}), remote.ErrClosed, "not started")
 
-	require.NoError(t, node.Start(t.Context(), s))
-	ctx, cancelWait := context.WithTimeout(context.Background(), tWait)
-	defer cancelWait()
-	num, err := node.WaitPeer(ctx, "b")
-	require.NoError(t, err)
-	assert.Equal(t, b.Node.Node(), num)
-	ev := tYield(t, s, node.SpawnCommand(), remote.Spawn{Node: "b", Kind: "nope", Method: "run"})
-	assert.ErrorIs(t, ev.Error, remote.ErrUnknownKind, "the spawn handler is registered")
+			require.NoError(t, node.Start(t.Context(), s))
+			ctx, cancelWait := context.WithTimeout(context.Background(), tWait)
+			defer cancelWait()
+			num, err := node.WaitPeer(ctx, "b")
+			require.NoError(t, err)
+			assert.Equal(t, b.Node.Node(), num)
+			ev := tYield(t, s, node.SpawnCommand(), remote.Spawn{Node: "b", Kind: "nope", Method: "run"})
+			assert.ErrorIs(t, ev.Error, remote.ErrUnknownKind, "the spawn handler is registered")
+		})
+	}
 }

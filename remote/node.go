@@ -270,14 +270,25 @@ func (n *Node) Name() string { return n.cfg.Name }
 // with [scheduler.WithNode] of n.Node() and [scheduler.WithTransport] of
 // n. It registers the node's spawn handler on s (see [Spawn]),
 // subscribes to the node's subjects, and says hello; ctx bounds
-// the wait for the server to confirm the subscriptions. Peers become
-// reachable as they answer (see [Node.WaitPeer] and [Hooks]).
+// the wait for the server to confirm the subscriptions (with no
+// deadline, NATS's own flush timeout of 10 seconds bounds it too). Peers
+// become reachable as they answer (see [Node.WaitPeer] and [Hooks]).
+//
+// If ctx has ended, Start returns an error wrapping ctx's at once and
+// does nothing. If it ends during the wait, Start returns that error
+// too, with the subscriptions it made undone and nothing started; the
+// spawn handler stays registered on s, failing spawns with [ErrClosed]
+// until a Start succeeds. Either way the node is left not started, for
+// another Start or for Close.
 func (n *Node) Start(ctx context.Context, s *scheduler.Scheduler) error {
 	if s == nil {
 		return fmt.Errorf("%w: Start with a nil scheduler", ErrInvalidConfig)
 	}
 	if s.Node() != n.num {
 		return fmt.Errorf("%w: the scheduler's node is %d, this node's is %d: create it with scheduler.WithNode(node.Node())", ErrInvalidConfig, s.Node(), n.num)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("remote: joining cluster %q: %w", n.cfg.Cluster, err)
 	}
 	if !n.state.CompareAndSwap(stateNew, stateStarting) {
 		return fmt.Errorf("%w: Start called twice or after Close", ErrClosed)
@@ -300,11 +311,7 @@ func (n *Node) Start(ctx context.Context, s *scheduler.Scheduler) error {
 		subs = append(subs, x)
 	}
 	if err == nil {
-		if _, ok := ctx.Deadline(); ok {
-			err = n.nc.FlushWithContext(ctx)
-		} else {
-			err = n.nc.Flush() // NATS's own timeout bounds it
-		}
+		err = n.flush(ctx)
 	}
 	if err != nil {
 		for _, x := range subs {
@@ -583,13 +590,26 @@ func (n *Node) drain(ctx context.Context) {
 		case <-ctx.Done():
 		}
 	}
-	if _, ok := ctx.Deadline(); ok {
-		_ = n.nc.FlushWithContext(ctx)
-	} else {
-		_ = n.nc.Flush()
-	}
+	_ = n.flush(ctx)
 	n.nc.Close()
 	<-n.connClosed
+}
+
+// flushTimeout bounds a flush whose context has no deadline: NATS's own
+// Flush waits as long.
+const flushTimeout = 10 * time.Second
+
+// flush waits until the server has processed everything published so
+// far, or ctx is done, or flushTimeout has passed if ctx has no
+// deadline; NATS's FlushWithContext needs a deadline, and its Flush
+// ignores ctx. Start and Close only.
+func (n *Node) flush(ctx context.Context) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, flushTimeout)
+		defer cancel()
+	}
+	return n.nc.FlushWithContext(ctx)
 }
 
 // drained reports whether every live link has published everything and
