@@ -199,7 +199,10 @@
 // child, on the other node (the node waits on the yield's call context
 // with context.AfterFunc); the child of a forgotten spawn runs on, as
 // the child of a cancelled SpawnAwait does. Monitors held for a node
-// that goes down are dropped. [Node.Spawn] and [Node.Monitor] do the
+// that goes down are dropped. A node holds one monitor per request
+// number of a peer: a request under a number the peer uses already,
+// which only a broken or hostile peer sends, replaces the monitor held
+// under it, which stops. [Node.Spawn] and [Node.Monitor] do the
 // same for code outside any process: a Spawn whose context ends forgets
 // its request.
 //

@@ -1,6 +1,10 @@
 package remote
 
-import "github.com/procsched/scheduler/relay"
+import (
+	scheduler "github.com/procsched/scheduler"
+	"github.com/procsched/scheduler/payload"
+	"github.com/procsched/scheduler/relay"
+)
 
 // SetInboundHook makes n call f before it takes each batch; nil removes
 // it.
@@ -88,4 +92,40 @@ var HandleExit = handleExit
 func IsDown(data []byte, sender uint32) bool {
 	m, err := decodeCtl(data)
 	return err == nil && m.typ == ctlDown && m.sender == sender
+}
+
+// EncodeMonitor encodes a batch from node sender with sequence seq that
+// asks, under request number req, to be told when target ends.
+func EncodeMonitor(sender uint32, seq, req uint64, target relay.PID) []byte {
+	var e batchEncoder
+	e.reset()
+	e.monitor(req, target)
+	return append([]byte(nil), e.finish(sender, seq, 0)...)
+}
+
+// Exited is an exited frame: the end of the process that request Req
+// monitors or awaits.
+type Exited struct {
+	Req    uint64
+	Reason scheduler.ExitReason
+	Result payload.Payload
+	Err    error
+}
+
+// DecodeExits returns the exited frames of a batch from sender to self.
+func DecodeExits(data []byte, sender, self uint32) ([]Exited, error) {
+	var d decoder
+	frames, err := d.decode(data, sender, self)
+	var exits []Exited
+	for _, f := range frames {
+		if f.kind == kindExited {
+			x := Exited{Req: f.req, Reason: scheduler.ExitReason(f.reason)}
+			x.Result, _ = f.body.(payload.Payload)
+			if f.code != 0 {
+				x.Err = newRemoteError("", relay.PID{}, f.code, f.text)
+			}
+			exits = append(exits, x)
+		}
+	}
+	return exits, err
 }

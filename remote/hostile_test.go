@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	scheduler "github.com/procsched/scheduler"
+	"github.com/procsched/scheduler/payload"
 	"github.com/procsched/scheduler/relay"
 	"github.com/procsched/scheduler/remote"
 )
@@ -87,4 +88,56 @@ func TestHostileFrames(t *testing.T) {
 	assert.Equal(t, uint64(1), st.Dropped.UnknownSender)
 
 	f.bye(b)
+}
+
+// TestReusedMonitorNumber: a peer that asks for a monitor under a
+// request number it uses already (a broken or hostile one) replaces the
+// monitor held under it: the node stops the first, which then reports
+// nothing and holds nothing, and reports the second under that number.
+func TestReusedMonitorNumber(t *testing.T) {
+	srv := tServer(t)
+	b := tStart(t, srv.ClientURL(), "b", func(cfg *remote.Config) { cfg.FailureTimeout = time.Minute })
+	fake := b.Node.Node() + 1
+	f := tFakePeer(t, srv.ClientURL(), fake)
+	_, _, bData := remote.Subjects("test", b.Node.Node())
+	f.hello(b, true)
+	t.Cleanup(func() { f.bye(b) })
+
+	// Processes that end with their name when asked to stop.
+	named := func(name string) scheduler.Handle {
+		return tSubmit(t, b.S, func(_ *tProc, _ int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+			for _, ev := range evs {
+				if ev.Type == scheduler.EventCancel {
+					out.Done(payload.Of(name))
+				}
+			}
+			return nil
+		})
+	}
+	first, second := named("first"), named("second")
+	recv, got := tCollector(t, b.S, 1)
+	f.publish(bData, remote.EncodeMonitor(fake, 1, 7, first.PID()))
+	f.publish(bData, remote.EncodeMonitor(fake, 2, 7, second.PID()))
+	// b has served both requests once it delivers what follows them.
+	f.publish(bData, remote.EncodeMessages(fake, 3, relay.Message{From: relay.PID{Node: fake, ID: 1}, To: recv.PID(), Data: "after"}))
+	tRecv(t, got, "the message after the requests")
+	assert.Equal(t, 1, b.Stats().MonitorsHeld, "one request number, one monitor")
+
+	for _, h := range []scheduler.Handle{first, second} {
+		require.NoError(t, b.S.Terminate(h.PID()))
+		_, err := tWaitResult(t, h)
+		require.NoError(t, err)
+	}
+	var exits []remote.Exited
+	for len(exits) == 0 {
+		m := tRecv(t, f.data, "an exit")
+		var err error
+		exits, err = remote.DecodeExits(m.Data, b.Node.Node(), fake)
+		require.NoError(t, err)
+	}
+	assert.Equal(t, uint64(7), exits[0].Req)
+	name, err := payload.As[string](exits[0].Result)
+	require.NoError(t, err)
+	assert.Equal(t, "second", name, "the first exit reported is the second process's: the first monitor was stopped")
+	tEventually(t, func() bool { return b.Stats().MonitorsHeld == 0 }, "b holds nothing once the second process ended (%d)", b.Stats().MonitorsHeld)
 }

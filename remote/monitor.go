@@ -140,10 +140,12 @@ func (n *Node) serveDemonitor(p *peer, f *frame) {
 // hold watches local process pid for request req of peer p, and sends
 // the peer its exit when it ends. h, if not zero, is pid's Handle: a
 // process started for an awaited spawn may end before the watch is set
-// up, and its Handle still has its result. Any goroutine.
+// up, and its Handle still has its result. A monitor held for req of p
+// already is stopped first (see heldTable.reserve). Any goroutine.
 func (n *Node) hold(p *peer, req uint64, pid relay.PID, h scheduler.Handle) {
 	key := heldKey{p.num, req}
-	if !n.held.reserve(key) {
+	m := n.held.reserve(key)
+	if m == nil {
 		n.sendExit(p, req, scheduler.Exit{PID: pid, Reason: scheduler.ExitGone, Err: n.notRunning()})
 		return
 	}
@@ -151,11 +153,11 @@ func (n *Node) hold(p *peer, req uint64, pid relay.PID, h scheduler.Handle) {
 		if e.Reason == scheduler.ExitGone && h.PID() == pid {
 			e = handleExit(h, e)
 		}
-		if n.held.take(key) {
+		if n.held.take(key, m) {
 			n.sendExit(p, req, e)
 		}
 	})
-	n.held.set(key, stop)
+	n.held.set(key, m, stop)
 }
 
 // handleExit is how the process of h ended, from its Handle, or e if the
@@ -199,57 +201,86 @@ type heldKey struct {
 }
 
 // heldTable holds the monitors this node keeps for its peers, so that a
-// demonitor, the peer going down or this node closing can stop them.
-// Its methods may be called from any goroutine.
+// demonitor, the peer going down or this node closing can stop them. A
+// request number of a peer names one monitor: a peer asks again under a
+// number it uses only if it is broken or hostile, and the monitor it
+// asks for then replaces the one held, which is stopped, so that no
+// monitor outlives its entry. Its methods may be called from any
+// goroutine.
 type heldTable struct {
 	mu     sync.Mutex
-	m      map[heldKey]func() bool // guarded by mu; nil while being set up
-	closed bool                    // guarded by mu
+	m      map[heldKey]*heldMonitor // guarded by mu
+	closed bool                     // guarded by mu
 }
 
-// reserve records key while its monitor is set up; false once closed.
-func (t *heldTable) reserve(key heldKey) bool {
+// heldMonitor is one monitor held for a peer. The table's entry is the
+// monitor's own: one that replaced it under the same key is not taken or
+// set by the monitor it replaced.
+type heldMonitor struct {
+	stop func() bool // guarded by the table's mu; nil while being set up
+}
+
+// reserve records a new monitor under key while it is set up and
+// returns it, or nil once the table is closed. A monitor held under key
+// already is taken out and stopped (one being set up is stopped by its
+// set).
+func (t *heldTable) reserve(key heldKey) *heldMonitor {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	if t.closed {
-		return false
+		t.mu.Unlock()
+		return nil
 	}
 	if t.m == nil {
-		t.m = map[heldKey]func() bool{}
+		t.m = map[heldKey]*heldMonitor{}
 	}
-	t.m[key] = nil
-	return true
+	var stopOld func() bool
+	if old := t.m[key]; old != nil {
+		stopOld = old.stop
+	}
+	m := &heldMonitor{}
+	t.m[key] = m
+	t.mu.Unlock()
+	if stopOld != nil {
+		stopOld()
+	}
+	return m
 }
 
-// set records how to stop the monitor of key, unless it has fired or
-// been stopped meanwhile.
-func (t *heldTable) set(key heldKey, stop func() bool) {
+// set records how to stop m, held under key, unless it has fired, been
+// stopped or been replaced meanwhile: then stop is called (harmless if
+// it fired).
+func (t *heldTable) set(key heldKey, m *heldMonitor, stop func() bool) {
 	t.mu.Lock()
-	_, ok := t.m[key]
+	ok := t.m[key] == m
 	if ok {
-		t.m[key] = stop
+		m.stop = stop
 	}
 	t.mu.Unlock()
 	if !ok {
-		stop() // stopped during the set-up; harmless if it fired
+		stop()
 	}
 }
 
-// take forgets key as its monitor fires, reporting whether it was still
-// held (not stopped).
-func (t *heldTable) take(key heldKey) bool {
+// take forgets m, held under key, as it fires, reporting whether it was
+// still held (not stopped or replaced).
+func (t *heldTable) take(key heldKey, m *heldMonitor) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	_, ok := t.m[key]
+	if t.m[key] != m {
+		return false
+	}
 	delete(t.m, key)
-	return ok
+	return true
 }
 
 // stop stops the monitor of key.
 func (t *heldTable) stop(key heldKey) {
 	t.mu.Lock()
-	stop := t.m[key]
-	delete(t.m, key)
+	var stop func() bool
+	if m := t.m[key]; m != nil {
+		stop = m.stop
+		delete(t.m, key)
+	}
 	t.mu.Unlock()
 	if stop != nil {
 		stop()
@@ -260,11 +291,11 @@ func (t *heldTable) stop(key heldKey) {
 func (t *heldTable) stopWhere(match func(heldKey) bool) {
 	var stops []func() bool
 	t.mu.Lock()
-	for k, stop := range t.m {
+	for k, m := range t.m {
 		if match(k) {
 			delete(t.m, k)
-			if stop != nil {
-				stops = append(stops, stop)
+			if m.stop != nil {
+				stops = append(stops, m.stop)
 			}
 		}
 	}
