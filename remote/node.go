@@ -87,6 +87,10 @@ type Node struct {
 	// stall the receiving side with it. Stored by tests, loaded by the
 	// data goroutine; it orders nothing else.
 	inboundHook atomic.Pointer[func()]
+	// statsHook, if set, is called by Stats after it has read what n.mu
+	// guards and before it reads the links: tests forget a peer there.
+	// Stored by tests, loaded by Stats; it orders nothing else.
+	statsHook atomic.Pointer[func()]
 
 	stop       chan struct{} // closed by Close to stop the writer and the heartbeats
 	wg         sync.WaitGroup

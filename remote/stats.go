@@ -211,10 +211,17 @@ func (n *Node) Stats() Stats {
 	st.Returned.load(&c.returnedBy)
 	st.BouncedBack.load(&c.bouncedBackBy)
 	var lc linkCounts
+	// The retired counts and the peers are read under one hold of n.mu,
+	// under which declareDown forgets a peer and retires its counts: a
+	// peer forgotten meanwhile is counted in one or the other, once.
 	n.mu.Lock()
 	lc.add(&n.retired)
+	peers := *n.peers.Load()
 	n.mu.Unlock()
-	for _, p := range *n.peers.Load() {
+	if hook := n.statsHook.Load(); hook != nil {
+		(*hook)()
+	}
+	for _, p := range peers {
 		l := &p.link
 		l.mu.Lock()
 		switch l.state.Load() {
