@@ -2,6 +2,8 @@ package remote_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -86,4 +88,61 @@ func TestConnectionClosedForGood(t *testing.T) {
 	short, cancelShort := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancelShort()
 	_ = b.Close(short)
+}
+
+// TestPublishFailureReturnsMessages: a batch NATS refuses to publish is
+// counted, and its messages go back to their senders with the error
+// wrapping NATS's and the sentinel that says why: NATS's buffer for a
+// reconnect is full, ErrBackpressure; the connection has closed,
+// ErrClosed; the batch exceeds the server's limit, ErrNotEncodable;
+// anything else, ErrDisconnected. The link goes on: the next message
+// arrives, and the receiver sees no gap in the sequence numbers.
+func TestPublishFailureReturnsMessages(t *testing.T) {
+	_, a, b := tTwoNodes(t, nil)
+	recv, got := tCollector(t, b.S, 4)
+	_, _, bData := remote.Subjects("test", b.Node.Node())
+	failures := make(chan error, 1) // what the next batch of messages for b fails with
+	remote.SetPublishHook(a.Node, func(subject string, data []byte) error {
+		if msgs, _ := remote.DecodeBatch(data, a.Node.Node(), b.Node.Node()); subject != bData || len(msgs) == 0 {
+			return nil // a sync marker, or a batch for another node
+		}
+		select {
+		case err := <-failures:
+			return err
+		default:
+			return nil
+		}
+	})
+	t.Cleanup(func() { remote.SetPublishHook(a.Node, nil) })
+
+	for i, tc := range []struct {
+		name   string
+		cause  error
+		want   []error
+		reason func(remote.Reasons) uint64
+	}{
+		{"the reconnect buffer is full", nats.ErrReconnectBufExceeded, []error{remote.ErrBackpressure, scheduler.ErrMailboxFull}, func(r remote.Reasons) uint64 { return r.Backpressure }},
+		{"the connection has closed", nats.ErrConnectionClosed, []error{remote.ErrClosed, scheduler.ErrClosed}, func(r remote.Reasons) uint64 { return r.Closed }},
+		{"the server's payload limit", nats.ErrMaxPayload, []error{remote.ErrNotEncodable}, func(r remote.Reasons) uint64 { return r.NotEncodable }},
+		{"another failure", errors.New("the write failed"), []error{remote.ErrDisconnected}, func(r remote.Reasons) uint64 { return r.Disconnected }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := a.Stats()
+			failures <- tc.cause
+			ev := tFirst(t, a.S, scheduler.EventMessage, func(out *scheduler.StepOutput) { out.Tell(recv.PID(), "refused") })
+			assert.Equal(t, recv.PID(), ev.From, "the message comes back from its recipient")
+			assert.Equal(t, "refused", ev.Data)
+			assert.ErrorIs(t, ev.Error, tc.cause)
+			for _, want := range tc.want {
+				assert.ErrorIs(t, ev.Error, want)
+			}
+			after := a.Stats()
+			assert.Equal(t, before.PublishFailures+1, after.PublishFailures)
+			assert.Equal(t, tc.reason(before.Returned)+1, tc.reason(after.Returned), "counted as returned: %+v", after.Returned)
+
+			require.NoError(t, a.S.Tell(recv.PID(), fmt.Sprint("after ", i)))
+			assert.Equal(t, fmt.Sprint("after ", i), tRecv(t, got, "the next message").Data)
+			assert.Zero(t, b.Stats().Gaps, "the failed batch's sequence number is used again")
+		})
+	}
 }

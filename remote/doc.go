@@ -138,11 +138,14 @@
 // error says why, whenever its failure is known: the recipient had ended
 // or its mailbox was full (reported by the receiving node), the node was
 // unknown, down, or congested (refused at once), the message could not
-// be encoded (refused at once), the connection failed while its batch
-// was being published ([ErrDisconnected]), or the node closed, or its
-// connection closed for good (no reconnect attempts left), before the
-// message left ([ErrClosed]). A message sent from outside any
-// process has no one to come back to: its failures are only counted.
+// be encoded (refused at once), NATS refused its batch
+// ([ErrDisconnected] if the connection failed, [ErrBackpressure] if
+// NATS's buffer for a reconnect was full, [ErrNotEncodable] if the batch
+// exceeds the limit of a server reached after a reconnect), or the node
+// closed, or its connection closed for good (no reconnect attempts
+// left), before the message left ([ErrClosed]). A message sent from
+// outside any process has no one to come back to: its failures are only
+// counted.
 //
 // What it does not promise: a message published and then lost — in
 // flight when the receiving node crashed, or dropped by the bus around a

@@ -40,12 +40,16 @@ var (
 	// is full, because the node is slow to take them. The send is refused
 	// at once, like a message to a full mailbox with the reject policy,
 	// and it matches [scheduler.ErrMailboxFull] too; nothing was sent, so
-	// trying again later is safe.
+	// trying again later is safe. A message comes back later with it when
+	// NATS refused its batch because its own buffer for what is published
+	// while the connection is down was full.
 	ErrBackpressure error = &sentinel{"remote: outbound buffer full", scheduler.ErrMailboxFull}
 	// ErrNotEncodable: the message cannot cross to another node: its body
 	// is of a type the wire does not carry, a Go value JSON cannot encode
 	// (the error then also wraps [payload.ErrEncode]), or too large for
-	// one batch; or its sender is not a process of this node.
+	// one batch; or its sender is not a process of this node. A message
+	// comes back later with it when the server refused its batch as too
+	// large: one reached after a reconnect may have a lower limit.
 	ErrNotEncodable error = &sentinel{"remote: message cannot cross nodes", nil}
 	// ErrDisconnected: the connection to the NATS server failed while
 	// the message was being published, so it was not sent. The node

@@ -16,6 +16,17 @@ func SetInboundHook(n *Node, f func()) {
 	n.inboundHook.Store(&f)
 }
 
+// SetPublishHook makes n call f with each data batch or sync marker
+// before it publishes it; an error f returns fails the publish as one
+// from NATS would. nil removes it.
+func SetPublishHook(n *Node, f func(subject string, data []byte) error) {
+	if f == nil {
+		n.publishHook.Store(nil)
+		return
+	}
+	n.publishHook.Store(&f)
+}
+
 // EncodeMessages encodes msgs as one batch from node sender with
 // sequence seq; each body must be one wireBody accepts.
 func EncodeMessages(sender uint32, seq uint64, msgs ...relay.Message) []byte {

@@ -303,7 +303,7 @@ func (l *link) flush() {
 			break
 		}
 		l.mu.Unlock()
-		err := l.n.nc.Publish(l.subject, b.enc.finish(l.n.num, seq, 0))
+		err := l.n.publish(l.subject, b.enc.finish(l.n.num, seq, 0))
 		l.mu.Lock()
 		switch {
 		case l.state.Load() != linkOpen:
@@ -341,7 +341,7 @@ func (l *link) flush() {
 	}
 	l.mu.Unlock()
 	if sync {
-		err := l.n.nc.Publish(l.subject, marker[:])
+		err := l.n.publish(l.subject, marker[:])
 		l.mu.Lock()
 		if err != nil {
 			l.seq-- // never left; the next overdue check asks again

@@ -91,6 +91,11 @@ type Node struct {
 	// guards and before it reads the links: tests forget a peer there.
 	// Stored by tests, loaded by Stats; it orders nothing else.
 	statsHook atomic.Pointer[func()]
+	// publishHook, if set, is called before each data batch is
+	// published, and an error it returns fails the publish as one from
+	// NATS would: tests make publishes fail with it. Stored by tests,
+	// loaded by the writer; it orders nothing else.
+	publishHook atomic.Pointer[func(subject string, data []byte) error]
 
 	stop       chan struct{} // closed by Close to stop the writer and the heartbeats
 	wg         sync.WaitGroup
@@ -423,6 +428,17 @@ func (n *Node) publishCtl(subject string, m ctlMsg) {
 	_ = n.nc.Publish(subject, appendCtl(buf[:0], m))
 }
 
+// publish publishes a data batch (or sync marker) on subject. Writer
+// goroutine only.
+func (n *Node) publish(subject string, data []byte) error {
+	if hook := n.publishHook.Load(); hook != nil {
+		if err := (*hook)(subject, data); err != nil {
+			return err
+		}
+	}
+	return n.nc.Publish(subject, data)
+}
+
 // returnAll hands messages that will not be sent back to their senders
 // with err: each becomes an undelivered message from its recipient.
 // Messages from outside any process have no one to go back to. Any
@@ -437,7 +453,13 @@ func (n *Node) returnAll(p *peer, msgs []relay.Message, err error) {
 	}
 }
 
-// publishError is the sentinel for a publish that failed with err.
+// publishError is the sentinel for a publish that failed with err, which
+// the messages of the batch go back to their senders with: ErrClosed if
+// the connection has closed for good; ErrNotEncodable if the batch
+// exceeds the server's payload limit (lower, after a reconnect, than the
+// one it was built for); ErrBackpressure if NATS's buffer for what is
+// published while it reconnects is full; ErrDisconnected for anything
+// else. Writer goroutine.
 func publishError(err error) error {
 	switch {
 	case errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrConnectionDraining):
