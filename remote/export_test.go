@@ -54,6 +54,11 @@ func EncodeHello(sender uint32, name string, ack, direct bool) []byte {
 	return appendCtl(nil, m)
 }
 
+// EncodeGrant encodes a grant of credit for every batch up to seq.
+func EncodeGrant(sender uint32, seq uint64) []byte {
+	return appendCtl(nil, ctlMsg{typ: ctlGrant, sender: sender, seq: seq})
+}
+
 // EncodeBye encodes a goodbye.
 func EncodeBye(sender uint32) []byte { return appendCtl(nil, ctlMsg{typ: ctlBye, sender: sender}) }
 

@@ -1,6 +1,8 @@
 package remote_test
 
 import (
+	"errors"
+	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -140,4 +142,67 @@ func TestReusedMonitorNumber(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "second", name, "the first exit reported is the second process's: the first monitor was stopped")
 	tEventually(t, func() bool { return b.Stats().MonitorsHeld == 0 }, "b holds nothing once the second process ended (%d)", b.Stats().MonitorsHeld)
+}
+
+// TestGrantOfABatchThatFailsToLeave: a peer that grants credit for
+// batches not published yet (a broken or hostile one) while a batch for
+// it fails to publish does not upset the node's accounting: the batch's
+// messages come back, no credit is given back twice, and the link goes
+// on.
+func TestGrantOfABatchThatFailsToLeave(t *testing.T) {
+	srv := tServer(t)
+	a := tStart(t, srv.ClientURL(), "a", func(cfg *remote.Config) { cfg.FailureTimeout = time.Minute })
+	fake := a.Node.Node() + 1
+	f := tFakePeer(t, srv.ClientURL(), fake)
+	f.hello(a, true)
+	tRecv(t, a.Up, "the fake to be up")
+	t.Cleanup(func() { f.bye(a) })
+	_, aCtl, _ := remote.Subjects("test", a.Node.Node())
+	_, _, fakeData := remote.Subjects("test", fake)
+
+	// The first batch of messages for the fake is granted, every batch
+	// up to the last there can be, while it is being published, and
+	// then fails to publish.
+	failure := errors.New("the write failed")
+	hookErrs := make(chan error, 1)
+	var first bool
+	remote.SetPublishHook(a.Node, func(subject string, data []byte) error {
+		if msgs, _ := remote.DecodeBatch(data, a.Node.Node(), fake); subject != fakeData || len(msgs) == 0 || first {
+			return nil
+		}
+		first = true // the writer goroutine's alone
+		if err := f.nc.Publish(aCtl, remote.EncodeGrant(fake, math.MaxUint64)); err != nil {
+			hookErrs <- err
+			return failure
+		}
+		deadline := time.Now().Add(tWait)
+		for a.Stats().InFlight != 0 { // the grant has freed the batch's credit
+			if time.Now().After(deadline) {
+				hookErrs <- errors.New("the grant was not taken")
+				return failure
+			}
+			time.Sleep(time.Millisecond) // polling a condition with a deadline, not a synchronisation
+		}
+		hookErrs <- nil
+		return failure
+	})
+	t.Cleanup(func() { remote.SetPublishHook(a.Node, nil) })
+
+	to := relay.PID{Node: fake, ID: 1}
+	ev := tFirst(t, a.S, scheduler.EventMessage, func(out *scheduler.StepOutput) { out.Tell(to, "refused") })
+	require.NoError(t, tRecv(t, hookErrs, "the hook"))
+	assert.ErrorIs(t, ev.Error, failure)
+	assert.ErrorIs(t, ev.Error, remote.ErrDisconnected)
+	assert.Equal(t, "refused", ev.Data)
+	assert.Zero(t, a.Stats().InFlight, "no credit is given back twice")
+
+	require.NoError(t, a.S.Tell(to, "after"))
+	var msgs []relay.Message
+	for len(msgs) == 0 {
+		m := tRecv(t, f.data, "the next batch")
+		var err error
+		msgs, err = remote.DecodeBatch(m.Data, a.Node.Node(), fake)
+		require.NoError(t, err)
+	}
+	assert.Equal(t, "after", msgs[0].Data)
 }

@@ -310,11 +310,14 @@ func (l *link) flush() {
 			// Declared down meanwhile, which reset the accounting: only
 			// the messages of a batch that did not leave go back.
 		case err != nil:
-			// Not sent: give back its sequence and credit (no grant can
-			// name a batch that never left).
+			// Not sent: give back its sequence number and its credit,
+			// unless a grant has freed that already: only a broken or
+			// hostile peer grants a batch that never left.
 			l.seq--
-			l.inflight = l.inflight[:len(l.inflight)-1]
-			l.inBytes -= size
+			if k := len(l.inflight) - 1; k >= 0 && l.inflight[k].seq == seq {
+				l.inflight = l.inflight[:k]
+				l.inBytes -= size
+			}
 			l.counts.publishFailed++
 		default:
 			published = true
