@@ -45,6 +45,17 @@ func (f *tFake) publish(subj string, b []byte) {
 	require.NoError(f.t, f.nc.Publish(subj, b))
 }
 
+// tFakeUp starts a fake peer numbered after a, has it say hello (and
+// ack a's), and waits until a has it up. Test goroutine only.
+func tFakeUp(t testing.TB, url string, a *tNode) (f *tFake, fake uint32) {
+	t.Helper()
+	fake = a.Node.Node() + 1
+	f = tFakePeer(t, url, fake)
+	f.hello(a, true)
+	tRecv(t, a.Up, "the fake to be up")
+	return f, fake
+}
+
 // hello says hello to every node and waits for n's ack: n has registered
 // the fake, but does not publish to it until the fake acks (ackBack).
 func (f *tFake) hello(n *tNode, ackBack bool) {

@@ -152,10 +152,7 @@ func TestReusedMonitorNumber(t *testing.T) {
 func TestGrantOfABatchThatFailsToLeave(t *testing.T) {
 	srv := tServer(t)
 	a := tStart(t, srv.ClientURL(), "a", func(cfg *remote.Config) { cfg.FailureTimeout = time.Minute })
-	fake := a.Node.Node() + 1
-	f := tFakePeer(t, srv.ClientURL(), fake)
-	f.hello(a, true)
-	tRecv(t, a.Up, "the fake to be up")
+	f, fake := tFakeUp(t, srv.ClientURL(), a)
 	t.Cleanup(func() { f.bye(a) })
 	_, aCtl, _ := remote.Subjects("test", a.Node.Node())
 	_, _, fakeData := remote.Subjects("test", fake)

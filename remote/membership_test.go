@@ -53,10 +53,7 @@ func TestSilentPeerDeclaredDownWhateverTheProbeSays(t *testing.T) {
 func TestDownPeerStaysDown(t *testing.T) {
 	srv := tServer(t)
 	a := tStart(t, srv.ClientURL(), "a", func(cfg *remote.Config) { cfg.FailureTimeout = time.Minute })
-	fake := a.Node.Node() + 1
-	f := tFakePeer(t, srv.ClientURL(), fake)
-	f.hello(a, true)
-	tRecv(t, a.Up, "the fake to be up")
+	f, fake := tFakeUp(t, srv.ClientURL(), a)
 	f.bye(a)
 
 	f.publish(f.all, remote.EncodeHello(fake, "fake", false, false))
