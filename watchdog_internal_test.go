@@ -479,3 +479,106 @@ func TestStealTakesHeldOfStalledWorker(t *testing.T) {
 	require.ElementsMatch(t, []*proc{a, b}, []*proc{got, rest}, "the held processes, taken")
 	require.Zero(t, victim.queueLen()+thief.queueLen(), "processes left queued")
 }
+
+// panicsWhenWatched waits in its first step for the watchdog to watch its
+// worker, then asks to continue; its second step, marked as every step
+// of a watched worker is, records whether it found its mark and panics.
+// Its Close counts its calls.
+type panicsWhenWatched struct {
+	w       *worker
+	started chan struct{} // closed by the test once it holds the Handle
+	watched atomic.Bool   // the first step saw the worker watched
+	marked  atomic.Bool   // the second step ran inside its mark
+	closes  atomic.Int32
+	steps   int
+}
+
+func (p *panicsWhenWatched) Init(context.Context, string, payload.Payloads) error { return nil }
+
+func (p *panicsWhenWatched) Step(_ []Event, out *StepOutput) error {
+	p.steps++
+	if p.steps == 1 {
+		select {
+		case <-p.started:
+		case <-time.After(testTimeout):
+		}
+		p.watched.Store(waitForProcessorUntil(p.w.watched.Load))
+		out.Continue()
+		return nil
+	}
+	p.marked.Store(p.w.stepMark.Load()&1 == 1)
+	panic("boom")
+}
+
+func (p *panicsWhenWatched) Close() { p.closes.Add(1) }
+
+// TestHooksOrderInWatchedStep: a step that panics while the watchdog
+// watches its worker, whose panic is recovered around the marked Step
+// instead of by the worker's loop, ends as one on the plain path does
+// (TestHooksOrder): the Panic hook runs before Close, the End hook after
+// it, and both before the Handle reports the end, which is the
+// PanicError.
+func TestHooksOrderInWatchedStep(t *testing.T) {
+	type seen struct {
+		hook   string
+		closes int32
+		done   bool // the Handle reported the end
+	}
+	var (
+		mu     sync.Mutex
+		h      Handle
+		p      *panicsWhenWatched
+		got    []seen
+		panics []PanicInfo
+	)
+	record := func(hook string) {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, seen{hook, p.closes.Load(), isEnded(h)})
+	}
+	s := newScheduler(t, WithWorkers(1), WithWatchdog(20*time.Millisecond), WithHooks(Hooks{
+		Panic: func(i PanicInfo) {
+			record("Panic")
+			mu.Lock()
+			panics = append(panics, i)
+			mu.Unlock()
+		},
+		End: func(EndInfo) { record("End") },
+	}))
+	p = &panicsWhenWatched{w: s.workers[0], started: make(chan struct{})}
+	mu.Lock()
+	var err error
+	h, err = s.Submit(context.Background(), p, "watched", nil)
+	mu.Unlock()
+	close(p.started)
+	require.NoError(t, err)
+	err = waitEnd(t, h)
+	require.ErrorIs(t, err, ErrPanic)
+	require.True(t, p.watched.Load(), "the watchdog never watched the worker")
+	require.True(t, p.marked.Load(), "the panicking step was not marked as a watched one")
+
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []seen{{"Panic", 0, false}, {"End", 1, false}}, got)
+	require.Len(t, panics, 1)
+	require.Equal(t, "Step", panics[0].Err.Where)
+	require.Equal(t, h.PID(), panics[0].PID)
+	require.Equal(t, "watched", panics[0].Method)
+	var perr *PanicError
+	require.ErrorAs(t, err, &perr)
+	require.Equal(t, "boom", perr.Value)
+}
+
+// isEnded reports whether h's process has ended, without waiting; false
+// for the zero Handle, which the test has not filled in yet.
+func isEnded(h Handle) bool {
+	if h.p == nil {
+		return false
+	}
+	select {
+	case <-h.Done():
+		return true
+	default:
+		return false
+	}
+}
