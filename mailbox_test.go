@@ -2,6 +2,7 @@ package scheduler_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -313,4 +314,84 @@ func TestMailboxOptionsValidated(t *testing.T) {
 	_, err = s.Submit(context.Background(), &probe{}, "run", nil, sched.Mailbox(-3, sched.MailboxReject))
 	require.ErrorIs(t, err, sched.ErrInvalidOption)
 	require.Equal(t, "drop-oldest", sched.MailboxDropOldest.String())
+}
+
+// TestSendOrderFromOneGoroutine: the messages one goroutine outside the
+// processes sends to a process, with Send, Tell, SendContext and
+// TellContext in turn, arrive in the order sent: into an unbounded
+// mailbox; into a bounded one that stays full, where SendContext and
+// TellContext wait for room instead of meeting the policy (so under
+// MailboxDropOldest none is dropped, and under MailboxReject none is
+// refused); and there with Send and Tell among them, which meet the policy:
+// every message that was accepted arrives, in order, and no other.
+func TestSendOrderFromOneGoroutine(t *testing.T) {
+	const n = 400
+	sendWays := []func(s *sched.Scheduler, ctx context.Context, to relay.PID, m note) error{
+		func(s *sched.Scheduler, _ context.Context, to relay.PID, m note) error {
+			return s.Send(relay.Message{To: to, Data: m})
+		},
+		func(s *sched.Scheduler, _ context.Context, to relay.PID, m note) error { return s.Tell(to, m) },
+		func(s *sched.Scheduler, ctx context.Context, to relay.PID, m note) error {
+			return s.SendContext(ctx, relay.Message{To: to, Data: m})
+		},
+		func(s *sched.Scheduler, ctx context.Context, to relay.PID, m note) error {
+			return s.TellContext(ctx, to, m)
+		},
+	}
+	waiting := sendWays[2:] // the ways that wait for room
+	for _, tc := range []struct {
+		name     string
+		opts     []sched.SubmitOption
+		ways     []func(*sched.Scheduler, context.Context, relay.PID, note) error
+		refusals error // what the sends refused return; nil: none is
+	}{
+		{name: "unbounded", ways: sendWays},
+		{name: "full/reject/waiting", opts: []sched.SubmitOption{sched.Mailbox(2, sched.MailboxReject)}, ways: waiting},
+		{name: "full/drop-oldest/waiting", opts: []sched.SubmitOption{sched.Mailbox(2, sched.MailboxDropOldest)}, ways: waiting},
+		{name: "full/reject/all", opts: []sched.SubmitOption{sched.Mailbox(2, sched.MailboxReject)}, ways: sendWays, refusals: sched.ErrMailboxFull},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newScheduler(t)
+			g, h := submitGated(t, s, tc.opts...)
+			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+			defer cancel()
+			type outcome struct {
+				accepted []note
+				errs     []error // the errors not in tc.refusals
+			}
+			sent := make(chan outcome, 1)
+			go func() {
+				var o outcome
+				for i := range n {
+					m := note{0, i}
+					err := tc.ways[i%len(tc.ways)](s, ctx, h.PID(), m)
+					if err == nil {
+						o.accepted = append(o.accepted, m)
+					} else if tc.refusals == nil || !errors.Is(err, tc.refusals) {
+						o.errs = append(o.errs, fmt.Errorf("message %d: %w", i, err))
+					}
+				}
+				sent <- o
+			}()
+			if len(tc.opts) > 0 {
+				// The first step holds the mailbox full until the sender
+				// waits for room.
+				eventually(t, "a sender to wait for room", func() bool { return sched.SendersWaitForRoom(s, h.PID()) })
+			}
+			g.open()
+			o := receive(t, sent, "the sender to finish")
+			require.Empty(t, o.errs, "sends refused")
+			accepted := o.accepted
+			require.NoError(t, s.Terminate(h.PID()))
+			_, err := waitEnd(t, s, h)
+			require.NoError(t, err)
+			require.Equal(t, accepted, g.received(), "the messages accepted, in the order sent")
+			if tc.refusals == nil {
+				require.Len(t, accepted, n)
+				st := s.Stats().Messages
+				require.Zero(t, st.Dropped, "messages dropped")
+				require.Zero(t, st.Rejected, "messages rejected")
+			}
+		})
+	}
 }
