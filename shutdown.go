@@ -94,7 +94,8 @@ func (s *Scheduler) forcing() bool { return s.phase.Load() >= phaseForcing }
 // error wrapping [ErrForced] that says how many processes were forced,
 // and also ctx's error when it was this call's deadline that passed.
 // Each call's own deadline counts: the first one to pass forces. A call
-// made after the stop returns the same result at once.
+// made after the stop returns the same result at once, without its ctx's
+// error even if ctx is done: its deadline forced nothing.
 //
 // Shutdown called on one of the scheduler's own goroutines (in a Step,
 // Close, a handler while it runs on its worker, or a hook), or by a
@@ -129,6 +130,13 @@ func (s *Scheduler) Shutdown(ctx context.Context) error {
 			}()
 		}
 		return fmt.Errorf("%w: Shutdown was called on one of the scheduler's own goroutines, which cannot wait for the stop", ErrShutdownStarted)
+	}
+	select {
+	case <-s.sd.stopped:
+		// Stopped already: this call's deadline forced nothing, even if
+		// ctx is done too, which the select below would pick at random.
+		return s.shutdownResult(nil)
+	default:
 	}
 	select {
 	case <-s.sd.stopped:

@@ -640,6 +640,37 @@ func TestEveryShutdownSaysHowItEnded(t *testing.T) {
 	requireLifecycle(t, p)
 }
 
+// TestShutdownAfterTheStopIgnoresItsDeadline: a call made after the stop
+// returns the same result every time, whether its context is done or not:
+// its deadline forced nothing, so the result does not carry its error.
+func TestShutdownAfterTheStopIgnoresItsDeadline(t *testing.T) {
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, forced := range []bool{false, true} {
+		t.Run(fmt.Sprintf("forced=%v", forced), func(t *testing.T) {
+			s := newScheduler(t)
+			if forced {
+				h := submit(t, s, &probe{step: ignoreAll})
+				waitState(t, s, h.PID(), sched.StateIdle)
+				require.ErrorIs(t, s.Shutdown(done), sched.ErrForced)
+			} else {
+				require.NoError(t, s.Shutdown(context.Background()))
+			}
+			want := s.Shutdown(context.Background())
+			for i := range 100 {
+				err := s.Shutdown(done)
+				if !forced {
+					require.NoError(t, err, "call %d", i)
+					continue
+				}
+				require.ErrorIs(t, err, sched.ErrForced, "call %d", i)
+				require.NotErrorIs(t, err, context.Canceled, "call %d: a deadline that forced nothing", i)
+				require.EqualError(t, err, want.Error(), "call %d", i)
+			}
+		})
+	}
+}
+
 // forceWhileStepHeld shuts s down with a short deadline while a step is
 // held (see heldFirstStep), and checks what the deadline does: hi, a
 // process that ignores its cancel and waits, is forced at once; Shutdown
