@@ -44,8 +44,11 @@ type Call struct {
 // passes. A yield the process cancels ([StepOutput.Cancel]) ends it with
 // cause [ErrYieldCancelled]. For the zero Call it is
 // context.Background(). Making it costs an allocation, and asking it for
-// Done a channel; every call of Context for one yield returns the same
-// context.
+// Done a channel. While the yield is pending, every call of Context for
+// it returns the same context, the one the yield's end makes done; a
+// call made once the yield is no longer pending returns a new context,
+// done already, whose cause is context.Canceled whatever ended the
+// yield ([ErrEnded] or [ErrForced] once the process has ended).
 func (c Call) Context() context.Context {
 	if c.ctx == nil {
 		return context.Background()

@@ -441,6 +441,46 @@ func TestCallContext(t *testing.T) {
 	})
 }
 
+// TestCallContextOfOneYield: every call of Context while the yield is
+// pending returns the same context, the one its end makes done. One
+// asked for once the yield has completed is done already, with cause
+// context.Canceled; once the process has ended, with cause ErrEnded.
+func TestCallContextOfOneYield(t *testing.T) {
+	calls := make(chan sched.Call, 1)
+	s := newScheduler(t, sched.WithHandler(cmdTest, func(c sched.Call) error {
+		calls <- c
+		return nil
+	}))
+	h := submit(t, s, &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+		if n == 0 {
+			out.Yield(1, cmdTest, nil)
+		}
+		if hasCancel(evs) {
+			out.Done(payload.Payload{})
+		}
+		return nil // waits on after the completion
+	}})
+	c := receive(t, calls, "the handler")
+	first := c.Context()
+	require.True(t, first == c.Context(), "a second Context while the yield is pending is another context")
+	require.NoError(t, first.Err())
+	require.NoError(t, c.Complete(nil, nil))
+	receive(t, first.Done(), "the first context's Done after the completion")
+
+	late := c.Context()
+	require.True(t, isClosed(late.Done()), "a context asked for after the completion is not done")
+	require.ErrorIs(t, late.Err(), context.Canceled)
+	require.ErrorIs(t, context.Cause(late), context.Canceled)
+
+	require.NoError(t, s.Terminate(h.PID()))
+	_, err := waitEnd(t, s, h)
+	require.NoError(t, err)
+	ended := c.Context()
+	require.True(t, isClosed(ended.Done()), "a context asked for after the end is not done")
+	require.ErrorIs(t, ended.Err(), context.Canceled)
+	require.ErrorIs(t, context.Cause(ended), sched.ErrEnded)
+}
+
 // TestCallTellAndSubmit: a handler sends and starts processes on behalf
 // of the yielding process.
 func TestCallTellAndSubmit(t *testing.T) {
