@@ -106,7 +106,7 @@ var (
 type PanicError struct {
 	Value any    // the value passed to panic
 	Stack []byte // the panicking goroutine's stack, from runtime/debug.Stack
-	Where string // what panicked: "Init", "Step", "Close" or "handler"
+	Where string // what panicked: "Init", "Step", "Close", "handler", or "pool" for work given to Call.Go
 }
 
 // Error describes the panic without the stack.

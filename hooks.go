@@ -34,8 +34,9 @@ type Hooks struct {
 	// clock, a counter per step, and 16 bytes more in its record, and
 	// each worker a clock read every 64 rounds.
 	End func(EndInfo)
-	// Panic is called when a process's Init, Step or Close, or a handler,
-	// panics, on the goroutine that recovered the panic, before the
+	// Panic is called when a process's Init, Step or Close, a handler, or
+	// work a handler gave to [Call.Go] panics, on the goroutine that
+	// recovered the panic (for such work, the blocking pool's), before the
 	// process ends (or the yield completes) with the PanicError. For a
 	// panic in the Init of a process started by Submit (or in the Close
 	// that follows it) that is the goroutine that called Submit, which

@@ -188,3 +188,36 @@ func TestBlockingPool(t *testing.T) {
 		assert.False(t, ran)
 	})
 }
+
+// TestPoolPanicIsReported: a panic in work given to Call.Go is reported
+// as one in a process's code is: the Panic hook gets it, naming the
+// yielding process and "pool" as what panicked, before the yield
+// completes with that PanicError, and Stats counts it.
+func TestPoolPanicIsReported(t *testing.T) {
+	type report struct {
+		info      sched.PanicInfo
+		completed int // completions the process had seen by then
+	}
+	reports := make(chan report, 1)
+	var p *probe
+	s := newScheduler(t,
+		sched.WithHandler(cmdTest, func(c sched.Call) error {
+			return c.Go(func(context.Context) (any, error) { panic("work boom") })
+		}),
+		sched.WithHooks(sched.Hooks{Panic: func(i sched.PanicInfo) {
+			reports <- report{i, len(p.EventsOf(sched.EventYieldComplete))}
+		}}))
+	p = &probe{step: yieldOnce(1, func(out *sched.StepOutput) { out.Yield(1, cmdTest, nil) })}
+	h := submit(t, s, p)
+	_, err := waitEnd(t, s, h)
+	var perr *sched.PanicError
+	require.ErrorAs(t, err, &perr)
+	r := receive(t, reports, "the Panic hook")
+	assert.Equal(t, h.PID(), r.info.PID)
+	assert.Equal(t, "run", r.info.Method)
+	assert.Same(t, perr, r.info.Err, "the hook gets the PanicError the yield completes with")
+	assert.Equal(t, "pool", r.info.Err.Where)
+	assert.Equal(t, "work boom", r.info.Err.Value)
+	assert.Zero(t, r.completed, "the yield had completed before the hook ran")
+	assert.Equal(t, uint64(1), s.Stats().Processes.Panics)
+}

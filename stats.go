@@ -83,7 +83,7 @@ type ProcessStats struct {
 	Ended      uint64 `json:"ended"`      // ended, however they ended
 	Failed     uint64 `json:"failed"`     // of Ended, ended with an error
 	Forced     uint64 `json:"forced"`     // of Failed, closed at a shutdown deadline
-	Panics     uint64 `json:"panics"`     // panics recovered (Init, Step, Close, handlers)
+	Panics     uint64 `json:"panics"`     // panics recovered (Init, Step, Close, handlers, Call.Go's work)
 }
 
 // MessageStats counts messages.
