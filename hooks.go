@@ -28,8 +28,10 @@ type Hooks struct {
 	// End is called once per process that started, after Close returned
 	// and before its Handle reports the end: on the worker that ran its
 	// last step (or the caller that ran it, see [WithCallerHelp]), or,
-	// for a process forced at a shutdown deadline, on the
-	// scheduler's own goroutine that carries the shutdown through.
+	// for a process forced at a shutdown deadline, on the scheduler's own
+	// goroutine that carries the shutdown through, unless a worker was
+	// running the process then (a step in progress, say): that worker
+	// forces it, and calls the hook, once the step returns.
 	// Setting it costs each process two loads of the scheduler's coarse
 	// clock, a counter per step, and 16 bytes more in its record, and
 	// each worker a clock read every 64 rounds.

@@ -1,0 +1,70 @@
+package scheduler
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/procsched/scheduler/relay"
+)
+
+// Tests of where the hooks run (hooks.go), which look at the goroutines
+// the scheduler counts as its own.
+
+// TestEndHookGoroutineOfForcedProcesses: the End hook of a process forced
+// at a shutdown deadline runs on the scheduler's goroutine that carries
+// the shutdown through for a process that was waiting at the deadline,
+// and on the worker that ran the step in progress then for one that was
+// running, once that step returns.
+func TestEndHookGoroutineOfForcedProcesses(t *testing.T) {
+	var mu sync.Mutex
+	ends := map[relay.PID]uint64{} // the goroutine each End hook ran on
+	s := newScheduler(t, WithWorkers(2), WithHooks(Hooks{End: func(e EndInfo) {
+		mu.Lock()
+		ends[e.PID] = goroutineID()
+		mu.Unlock()
+	}}))
+	ignores := stepFunc(func([]Event, *StepOutput) error { return nil })
+	waiting, err := s.Submit(context.Background(), ignores, "waiting", nil)
+	require.NoError(t, err)
+	entered, released := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	release := func() { once.Do(func() { close(released) }) }
+	t.Cleanup(release)
+	var stepG uint64 // the goroutine of the held step
+	running, err := s.Submit(context.Background(), numbered(func(n int, _ []Event, _ *StepOutput) error {
+		if n == 0 {
+			stepG = goroutineID()
+			close(entered)
+			<-released
+		}
+		return nil // ignores its cancel
+	}), "running", nil)
+	require.NoError(t, err)
+	receive(t, entered, "the held step")
+	eventually(t, "the waiting process to wait", func() bool {
+		return waiting.p.state.Load()&stateMask == stIdle
+	})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // force at once
+	shut := make(chan error, 1)
+	go func() { shut <- s.Shutdown(ctx) }()
+	require.ErrorIs(t, waitEnd(t, waiting), ErrForced)
+	release()
+	require.ErrorIs(t, receive(t, shut, "Shutdown"), ErrForced)
+	require.ErrorIs(t, waitEnd(t, running), ErrForced)
+
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, ends, 2)
+	require.Equal(t, stepG, ends[running.PID()], "the End hook of the process forced as its step returned")
+	s.sd.ownMu.Lock()
+	own := slices.Clone(s.sd.own)
+	s.sd.ownMu.Unlock()
+	require.Contains(t, own, ends[waiting.PID()], "the End hook of the waiting process ran on a goroutine not the scheduler's")
+	require.NotEqual(t, stepG, ends[waiting.PID()])
+}
