@@ -393,16 +393,20 @@ func TestMethodEntriesOwnTheirLines(t *testing.T) {
 // selfTeller is a process whose Init sends a message to its own PID and
 // keeps what Tell returned, and whose first step ends it.
 type selfTeller struct {
-	s      *Scheduler
-	ctx    context.Context
-	told   error
-	events int
+	s          *Scheduler
+	ctx        context.Context
+	told       error
+	waitedTell error // a TellContext's
+	registered error // a Register's, of the name "init " and its PID
+	events     int
 }
 
 func (p *selfTeller) Init(ctx context.Context, _ string, _ payload.Payloads) error {
 	p.ctx = ctx
 	self, _ := Self(ctx)
 	p.told = p.s.Tell(self, "sent during Init")
+	p.waitedTell = p.s.TellContext(ctx, self, "sent during Init, waiting for room")
+	p.registered = p.s.Register("init "+self.String(), self)
 	return nil
 }
 
@@ -431,6 +435,32 @@ func TestReusedRecordIsNotThereDuringInit(t *testing.T) {
 		assert.ErrorIs(t, p.told, ErrProcessNotFound, "%s: a Tell during Init", name)
 		assert.Zero(t, p.events, "%s: events at the first step", name)
 	}
+}
+
+// TestNoNameDuringInit: a process whose Init runs is not published yet,
+// so a name for it is refused with ErrProcessNotFound, as a message is
+// (Process: "a message to it or a name for it is refused"), with a new
+// record and with a reused one, and nothing is left registered. A
+// TellContext is refused too, at once, rather than waiting.
+func TestNoNameDuringInit(t *testing.T) {
+	s := newScheduler(t, WithWorkers(1))
+	first, second := &selfTeller{s: s}, &selfTeller{s: s}
+	h, err := s.Submit(context.Background(), oneAfterOther(first, second), "run", nil)
+	require.NoError(t, err)
+	require.NoError(t, waitEnd(t, h))
+	firstRecord, _ := spawnedCtx(t, first.ctx, false)
+	secondRecord, _ := spawnedCtx(t, second.ctx, false)
+	require.Same(t, firstRecord, secondRecord, "the second child has the first one's record")
+	for name, p := range map[string]*selfTeller{"new record": first, "reused record": second} {
+		assert.ErrorIs(t, p.registered, ErrProcessNotFound, "%s: a Register during Init", name)
+		assert.ErrorIs(t, p.waitedTell, ErrProcessNotFound, "%s: a TellContext during Init", name)
+		self, _ := Self(p.ctx)
+		_, err := s.Lookup("init " + self.String())
+		assert.ErrorIs(t, err, ErrNameNotFound, "%s: the name", name)
+	}
+	s.names.mu.RLock()
+	defer s.names.mu.RUnlock()
+	assert.Empty(t, s.names.byName, "names left registered")
 }
 
 // TestGenCtxFor: the context genCtxFor makes of a record for a
