@@ -331,10 +331,13 @@ func (s *Scheduler) Terminate(pid relay.PID) error {
 
 // SendContext is [Scheduler.Send] that, when the recipient's mailbox is
 // full, waits for room instead of applying the mailbox policy, until ctx
-// is done; then it returns ctx's error. A message for another node is
-// handed to the transport at once, as Send does: the transport never
-// makes a sender wait. Nor do a message returned undelivered and a
-// [Reply] to msg.To, which are handled as Send handles them.
+// is done; then it returns ctx's error, having delivered nothing. ctx
+// bounds only that wait: a mailbox with room takes the message whatever
+// ctx, and a full one refuses it at once if ctx is done. A message for
+// another node is handed to the transport at once, as Send does: the
+// transport never makes a sender wait. Nor do a message returned
+// undelivered and a [Reply] to msg.To, which are handled as Send handles
+// them.
 func (s *Scheduler) SendContext(ctx context.Context, msg relay.Message) error {
 	if ctx == nil {
 		return fmt.Errorf("%w: SendContext", ErrNilContext)
@@ -359,11 +362,13 @@ func (s *Scheduler) deliverWait(ctx context.Context, from, to relay.PID, msg any
 		return fmt.Errorf("%w: SendContext or TellContext", ErrNilContext)
 	}
 	for {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
 		room, err := s.deliverOrWait(from, to, msg)
 		if room == nil {
+			return err
+		}
+		// Full: ctx bounds the wait, which a ctx done already ends at
+		// once, even if room was made since.
+		if err := ctx.Err(); err != nil {
 			return err
 		}
 		select {

@@ -395,3 +395,31 @@ func TestSendOrderFromOneGoroutine(t *testing.T) {
 		})
 	}
 }
+
+// TestSendContextWithADoneContext: a done context bounds only the wait
+// for room: SendContext and TellContext deliver to a mailbox that has
+// room as Send does, whatever their context, and with a full one return
+// the context's error at once, delivering nothing and applying no policy
+// (under MailboxDropOldest nothing is dropped).
+func TestSendContextWithADoneContext(t *testing.T) {
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, policy := range []sched.MailboxPolicy{sched.MailboxReject, sched.MailboxDropOldest} {
+		t.Run(policy.String(), func(t *testing.T) {
+			s := newScheduler(t)
+			g, h := submitGated(t, s, sched.Mailbox(2, policy))
+			require.NoError(t, s.SendContext(done, relay.Message{To: h.PID(), Data: note{0, 0}}), "SendContext with room")
+			require.NoError(t, s.TellContext(done, h.PID(), note{0, 1}), "TellContext with room")
+			require.ErrorIs(t, s.SendContext(done, relay.Message{To: h.PID(), Data: note{0, 2}}), context.Canceled, "SendContext to the full mailbox")
+			require.ErrorIs(t, s.TellContext(done, h.PID(), note{0, 3}), context.Canceled, "TellContext to the full mailbox")
+			g.open()
+			require.NoError(t, s.Terminate(h.PID()))
+			_, err := waitEnd(t, s, h)
+			require.NoError(t, err)
+			require.Equal(t, []note{{0, 0}, {0, 1}}, g.received())
+			st := s.Stats().Messages
+			require.Equal(t, uint64(2), st.Accepted)
+			require.Zero(t, st.Dropped+st.Rejected, "dropped and rejected")
+		})
+	}
+}
