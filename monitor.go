@@ -37,7 +37,11 @@ const (
 	// ExitForced: a shutdown deadline closed it; Err wraps [ErrForced].
 	ExitForced
 	// ExitGone: it was not alive when the monitor was set up: it never
-	// existed or had ended already. Err wraps [ErrProcessNotFound].
+	// existed or had ended already (or, for a process of another node,
+	// its node is gone). Err wraps [ErrProcessNotFound], except for a
+	// process that a transport watches: Err is then the transport's
+	// reason, such as the error its MonitorRemote returned (see
+	// [RemoteMonitor]).
 	ExitGone
 )
 

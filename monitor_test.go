@@ -225,3 +225,106 @@ func TestMonitorRacingTheEnd(t *testing.T) {
 		require.Len(t, w.EventsOf(sched.EventYieldComplete), 1, "iteration %d: exactly one event", i)
 	}
 }
+
+// remoteMonitors is a transport that watches processes on other nodes
+// (see RemoteMonitor): it refuses each monitor with err if set, and hands
+// the others' Calls to the test.
+type remoteMonitors struct {
+	*fakeTransport
+	err   error
+	calls chan sched.Call
+}
+
+func (r *remoteMonitors) MonitorRemote(c sched.Call) error {
+	if r.err != nil {
+		return r.err
+	}
+	r.calls <- c
+	return nil
+}
+
+// TestRemoteMonitor: a monitor of a process on another node completes at
+// once with ExitGone when no transport can watch it, and with the
+// transport's error when MonitorRemote fails; otherwise the transport gets
+// a Call whose Arg is the watched PID and completes it later, and the
+// Call's context is done once the monitor is cancelled (cause
+// ErrYieldCancelled) or its process ends (ErrEnded).
+func TestRemoteMonitor(t *testing.T) {
+	remote := relay.PID{Node: 2, ID: 5}
+	errNoRoute := errors.New("transport: no route to node 2")
+	for _, tc := range []struct {
+		name    string
+		opts    []sched.Option
+		wantErr error
+	}{
+		{"no transport", nil, sched.ErrProcessNotFound},
+		{"a transport that cannot watch", []sched.Option{sched.WithTransport(newFakeTransport())}, sched.ErrProcessNotFound},
+		{"MonitorRemote fails", []sched.Option{sched.WithTransport(&remoteMonitors{fakeTransport: newFakeTransport(), err: errNoRoute})}, errNoRoute},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newScheduler(t, append(tc.opts, sched.WithNode(1))...)
+			h, _ := monitorOf(t, s, remote)
+			ev := answerOf(t, s, h)
+			require.NoError(t, ev.Error)
+			assert.Equal(t, remote, ev.From)
+			e, ok := ev.Data.(sched.Exit)
+			require.True(t, ok, "the completion's Data is a %T", ev.Data)
+			assert.Equal(t, remote, e.PID)
+			assert.Equal(t, sched.ExitGone, e.Reason)
+			assert.ErrorIs(t, e.Err, tc.wantErr)
+		})
+	}
+
+	t.Run("watched by the transport", func(t *testing.T) {
+		tr := &remoteMonitors{fakeTransport: newFakeTransport(), calls: make(chan sched.Call, 3)}
+		s := newScheduler(t, sched.WithNode(1), sched.WithTransport(tr))
+		p := &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+			if n == 0 {
+				for tag := range uint64(3) {
+					out.Monitor(tag+1, remote)
+				}
+				return nil
+			}
+			if _, ok := completionOf(evs, 1); ok {
+				out.Cancel(2)
+			}
+			if hasCancel(evs) {
+				out.Done(payload.Payload{})
+			}
+			return nil
+		}}
+		h := submit(t, s, p)
+		var calls []sched.Call
+		for range 3 {
+			calls = append(calls, receive(t, tr.calls, "a MonitorRemote call"))
+		}
+		ctxs := make([]context.Context, 3)
+		for i, c := range calls {
+			assert.Equal(t, uint64(i+1), c.Tag)
+			assert.Equal(t, h.PID(), c.PID)
+			assert.Equal(t, remote, c.Arg)
+			ctxs[i] = c.Context()
+			require.NoError(t, ctxs[i].Err(), "monitor %d's context before it ends", i+1)
+		}
+
+		exit := sched.Exit{PID: remote, Reason: sched.ExitDone}
+		require.NoError(t, calls[0].Completion().CompleteFrom(remote, exit, nil))
+		receive(t, ctxs[0].Done(), "the completed monitor's context")
+		receive(t, ctxs[1].Done(), "the cancelled monitor's context")
+		assert.ErrorIs(t, context.Cause(ctxs[1]), sched.ErrYieldCancelled)
+		assert.ErrorIs(t, calls[1].Complete(exit, nil), sched.ErrYieldNotPending, "completing the cancelled monitor")
+		assert.NoError(t, ctxs[2].Err(), "the third monitor's context while its process lives")
+
+		require.NoError(t, s.Terminate(h.PID()))
+		_, err := waitEnd(t, s, h)
+		require.NoError(t, err)
+		receive(t, ctxs[2].Done(), "the context of the monitor pending at the end")
+		assert.ErrorIs(t, context.Cause(ctxs[2]), sched.ErrEnded)
+
+		evs := p.EventsOf(sched.EventYieldComplete)
+		require.Len(t, evs, 1, "only the completed monitor's event")
+		assert.Equal(t, uint64(1), evs[0].Tag)
+		assert.Equal(t, remote, evs[0].From)
+		assert.Equal(t, exit, evs[0].Data)
+	})
+}
