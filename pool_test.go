@@ -2,6 +2,7 @@ package scheduler_test
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -220,4 +221,53 @@ func TestPoolPanicIsReported(t *testing.T) {
 	assert.Equal(t, "work boom", r.info.Err.Value)
 	assert.Zero(t, r.completed, "the yield had completed before the hook ran")
 	assert.Equal(t, uint64(1), s.Stats().Processes.Panics)
+}
+
+// TestPoolWaitKeepsOrder: with PoolWait, tasks beyond the queue's length
+// wait in order: one goroutine runs the tasks in the order Call.Go was
+// called, those that waited past the queue included.
+func TestPoolWaitKeepsOrder(t *testing.T) {
+	const n = 12
+	gate := make(chan struct{})
+	var once sync.Once
+	open := func() { once.Do(func() { close(gate) }) }
+	t.Cleanup(open)
+	var mu sync.Mutex
+	var given, ran []int
+	s := newScheduler(t, sched.WithBlockingPool(1, 2, sched.PoolWait), sched.WithHandler(cmdTest, func(c sched.Call) error {
+		i := c.Arg.(int)
+		mu.Lock()
+		defer mu.Unlock()
+		given = append(given, i)
+		return c.Go(func(ctx context.Context) (any, error) {
+			select {
+			case <-gate:
+			case <-ctx.Done():
+				return nil, context.Cause(ctx)
+			}
+			mu.Lock()
+			ran = append(ran, i)
+			mu.Unlock()
+			return i, nil
+		})
+	}))
+	hs := make([]sched.Handle, n)
+	for i := range n {
+		hs[i] = submit(t, s, &probe{step: yieldOnce(1, func(out *sched.StepOutput) { out.Yield(1, cmdTest, i) })})
+	}
+	eventually(t, "every task given to the pool", func() bool {
+		st := s.Stats().Pool
+		return st.Running+st.Queued+st.Waiting == n
+	})
+	require.Equal(t, n-1-2, s.Stats().Pool.Waiting, "tasks waiting past the queue")
+	open()
+	for i, h := range hs {
+		res, err := waitEnd(t, s, h)
+		require.NoError(t, err)
+		assert.Equal(t, i, res.Value())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, given, n)
+	require.Equal(t, given, ran, "the order the tasks ran in")
 }
