@@ -137,7 +137,17 @@ func TestLogger(t *testing.T) {
 	capture := &logCapture{}
 	s, err := sched.New(sched.WithLogger(slog.New(capture)), sched.WithWatchdog(5*time.Millisecond))
 	require.NoError(t, err)
+	// The held step is released on failure too, and the scheduler shut
+	// down, so that a failing run leaves no worker held.
 	release := make(chan struct{})
+	var once sync.Once
+	let := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(func() {
+		let()
+		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+		defer cancel()
+		_ = s.Shutdown(ctx)
+	})
 	slowEntered := make(chan struct{})
 	slow := submit(t, s, &probe{step: func(_ *probe, n int, _ []sched.Event, _ *sched.StepOutput) error {
 		if n == 0 {
@@ -146,12 +156,12 @@ func TestLogger(t *testing.T) {
 		}
 		return nil // ignores the cancel: forced at the deadline
 	}})
-	<-slowEntered
+	receive(t, slowEntered, "the slow step")
 	eventually(t, "the slow step is logged", func() bool {
 		_, ok := capture.levels()["scheduler: slow step"]
 		return ok
 	})
-	close(release)
+	let()
 	h := submit(t, s, &probe{step: func(*probe, int, []sched.Event, *sched.StepOutput) error { panic("boom") }})
 	_, err = waitEnd(t, s, h)
 	require.ErrorIs(t, err, sched.ErrPanic)
