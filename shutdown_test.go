@@ -431,6 +431,9 @@ func TestShutdownEmpty(t *testing.T) {
 func TestShutdownReleasedByAnEndThatWasNotCancelled(t *testing.T) {
 	s := newScheduler(t, sched.WithWorkers(2))
 	inClose, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	let := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(let) // before the scheduler's Shutdown, which waits for Close
 	quiet := &probe{step: doneWith(1), close: func() {
 		close(inClose)
 		<-release
@@ -438,7 +441,7 @@ func TestShutdownReleasedByAnEndThatWasNotCancelled(t *testing.T) {
 	ctx := context.Background()
 	_, err := s.Spawn(ctx, quiet, "quiet", nil)
 	require.NoError(t, err)
-	<-inClose
+	receive(t, inClose, "quiet's Close")
 	// A process that ends at the cancel: once it has ended, Shutdown
 	// has counted the live processes and cancelled them, and quiet was
 	// left out, as it had ended.
@@ -449,10 +452,10 @@ func TestShutdownReleasedByAnEndThatWasNotCancelled(t *testing.T) {
 		defer cancel()
 		shut <- s.Shutdown(sctx)
 	}()
-	_, err = h.Wait(ctx)
+	_, err = waitEnd(t, s, h)
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), s.Stats().Processes.Live, "quiet is still in its Close")
-	close(release)
+	let()
 	require.NoError(t, receive(t, shut, "Shutdown, released by the last end"))
 	requireLifecycle(t, quiet)
 	st := s.Stats()

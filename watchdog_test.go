@@ -3,6 +3,7 @@ package scheduler_test
 import (
 	"context"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -221,11 +222,14 @@ func TestWatchdogOff(t *testing.T) {
 	require.NoError(t, err)
 	defer func() { require.NoError(t, s.Shutdown(context.Background())) }()
 	release := make(chan struct{})
+	var once sync.Once
+	let := func() { once.Do(func() { close(release) }) }
+	defer let() // before the Shutdown deferred above, which waits for the step
 	b := &blocker{childRan: new(atomic.Int64), entered: make(chan struct{}), release: release}
 	h, err := s.Submit(context.Background(), b, "block", nil)
 	require.NoError(t, err)
-	<-b.entered
-	close(release)
+	receive(t, b.entered, "the blocking step")
+	let()
 	_, err = h.Wait(context.Background())
 	require.NoError(t, err)
 	require.Zero(t, s.Stats().SlowSteps)
