@@ -72,9 +72,9 @@ var (
 	// once its process has ended.
 	ErrEnded = errors.New("scheduler: process ended")
 	// ErrShutdownStarted: Shutdown was called on one of the scheduler's
-	// own goroutines (in a Step, a handler, a hook), which cannot wait
-	// for the stop; the shutdown has begun and completes once the caller
-	// returns to the scheduler.
+	// own goroutines (in a Step, a handler, work given to Call.Go, a
+	// hook), which cannot wait for the stop; the shutdown has begun and
+	// completes once the caller returns to the scheduler.
 	ErrShutdownStarted = errors.New("scheduler: shutdown started, not waited for")
 	// ErrNameTaken: Register was asked for a name another process has.
 	ErrNameTaken = errors.New("scheduler: name taken")

@@ -98,7 +98,8 @@ func (s *Scheduler) forcing() bool { return s.phase.Load() >= phaseForcing }
 // error even if ctx is done: its deadline forced nothing.
 //
 // Shutdown called on one of the scheduler's own goroutines (in a Step,
-// Close, a handler while it runs on its worker, or a hook), or by a
+// Close, a handler while it runs on its worker, work a handler gave to
+// [Call.Go], or a hook), or by a
 // process that a caller helping the scheduler runs (see
 // [WithCallerHelp]; while a caller helps this scheduler, a goroutine
 // that helps any scheduler is taken for it), cannot wait, because its

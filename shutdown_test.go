@@ -503,6 +503,16 @@ func TestShutdownOnOwnGoroutineStartsItAndReturns(t *testing.T) {
 			submit(t, s, &probe{step: doneWith(1), close: shut})
 			return s
 		}},
+		{"Call.Go work", func(t *testing.T, shut func()) *sched.Scheduler {
+			s := newScheduler(t, sched.WithHandler(cmdTest, func(c sched.Call) error {
+				return c.Go(func(context.Context) (any, error) {
+					shut()
+					return nil, nil
+				})
+			}))
+			submit(t, s, &probe{step: yieldOnce(1, func(out *sched.StepOutput) { out.Yield(1, cmdTest, nil) })})
+			return s
+		}},
 		{"End hook", func(t *testing.T, shut func()) *sched.Scheduler {
 			s := newScheduler(t, sched.WithHooks(sched.Hooks{End: func(sched.EndInfo) { shut() }}))
 			submit(t, s, &probe{step: doneWith(1)})
