@@ -61,6 +61,8 @@ func TestDeadLetters(t *testing.T) {
 		var dl deadLetterLog
 		s := newScheduler(t, sched.WithWorkers(1), sched.WithHooks(sched.Hooks{DeadLetter: dl.hook}))
 		gate := make(chan struct{})
+		var once sync.Once
+		t.Cleanup(func() { once.Do(func() { close(gate) }) }) // before the Shutdown, which waits for the step
 		h := submit(t, s, &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
 			if n == 0 {
 				<-gate
@@ -73,7 +75,7 @@ func TestDeadLetters(t *testing.T) {
 		for _, m := range []string{"a", "b", "c"} {
 			require.NoError(t, s.Send(relay.Message{From: relay.PID{ID: 77}, To: h.PID(), Data: m}))
 		}
-		close(gate)
+		once.Do(func() { close(gate) })
 		_, err := waitEnd(t, s, h)
 		require.NoError(t, err)
 		got := dl.all()
@@ -89,6 +91,8 @@ func TestDeadLetters(t *testing.T) {
 		var dl deadLetterLog
 		s := newScheduler(t, sched.WithWorkers(1), sched.WithHooks(sched.Hooks{DeadLetter: dl.hook}))
 		final, gate := make(chan struct{}), make(chan struct{})
+		var once sync.Once
+		t.Cleanup(func() { once.Do(func() { close(gate) }) }) // before the Shutdown, which waits for the step
 		h := submit(t, s, &probe{step: func(_ *probe, _ int, _ []sched.Event, out *sched.StepOutput) error {
 			close(final)
 			<-gate // the messages queue meanwhile
@@ -100,7 +104,7 @@ func TestDeadLetters(t *testing.T) {
 		for _, m := range []string{"a", "b"} {
 			require.NoError(t, s.Tell(h.PID(), m))
 		}
-		close(gate)
+		once.Do(func() { close(gate) })
 		_, err := waitEnd(t, s, h)
 		require.NoError(t, err)
 		require.Len(t, dl.all(), 2, "both messages are dead letters by the time the Handle reports the end")
