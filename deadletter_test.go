@@ -2,6 +2,7 @@ package scheduler_test
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 
@@ -194,4 +195,54 @@ func TestDeadLetters(t *testing.T) {
 		assert.Equal(t, uint64(1), s.Stats().DeadLetters.Dropped)
 		require.NoError(t, s.Terminate(h.PID()))
 	})
+}
+
+// TestDoneAfterClampsToTheBatch: DoneAfter's n is clamped to the batch: a
+// negative n reads nothing, so every message of the batch is unread, and
+// an n past the batch reads it all, so none is.
+func TestDoneAfterClampsToTheBatch(t *testing.T) {
+	msgs := []string{"a", "b", "c"}
+	for _, tc := range []struct {
+		n      int
+		unread []string
+	}{
+		{-3, msgs},
+		{0, msgs},
+		{2, msgs[2:]},
+		{3, nil},
+		{10, nil},
+	} {
+		t.Run(fmt.Sprint(tc.n), func(t *testing.T) {
+			var dl deadLetterLog
+			s := newScheduler(t, sched.WithWorkers(1), sched.WithHooks(sched.Hooks{DeadLetter: dl.hook}))
+			entered, gate := make(chan struct{}), make(chan struct{})
+			var once sync.Once
+			open := func() { once.Do(func() { close(gate) }) }
+			t.Cleanup(open) // before the Shutdown, which waits for the step
+			p := &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+				if n == 0 {
+					close(entered)
+					<-gate // the messages queue meanwhile: one batch
+					return nil
+				}
+				out.DoneAfter(tc.n, payload.Of(len(evs)))
+				return nil
+			}}
+			h := submit(t, s, p)
+			receive(t, entered, "the first step")
+			for _, m := range msgs {
+				require.NoError(t, s.Tell(h.PID(), m))
+			}
+			open()
+			res, err := waitEnd(t, s, h)
+			require.NoError(t, err)
+			require.Equal(t, len(msgs), res.Value(), "the last step's batch")
+			var unread []string
+			for _, d := range dl.all() {
+				assert.Equal(t, sched.DeadUnread, d.Reason)
+				unread = append(unread, d.Message.Data.(string))
+			}
+			assert.Equal(t, tc.unread, unread)
+		})
+	}
 }
