@@ -135,8 +135,8 @@ func (c Completion) CompleteFrom(from relay.PID, data any, err error) error {
 }
 
 // SetHandler registers h for command cmd, replacing any previous handler.
-// cmd must be at least [FirstUserCommand] and h non-nil, else the error
-// wraps [ErrInvalidCommand]; after Shutdown it returns [ErrClosed].
+// cmd must be from [FirstUserCommand] to 65536 and h non-nil, else the
+// error wraps [ErrInvalidCommand]; after Shutdown it returns [ErrClosed].
 // Registration is safe at any time; lookups on the hot path take no lock.
 func (s *Scheduler) SetHandler(cmd CommandID, h Handler) error {
 	if err := checkHandler(cmd, h); err != nil {

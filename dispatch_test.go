@@ -984,7 +984,9 @@ func TestHandleRegistration(t *testing.T) {
 		{"last reserved", sched.FirstUserCommand - 1, h, sched.ErrInvalidCommand},
 		{"nil handler", sched.FirstUserCommand, nil, sched.ErrInvalidCommand},
 		{"huge", 1 << 30, h, sched.ErrInvalidCommand},
+		{"past the last", 1<<16 + 1, h, sched.ErrInvalidCommand},
 		{"first user", sched.FirstUserCommand, h, nil},
+		{"last user", 1 << 16, h, nil},
 		{"another user", sched.FirstUserCommand + 100, h, nil},
 	}
 	s := newScheduler(t)
@@ -1004,6 +1006,7 @@ func TestHandleRegistration(t *testing.T) {
 				require.NoError(t, s2.Shutdown(context.Background()))
 			} else {
 				require.ErrorIs(t, err, tt.want)
+				require.ErrorIs(t, err, sched.ErrInvalidOption, "New's error for a bad option")
 				require.Nil(t, s2)
 			}
 		})

@@ -139,11 +139,12 @@ func WithGlobalBatch(n int) Option {
 }
 
 // WithHandler registers h for command cmd, as [Scheduler.SetHandler] does
-// after New. cmd must be at least [FirstUserCommand] and h non-nil.
+// after New. cmd must be from [FirstUserCommand] to 65536 and h non-nil,
+// else New's error wraps both [ErrInvalidOption] and [ErrInvalidCommand].
 func WithHandler(cmd CommandID, h Handler) Option {
 	return optionFunc(func(c *config) error {
 		if err := checkHandler(cmd, h); err != nil {
-			return err
+			return fmt.Errorf("%w: WithHandler: %w", ErrInvalidOption, err)
 		}
 		if c.handlers == nil {
 			c.handlers = make(map[CommandID]Handler)
