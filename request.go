@@ -51,7 +51,9 @@ type Reply struct {
 // Shutdown; such an answer is also a dead letter ([DeadLateReply]). The
 // zero ReplyTo, which names no request, is refused with an error
 // wrapping [ErrYieldNotPending] and is no dead letter. An answer for a
-// process on another node goes to the transport.
+// process on another node goes to the transport (whose refusal is the
+// error), until Shutdown has returned: from then on it too is refused
+// with ErrClosed, as a dead letter.
 func (s *Scheduler) Reply(to ReplyTo, data any, err error) error {
 	return s.reply(to, relay.PID{}, data, err, via{})
 }
@@ -62,7 +64,9 @@ func (s *Scheduler) reply(to ReplyTo, from relay.PID, data any, err error, v via
 	if to.Seq == 0 {
 		return fmt.Errorf("%w: the zero ReplyTo", ErrYieldNotPending)
 	}
-	if to.PID.Node != s.node && s.transport != nil {
+	// Once the scheduler has stopped, an answer for another node is
+	// refused as a local one is, below: ErrClosed, and a dead letter.
+	if to.PID.Node != s.node && s.transport != nil && s.phase.Load() != phaseStopped {
 		return s.forward(relay.Message{From: from, To: to.PID, Data: Reply{To: to, Data: data, Err: err}}, v)
 	}
 	var ev Event

@@ -217,3 +217,34 @@ func relayRequests(requests chan<- sched.Request) func(*probe, int, []sched.Even
 		return nil
 	}
 }
+
+// TestReplyToAnotherNode: an answer for an asker on another node goes to
+// the transport, as a message whose Data is the Reply, and a refusal of
+// the transport is Reply's error; once the scheduler has stopped, Reply
+// refuses it with ErrClosed, as it does a local one, the transport gets
+// nothing, and the answer is a dead letter.
+func TestReplyToAnotherNode(t *testing.T) {
+	asker := sched.ReplyTo{PID: relay.PID{Node: 2, ID: 5}, Seq: 3}
+	refusing := sched.ReplyTo{PID: relay.PID{Node: 2, ID: 6}, Seq: 4}
+	tr := newFakeTransport(refusing.PID)
+	var dl deadLetterLog
+	s := newScheduler(t, sched.WithNode(1), sched.WithTransport(tr), sched.WithHooks(sched.Hooks{DeadLetter: dl.hook}))
+
+	require.NoError(t, s.Reply(asker, "a", nil))
+	got := receive(t, tr.got, "the answer at the transport")
+	assert.Equal(t, relay.Message{To: asker.PID, Data: sched.Reply{To: asker, Data: "a"}}, got)
+	assert.ErrorIs(t, s.Reply(refusing, "b", nil), errRefused)
+
+	require.NoError(t, s.Shutdown(context.Background()))
+	assert.ErrorIs(t, s.Reply(asker, "late", nil), sched.ErrClosed)
+	select {
+	case m := <-tr.got:
+		t.Fatalf("the transport got %v after the stop", m)
+	default:
+	}
+	dead := dl.all()
+	require.Len(t, dead, 1)
+	assert.Equal(t, sched.DeadLateReply, dead[0].Reason)
+	assert.Equal(t, relay.Message{To: asker.PID, Data: "late"}, dead[0].Message)
+	assert.Equal(t, uint64(1), s.Stats().Messages.Forwarded)
+}
