@@ -328,3 +328,25 @@ func TestRemoteMonitor(t *testing.T) {
 		assert.Equal(t, exit, evs[0].Data)
 	})
 }
+
+// TestMonitorOfItself: a process cannot outlive itself to learn of its
+// end, so a monitor of its own PID completes at once with ExitGone (Err
+// wrapping ErrProcessNotFound, From its PID), and the process goes on.
+func TestMonitorOfItself(t *testing.T) {
+	s := newScheduler(t)
+	p := &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+		if n == 0 {
+			out.Monitor(1, out.Self())
+			return nil
+		}
+		if ev, ok := completionOf(evs, 1); ok {
+			out.Done(payload.Of(ev))
+		}
+		return nil
+	}}
+	h := submit(t, s, p)
+	e := exitOf(t, s, h, h.PID())
+	assert.Equal(t, sched.ExitGone, e.Reason)
+	assert.ErrorIs(t, e.Err, sched.ErrProcessNotFound)
+	assert.Equal(t, 2, p.Steps(), "the process went on after the completion")
+}

@@ -258,7 +258,8 @@ func (o *StepOutput) TellName(name string, msg any) {
 
 // Monitor watches the process pid: the yield completes once, when pid
 // ends, with an [Exit] as Data (and From pid) that says how it ended, or
-// at once with ExitGone if pid is not alive. Cancelling the yield
+// at once with ExitGone if pid is not alive, or is this process itself,
+// which cannot be told of its own end. Cancelling the yield
 // ([StepOutput.Cancel]) stops watching. A process on another node is
 // watched by the transport, if it can (see [RemoteMonitor]).
 func (o *StepOutput) Monitor(tag uint64, pid relay.PID) {
