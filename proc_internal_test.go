@@ -417,12 +417,11 @@ func (p *selfTeller) Step(evs []Event, out *StepOutput) error {
 }
 func (p *selfTeller) Close() {}
 
-// TestReusedRecordIsNotThereDuringInit: a process that reuses the record
-// of one that ended in its slot is in the table while its Init runs, as
-// a new record is not; until it is published, a message to it is
-// refused as it would be for a new record, which nobody finds yet, and
-// does not reach its first step.
-func TestReusedRecordIsNotThereDuringInit(t *testing.T) {
+// initInTwoRecords runs two selfTellers one after the other on one
+// worker, the second in the record the first ended in, and returns the
+// scheduler and the two by the kind of record their Init ran in.
+func initInTwoRecords(t *testing.T) (*Scheduler, map[string]*selfTeller) {
+	t.Helper()
 	s := newScheduler(t, WithWorkers(1))
 	first, second := &selfTeller{s: s}, &selfTeller{s: s}
 	h, err := s.Submit(context.Background(), oneAfterOther(first, second), "run", nil)
@@ -431,7 +430,17 @@ func TestReusedRecordIsNotThereDuringInit(t *testing.T) {
 	firstRecord, _ := spawnedCtx(t, first.ctx, false)
 	secondRecord, _ := spawnedCtx(t, second.ctx, false)
 	require.Same(t, firstRecord, secondRecord, "the second child has the first one's record")
-	for name, p := range map[string]*selfTeller{"new record": first, "reused record": second} {
+	return s, map[string]*selfTeller{"new record": first, "reused record": second}
+}
+
+// TestReusedRecordIsNotThereDuringInit: a process that reuses the record
+// of one that ended in its slot is in the table while its Init runs, as
+// a new record is not; until it is published, a message to it is
+// refused as it would be for a new record, which nobody finds yet, and
+// does not reach its first step.
+func TestReusedRecordIsNotThereDuringInit(t *testing.T) {
+	_, tellers := initInTwoRecords(t)
+	for name, p := range tellers {
 		assert.ErrorIs(t, p.told, ErrProcessNotFound, "%s: a Tell during Init", name)
 		assert.Zero(t, p.events, "%s: events at the first step", name)
 	}
@@ -443,15 +452,8 @@ func TestReusedRecordIsNotThereDuringInit(t *testing.T) {
 // record and with a reused one, and nothing is left registered. A
 // TellContext is refused too, at once, rather than waiting.
 func TestNoNameDuringInit(t *testing.T) {
-	s := newScheduler(t, WithWorkers(1))
-	first, second := &selfTeller{s: s}, &selfTeller{s: s}
-	h, err := s.Submit(context.Background(), oneAfterOther(first, second), "run", nil)
-	require.NoError(t, err)
-	require.NoError(t, waitEnd(t, h))
-	firstRecord, _ := spawnedCtx(t, first.ctx, false)
-	secondRecord, _ := spawnedCtx(t, second.ctx, false)
-	require.Same(t, firstRecord, secondRecord, "the second child has the first one's record")
-	for name, p := range map[string]*selfTeller{"new record": first, "reused record": second} {
+	s, tellers := initInTwoRecords(t)
+	for name, p := range tellers {
 		assert.ErrorIs(t, p.registered, ErrProcessNotFound, "%s: a Register during Init", name)
 		assert.ErrorIs(t, p.waitedTell, ErrProcessNotFound, "%s: a TellContext during Init", name)
 		self, _ := Self(p.ctx)
