@@ -211,7 +211,7 @@ func (w *worker) dispatch(p *proc, waits bool) {
 			child, _ := y.arg.(Process)
 			w.spawn(p, y, child)
 		case yieldTimer:
-			if seq := w.register(p, y.tag, w.newSeq()); seq != 0 {
+			if seq := w.register(p, y, w.newSeq()); seq != 0 {
 				if y.deadline != 0 && y.deadline < y.when {
 					w.arm(p, seq, y.deadline, true, y.when) // the deadline comes first
 				} else {
@@ -276,18 +276,24 @@ func (w *worker) dispatchGeneric(p *proc, y *yield) {
 	w.callHandler(p, y, seq)
 }
 
-// register records a yield of p with tag as outstanding under seq, the
+// register records y, a yield of p, as outstanding under seq, the
 // sequence number that names it from now on (newSeq's, or a child's: see
 // childSeq), and returns seq; a yield whose tag is already outstanding
-// completes at once with ErrDuplicateTag (without touching the
-// outstanding one), and register returns 0. A timer comes after, with
-// arm. Worker only, with p Running.
-func (w *worker) register(p *proc, tag, seq uint64) uint64 {
-	if p.addPending(tag, seq, &w.pend) {
+// completes at once with ErrDuplicateTag, and register returns 0. The
+// outstanding one is left as it is, but for the deadline the step gave
+// the refused yield (StepOutput.Timeout), which goes to it: the step's
+// Timeout of that tag can only mean the yield that is pending. A timer
+// comes after, with arm. Worker only, with p Running.
+func (w *worker) register(p *proc, y *yield, seq uint64) uint64 {
+	if p.addPending(y.tag, seq, &w.pend) {
 		return seq
 	}
 	// p is Running: the push flags it and never asks for a queue.
-	_, _ = p.push(&Event{Type: EventYieldComplete, Tag: tag, Error: fmt.Errorf("%w: %d", ErrDuplicateTag, tag)}, p.id.Load())
+	_, _ = p.push(&Event{Type: EventYieldComplete, Tag: y.tag, Error: fmt.Errorf("%w: %d", ErrDuplicateTag, y.tag)}, p.id.Load())
+	if y.deadline != 0 {
+		w.addArmed(p) // timeout finds the timers of the step's earlier yields
+		w.timeout(p, y.tag, y.deadline)
+	}
 	return 0
 }
 
@@ -298,7 +304,7 @@ func (w *worker) register(p *proc, tag, seq uint64) uint64 {
 // already past (the yield then completed with ErrTimeout). Worker only,
 // with p Running.
 func (w *worker) registerWithin(p *proc, y *yield, seq uint64) uint64 {
-	seq = w.register(p, y.tag, seq)
+	seq = w.register(p, y, seq)
 	if seq == 0 || y.deadline == 0 {
 		return seq
 	}

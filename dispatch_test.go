@@ -334,6 +334,51 @@ func TestDuplicateTag(t *testing.T) {
 	assert.Equal(t, "a done", evs[2].Data)
 }
 
+// TestTimeoutOfADuplicatedTag: a Timeout given to a yield that is
+// refused with ErrDuplicateTag applies to the pending yield with that
+// tag, the one the step's Timeout can mean, whether that yield was
+// written earlier in the step or in an earlier step.
+func TestTimeoutOfADuplicatedTag(t *testing.T) {
+	for _, sameStep := range []bool{true, false} {
+		name := "the pending yield written earlier in the step"
+		if !sameStep {
+			name = "the pending yield written in an earlier step"
+		}
+		t.Run(name, func(t *testing.T) {
+			s := newScheduler(t)
+			var got []error
+			p := &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+				if n == 0 {
+					out.Sleep(1, time.Hour)
+				}
+				if n == 0 && !sameStep {
+					out.Continue()
+					return nil
+				}
+				if n == 0 || n == 1 && !sameStep {
+					out.Sleep(1, 2*time.Hour) // refused: tag 1 is pending
+					out.Timeout(1, 20*time.Millisecond)
+				}
+				for _, ev := range evs {
+					if ev.Type == sched.EventYieldComplete && ev.Tag == 1 {
+						got = append(got, ev.Error)
+					}
+				}
+				if len(got) == 2 {
+					out.Done(payload.Payload{})
+				}
+				return nil
+			}}
+			_, err := waitEnd(t, s, submit(t, s, p))
+			require.NoError(t, err)
+			require.Len(t, got, 2)
+			assert.ErrorIs(t, got[0], sched.ErrDuplicateTag, "the second Sleep")
+			assert.ErrorIs(t, got[1], sched.ErrTimeout, "the first Sleep, given the Timeout")
+			assert.Zero(t, s.Stats().Timers, "a timer outlived its Sleep")
+		})
+	}
+}
+
 // TestCallContext: the context of a Call is cancelled when its process is
 // terminated, so work done for it can stop.
 func TestCallContext(t *testing.T) {

@@ -317,10 +317,12 @@ func (o *StepOutput) Cancel(tag uint64) {
 //
 // It applies to the yield with tag written earlier in this step (its
 // handler then sees the deadline in [Call.Context]), or to one pending
-// from an earlier step; a later Timeout of the same yield replaces its
-// deadline, and a Sleep keeps its own time if that comes before the
-// latest deadline, whatever earlier deadlines it was given. A tag
-// that is not pending: nothing happens. d of zero or less completes the
+// from an earlier step; if the yield written in this step is refused
+// because its tag is pending ([ErrDuplicateTag]), to the pending one. A
+// later Timeout of the same yield replaces its deadline, and a Sleep
+// keeps its own time if that comes before the latest deadline, whatever
+// earlier deadlines it was given. A tag that is not pending: nothing
+// happens. d of zero or less completes the
 // yield at once with ErrTimeout, before any of its work starts.
 func (o *StepOutput) Timeout(tag uint64, d time.Duration) {
 	when := int64(o.timeNow().Sub(o.clock) + d)

@@ -313,10 +313,15 @@ func (s *Sim) push(p *proc, ev scheduler.Event) {
 
 // register records the yield tag of p as outstanding and returns its
 // sequence number; a tag that is outstanding already completes the new
-// yield at once with ErrDuplicateTag, and register returns nil.
+// yield at once with ErrDuplicateTag, and register returns nil. The
+// deadline the step gave the refused yield goes to the outstanding one,
+// as on the scheduler.
 func (s *Sim) register(p *proc, y *bridge.Yield) *pending {
 	if _, ok := p.pending[y.Tag]; ok {
 		s.push(p, scheduler.Event{Type: scheduler.EventYieldComplete, Tag: y.Tag, Error: fmt.Errorf("%w: %d", scheduler.ErrDuplicateTag, y.Tag)})
+		if y.Deadline != 0 {
+			s.timeout(p, y.Tag, int64(y.Deadline))
+		}
 		return nil
 	}
 	s.nextSeq++
