@@ -1030,6 +1030,32 @@ func TestACompletionHeldBackIsTheOnlyOne(t *testing.T) {
 	require.Len(t, s.Injected(), 1, "one delay: %v", s.Injected())
 }
 
+// TestAHandlerErrorAfterAHeldBackCompletion: a fake that completes its
+// call and then returns an error leaves the completion in place, as a
+// handler on the scheduler does, also when the DelayCompletion fault
+// holds the completion back: the process gets the fake's answer, and the
+// error is ignored.
+func TestAHandlerErrorAfterAHeldBackCompletion(t *testing.T) {
+	for _, delay := range []float64{0, 1} {
+		s := schedtest.New(t, schedtest.WithFaults(schedtest.Faults{DelayCompletion: delay}))
+		s.Fake(cmdWork, func(c schedtest.Call) error {
+			require.NoError(t, c.Complete("answer", nil))
+			return errBoom
+		})
+		p := &recorder{step: func(n int, _ []scheduler.Event, out *scheduler.StepOutput) {
+			if n == 1 {
+				out.Yield(1, cmdWork, nil)
+			}
+		}}
+		s.Start(p, "run", nil)
+		s.RunUntilIdle()
+		got := p.got()
+		require.Len(t, got, 1, "delay %v", delay)
+		require.NoError(t, got[0].Error, "delay %v: the fake's error after its completion", delay)
+		require.Equal(t, "answer", got[0].Data, "delay %v", delay)
+	}
+}
+
 // TestTerminateAtStepRefusesWhatCannotHappen checks that TerminateAtStep
 // fails the test when the termination could never happen: n less than 1,
 // a step the process has taken already, or a PID that is no process of

@@ -17,7 +17,8 @@ import (
 // command, in the goroutine driving the simulation. It completes the
 // yield at once with [Call.Complete], or keeps [Call.Token] to complete
 // it later; a returned error (or a panic) completes the yield with that
-// error if it is still outstanding.
+// error if it is still outstanding and the fake has not completed it (a
+// completion a [Faults].DelayCompletion holds back counts as made).
 type FakeFunc func(c Call) error
 
 // Fake makes f the handler of user command cmd, replacing any earlier
@@ -194,14 +195,10 @@ func (t Token) complete(data any, err error, now bool) error {
 		return scheduler.ErrClosed
 	}
 	ev := scheduler.Event{Tag: t.tag, Data: data, Error: err}
-	if !t.p.ended {
+	if !t.p.ended && s.heldBack(t.seq) {
 		// A completion accepted and held back is the yield's: any other is
 		// refused, as if it had arrived.
-		for _, d := range s.delayed {
-			if d.seq == t.seq {
-				return fmt.Errorf("%w: %v tag %d", scheduler.ErrYieldNotPending, t.p.pid, t.tag)
-			}
-		}
+		return fmt.Errorf("%w: %v tag %d", scheduler.ErrYieldNotPending, t.p.pid, t.tag)
 	}
 	if now && !t.p.ended && s.bySeq[t.seq] != nil && s.chance(s.cfg.faults.DelayCompletion) {
 		s.inject("delay the completion of %v tag %d past the next timer", t.p.pid, t.tag)

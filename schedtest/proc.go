@@ -443,6 +443,17 @@ func (s *Sim) fireOne() bool {
 	return true
 }
 
+// heldBack reports whether a completion of yield seq is held back by a
+// DelayCompletion fault. Called with s.mu held.
+func (s *Sim) heldBack(seq uint64) bool {
+	for _, d := range s.delayed {
+		if d.seq == seq {
+			return true
+		}
+	}
+	return false
+}
+
 // releaseDelayed delivers the completions a DelayCompletion fault held
 // back: after a timer fired, or (force false) when nothing else is left
 // and no timer is set. It reports whether it delivered any.
@@ -670,7 +681,10 @@ func (s *Sim) command(p *proc, y *bridge.Yield) {
 		}()
 		err = f(c)
 	})
-	if err != nil {
+	// The error completes the yield unless the fake completed it, as on
+	// the scheduler, where a handler's error after its completion is
+	// ignored: a completion held back by a DelayCompletion fault counts.
+	if err != nil && !s.heldBack(c.tok.seq) {
 		if pd := s.bySeq[c.tok.seq]; pd != nil {
 			s.completeNow(pd, scheduler.Event{Error: err})
 		}
