@@ -398,6 +398,8 @@ type selfTeller struct {
 	told       error
 	waitedTell error // a TellContext's
 	registered error // a Register's, of the name "init " and its PID
+	listed     bool  // Processes listed it
+	live       int64 // Stats' Live
 	events     int
 }
 
@@ -407,6 +409,10 @@ func (p *selfTeller) Init(ctx context.Context, _ string, _ payload.Payloads) err
 	p.told = p.s.Tell(self, "sent during Init")
 	p.waitedTell = p.s.TellContext(ctx, self, "sent during Init, waiting for room")
 	p.registered = p.s.Register("init "+self.String(), self)
+	for _, info := range p.s.Processes() {
+		p.listed = p.listed || info.PID == self
+	}
+	p.live = p.s.Stats().Processes.Live
 	return nil
 }
 
@@ -463,6 +469,17 @@ func TestNoNameDuringInit(t *testing.T) {
 	s.names.mu.RLock()
 	defer s.names.mu.RUnlock()
 	assert.Empty(t, s.names.byName, "names left registered")
+}
+
+// TestNotListedDuringInit: Processes does not list a process whose Init
+// runs, with a new record and with a reused one (whose state word still
+// says Ended), while Stats counts it in Live, with its parent.
+func TestNotListedDuringInit(t *testing.T) {
+	_, tellers := initInTwoRecords(t)
+	for name, p := range tellers {
+		assert.False(t, p.listed, "%s: listed during Init", name)
+		assert.Equal(t, int64(2), p.live, "%s: Live during Init (the process and its parent)", name)
+	}
 }
 
 // TestGenCtxFor: the context genCtxFor makes of a record for a

@@ -7,8 +7,9 @@ import (
 	"github.com/procsched/scheduler/relay"
 )
 
-// ProcessInfo describes one live process, for debugging and for tests that
-// must explain why a run stopped making progress.
+// ProcessInfo describes one process listed by [Scheduler.Processes], for
+// debugging and for tests that must explain why a run stopped making
+// progress.
 type ProcessInfo struct {
 	PID     relay.PID // the process's PID
 	Method  string    // its entry point
@@ -18,9 +19,13 @@ type ProcessInfo struct {
 	Pending int       // yields awaiting completion
 }
 
-// Processes returns a description of every live process, ordered by PID.
-// It walks the whole process table, so it costs time proportional to the
-// number of processes: it is for debugging, not for monitoring.
+// Processes returns a description of every process between its Init and
+// its end, ordered by PID: published (its Init has returned, see
+// [Process]) and not ended (its Close not called). [Stats] counts in Live
+// the processes whose Init or Close is running as well, so while
+// processes start and end the listing may be shorter than Live. It walks
+// the whole process table, so it costs time proportional to the number
+// of processes: it is for debugging, not for monitoring.
 func (s *Scheduler) Processes() []ProcessInfo {
 	type entry struct {
 		id   uint64

@@ -3,6 +3,7 @@ package scheduler_test
 import (
 	"context"
 	"sort"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -86,4 +87,66 @@ func TestProcessesOrder(t *testing.T) {
 		got = append(got, info.PID.String())
 	}
 	assert.Equal(t, want, got, "Processes order")
+}
+
+// TestProcessesBetweenInitAndClose: Processes lists a process only once
+// its Init has returned and until its Close is called, while Stats counts
+// it in Live from the start of its Init to the end of its Close, as their
+// docs say. Init and Close are each held on a channel, which the cleanup
+// releases if the test fails first.
+func TestProcessesBetweenInitAndClose(t *testing.T) {
+	s := newScheduler(t)
+	inInit, inClose := make(chan relay.PID, 1), make(chan struct{}, 1)
+	initHeld, closeHeld := make(chan struct{}), make(chan struct{})
+	releaseInit := sync.OnceFunc(func() { close(initHeld) })
+	releaseClose := sync.OnceFunc(func() { close(closeHeld) })
+	t.Cleanup(releaseInit)
+	t.Cleanup(releaseClose)
+	p := &probe{
+		init: func(ctx context.Context, _ string, _ payload.Payloads) error {
+			self, _ := sched.Self(ctx)
+			inInit <- self
+			<-initHeld
+			return nil
+		},
+		step: untilMessage,
+		close: func() {
+			inClose <- struct{}{}
+			<-closeHeld
+		},
+	}
+	type submitted struct {
+		h   sched.Handle
+		err error
+	}
+	started := make(chan submitted, 1)
+	go func() {
+		h, err := s.Submit(context.Background(), p, "run", nil)
+		started <- submitted{h, err}
+	}()
+
+	pid := receive(t, inInit, "the Init")
+	assert.Equal(t, int64(1), s.Stats().Processes.Live, "Live while Init runs")
+	_, listed := findProcess(s, pid)
+	assert.False(t, listed, "listed while Init runs%s", dumpState(s))
+
+	releaseInit()
+	r := receive(t, started, "Submit to return")
+	require.NoError(t, r.err)
+	require.Equal(t, pid, r.h.PID())
+	assert.Equal(t, int64(1), s.Stats().Processes.Live, "Live once Init has returned")
+	_, listed = findProcess(s, pid)
+	assert.True(t, listed, "listed once Init has returned%s", dumpState(s))
+
+	require.NoError(t, s.Tell(pid, "end"))
+	receive(t, inClose, "the Close")
+	assert.Equal(t, int64(1), s.Stats().Processes.Live, "Live while Close runs")
+	_, listed = findProcess(s, pid)
+	assert.False(t, listed, "listed while Close runs%s", dumpState(s))
+
+	releaseClose()
+	_, err := waitEnd(t, s, r.h)
+	require.NoError(t, err)
+	assert.Zero(t, s.Stats().Processes.Live, "Live once the end is reported")
+	assert.Empty(t, s.Processes())
 }
