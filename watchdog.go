@@ -107,6 +107,7 @@ type watchSample struct {
 	run      *proc
 	state    uint64    // its state word without flagWake
 	id       uint64    // the ID of its process, read when the run was first seen
+	method   string    // its process's entry point, read then too
 	runSince time.Time // when that run was first seen
 	rescued  bool      // its worker was marked stalled
 
@@ -214,7 +215,12 @@ func (wd *watchdog) check() (busy bool) {
 		}
 		switch {
 		case p != smp.run || st != smp.state:
-			smp.run, smp.state, smp.id, smp.runSince, smp.rescued = p, st, p.id.Load(), now, false
+			id, method, ok := wd.identify(p, st)
+			if !ok {
+				smp.run = nil // the run has ended since current found it
+				continue
+			}
+			smp.run, smp.state, smp.id, smp.method, smp.runSince, smp.rescued = p, st, id, method, now, false
 			smp.mark, smp.counted, smp.reported = mark, 0, false
 		case mark != smp.mark:
 			smp.mark, smp.counted, smp.reported = mark, 0, false
@@ -231,7 +237,7 @@ func (wd *watchdog) check() (busy bool) {
 		}
 		if !smp.reported && smp.counted >= wd.threshold {
 			smp.reported = true
-			wd.report(i, p, smp.state, smp.id, smp.counted)
+			wd.report(i, smp)
 		}
 	}
 	return busy
@@ -308,28 +314,34 @@ func (wd *watchdog) rescue(w *worker, p *proc, st uint64) {
 	}
 }
 
-// report handles a slow step of p on worker i, counted d. Watchdog
+// identify returns the ID and entry point of the process of p's run st,
+// or false if that run has ended. They are read under p's lock, while
+// the run is seen going on: once it has ended, the record may serve
+// another process (see Scheduler.record), whose start sets them without
+// the lock, but that start comes after the end's close, which needs the
+// lock held here. (A run's state word is never seen again: run numbers
+// are not reused.) Once per run the watchdog watches, so a report names
+// the process even if its run ends before the report is made. Watchdog
 // goroutine only.
-func (wd *watchdog) report(i int, p *proc, st, id uint64, d time.Duration) {
-	wd.slow.Add(1)
-	pid := relay.PID{Node: p.node, ID: id}
-	// The entry point, if the run still goes on: once it has ended, the
-	// record may serve another process (see Scheduler.record), whose
-	// start sets it without the lock. That start comes after the end's
-	// close, which needs the lock held here: a run seen going on under
-	// it cannot be followed by a reuse before the read. (A run's state
-	// word is never seen again: run numbers are not reused.)
+func (wd *watchdog) identify(p *proc, st uint64) (id uint64, method string, ok bool) {
 	p.mu.Lock()
-	var method string
-	if p.state.Load()&^flagWake == st {
-		method = wd.s.methodOf(p)
+	defer p.mu.Unlock()
+	if p.state.Load()&^flagWake != st {
+		return 0, "", false
 	}
-	p.mu.Unlock()
+	return p.id.Load(), wd.s.methodOf(p), true
+}
+
+// report handles the slow step that smp, the sample of worker i, has
+// counted. Watchdog goroutine only.
+func (wd *watchdog) report(i int, smp *watchSample) {
+	wd.slow.Add(1)
+	pid := relay.PID{Node: smp.run.node, ID: smp.id}
 	if wd.hook != nil {
-		wd.hook(SlowStepInfo{PID: pid, Method: method, Worker: i, Duration: d})
+		wd.hook(SlowStepInfo{PID: pid, Method: smp.method, Worker: i, Duration: smp.counted})
 	}
 	if l := wd.s.log; l != nil {
-		l.Warn("scheduler: slow step", "pid", pid, "method", method, "worker", i, "running", d)
+		l.Warn("scheduler: slow step", "pid", pid, "method", smp.method, "worker", i, "running", smp.counted)
 	}
 }
 

@@ -582,3 +582,42 @@ func isEnded(h Handle) bool {
 		return false
 	}
 }
+
+// TestSlowStepReportAfterRunEnded: a slow step reported after its run
+// ended (between the sample that found the worker in it and the report)
+// still names its process and entry point. The test drives a watchdog
+// of its own, whose goroutine it is, by hand: one sample after another
+// until one has seen the run, then the run ends, then the report.
+func TestSlowStepReportAfterRunEnded(t *testing.T) {
+	calm := func() (uint64, bool) { return 0, true }
+	testHookRunnable.Store(&calm)
+	defer testHookRunnable.Store(nil)
+	s := newScheduler(t, WithWorkers(1), WithWatchdog(0))
+	reports := make(chan SlowStepInfo, 1)
+	wd := newWatchdog(s, time.Nanosecond, func(info SlowStepInfo) { reports <- info })
+
+	entered, held := make(chan struct{}), make(chan struct{})
+	release := sync.OnceFunc(func() { close(held) })
+	t.Cleanup(release)
+	h, err := s.Submit(context.Background(), stepFunc(func(_ []Event, out *StepOutput) error {
+		close(entered)
+		<-held
+		out.Done(payload.Payload{})
+		return nil
+	}), "slow", nil)
+	require.NoError(t, err)
+	receive(t, entered, "the step")
+	smp := &wd.samples[0]
+	eventually(t, "a sample that has seen the run", func() bool {
+		wd.check()
+		return smp.run != nil
+	})
+
+	release()
+	require.NoError(t, waitEnd(t, h))
+	wd.report(0, smp)
+	info := receive(t, reports, "the report")
+	require.Equal(t, h.PID(), info.PID)
+	require.Equal(t, "slow", info.Method)
+	require.Zero(t, info.Worker)
+}
