@@ -93,7 +93,14 @@ type MessageStats struct {
 	Accepted uint64 `json:"accepted"` // accepted for delivery: queued in a mailbox, or handed over with the receiver
 	Dropped  uint64 `json:"dropped"`  // dropped by a full mailbox's policy (new or old)
 	Rejected uint64 `json:"rejected"` // refused by a full mailbox (MailboxReject)
-	Sent     uint64 `json:"sent"`     // told by processes (StepOutput.Tell)
+	// Sent counts messages sent by processes: every StepOutput.Tell and
+	// TellName, delivered or not (one that comes back counts in Bounced
+	// too), and every Request and RequestName whose receiver was found.
+	// A Request to a PID of this node that is not alive, or to a name
+	// nobody has, sends nothing: its yield completes at once with the
+	// error. A Reply is not counted: it completes the asker's yield (an
+	// answer the transport carries to another node counts in Forwarded).
+	Sent uint64 `json:"sent"`
 	// Bounced counts messages returned to a process of this node
 	// undelivered: its own Tells refused at once, and messages handed back
 	// later (by a transport, or evicted by MailboxDropOldest).

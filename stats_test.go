@@ -274,3 +274,71 @@ func TestStatsWhileTheOnlyWorkerIsHeld(t *testing.T) {
 	})
 	assert.Equal(t, uint64(queued+1), s.Stats().Processes.Ended)
 }
+
+// TestSentCountsEachKindOfSend: Messages.Sent counts what its doc says, for
+// each kind of send a step can write: every Tell and TellName, delivered
+// or not (one that comes back counts in Bounced too), and every Request
+// and RequestName whose receiver was found; not a Request whose receiver
+// is not found (its yield completes at once with the error), nor a Reply,
+// even one the transport carries to another node (Forwarded counts it).
+// Each case runs one sender on a scheduler of its own, with one worker,
+// and reads the counts once that worker is idle, when they are exact.
+func TestSentCountsEachKindOfSend(t *testing.T) {
+	remote := relay.PID{Node: 2, ID: 5}
+	gone := relay.PID{Node: 1, ID: 1 << 50}
+	type counts struct{ Sent, Bounced, Forwarded uint64 }
+	for _, c := range []struct {
+		name  string
+		send  func(out *sched.StepOutput, server relay.PID)
+		await bool  // the sender waits for its Request's completion
+		fails error // what that completion's error wraps (nil: the answer)
+		want  counts
+	}{
+		{"Tell", func(out *sched.StepOutput, server relay.PID) { out.Tell(server, 2) }, false, nil, counts{1, 0, 0}},
+		{"Tell to a PID not alive", func(out *sched.StepOutput, _ relay.PID) { out.Tell(gone, 2) }, false, nil, counts{1, 1, 0}},
+		{"Tell to another node", func(out *sched.StepOutput, _ relay.PID) { out.Tell(remote, 2) }, false, nil, counts{1, 0, 1}},
+		{"TellName", func(out *sched.StepOutput, _ relay.PID) { out.TellName("server", 2) }, false, nil, counts{1, 0, 0}},
+		{"TellName of a name nobody has", func(out *sched.StepOutput, _ relay.PID) { out.TellName("nobody", 2) }, false, nil, counts{1, 1, 0}},
+		{"Request, answered by a Reply", func(out *sched.StepOutput, server relay.PID) { out.Request(1, server, 2) }, true, nil, counts{1, 0, 0}},
+		{"RequestName, answered by a Reply", func(out *sched.StepOutput, _ relay.PID) { out.RequestName(1, "server", 2) }, true, nil, counts{1, 0, 0}},
+		{"Request to another node", func(out *sched.StepOutput, _ relay.PID) { out.Request(1, remote, 2) }, false, nil, counts{1, 0, 1}},
+		{"Request to a PID not alive", func(out *sched.StepOutput, _ relay.PID) { out.Request(1, gone, 2) }, true, sched.ErrProcessNotFound, counts{0, 0, 0}},
+		{"RequestName of a name nobody has", func(out *sched.StepOutput, _ relay.PID) { out.RequestName(1, "nobody", 2) }, true, sched.ErrNameNotFound, counts{0, 0, 0}},
+		{"Reply to an asker on another node", func(out *sched.StepOutput, _ relay.PID) {
+			out.Reply(sched.ReplyTo{PID: remote, Seq: 1}, "answer", nil)
+		}, false, nil, counts{0, 0, 1}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newScheduler(t, sched.WithWorkers(1), sched.WithNode(1), sched.WithTransport(newFakeTransport()))
+			server := submit(t, s, &probe{step: serverStep}).PID()
+			require.NoError(t, s.Register("server", server))
+			h := submit(t, s, &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+				if n == 0 {
+					c.send(out, server)
+					if !c.await {
+						out.Done(payload.Payload{})
+					}
+					return nil
+				}
+				if ev, ok := completionOf(evs, 1); ok {
+					out.Done(payload.Of(ev))
+				}
+				return nil
+			}})
+			res, err := waitEnd(t, s, h)
+			require.NoError(t, err)
+			if c.await {
+				ev := res.Value().(sched.Event)
+				if c.fails == nil {
+					assert.NoError(t, ev.Error, "the answer")
+					assert.Equal(t, 4, ev.Data, "the answer")
+				} else {
+					assert.ErrorIs(t, ev.Error, c.fails, "the completion")
+				}
+			}
+			eventually(t, "the worker to park", func() bool { return s.Stats().IdleWorkers == 1 })
+			ms := s.Stats().Messages
+			assert.Equal(t, c.want, counts{ms.Sent, ms.Bounced, ms.Forwarded})
+		})
+	}
+}
