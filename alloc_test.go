@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -123,9 +124,14 @@ type allocHook struct {
 	count  atomic.Int64
 	mark   atomic.Int64 // 0: no one waits
 	signal chan struct{}
+	bound  *time.Timer // bounds each await; made once, so awaiting allocates nothing
 }
 
-func newAllocHook() *allocHook { return &allocHook{signal: make(chan struct{}, 1)} }
+func newAllocHook() *allocHook {
+	bound := time.NewTimer(testTimeout)
+	bound.Stop()
+	return &allocHook{signal: make(chan struct{}, 1), bound: bound}
+}
 
 // add counts n operations. Step only.
 func (h *allocHook) add(n int64) {
@@ -135,10 +141,17 @@ func (h *allocHook) add(n int64) {
 	}
 }
 
-// await blocks until ops more operations have been counted.
-func (h *allocHook) await(ops int) {
+// await blocks until ops more operations have been counted, failing
+// the test if they have not been within testTimeout.
+func (h *allocHook) await(t testing.TB, ops int) {
 	h.mark.Store(h.count.Load() + int64(ops))
-	<-h.signal
+	h.bound.Reset(testTimeout)
+	defer h.bound.Stop()
+	select {
+	case <-h.signal:
+	case <-h.bound.C:
+		t.Fatalf("%d operations not counted within %v", ops, testTimeout)
+	}
 }
 
 // allocSpinner continues forever, counting its steps, until cancelled.
@@ -264,7 +277,7 @@ func TestAllocSteadyStateStep(t *testing.T) {
 			hook := newAllocHook()
 			allocSubmit(t, s, &allocSpinner{hook: hook})
 			checkAllocs(t, "step that continues", hook.count.Load, func() {
-				hook.await(allocOps)
+				hook.await(t, allocOps)
 			})
 		})
 	}
@@ -279,7 +292,7 @@ func TestAllocTellBetweenProcesses(t *testing.T) {
 			pong := allocSubmit(t, s, &allocPinger{hook: hook, tok: tok})
 			allocSubmit(t, s, &allocPinger{hook: hook, tok: tok, serve: pong})
 			checkAllocs(t, "StepOutput.Tell -> step", hook.count.Load, func() {
-				hook.await(allocOps)
+				hook.await(t, allocOps)
 			})
 		})
 	}
@@ -314,7 +327,7 @@ func TestAllocYieldSyncHandler(t *testing.T) {
 			hook := newAllocHook()
 			allocSubmit(t, s, &allocYielder{hook: hook, cmd: cmdSync})
 			checkAllocs(t, "yield -> Call.Complete in the handler -> step", hook.count.Load, func() {
-				hook.await(allocOps)
+				hook.await(t, allocOps)
 			})
 		})
 	}
@@ -372,7 +385,7 @@ func TestAllocSleepRoundTrip(t *testing.T) {
 				hook := newAllocHook()
 				allocSubmit(t, s, &allocYielder{hook: hook, sleep: true, d: d})
 				checkAllocs(t, fmt.Sprintf("Sleep(%v) -> timer fired -> step", d), hook.count.Load, func() {
-					hook.await(allocOps)
+					hook.await(t, allocOps)
 				})
 			})
 		}
@@ -593,8 +606,14 @@ type gate struct {
 }
 
 func (g *gate) Step(_ []sched.Event, out *sched.StepOutput) error {
+	bound := time.NewTimer(testTimeout) // before running: not in what is measured
+	defer bound.Stop()
 	g.running <- struct{}{}
-	<-g.release
+	select {
+	case <-g.release:
+	case <-bound.C:
+		return fmt.Errorf("gate: not released within %v", testTimeout)
+	}
 	out.Done(payload.Payload{})
 	return nil
 }
@@ -615,7 +634,9 @@ func TestBytesSubmitWithValues(t *testing.T) {
 	const n = 2000
 	hs := make([]sched.Handle, 0, n)
 	round := func() float64 {
-		running, release := make(chan struct{}), make(chan struct{})
+		running, release := make(chan struct{}, 1), make(chan struct{})
+		openGate := sync.OnceFunc(func() { close(release) })
+		t.Cleanup(openGate) // before the Shutdown, if the test fails first
 		g, err := s.Submit(context.Background(), &gate{running: running, release: release}, "gate", nil)
 		require.NoError(t, err)
 		receive(t, running, "the gate's step")
@@ -630,14 +651,14 @@ func TestBytesSubmitWithValues(t *testing.T) {
 			hs = append(hs, h)
 		}
 		runtime.ReadMemStats(&after)
-		close(release)
-		_, err = g.Wait(context.Background())
+		openGate()
+		_, err = waitEnd(t, s, g)
 		require.NoError(t, err)
 		for _, h := range hs {
 			require.NoError(t, s.Terminate(h.PID()))
 		}
 		for _, h := range hs {
-			_, err := h.Wait(context.Background())
+			_, err := waitEnd(t, s, h)
 			require.NoError(t, err)
 		}
 		return float64(after.TotalAlloc-before.TotalAlloc) / n

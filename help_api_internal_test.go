@@ -271,7 +271,13 @@ func TestCallerHelpHandlersCompleteLater(t *testing.T) {
 				// the helper's structure, whose handoff is open whenever a
 				// helped step's handler runs.
 				go func() {
-					<-early
+					select {
+					case <-early:
+					case <-time.After(testTimeout):
+						err := fmt.Errorf("the starts never got half-way within %v", testTimeout)
+						lateErr.Store(&err)
+						return
+					}
 					if err := c.Complete(i, nil); err != nil {
 						lateErr.Store(&err)
 					}
@@ -290,10 +296,14 @@ func TestCallerHelpHandlersCompleteLater(t *testing.T) {
 		return nil
 	}
 	s := newScheduler(t, WithWorkers(1), WithWatchdog(0), WithCallerHelp(), WithHandler(cmdHelped, handler))
+	// Opened half-way through the starts, and their helps, or by the
+	// cleanup, before the Shutdown, if the test fails first.
+	openEarly := sync.OnceFunc(func() { close(early) })
+	t.Cleanup(openEarly)
 	release := holdWorker(t, s)
 	hs := helpedRuns(t, s, manyStarts, func(i int, hs helpedSteps) Process {
 		if i == manyStarts/2 {
-			close(early) // half-way through the starts, and their helps
+			openEarly()
 		}
 		return &yieldingProc{i: i, helpedSteps: hs}
 	})
@@ -827,7 +837,12 @@ func TestCallerHelpNotThroughStepsOrCalls(t *testing.T) {
 		handler := func(c Call) error {
 			go func() {
 				submitter.Store(goroutineID())
-				<-held
+				select {
+				case <-held:
+				case <-time.After(testTimeout):
+					submitted <- fmt.Errorf("not let go within %v", testTimeout)
+					return
+				}
 				for range manyStarts {
 					if _, err := c.Submit(context.Background(), leaf, "leaf", nil); err != nil {
 						submitted <- err
@@ -851,9 +866,13 @@ func TestCallerHelpNotThroughStepsOrCalls(t *testing.T) {
 			return nil
 		}), "starter", nil)
 		require.NoError(t, err)
+		// Let go once the worker is held, or by the cleanup, before the
+		// Shutdown, if the test fails first.
+		letGo := sync.OnceFunc(func() { close(held) })
+		t.Cleanup(letGo)
 		receive(t, handled, "the handler")
 		release := holdWorker(t, s)
-		close(held)
+		letGo()
 		require.NoError(t, receive(t, submitted, "the Call's starts"))
 		release()
 		require.NoError(t, waitEnd(t, h))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -99,8 +100,12 @@ func (p *shutdownInInit) Init(ctx context.Context, _ string, _ payload.Payloads)
 		defer cancel()
 		p.shut <- p.s.Shutdown(ctx)
 	}()
-	<-witnessed
-	return nil
+	select {
+	case <-witnessed:
+		return nil
+	case <-time.After(testTimeout):
+		return fmt.Errorf("the witness got no cancel within %v: Shutdown's walk never reached it", testTimeout)
+	}
 }
 
 func (p *shutdownInInit) Step(evs []Event, out *StepOutput) error {
@@ -141,7 +146,7 @@ func TestStartPublishedAfterShutdownBeganIsCancelled(t *testing.T) {
 			s := newScheduler(t)
 			p := &shutdownInInit{s: s, shut: make(chan error, 1)}
 			require.NoError(t, start(s, p))
-			require.NoError(t, <-p.shut, "Shutdown waited for the process to its deadline")
+			require.NoError(t, receive(t, p.shut, "the Shutdown begun in Init"), "Shutdown waited for the process to its deadline")
 			require.True(t, p.cancelled.Load(), "the process ended without its cancel")
 		})
 	}
