@@ -639,7 +639,9 @@ var scenarios = []scenario{
 		want: "complete 7 err=DuplicateTag; complete 7 data=one; close",
 	},
 	{
-		name: "a Timeout of a duplicated tag goes to the pending yield",
+		// The Timeout lands on the second yield, refused as a duplicate:
+		// it goes to the first, the pending one.
+		name: "a timeout fires, given through a duplicate, and the late completion is not pending",
 		run: func(t *testing.T, w world, j *journal) string {
 			w.fake(cmdWork, true, nil, nil)
 			p := w.start(proc(j, "p", func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
@@ -654,35 +656,13 @@ var scenarios = []scenario{
 				return nil
 			}), "run")
 			w.until(func() bool { return j.has("p: complete 1 err=Timeout") })
-			require.NoError(t, w.send(p, "stop"))
-			_, err := w.result(p)
-			require.NoError(t, err)
-			return lines(j, "p")
-		},
-		want: "complete 1 err=DuplicateTag; complete 1 err=Timeout; message data=stop; close",
-	},
-	{
-		name: "a timeout fires and the late completion is not pending",
-		run: func(t *testing.T, w world, j *journal) string {
-			w.fake(cmdWork, true, nil, nil)
-			p := w.start(proc(j, "p", func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
-				switch {
-				case n == 1:
-					out.Yield(1, cmdWork, nil)
-					out.Timeout(1, 20*time.Millisecond)
-				case evs[0].Type == scheduler.EventMessage:
-					out.Done(payload.Payload{})
-				}
-				return nil
-			}), "run")
-			w.until(func() bool { return j.has("p: complete 1 err=Timeout") })
 			late := w.completeHeld(0, "late", nil)
 			require.NoError(t, w.send(p, "stop"))
 			_, err := w.result(p)
 			require.NoError(t, err)
 			return fmt.Sprintf("%s; late: %s", lines(j, "p"), errName(late))
 		},
-		want: "complete 1 err=Timeout; message data=stop; close; late: YieldNotPending",
+		want: "complete 1 err=DuplicateTag; complete 1 err=Timeout; message data=stop; close; late: YieldNotPending",
 	},
 	{
 		name: "a cancelled yield never completes",
