@@ -248,7 +248,7 @@ func TestHandlerInBrowser(t *testing.T) {
 		require.Equal(t, strconv.FormatUint(want.Processes.Submitted, 10), totals["submitted"], "submitted; figures: %v", totals)
 		require.Equal(t, strconv.FormatUint(want.Steps, 10), figs["Steps"]["steps"], "steps; figures: %v", figs["Steps"])
 		require.Len(t, figs["Queues"], 2+want.Workers, "queues: global, one per worker, timers: %v", figs["Queues"])
-		require.Contains(t, dom, "3 of 3 live processes")
+		require.Contains(t, dom, "3 of 3 processes, by PID")
 
 		// The listing: one row per live process, by PID, with its method
 		// shown as text.

@@ -78,11 +78,11 @@ func (v StatsVar) String() string {
 // messages, steps, the work-finding counters and timers; html/template
 // escapes every value.
 //
-// With ?processes=N the page also lists the first N live processes by
-// PID, from [scheduler.Scheduler.Processes]. N above 1000 is capped at
-// 1000; a value that is not a whole number is refused with 400 Bad
-// Request, even when asking for JSON, as is an unknown format. The JSON
-// has no listing.
+// With ?processes=N the page also lists the first N processes by PID
+// that [scheduler.Scheduler.Processes] lists: those between Init and
+// Close. N above 1000 is capped at 1000; a value that is not a whole
+// number is refused with 400 Bad Request, even when asking for JSON, as
+// is an unknown format. The JSON has no listing.
 //
 // It answers GET and HEAD only (405 Method Not Allowed, with an Allow
 // header, otherwise), and marks responses not to be cached nor sniffed for
@@ -225,7 +225,7 @@ type debugPage struct {
 	Stats     scheduler.Stats
 	Limit     int                     // processes asked for, after the cap; 0: no listing
 	Max       int                     // maxListed
-	Listed    int                     // live processes the listing found
+	Listed    int                     // processes the listing found (see Scheduler.Processes)
 	Processes []scheduler.ProcessInfo // the first Limit of them, by PID
 }
 
@@ -347,7 +347,7 @@ the per-step figures may trail by a few dozen steps.</p>
 
 <h2>Processes</h2>
 {{- if .Limit}}
-<p>{{len .Processes}} of {{.Listed}} live processes, by PID.
+<p>{{len .Processes}} of {{.Listed}} processes, by PID: those whose Init has returned and whose Close has not begun (Live above counts those in Init or Close too).
 Listing walks the whole process table, so its cost grows with the number of processes.</p>
 <table>
 <tr><th scope="col">PID</th><th scope="col">method</th><th scope="col">state</th><th scope="col">queued</th><th scope="col">pending</th></tr>

@@ -194,7 +194,7 @@ func TestHandlerProcessListEscaped(t *testing.T) {
 	require.Contains(t, body, ">"+html.EscapeString(h.PID().String())+"<")
 	require.Contains(t, body, ">Idle<")
 	require.Equal(t, 1, strings.Count(body, `class="proc"`), "listed rows")
-	require.Contains(t, body, "1 of 1 live processes")
+	require.Contains(t, body, "1 of 1 processes, by PID")
 }
 
 // maxListed is the most processes the debug page lists.
@@ -242,7 +242,7 @@ func TestHandlerProcessesParam(t *testing.T) {
 			require.Equal(t, http.StatusOK, res.StatusCode, "body: %s", body)
 			require.Equal(t, tt.rows, strings.Count(body, `class="proc"`), "listed rows")
 			if tt.rows > 0 {
-				require.Contains(t, body, fmt.Sprintf("%d of %d live processes", tt.rows, live))
+				require.Contains(t, body, fmt.Sprintf("%d of %d processes, by PID", tt.rows, live))
 				// Ordered by PID: the first row is the first submitted.
 				first := strings.Index(body, `class="proc"`)
 				require.Contains(t, body[first:], ">"+html.EscapeString(handles[0].PID().String())+"<")
