@@ -54,6 +54,10 @@ const (
 	DefaultWatchdogThreshold = 20 * time.Millisecond
 )
 
+// maxGlobalBatch is the largest batch WithGlobalBatch accepts: a worker
+// allocates its batch's room in New, 512 KiB at this size.
+const maxGlobalBatch = 1 << 16
+
 // maxWorkers is the most workers a state word can name (see workerShift).
 const maxWorkers = int(workerMask) + 1
 
@@ -127,11 +131,11 @@ func WithStepBudget(n int) Option {
 
 // WithGlobalBatch sets the most processes a worker moves from the global
 // queue into its own queue at once (default [DefaultGlobalBatch]). n must
-// be at least 1.
+// be from 1 to 65536: each worker holds room for a batch from the start.
 func WithGlobalBatch(n int) Option {
 	return optionFunc(func(c *config) error {
-		if n < 1 {
-			return fmt.Errorf("%w: WithGlobalBatch(%d): need at least 1", ErrInvalidOption, n)
+		if n < 1 || n > maxGlobalBatch {
+			return fmt.Errorf("%w: WithGlobalBatch(%d): need 1 to %d", ErrInvalidOption, n, maxGlobalBatch)
 		}
 		c.globalBatch = n
 		return nil

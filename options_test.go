@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -31,6 +32,8 @@ func TestOptions(t *testing.T) {
 		{"WithStepBudget(0)", sched.WithStepBudget(0), sched.ErrInvalidOption},
 		{"WithStepBudget(-5)", sched.WithStepBudget(-5), sched.ErrInvalidOption},
 		{"WithGlobalBatch(0)", sched.WithGlobalBatch(0), sched.ErrInvalidOption},
+		{"WithGlobalBatch(65537)", sched.WithGlobalBatch(1<<16 + 1), sched.ErrInvalidOption},
+		{"WithGlobalBatch(MaxInt)", sched.WithGlobalBatch(math.MaxInt), sched.ErrInvalidOption},
 		{"WithHandler(a reserved ID)", sched.WithHandler(sched.CommandID(1), h), sched.ErrInvalidCommand},
 		{"WithHandler(the last reserved ID)", sched.WithHandler(sched.FirstUserCommand-1, h), sched.ErrInvalidCommand},
 		{"WithHandler(FirstUserCommand-1)", sched.WithHandler(sched.FirstUserCommand-1, h), sched.ErrInvalidCommand},
@@ -39,6 +42,9 @@ func TestOptions(t *testing.T) {
 	for _, tt := range bad {
 		t.Run(tt.name, func(t *testing.T) {
 			s, err := sched.New(tt.opt)
+			if s != nil {
+				t.Cleanup(func() { _ = s.Shutdown(context.Background()) })
+			}
 			require.ErrorIs(t, err, tt.want)
 			require.Nil(t, s)
 		})
@@ -70,6 +76,14 @@ func TestOptions(t *testing.T) {
 		st := s.Stats()
 		assert.Equal(t, 3, st.Workers)
 		assert.Len(t, st.WorkerQueues, 3)
+	})
+
+	// The largest batch is accepted, and the scheduler runs with it.
+	t.Run("WithGlobalBatch(65536)", func(t *testing.T) {
+		s := newScheduler(t, sched.WithWorkers(1), sched.WithGlobalBatch(1<<16))
+		h := submit(t, s, &probe{step: doneWith(nil)})
+		_, err := waitEnd(t, s, h)
+		require.NoError(t, err)
 	})
 
 	// A process that keeps continuing is requeued after its budget of
