@@ -19,7 +19,9 @@
 // Readers take values out with [Payload.Decode] or the generic [As], which
 // has an allocation-free fast path for Go values of the expected type.
 // [Payload.Encode] and [FromWire] convert to and from the wire form, in which
-// Go values become JSON. [Payloads] is an ordered list of payloads, the shape of
+// Go values become JSON. A Payload inside a Go value (a struct field, a
+// [Payloads]) encodes as what it holds and decodes as a JSON payload: Payload
+// implements [encoding/json.Marshaler] and [encoding/json.Unmarshaler]. [Payloads] is an ordered list of payloads, the shape of
 // a process's input, with positional decoding.
 //
 // Payload is kept to two words plus a tag (24 bytes on 64-bit platforms)

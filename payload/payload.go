@@ -1,6 +1,7 @@
 package payload
 
 import (
+	"bytes"
 	"encoding"
 	"encoding/json"
 	"errors"
@@ -106,10 +107,11 @@ func Bytes(b []byte) Payload {
 // happens at once, so later changes to v do not show through. JSON(nil) is
 // the JSON text null, not the zero Payload.
 //
-// When v is a Payload, JSON converts it rather than nesting it (a Payload has
-// no exported fields and would marshal as {}): a JSON payload is returned
-// unchanged, a Go value is marshalled, bytes become a base64 JSON string as
-// encoding/json writes a []byte, and the zero Payload stays zero.
+// When v is a Payload, JSON converts it rather than nesting it: a JSON
+// payload is returned unchanged, a Go value is marshalled, bytes become a
+// base64 JSON string as encoding/json writes a []byte, and the zero Payload
+// stays zero. A Payload inside v encodes the same way (see
+// [Payload.MarshalJSON]), the zero Payload as null.
 func JSON(v any) (Payload, error) {
 	if p, ok := v.(Payload); ok {
 		switch p.format {
@@ -264,6 +266,35 @@ func As[T any](p Payload) (T, error) {
 		return zero, err
 	}
 	return v, nil
+}
+
+// MarshalJSON returns the JSON that [JSON] makes of p, so that a Payload
+// inside a Go value (a struct field, a [Payloads]) encodes as what it
+// holds: a Go value marshalled, bytes as a base64 JSON string, JSON text
+// as it is, and the zero Payload as null. It implements
+// [encoding/json.Marshaler]; encoding/json reports malformed JSON text
+// and values it cannot encode.
+func (p Payload) MarshalJSON() ([]byte, error) {
+	switch p.format {
+	case FormatNone:
+		return []byte("null"), nil
+	case FormatJSON:
+		return p.value.([]byte), nil
+	}
+	return json.Marshal(p.value)
+}
+
+// UnmarshalJSON sets *p to the FormatJSON payload of a copy of text, so
+// that a Payload inside a Go value decodes as the JSON it was given, to
+// be read with [Payload.Decode] or [As]. JSON null leaves *p unchanged,
+// as encoding/json leaves other values it decodes null into. It
+// implements [encoding/json.Unmarshaler].
+func (p *Payload) UnmarshalJSON(text []byte) error {
+	if string(text) == "null" {
+		return nil
+	}
+	*p = RawJSON(bytes.Clone(text))
+	return nil
 }
 
 // Encode returns the payload's wire form. Bytes and JSON are returned as they

@@ -464,6 +464,76 @@ func TestEncodeFromWire(t *testing.T) {
 	})
 }
 
+// A Payload inside a Go value encodes as what it holds, as JSON gives it,
+// and decodes back as the JSON payload of its text: nothing in it is lost
+// on the way to the wire and back.
+func TestPayloadInsideGoValue(t *testing.T) {
+	type envelope struct {
+		P  payload.Payload
+		Ps payload.Payloads
+	}
+	in := envelope{
+		P:  payload.Of(point{1, 2}),
+		Ps: payload.Payloads{payload.Of(3), payload.Bytes([]byte("hi")), payload.RawJSON([]byte(`{"a":1}`)), {}},
+	}
+	f, b, err := payload.Of(in).Encode()
+	require.NoError(t, err)
+	assert.Equal(t, payload.FormatJSON, f)
+	assert.JSONEq(t, `{"P":{"X":1,"Y":2},"Ps":[3,"aGk=",{"a":1},null]}`, string(b))
+
+	for _, v := range []payload.Payload{in.P, in.Ps[0], in.Ps[1], in.Ps[2], in.Ps[3]} {
+		want, err := payload.JSON(v)
+		require.NoError(t, err)
+		got, err := json.Marshal(v)
+		require.NoError(t, err)
+		if want.IsZero() {
+			assert.Equal(t, "null", string(got), "%v", v)
+			continue
+		}
+		assert.Equal(t, want.Value(), got, "as JSON gives %v", v)
+	}
+
+	back, err := payload.FromWire(f, b)
+	require.NoError(t, err)
+	var out envelope
+	require.NoError(t, back.Decode(&out))
+	assert.Equal(t, payload.FormatJSON, out.P.Format())
+	pt, err := payload.As[point](out.P)
+	require.NoError(t, err)
+	assert.Equal(t, point{1, 2}, pt)
+	var (
+		n  int
+		bs []byte
+		m  map[string]int
+	)
+	require.NoError(t, out.Ps[:3].Decode(&n, &bs, &m))
+	assert.Equal(t, 3, n)
+	assert.Equal(t, []byte("hi"), bs)
+	assert.Equal(t, map[string]int{"a": 1}, m)
+	require.Len(t, out.Ps, 4)
+	assert.True(t, out.Ps[3].IsZero(), "null decodes as the zero Payload")
+
+	t.Run("decoded text is copied", func(t *testing.T) {
+		text := []byte(`{"P":[1]}`)
+		var e envelope
+		require.NoError(t, json.Unmarshal(text, &e))
+		copy(text, `{"P":[9]}`)
+		got, err := payload.As[[]int](e.P)
+		require.NoError(t, err)
+		assert.Equal(t, []int{1}, got)
+	})
+	t.Run("unencodable value inside", func(t *testing.T) {
+		_, _, err := payload.Of(envelope{P: payload.Of(make(chan int))}).Encode()
+		require.ErrorIs(t, err, payload.ErrEncode)
+		var unsupported *json.UnsupportedTypeError
+		assert.ErrorAs(t, err, &unsupported)
+	})
+	t.Run("malformed JSON inside", func(t *testing.T) {
+		_, _, err := payload.Of(envelope{P: payload.RawJSON([]byte(`{"a":`))}).Encode()
+		require.ErrorIs(t, err, payload.ErrEncode)
+	})
+}
+
 func TestFromWireInvalid(t *testing.T) {
 	tests := []struct {
 		name string
