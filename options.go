@@ -236,6 +236,9 @@ func WithMaxProcesses(n int) Option {
 // A caller's own process's Init still runs first, and the start's result
 // is the same: the option changes where queued processes run, not what
 // a start does or returns.
+//
+// A helping caller counts as one more worker: with [WithWorkers](65536),
+// New's error wraps [ErrInvalidOption].
 func WithCallerHelp() Option {
 	return optionFunc(func(c *config) error {
 		c.callerHelp = true
