@@ -659,8 +659,26 @@ func TestPayloadsDecode(t *testing.T) {
 			err := ps.Decode(tt.dsts...)
 			require.ErrorIs(t, err, payload.ErrArity)
 			assert.Contains(t, err.Error(), tt.want)
+			for i, dst := range tt.dsts {
+				assert.True(t, reflect.ValueOf(dst).Elem().IsZero(), "target %d written on a count mismatch", i)
+			}
 		})
 	}
+
+	// The targets before the failing element hold their values; the
+	// failing one and those after it are not written.
+	t.Run("stops at the first failure", func(t *testing.T) {
+		var (
+			a int
+			b int
+			c []byte
+		)
+		err := ps.Decode(&a, &b, &c)
+		require.ErrorIs(t, err, payload.ErrDecode)
+		assert.Equal(t, 1, a)
+		assert.Zero(t, b)
+		assert.Nil(t, c)
+	})
 
 	elements := []struct {
 		name    string
