@@ -218,7 +218,9 @@ func TestPIDAllocations(t *testing.T) {
 	pid := relay.PID{Node: math.MaxUint32, ID: math.MaxUint64}
 	text := pid.String()
 	textBytes := []byte(text)
-	buf := make([]byte, 0, 64)
+	// AppendText's doc: room for 33 bytes is room for any PID's text.
+	require.Len(t, text, 33, "the longest PID text")
+	buf := make([]byte, 0, 33)
 	tests := []struct {
 		name string
 		want float64
