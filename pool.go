@@ -28,8 +28,9 @@ const (
 	// its yield stays pending until it runs. Nothing blocks: a waiting
 	// task costs a queue entry, not a goroutine.
 	PoolWait PoolPolicy = iota
-	// PoolReject: the yield completes at once with an error wrapping
-	// [ErrPoolFull].
+	// PoolReject: [Call.Go] refuses the task at once with an error
+	// wrapping [ErrPoolFull], and the yield stays pending: a handler
+	// that returns that error completes the yield with it.
 	PoolReject
 )
 

@@ -2,6 +2,7 @@ package scheduler_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -95,6 +96,42 @@ func TestBlockingPool(t *testing.T) {
 					assert.Equal(t, 3, res.Value())
 				}
 			})
+		}
+	})
+
+	t.Run("a task PoolReject refuses leaves its yield pending", func(t *testing.T) {
+		gate := make(chan struct{})
+		release := sync.OnceFunc(func() { close(gate) })
+		t.Cleanup(release)
+		refused := make(chan error, 1)
+		var running, peak atomic.Int32
+		busy := poolHandler(gate, &running, &peak)
+		s := newScheduler(t, sched.WithBlockingPool(1, 1, sched.PoolReject), sched.WithHandler(cmdTest, func(c sched.Call) error {
+			if c.Arg != "fallback" {
+				return busy(c)
+			}
+			err := c.Go(func(context.Context) (any, error) { return "ran", nil })
+			refused <- err
+			if errors.Is(err, sched.ErrPoolFull) {
+				// The yield is still pending: the handler may answer
+				// it another way.
+				return c.Complete("answered without the pool", nil)
+			}
+			return err
+		}))
+		first := submit(t, s, &probe{step: yieldOnce(1, func(out *sched.StepOutput) { out.Yield(1, cmdTest, 1) })})
+		eventually(t, "the first task running", func() bool { return running.Load() == 1 })
+		second := submit(t, s, &probe{step: yieldOnce(1, func(out *sched.StepOutput) { out.Yield(1, cmdTest, 2) })})
+		eventually(t, "the second task queued", func() bool { return s.Stats().Pool.Queued == 1 })
+		third := submit(t, s, &probe{step: yieldOnce(1, func(out *sched.StepOutput) { out.Yield(1, cmdTest, "fallback") })})
+		require.ErrorIs(t, receive(t, refused, "the refusal"), sched.ErrPoolFull)
+		res, err := waitEnd(t, s, third)
+		require.NoError(t, err, "the refused task's yield completed by the refusal")
+		assert.Equal(t, "answered without the pool", res.Value())
+		release()
+		for _, h := range []sched.Handle{first, second} {
+			_, err := waitEnd(t, s, h)
+			require.NoError(t, err)
 		}
 	})
 
