@@ -1852,3 +1852,61 @@ func testSpawnInitPanics(t *testing.T, limit int) {
 	require.Equal(t, uint64(len(good)+1), st.Submitted, "submitted: the parent and the children that started")
 	require.Equal(t, st.Submitted, st.Ended, "ended")
 }
+
+// TestEventsComeInTheOrderTheyArrived: a step gets the completions in
+// the order they were completed, whatever the order the yields were
+// written in, and the messages between them where they came: three
+// yields completed from outside in the order 3, 1, 2 with a message
+// after the first, while the process is held in a step, are its next
+// step's batch in that order.
+func TestEventsComeInTheOrderTheyArrived(t *testing.T) {
+	calls := make(chan sched.Call, 3)
+	s := newScheduler(t, sched.WithHandler(cmdTest, func(c sched.Call) error {
+		calls <- c
+		return nil
+	}))
+	held, gate := make(chan struct{}), make(chan struct{})
+	var release sync.Once
+	open := func() { release.Do(func() { close(gate) }) }
+	t.Cleanup(open) // a failure below must not leave the step held
+	p := &probe{step: func(p *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+		switch {
+		case n == 0:
+			out.Yield(1, cmdTest, nil)
+			out.Yield(2, cmdTest, nil)
+			out.Yield(3, cmdTest, nil)
+		case n == 1:
+			close(held)
+			<-gate // what follows arrives meanwhile, for one batch
+		default:
+			out.Done(payload.Payload{})
+		}
+		return nil
+	}}
+	h := submit(t, s, p)
+	byTag := map[uint64]sched.Call{}
+	for range 3 {
+		c := receive(t, calls, "a handler")
+		byTag[c.Tag] = c
+	}
+	require.NoError(t, s.Tell(h.PID(), "hold"))
+	receive(t, held, "the held step")
+	require.NoError(t, byTag[3].Complete(nil, nil))
+	require.NoError(t, s.Tell(h.PID(), "between"))
+	require.NoError(t, byTag[1].Completion().Complete(nil, nil))
+	require.NoError(t, s.CompleteYield(h.PID(), 2, nil, nil))
+	open()
+	_, err := waitEnd(t, s, h)
+	require.NoError(t, err)
+	batches := p.Batches()
+	require.Len(t, batches, 3, "steps")
+	var got []string
+	for _, ev := range batches[2] {
+		if ev.Type == sched.EventMessage {
+			got = append(got, ev.Data.(string))
+		} else {
+			got = append(got, fmt.Sprintf("end %d", ev.Tag))
+		}
+	}
+	assert.Equal(t, []string{"end 3", "between", "end 1", "end 2"}, got, "the batch after the held step")
+}
