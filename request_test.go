@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -247,4 +248,102 @@ func TestReplyToAnotherNode(t *testing.T) {
 	assert.Equal(t, sched.DeadLateReply, dead[0].Reason)
 	assert.Equal(t, relay.Message{To: asker.PID, Data: "late"}, dead[0].Message)
 	assert.Equal(t, uint64(1), s.Stats().Messages.Forwarded)
+}
+
+// TestRequestNotDelivered: a request that cannot be delivered completes
+// its asking yield with the reason, From the process not reached, and
+// never comes back to the asker as a bounce: one that a full mailbox
+// evicts (MailboxDropOldest) with ErrDropped, and one handed back
+// undelivered (Send with Err set, as a transport does) with the error it
+// carries.
+func TestRequestNotDelivered(t *testing.T) {
+	t.Run("evicted from a full mailbox", func(t *testing.T) {
+		s := newScheduler(t)
+		g, b := submitGated(t, s, sched.Mailbox(1, sched.MailboxDropOldest))
+		asker := newAsker(func(out *sched.StepOutput) { out.Request(1, b.PID(), "question") })
+		ha := submit(t, s, asker)
+		eventually(t, "the request in the full mailbox", func() bool {
+			pi, ok := findProcess(s, b.PID())
+			return ok && pi.Queued == 1
+		})
+		require.NoError(t, s.Tell(b.PID(), note{})) // evicts the request
+		ev := answerOf(t, s, ha)
+		assert.ErrorIs(t, ev.Error, sched.ErrDropped)
+		assert.Equal(t, b.PID(), ev.From)
+		assert.Empty(t, asker.EventsOf(sched.EventMessage), "the evicted request came back as a message")
+		assert.Zero(t, s.Stats().DeadLetters, "dead letters")
+		g.open()
+		require.NoError(t, s.Terminate(b.PID()))
+		_, err := waitEnd(t, s, b)
+		require.NoError(t, err)
+		assert.Equal(t, []note{{}}, g.received(), "what the full mailbox kept")
+	})
+
+	t.Run("handed back undelivered", func(t *testing.T) {
+		s := newScheduler(t)
+		requests := make(chan sched.Request, 1)
+		relayer := submit(t, s, &probe{step: relayRequests(requests)})
+		asker := newAsker(func(out *sched.StepOutput) { out.Request(1, relayer.PID(), "question") })
+		ha := submit(t, s, asker)
+		req := receive(t, requests, "the request")
+		why := errors.New("not delivered")
+		require.NoError(t, s.Send(relay.Message{From: relayer.PID(), To: ha.PID(), Data: req, Err: why}))
+		ev := answerOf(t, s, ha)
+		assert.ErrorIs(t, ev.Error, why)
+		assert.Equal(t, relayer.PID(), ev.From)
+		assert.Empty(t, asker.EventsOf(sched.EventMessage), "the request came back as a message")
+		assert.Zero(t, s.Stats().Messages.Bounced, "counted as a bounce")
+	})
+}
+
+// TestLateAnswerIsADeadLetter: an answer given with StepOutput.Reply
+// after the asker stopped waiting (its Timeout passed) reaches no
+// process: the asker read only the timeout, and the answer is a dead
+// letter (DeadLateReply) from the replier to the asker.
+func TestLateAnswerIsADeadLetter(t *testing.T) {
+	var dl deadLetterLog
+	s := newScheduler(t, sched.WithHooks(sched.Hooks{DeadLetter: dl.hook}))
+	requests := make(chan sched.Request, 1)
+	replier := submit(t, s, &probe{step: func(_ *probe, _ int, evs []sched.Event, out *sched.StepOutput) error {
+		for _, ev := range evs {
+			switch data := ev.Data.(type) {
+			case sched.Request:
+				requests <- data // answered later, when told to
+			case sched.ReplyTo:
+				out.Reply(data, "late", nil)
+				out.Done(payload.Payload{})
+			}
+		}
+		return nil
+	}})
+	// The asker keeps waiting for messages after the timeout, so that a
+	// late answer delivered to it would show.
+	asker := &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+		if n == 0 {
+			out.Request(1, replier.PID(), "question")
+			out.Timeout(1, time.Millisecond)
+		}
+		if hasCancel(evs) {
+			out.Done(payload.Payload{})
+		}
+		return nil
+	}}
+	ha := submit(t, s, asker)
+	req := receive(t, requests, "the request")
+	eventually(t, "the timeout", func() bool { return len(asker.EventsOf(sched.EventYieldComplete)) == 1 })
+	require.NoError(t, s.Tell(replier.PID(), req.ReplyTo))
+	_, err := waitEnd(t, s, replier)
+	require.NoError(t, err)
+	dead := dl.all()
+	require.Len(t, dead, 1, "dead letters")
+	assert.Equal(t, sched.DeadLateReply, dead[0].Reason)
+	assert.Equal(t, relay.Message{From: replier.PID(), To: ha.PID(), Data: "late"}, dead[0].Message)
+	assert.Equal(t, uint64(1), s.Stats().DeadLetters.LateReplies)
+	require.NoError(t, s.Terminate(ha.PID()))
+	_, err = waitEnd(t, s, ha)
+	require.NoError(t, err)
+	evs := asker.EventsOf(sched.EventYieldComplete)
+	require.Len(t, evs, 1, "completions of the request")
+	assert.ErrorIs(t, evs[0].Error, sched.ErrTimeout)
+	assert.Empty(t, asker.EventsOf(sched.EventMessage), "the late answer reached the asker")
 }
