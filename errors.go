@@ -46,8 +46,9 @@ var (
 	ErrPanic = errors.New("scheduler: panic")
 	// ErrInvalidOption: an option given to [New] or Submit is out of range.
 	ErrInvalidOption = errors.New("scheduler: invalid option")
-	// ErrInvalidCommand: a handler was registered for a reserved command
-	// ID, or a built-in command got an argument of the wrong type.
+	// ErrInvalidCommand: a yield named a reserved command ID (below
+	// FirstUserCommand), a handler was registered for one (or for an ID
+	// above the last, or was nil), or Call.Go was given nil work.
 	ErrInvalidCommand = errors.New("scheduler: invalid command")
 	// ErrMailboxFull: a message was refused because the recipient's
 	// mailbox is full (policy MailboxReject).
