@@ -2,6 +2,7 @@ package scheduler_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -157,4 +158,61 @@ func TestNameOutlivesOnlyItsHolder(t *testing.T) {
 	assert.Equal(t, "by name", res.Value())
 	_, err = s.Lookup("svc")
 	assert.ErrorIs(t, err, sched.ErrNameNotFound, "released by its holder's end")
+}
+
+// incarnation is a child of a supervisor: its first step registers
+// "service" for it, and it ends at once: with fail if not nil, with
+// Register's error if the name was taken.
+func incarnation(s *sched.Scheduler, fail error) sched.Process {
+	return stepFunc(func(_ []sched.Event, out *sched.StepOutput) error {
+		if err := s.Register("service", out.Self()); err != nil {
+			return err
+		}
+		if fail != nil {
+			return fail
+		}
+		out.Done(payload.Payload{})
+		return nil
+	})
+}
+
+// TestNameFreeForTheNextIncarnation: the name a child registered is free
+// by the time the end of the child reaches the parent that awaits it, as
+// docs/patterns.md says of a supervisor: a parent that restarts its
+// failed child in the step that reads its end finds the name unheld,
+// and the next incarnation takes it.
+func TestNameFreeForTheNextIncarnation(t *testing.T) {
+	s := newScheduler(t)
+	failed := testError("failed")
+	var lookups []error
+	sv := &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+		if n == 0 {
+			out.SpawnAwait(1, incarnation(s, failed), "run", nil)
+			return nil
+		}
+		ev, ok := completionOf(evs, 1)
+		if !ok {
+			return nil
+		}
+		_, err := s.Lookup("service")
+		lookups = append(lookups, err)
+		if len(lookups) == 1 {
+			if !errors.Is(ev.Error, failed) {
+				return fmt.Errorf("the first incarnation ended with %v", ev.Error)
+			}
+			out.SpawnAwait(1, incarnation(s, nil), "run", nil) // at once, with no pause
+			return nil
+		}
+		if ev.Error != nil {
+			return ev.Error
+		}
+		out.Done(payload.Payload{})
+		return nil
+	}}
+	_, err := waitEnd(t, s, submit(t, s, sv))
+	require.NoError(t, err, "the next incarnation registered the name")
+	require.Len(t, lookups, 2)
+	for i, err := range lookups {
+		assert.ErrorIs(t, err, sched.ErrNameNotFound, "Lookup at the end of incarnation %d", i)
+	}
 }
