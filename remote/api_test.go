@@ -3,6 +3,7 @@ package remote_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"testing"
@@ -131,6 +132,22 @@ func TestServerMaxPayloadBoundsMessages(t *testing.T) {
 
 	err = a.S.Tell(recv.PID(), make([]byte, 20<<10))
 	assert.ErrorIs(t, err, remote.ErrNotEncodable)
+	require.NoError(t, a.S.Tell(recv.PID(), make([]byte, 12<<10)))
+	assert.Len(t, tRecv(t, got, "the message that fits").Data, 12<<10)
+}
+
+// TestMaxBufferedBoundsMessages: a message larger than MaxBuffered can
+// never wait for its peer, so it is refused at once with ErrNotEncodable,
+// as one larger than a batch is, not with ErrBackpressure, which says
+// that sending again later may succeed; a smaller one crosses.
+func TestMaxBufferedBoundsMessages(t *testing.T) {
+	_, a, b := tTwoNodes(t, func(cfg *remote.Config) { cfg.MaxBuffered = 16 << 10 })
+	recv, got := tCollector(t, b.S, 1)
+
+	err := a.S.Tell(recv.PID(), make([]byte, 20<<10))
+	assert.ErrorIs(t, err, remote.ErrNotEncodable)
+	assert.False(t, errors.Is(err, remote.ErrBackpressure), "no wait makes room for it: %v", err)
+	assert.Equal(t, uint64(1), a.Stats().Refused.NotEncodable)
 	require.NoError(t, a.S.Tell(recv.PID(), make([]byte, 12<<10)))
 	assert.Len(t, tRecv(t, got, "the message that fits").Data, 12<<10)
 }

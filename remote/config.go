@@ -53,8 +53,9 @@ type Config struct {
 	Window int
 	// MaxBuffered bounds the bytes of messages waiting to be sent to one
 	// peer (default [DefaultMaxBuffered]). A send beyond it fails with
-	// [ErrBackpressure]. Messages returned to senders on that peer may use
-	// as much again before they are dropped.
+	// [ErrBackpressure], and a message larger than it with
+	// [ErrNotEncodable]. Messages returned to senders on that peer may
+	// use as much again before they are dropped.
 	MaxBuffered int
 
 	// SpawnCommand is the command ID the node's [Spawn] handler is

@@ -47,7 +47,8 @@ var (
 	// ErrNotEncodable: the message cannot cross to another node: its body
 	// is of a type the wire does not carry, a Go value JSON cannot encode
 	// (the error then also wraps [payload.ErrEncode]), or too large for
-	// one batch; or its sender is not a process of this node. A message
+	// one batch or for [Config].MaxBuffered; or its sender is not a
+	// process of this node. A message
 	// comes back later with it when the server refused its batch as too
 	// large: one reached after a reconnect may have a lower limit.
 	ErrNotEncodable error = &sentinel{"remote: message cannot cross nodes", nil}

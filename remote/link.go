@@ -96,9 +96,11 @@ type sentBatch struct {
 const maxSpare = 2
 
 // reserve returns the batch to append a frame of at most bound bytes to,
-// after checking the link's state and limits; priority frames (bounces
-// and replies, which answer something the peer sent) may fill the
-// buffer to twice its limit. Called with l.mu held.
+// after checking the link's state and limits: a frame larger than a
+// batch or than the buffer's limit fails with ErrNotEncodable, one that
+// does not fit in what is left of the buffer with ErrBackpressure.
+// Priority frames (bounces and replies, which answer something the peer
+// sent) may fill the buffer to twice its limit. Called with l.mu held.
 func (l *link) reserve(bound int, priority bool) (*outBatch, error) {
 	if l.state.Load() == linkDown {
 		return nil, l.reason
@@ -110,6 +112,10 @@ func (l *link) reserve(bound int, priority bool) (*outBatch, error) {
 	limit := l.n.cfg.MaxBuffered
 	if priority {
 		limit *= 2
+	}
+	if bound > limit {
+		// It could never wait for the peer, however empty the buffer.
+		return nil, fmt.Errorf("%w: a frame of up to %d bytes exceeds the %d bytes that may wait for a node", ErrNotEncodable, bound, limit)
 	}
 	if l.buffered+bound > limit {
 		return nil, fmt.Errorf("%w: %d bytes waiting for node %q", ErrBackpressure, l.buffered, l.peer.name)
