@@ -98,10 +98,14 @@ func TestStartAndConfigErrors(t *testing.T) {
 		{"a failure timeout under three heartbeats", remote.Config{Cluster: "c", Name: "a", Heartbeat: time.Second, FailureTimeout: 2 * time.Second}},
 		{"a tiny window", remote.Config{Cluster: "c", Name: "a", Window: 100}},
 		{"a reserved command", remote.Config{Cluster: "c", Name: "a", SpawnCommand: 3}},
+		{"a command above the scheduler's range", remote.Config{Cluster: "c", Name: "a", SpawnCommand: 1<<16 + 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.cfg.URL = srv.ClientURL()
-			_, err := remote.New(tc.cfg)
+			node, err := remote.New(tc.cfg)
+			if node != nil {
+				t.Cleanup(func() { _ = node.Close(context.Background()) })
+			}
 			assert.ErrorIs(t, err, remote.ErrInvalidConfig)
 		})
 	}

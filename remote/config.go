@@ -60,7 +60,8 @@ type Config struct {
 
 	// SpawnCommand is the command ID the node's [Spawn] handler is
 	// registered with on the scheduler given to [Node.Start] (default
-	// [DefaultSpawnCommand]).
+	// [DefaultSpawnCommand]): from [scheduler.FirstUserCommand] to 65536,
+	// the range [scheduler.Scheduler.SetHandler] takes.
 	SpawnCommand scheduler.CommandID
 
 	// Hooks are called when peers come and go.
@@ -93,6 +94,10 @@ const (
 
 // minWindow keeps a batch large enough for any header and a few frames.
 const minWindow = 4 << 10
+
+// maxCommand is the largest command ID [scheduler.Scheduler.SetHandler]
+// takes.
+const maxCommand = 1 << 16
 
 // withDefaults returns cfg with defaults filled in, or an error wrapping
 // ErrInvalidConfig.
@@ -130,8 +135,8 @@ func (cfg Config) withDefaults() (Config, error) {
 		return cfg, fmt.Errorf("%w: Window %d is below %d", ErrInvalidConfig, cfg.Window, minWindow)
 	case cfg.MaxBuffered < 0:
 		return cfg, fmt.Errorf("%w: MaxBuffered %d is negative", ErrInvalidConfig, cfg.MaxBuffered)
-	case cfg.SpawnCommand < scheduler.FirstUserCommand:
-		return cfg, fmt.Errorf("%w: SpawnCommand %d must be at least %d", ErrInvalidConfig, cfg.SpawnCommand, scheduler.FirstUserCommand)
+	case cfg.SpawnCommand < scheduler.FirstUserCommand || cfg.SpawnCommand > maxCommand:
+		return cfg, fmt.Errorf("%w: SpawnCommand %d must be from %d to %d", ErrInvalidConfig, cfg.SpawnCommand, scheduler.FirstUserCommand, maxCommand)
 	}
 	return cfg, nil
 }
