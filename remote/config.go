@@ -39,13 +39,14 @@ type Config struct {
 	// probed.
 	Heartbeat time.Duration
 	// FailureTimeout is how long a peer may stay silent before it is
-	// declared down (default [DefaultFailureTimeout]); a probe that
-	// finds nobody subscribed for it declares it down sooner. It must be
-	// at least three heartbeats.
+	// declared down (default [DefaultFailureTimeout], or three heartbeats
+	// if that is longer); a probe that finds nobody subscribed for it
+	// declares it down sooner. It must be at least three heartbeats.
 	FailureTimeout time.Duration
 
 	// Window is the credit of each link: the most bytes of batches sent
-	// to one peer and not yet taken by it (default [DefaultWindow]). A
+	// to one peer and not yet taken by it (default [DefaultWindow]; at
+	// least 4 KiB). A
 	// NATS server buffers up to 64 MiB for a client by default, so
 	// Window times the number of peers should stay below it. The largest
 	// batch is half a window, or the server's maximum payload if that is
