@@ -1,10 +1,14 @@
 package remote
 
 import (
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	scheduler "github.com/procsched/scheduler"
 )
 
 // TestConfigDefaults: a Config with only Cluster and Name gets the
@@ -31,5 +35,39 @@ func TestConfigDefaults(t *testing.T) {
 	}
 	if cfg.FailureTimeout != 6*time.Second {
 		t.Errorf("FailureTimeout for a 2s heartbeat is %v, want three heartbeats", cfg.FailureTimeout)
+	}
+}
+
+// TestConfigBounds: each value out of its documented range is refused
+// with ErrInvalidConfig, and the values at the bounds are taken.
+func TestConfigBounds(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(*Config)
+		ok   bool
+	}{
+		{"a negative heartbeat", func(c *Config) { c.Heartbeat = -time.Second }, false},
+		{"a negative failure timeout", func(c *Config) { c.FailureTimeout = -time.Second }, false},
+		{"a failure timeout of three heartbeats", func(c *Config) { c.Heartbeat, c.FailureTimeout = time.Second, 3*time.Second }, true},
+		{"a negative window", func(c *Config) { c.Window = -1 }, false},
+		{"a window of 4 KiB", func(c *Config) { c.Window = 4 << 10 }, true},
+		{"a window just under 4 KiB", func(c *Config) { c.Window = 4<<10 - 1 }, false},
+		{"a negative MaxBuffered", func(c *Config) { c.MaxBuffered = -1 }, false},
+		{"a name of 128 bytes", func(c *Config) { c.Name = strings.Repeat("n", 128) }, true},
+		{"a name of 129 bytes", func(c *Config) { c.Name = strings.Repeat("n", 129) }, false},
+		{"the first user command", func(c *Config) { c.SpawnCommand = scheduler.FirstUserCommand }, true},
+		{"the last command", func(c *Config) { c.SpawnCommand = 1 << 16 }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := Config{Cluster: "c", Name: "a"}
+			tc.edit(&cfg)
+			_, err := cfg.withDefaults()
+			switch {
+			case tc.ok && err != nil:
+				t.Errorf("refused: %v", err)
+			case !tc.ok && !errors.Is(err, ErrInvalidConfig):
+				t.Errorf("got %v, want ErrInvalidConfig", err)
+			}
+		})
 	}
 }
