@@ -1,8 +1,12 @@
 package remote_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -147,11 +151,39 @@ func TestNodeNumbersDoNotCollide(t *testing.T) {
 	assert.Equal(t, b.Node.Node(), num)
 }
 
+// tLockedBuffer is a buffer a logger writes to from the node's
+// goroutines while the test reads it.
+type tLockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *tLockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *tLockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestNameClashIsCounted: two nodes with one name count the clash, log
+// it at Error, and take each other for no peer.
 func TestNameClashIsCounted(t *testing.T) {
 	srv := tServer(t)
-	first := tStart(t, srv.ClientURL(), "a", nil)
+	var log tLockedBuffer
+	first := tStart(t, srv.ClientURL(), "a", func(cfg *remote.Config) {
+		cfg.Logger = slog.New(slog.NewTextHandler(&log, nil))
+	})
 	second := tStart(t, srv.ClientURL(), "a", nil)
 	tEventually(t, func() bool { return first.Stats().Conflicts > 0 && second.Stats().Conflicts > 0 }, "both nodes see the clash")
+	// The clash is counted, then logged.
+	tEventually(t, func() bool {
+		return strings.Contains(log.String(), "level=ERROR msg=\"remote: another node uses this node's number or name\"")
+	}, "a clash is logged at Error: %q", log.String())
 	assert.Empty(t, first.Peers(), "a node does not take one with its own name for a peer")
 	assert.Empty(t, second.Peers())
 }

@@ -67,8 +67,9 @@ type Config struct {
 
 	// Hooks are called when peers come and go.
 	Hooks Hooks
-	// Logger, if set, receives peers coming and going at Info, and
-	// frames dropped and conflicts at Warn.
+	// Logger, if set, receives peers coming and going at Info,
+	// malformed batches dropped at Warn, and conflicts (see Name) and
+	// the NATS connection closing for good at Error.
 	Logger *slog.Logger
 }
 
