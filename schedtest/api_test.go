@@ -944,6 +944,50 @@ func TestWithMaxSteps(t *testing.T) {
 	}
 }
 
+// TestWithMaxStepsAllowsExactlyN checks the other side of WithMaxSteps:
+// a run that takes exactly n steps and is then idle passes, and the
+// yields of the nth step are still carried out (the bound is on steps,
+// not on what a step wrote); only the run, or the Sim.Step, that would
+// take step n+1 fails the test, without taking it.
+func TestWithMaxStepsAllowsExactlyN(t *testing.T) {
+	for i, opts := range [][]schedtest.Option{nil, {schedtest.WithSeed(1)}, {schedtest.WithSeed(2)}, nil} {
+		step := i == 3 // the third step asked of Sim.Step
+		var s *schedtest.Sim
+		var pid relay.PID
+		var probe *schedtest.Probe
+		idleReturned := false
+		r := runTB(t, func(tb *recTB) {
+			s = schedtest.New(tb, append(opts, schedtest.WithMaxSteps(2))...)
+			probe = s.Probe()
+			pid = s.Start(stepper(func(n int, _ []scheduler.Event, out *scheduler.StepOutput) error {
+				if n == 1 {
+					out.Continue()
+				}
+				out.Tell(probe.PID(), n)
+				return nil
+			}), "run", nil)
+			s.RunUntilIdle()
+			s.Advance(time.Hour)
+			idleReturned = !tb.Failed()
+			require.NoError(t, s.Send(pid, "one more"))
+			if step {
+				s.Step(pid)
+			} else {
+				s.RunUntilIdle()
+			}
+		})
+		require.True(t, idleReturned, "two steps under WithMaxSteps(2): %s", r.text())
+		require.True(t, r.Failed(), "a third step (case %d)", i)
+		require.Equal(t, "schedtest: more than 2 steps (see WithMaxSteps): does a process never stop?", r.text())
+		require.Equal(t, 2, s.Steps(pid))
+		var got []any
+		for _, ev := range probe.Received() {
+			got = append(got, ev.Data)
+		}
+		require.Equal(t, []any{1, 2}, got, "the second step's Tell was carried out")
+	}
+}
+
 // TestWithShutdownDeadline checks that Shutdown gives the processes the
 // deadline in virtual time: one that finishes within it ends with its own
 // result, one that would take longer is forced at the deadline (the clock

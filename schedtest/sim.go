@@ -74,8 +74,10 @@ func WithStepBudget(n int) Option {
 // WithMaxSteps bounds the steps a simulation takes (default
 // [DefaultMaxSteps]); past it the test fails, since a process that never
 // stops would otherwise keep RunUntilIdle from returning. Once n steps
-// were taken, a Run method or Advance that would take another fails the
-// test instead; n of zero or less lets them take none.
+// were taken, a Run method, Advance or [Sim.Step] that would take another
+// fails the test instead; what the nth step yielded is still carried out,
+// and Shutdown forces what is left without stepping. n of zero or less
+// lets them take none.
 func WithMaxSteps(n int) Option {
 	return optionFunc(func(c *config) { c.maxSteps = n })
 }
@@ -470,14 +472,14 @@ func (s *Sim) chance(p float64) bool {
 
 // Step steps process pid once, if it has something to do, and carries out
 // the yields of that step; it reports whether it stepped. It fails the
-// test if called from a step or a fake.
+// test if called from a step or a fake, or past [WithMaxSteps].
 func (s *Sim) Step(pid relay.PID) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.enter("Step")
 	defer s.leave()
 	p := s.live(pid)
-	if p == nil || !p.queued {
+	if p == nil || !p.queued || s.atMaxSteps() {
 		return false
 	}
 	s.unready(p)
@@ -646,16 +648,11 @@ func (s *Sim) runIdle(cond func() bool) bool {
 
 // act takes one scheduling action and reports whether there was one.
 func (s *Sim) act() bool {
-	if s.steps >= s.cfg.maxSteps {
-		if s.closing {
-			return false // Shutdown forces what is left
-		}
-		s.mu.Unlock()
-		defer s.mu.Lock()
-		s.tb.Fatalf("schedtest: more than %d steps (see WithMaxSteps): does a process never stop?", s.cfg.maxSteps)
-	}
 	if !s.cfg.seeded {
 		if len(s.ready) > 0 {
+			if s.atMaxSteps() {
+				return false
+			}
 			p := s.ready[0]
 			s.ready = s.ready[1:]
 			p.queued = false
@@ -681,6 +678,9 @@ func (s *Sim) act() bool {
 	i := s.rng.IntN(n)
 	switch {
 	case i < len(s.ready):
+		if s.atMaxSteps() {
+			return false
+		}
 		p := s.ready[i]
 		s.ready = append(s.ready[:i], s.ready[i+1:]...)
 		p.queued = false
@@ -700,6 +700,22 @@ func (s *Sim) act() bool {
 	default:
 		_ = due
 		s.fireOne()
+	}
+	return true
+}
+
+// atMaxSteps is called before a step: it reports whether the
+// simulation has taken its maximum of steps (see WithMaxSteps). Past it a
+// Run method fails the test; Shutdown stops running and forces what is
+// left.
+func (s *Sim) atMaxSteps() bool {
+	if s.steps < s.cfg.maxSteps {
+		return false
+	}
+	if !s.closing {
+		s.mu.Unlock()
+		defer s.mu.Lock()
+		s.tb.Fatalf("schedtest: more than %d steps (see WithMaxSteps): does a process never stop?", s.cfg.maxSteps)
 	}
 	return true
 }
