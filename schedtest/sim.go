@@ -143,13 +143,18 @@ type Sim struct {
 	ordered []*proc // every process ever started, in start order
 	ready   []*proc // processes to step, in the order they became ready
 	busy    []*proc // processes whose step's yields are being carried out (seeded)
-	bySeq   map[uint64]*pending
-	timers  timerHeap
-	timerN  uint64
-	delayed []delayed
-	names   map[string]relay.PID
-	fakes   map[scheduler.CommandID]FakeFunc
-	probes  map[relay.PID]*Probe
+	// current is the process on its step budget (unseeded): while it is
+	// ready, it steps next; currentN is how many steps it has taken in a
+	// row.
+	current  *proc
+	currentN int
+	bySeq    map[uint64]*pending
+	timers   timerHeap
+	timerN   uint64
+	delayed  []delayed
+	names    map[string]relay.PID
+	fakes    map[scheduler.CommandID]FakeFunc
+	probes   map[relay.PID]*Probe
 
 	closing bool // Shutdown has begun: starts are refused
 	closed  bool // Shutdown has returned
@@ -502,7 +507,9 @@ func (s *Sim) RunUntilIdle() {
 
 // RunUntil runs the simulation, as RunUntilIdle does, until cond reports
 // true (checked before every step) or nothing is left to do; it returns
-// cond's last answer. cond runs without the simulation's lock, so it may
+// cond's last answer. A run after it goes on as if it had not stopped: a
+// process stopped within its step budget (see [WithStepBudget]) steps
+// next. cond runs without the simulation's lock, so it may
 // call the Sim's accessors.
 func (s *Sim) RunUntil(cond func() bool) bool {
 	s.mu.Lock()
@@ -654,9 +661,13 @@ func (s *Sim) act() bool {
 				return false
 			}
 			p := s.ready[0]
-			s.ready = s.ready[1:]
-			p.queued = false
-			s.runBudget(p)
+			if c := s.current; c != nil && c.queued {
+				p = c // it goes on with its budget
+			} else {
+				s.current, s.currentN = p, 0
+			}
+			s.unready(p)
+			s.budgetStep(p)
 			return true
 		}
 		if s.fireDue() {
@@ -720,25 +731,16 @@ func (s *Sim) atMaxSteps() bool {
 	return true
 }
 
-// runBudget steps p (unseeded) until it waits, ends, or has taken its
-// budget of steps in a row; then it goes to the back of the queue.
-func (s *Sim) runBudget(p *proc) {
-	for n := 1; ; n++ {
-		s.stepOnce(p)
-		s.carryAll(p)
-		if p.ended {
-			return
-		}
-		if !p.cont && len(p.inbox) == 0 {
-			return
-		}
-		if n >= s.cfg.budget || s.steps >= s.cfg.maxSteps {
-			s.markReady(p) // past the maximum, act fails the test
-			return
-		}
-		// It steps again now: settle may have queued it for the events
-		// its own yields brought, which this next step takes.
-		s.unready(p)
+// budgetStep steps p (unseeded), the current process, once and carries
+// out its yields. It stays current, to step again before any other, while
+// it continues or has events and has taken fewer steps in a row than its
+// budget; then it goes to the back of the queue, where settle put it.
+func (s *Sim) budgetStep(p *proc) {
+	s.stepOnce(p)
+	s.carryAll(p)
+	s.currentN++
+	if !p.queued || s.currentN >= s.cfg.budget {
+		s.current = nil
 	}
 }
 

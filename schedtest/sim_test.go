@@ -2,6 +2,7 @@ package schedtest_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -88,6 +89,42 @@ func TestContinueAndTheStepBudget(t *testing.T) {
 	s.RunUntilIdle()
 	require.Equal(t, []string{"a", "a", "b", "b", "a", "b"}, order)
 	require.Equal(t, 3, s.Steps(a))
+}
+
+// TestRunUntilChecksBeforeEveryStep checks RunUntil's cond is checked
+// before every step, also between the steps of a process on its step
+// budget: it stops with the process at the step the test asked for, and
+// a run resumed after it takes the steps a run never stopped takes, in
+// the same order.
+func TestRunUntilChecksBeforeEveryStep(t *testing.T) {
+	for _, opts := range [][]schedtest.Option{nil, {schedtest.WithStepBudget(4)}, {schedtest.WithSeed(1)}} {
+		run := func(stopAt int) []string {
+			s := schedtest.New(t, opts...)
+			var order []string
+			mk := func(name string) scheduler.Process {
+				return stepper(func(n int, _ []scheduler.Event, out *scheduler.StepOutput) error {
+					order = append(order, fmt.Sprintf("%s%d", name, n))
+					if n < 6 {
+						out.Continue()
+					}
+					return nil
+				})
+			}
+			a := s.Start(mk("a"), "run", nil)
+			s.Start(mk("b"), "run", nil)
+			if stopAt > 0 {
+				require.True(t, s.RunUntil(func() bool { return s.Steps(a) == stopAt }))
+				require.Equal(t, stopAt, s.Steps(a))
+				require.Equal(t, fmt.Sprintf("a%d", stopAt), order[len(order)-1], "no step after the one cond waited for")
+			}
+			s.RunUntilIdle()
+			return order
+		}
+		want := run(0)
+		for stopAt := 1; stopAt <= 6; stopAt++ {
+			require.Equal(t, want, run(stopAt), "stopped after a%d, %d options", stopAt, len(opts))
+		}
+	}
 }
 
 func TestStartAndInitErrors(t *testing.T) {
