@@ -427,6 +427,34 @@ func TestProbeReceivedAndExpectations(t *testing.T) {
 	require.Contains(t, tb.errs[1], "the probe received 3 messages")
 }
 
+// TestMonitorOfAProbe checks that a probe never ends, for a monitor
+// too: a Monitor of a probe stays outstanding (no gone exit, however far
+// the clock moves) until its own deadline or a Cancel ends it.
+func TestMonitorOfAProbe(t *testing.T) {
+	s := schedtest.New(t)
+	probe := s.Probe()
+	r := &recorder{}
+	r.step = func(n int, _ []scheduler.Event, out *scheduler.StepOutput) {
+		if n == 1 {
+			out.Monitor(1, probe.PID())
+			out.Monitor(2, probe.PID())
+			out.Timeout(2, time.Hour)
+			out.Monitor(3, probe.PID())
+		}
+	}
+	pid := s.Start(r, "run", nil)
+	s.Advance(time.Minute)
+	require.Empty(t, r.got(), "a probe never ends")
+	s.RunUntilIdleAdvancing()
+	require.Len(t, r.got(), 1)
+	require.Equal(t, uint64(2), r.got()[0].Tag)
+	require.ErrorIs(t, r.got()[0].Error, scheduler.ErrTimeout)
+	require.NoError(t, s.Terminate(pid))
+	s.RunUntilIdle()
+	require.Len(t, r.got(), 2, "the cancel; monitors 1 and 3 still wait")
+	require.Equal(t, scheduler.EventCancel, r.got()[1].Type)
+}
+
 // TestRegisterAndLookup checks Register and Lookup on their own (the
 // conformance suite compares them with the scheduler's): a probe, the zero
 // PID and a PID never started are no processes, a name refused leaves

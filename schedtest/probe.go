@@ -12,7 +12,8 @@ import (
 // Probe is a PID of the simulation that is not a process: the messages
 // sent to it are kept for the test to assert on. A request sent to it is
 // kept too (its Data is a [scheduler.Request]); answer it with
-// [Sim.Reply]. A probe never ends. Create one with [Sim.Probe].
+// [Sim.Reply]. A probe never ends: a Monitor of it waits until its
+// deadline or a Cancel. Create one with [Sim.Probe].
 type Probe struct {
 	s        *Sim
 	pid      relay.PID

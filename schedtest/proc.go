@@ -518,7 +518,8 @@ func (s *Sim) carry(p *proc, y *bridge.Yield) {
 		if pd == nil {
 			return
 		}
-		if !s.watch(pd, y.To, false) {
+		// A probe never ends: its monitor waits for its deadline or a Cancel.
+		if !s.watch(pd, y.To, false) && s.probes[y.To] == nil {
 			s.completeNow(pd, scheduler.Event{Data: goneExit(y.To), From: y.To})
 		}
 	case bridge.KindRequest:
