@@ -298,6 +298,18 @@ func (j *journal) text() string {
 	return strings.Join(j.lines, "\n")
 }
 
+// byName returns the PID of the process the scenario named name.
+func (j *journal) byName(name string) relay.PID {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for pid, n := range j.names {
+		if n == name {
+			return pid
+		}
+	}
+	return relay.PID{}
+}
+
 // pid describes a PID by the name the scenario gave it.
 func (j *journal) pid(p relay.PID) string {
 	if p.IsZero() {
@@ -1234,4 +1246,122 @@ var scenarios = []scenario{
 		},
 		want: "p: value request 7 self p err ok | child: value request 7 self child err ok",
 	},
+	{
+		name: "SpawnAwait and Monitor report a child's panic, failed Init and termination",
+		run: func(t *testing.T, w world, j *journal) string {
+			p := w.start(proc(j, "p", func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+				if n == 1 {
+					out.SpawnAwait(1, proc(j, "panics", func(int, []scheduler.Event, *scheduler.StepOutput) error { panic("oops") }), "run", nil)
+					out.SpawnAwait(2, &failingInit{}, "run", nil)
+					out.SpawnAwait(3, proc(j, "stops", func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+						if n == 1 {
+							out.Tell(out.Self(), "ready")
+						}
+						for _, ev := range evs {
+							if ev.Type == scheduler.EventCancel {
+								out.Done(payload.Of("stopped"))
+							}
+						}
+						return nil
+					}), "run", nil)
+					out.Spawn(4, proc(j, "watched", func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+						if len(evs) > 0 {
+							panic("watched")
+						}
+						return nil
+					}), "run", nil)
+				}
+				for _, ev := range evs {
+					if ev.Tag == 4 && ev.Error == nil {
+						out.Monitor(5, ev.From)
+						out.Tell(ev.From, "go")
+					}
+				}
+				if j.has("p: complete 1") && j.has("p: complete 2") && j.has("p: complete 3") && j.has("p: complete 5") {
+					out.Done(payload.Payload{})
+				}
+				return nil
+			}), "run")
+			w.until(func() bool { return j.has("stops: message data=ready") })
+			require.NoError(t, w.terminate(j.byName("stops")))
+			_, err := w.result(p)
+			require.NoError(t, err)
+			return sortedLines(j, "p")
+		},
+		want: "close; complete 1 err=Panic from=panics; complete 2 err=Init; complete 3 data=stopped from=stops; complete 4 from=watched; complete 5 data=exit(watched failed Panic) from=watched",
+	},
+	{
+		name: "requests by name: answered with data or an error, NoReply when the holder ends, NameNotFound once its name is free",
+		run: func(t *testing.T, w world, j *journal) string {
+			srv := w.start(proc(j, "srv", func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+				for _, ev := range evs {
+					req, ok := ev.Data.(scheduler.Request)
+					switch {
+					case !ok:
+					case req.Body == "quit":
+						out.Done(payload.Payload{})
+						return nil
+					case req.Body == "fail":
+						out.Reply(req.ReplyTo, nil, errBoom)
+					default:
+						out.Reply(req.ReplyTo, fmt.Sprintf("re:%v", req.Body), nil)
+					}
+				}
+				return nil
+			}), "run")
+			require.NoError(t, w.register("srv", srv))
+			asker := w.start(proc(j, "asker", func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+				if n == 1 {
+					out.RequestName(1, "srv", "a")
+					out.RequestName(2, "srv", "fail")
+				}
+				for _, ev := range evs {
+					switch {
+					case ev.Tag == 2:
+						out.RequestName(3, "srv", "quit")
+					case ev.Tag == 3:
+						out.RequestName(4, "srv", "again")
+					case ev.Tag == 4:
+						out.Done(payload.Payload{})
+					}
+				}
+				return nil
+			}), "run")
+			_, err := w.result(asker)
+			require.NoError(t, err)
+			return lines(j, "asker") + " | " + lines(j, "srv")
+		},
+		want: "complete 1 data=re:a from=srv; complete 2 err=boom from=srv; complete 3 err=NoReply from=srv; complete 4 err=NameNotFound; close | " +
+			"message data=request(a) from=asker; message data=request(fail) from=asker; message data=request(quit) from=asker; close",
+	},
+	{
+		name: "a process that continues leaves the others their turn and gets its messages",
+		run: func(t *testing.T, w world, j *journal) string {
+			spinner := w.start(proc(j, "spinner", func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+				if j.has("spinner: message data=stop") && j.has("spinner: message data=outside") {
+					out.Done(payload.Payload{})
+					return nil
+				}
+				out.Continue()
+				return nil
+			}), "run")
+			require.NoError(t, w.send(spinner, "outside"))
+			w.start(proc(j, "stopper", func(n int, _ []scheduler.Event, out *scheduler.StepOutput) error {
+				out.Tell(spinner, "stop")
+				out.Done(payload.Payload{})
+				return nil
+			}), "run")
+			_, err := w.result(spinner)
+			require.NoError(t, err)
+			return sortedLines(j, "spinner")
+		},
+		want: "close; message data=outside; message data=stop from=stopper",
+	},
 }
+
+// failingInit is a process whose Init fails.
+type failingInit struct{}
+
+func (failingInit) Init(context.Context, string, payload.Payloads) error { return errBoom }
+func (failingInit) Step([]scheduler.Event, *scheduler.StepOutput) error  { return nil }
+func (failingInit) Close()                                               {}
