@@ -3,6 +3,7 @@ package schedtest
 import (
 	"fmt"
 	"os"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -36,9 +37,20 @@ func Explore(tb testing.TB, seeds int, scenario func(*Sim), opts ...Option) {
 		if len(opts) > 0 {
 			replay = fmt.Sprintf("schedtest.Replay(t, %d, scenario, opts...) with the options given to Explore", f.Seed)
 		}
-		tb.Errorf("schedtest: the scenario fails at seed %d:\n%s\nreplay it with %s=%d go test -run '^%s$', or %s",
-			f.Seed, f.Output, SeedEnv, f.Seed, tb.Name(), replay)
+		tb.Errorf("schedtest: the scenario fails at seed %d:\n%s\nreplay it with %s=%d go test -run %s, or %s",
+			f.Seed, f.Output, SeedEnv, f.Seed, runPattern(tb.Name()), replay)
 	}
+}
+
+// runPattern returns the -run argument that selects the test name and no
+// other, quoted for a POSIX shell: each element of the name, matched
+// exactly.
+func runPattern(name string) string {
+	elems := strings.Split(name, "/")
+	for i, e := range elems {
+		elems[i] = "^" + regexp.QuoteMeta(e) + "$"
+	}
+	return "'" + strings.ReplaceAll(strings.Join(elems, "/"), "'", `'\''`) + "'"
 }
 
 // Sweep runs scenario as [Explore] does and returns the first failure

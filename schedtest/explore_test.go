@@ -3,6 +3,7 @@ package schedtest_test
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -118,6 +119,56 @@ func TestExploreReportsTheSeedAndHowToReplay(t *testing.T) {
 	require.Regexp(t, `fails at seed \d+`, tb.errs[0])
 	require.Contains(t, tb.errs[0], "SCHEDTEST_SEED=")
 	require.Contains(t, tb.errs[0], "the last scheduling decisions")
+}
+
+// TestExploreReplayLineSelectsTheTest checks that the command line
+// Explore's report gives to replay a seed runs the test that failed, and
+// no other, whatever its name: each element of the -run pattern, read as
+// the shell and go test read it, matches the element of the test's name
+// and nothing longer, for a subtest whose name has regexp
+// metacharacters and a quote in it.
+func TestExploreReplayLineSelectsTheTest(t *testing.T) {
+	for _, sub := range []string{"plain", "a (b) [c] 1+1=2 it's $5.*"} {
+		t.Run(sub, func(t *testing.T) {
+			tb := &failingTB{TB: t}
+			schedtest.Explore(tb, 100, gatherScenario(false))
+			require.Len(t, tb.errs, 1)
+			m := regexp.MustCompile(`go test -run (.*), or `).FindStringSubmatch(tb.errs[0])
+			require.NotNil(t, m, tb.errs[0])
+			pattern := shellWord(t, m[1])
+			elems := strings.Split(pattern, "/")
+			names := strings.Split(t.Name(), "/")
+			require.Len(t, elems, len(names), pattern)
+			for i := range names {
+				re := regexp.MustCompile(elems[i])
+				require.True(t, re.MatchString(names[i]), "%q does not select %q", elems[i], names[i])
+				require.False(t, re.MatchString(names[i]+"x"), "%q selects %q too", elems[i], names[i]+"x")
+			}
+		})
+	}
+}
+
+// shellWord reads w as a POSIX shell reads one word made of single-quoted
+// strings and backslash escapes.
+func shellWord(t *testing.T, w string) string {
+	var b strings.Builder
+	for i := 0; i < len(w); i++ {
+		switch w[i] {
+		case '\'':
+			j := strings.IndexByte(w[i+1:], '\'')
+			require.GreaterOrEqual(t, j, 0, "unterminated quote in %s", w)
+			b.WriteString(w[i+1 : i+1+j])
+			i += j + 1
+		case '\\':
+			i++
+			b.WriteByte(w[i])
+		case ' ', '(', ')', '[', ']', '$', '*', '"', ';', '&', '|', '<', '>':
+			t.Fatalf("unquoted %q in %s", w[i], w)
+		default:
+			b.WriteByte(w[i])
+		}
+	}
+	return b.String()
 }
 
 func TestExploreSeedFromTheEnvironment(t *testing.T) {
