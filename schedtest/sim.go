@@ -48,6 +48,7 @@ type config struct {
 	grace      time.Duration
 	faults     Faults
 	traceLimit int
+	err        error // an option refused
 }
 
 // WithSeed makes the simulation choose, with a random source seeded with
@@ -66,9 +67,17 @@ func WithSeed(seed uint64) Option {
 // continuing or receiving events takes before the others get their turn,
 // as [scheduler.WithStepBudget] does (default
 // [scheduler.DefaultStepBudget]). It matters only without [WithSeed]; with
-// a seed every step is a choice of its own.
+// a seed every step is a choice of its own. As on the scheduler, n must be
+// at least 1: [New] fails the test with an error wrapping
+// [scheduler.ErrInvalidOption] otherwise.
 func WithStepBudget(n int) Option {
-	return optionFunc(func(c *config) { c.budget = max(n, 1) })
+	return optionFunc(func(c *config) {
+		if n < 1 {
+			c.err = fmt.Errorf("%w: WithStepBudget(%d): need at least 1", scheduler.ErrInvalidOption, n)
+			return
+		}
+		c.budget = n
+	})
 }
 
 // WithMaxSteps bounds the steps a simulation takes (default
@@ -176,6 +185,9 @@ func New(tb testing.TB, opts ...Option) *Sim {
 	c := config{budget: scheduler.DefaultStepBudget, maxSteps: DefaultMaxSteps, grace: DefaultShutdownDeadline, traceLimit: 40}
 	for _, o := range opts {
 		o.apply(&c)
+	}
+	if c.err != nil {
+		tb.Fatalf("schedtest: New: %v", c.err)
 	}
 	s := &Sim{
 		tb:          tb,

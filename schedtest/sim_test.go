@@ -91,6 +91,28 @@ func TestContinueAndTheStepBudget(t *testing.T) {
 	require.Equal(t, 3, s.Steps(a))
 }
 
+// TestWithStepBudgetRefusesWhatTheSchedulerRefuses checks that a step
+// budget below 1, which scheduler.New refuses with ErrInvalidOption, fails
+// the test in New with the scheduler's error, and that 1 is accepted.
+func TestWithStepBudgetRefusesWhatTheSchedulerRefuses(t *testing.T) {
+	for _, n := range []int{0, -3, 1} {
+		sched, want := scheduler.New(scheduler.WithStepBudget(n))
+		if sched != nil {
+			require.NoError(t, sched.Shutdown(context.Background()))
+		}
+		r := runTB(t, func(tb *recTB) {
+			schedtest.New(tb, schedtest.WithStepBudget(n))
+		})
+		if want == nil {
+			require.False(t, r.Failed(), "WithStepBudget(%d): %s", n, r.text())
+			continue
+		}
+		require.ErrorIs(t, want, scheduler.ErrInvalidOption)
+		require.True(t, r.Failed(), "WithStepBudget(%d)", n)
+		require.Equal(t, "schedtest: New: "+want.Error(), r.text())
+	}
+}
+
 // TestRunUntilChecksBeforeEveryStep checks RunUntil's cond is checked
 // before every step, also between the steps of a process on its step
 // budget: it stops with the process at the step the test asked for, and
