@@ -14,8 +14,11 @@
 // until the test says so. The test steps one process ([Sim.Step]), runs
 // until nothing is ready ([Sim.RunUntilIdle], [Sim.RunUntil]), and moves
 // the clock ([Sim.Advance], [Sim.RunUntilIdleAdvancing]); a one-hour
-// timeout passes in microseconds. No goroutine, timer or wall clock is used, so
-// the kit also runs inside testing/synctest.
+// timeout passes in microseconds. No timer or wall clock is used, and the
+// only goroutines the kit starts are the one [Explore] runs each seed in
+// and the ones that run the functions given to context.AfterFunc on a
+// call's context, as context.AfterFunc does; so the kit also runs inside
+// testing/synctest.
 //
 // # The model
 //

@@ -3,6 +3,7 @@ package schedtest_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -16,7 +17,7 @@ import (
 
 // TestSynctest mixes a goroutine into a test: the fake answers from a
 // goroutine of its own after an hour of the bubble's time, and the kit,
-// which uses no wall clock and no goroutine, runs inside the bubble.
+// which uses no wall clock, runs inside the bubble.
 func TestSynctest(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := schedtest.New(t)
@@ -45,6 +46,42 @@ func TestSynctest(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, "slow answer", res.Value())
 		require.Equal(t, schedtest.Epoch, s.Now(), "the kit's clock moves only when the test moves it")
+	})
+}
+
+// TestSynctestExplore checks that the goroutines the kit does start stay
+// within a synctest bubble and are waited for by it: Explore's, which runs
+// each seed, and the one that runs a function given to
+// context.AfterFunc on a call's context when the yield times out.
+func TestSynctestExplore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		stopped := 0
+		schedtest.Explore(t, 5, func(s *schedtest.Sim) {
+			s.Fake(cmdWork, func(c schedtest.Call) error {
+				context.AfterFunc(c.Context(), func() {
+					mu.Lock()
+					stopped++
+					mu.Unlock()
+				})
+				return nil
+			})
+			pid := s.Start(stepper(func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+				if n == 1 {
+					out.Yield(1, cmdWork, nil)
+					out.Timeout(1, time.Minute)
+					return nil
+				}
+				out.Done(payload.Payload{})
+				return nil
+			}), "run", nil)
+			s.RunUntilIdleAdvancing()
+			require.True(s.T(), s.Ended(pid))
+		})
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		require.Equal(t, 5, stopped, "one AfterFunc per seed, run within the bubble")
 	})
 }
 
