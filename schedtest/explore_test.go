@@ -248,6 +248,76 @@ func TestFaultsAreDrawnFromTheSeed(t *testing.T) {
 	require.False(t, ok, "without faults every seed passes")
 }
 
+// TestTheSameSeedGivesTheSameRun checks the determinism WithSeed
+// promises on a scenario that uses every kind of choice the kit draws:
+// several processes messaging each other, commands answered at once and
+// later, sleeps and deadlines, monitors, and all three faults. Under the
+// same seed, everything the processes observe (every event, at which
+// virtual time), the faults and the clock are the same from run to run;
+// different seeds give different runs.
+func TestTheSameSeedGivesTheSameRun(t *testing.T) {
+	faults := schedtest.WithFaults(schedtest.Faults{FailYield: 0.2, DelayCompletion: 0.3, Terminate: 0.05})
+	run := func(seed uint64) string {
+		var b strings.Builder
+		s := schedtest.New(t, schedtest.WithSeed(seed), faults)
+		s.Fake(cmdWork, schedtest.Reply("ok"))
+		later := s.FakeLater(cmdCleanup)
+		var pids []relay.PID
+		for i := range 4 {
+			pids = append(pids, s.Start(stepper(func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+				for _, ev := range evs {
+					fmt.Fprintf(&b, "%d@%v: %v\n", i, s.Now().Sub(schedtest.Epoch), ev)
+					if ev.Type == scheduler.EventCancel {
+						out.Done(payload.Of(i))
+					}
+				}
+				if n > 6 {
+					out.Done(payload.Of(i))
+					return nil
+				}
+				if n == 1 {
+					out.Yield(uint64(10*n+1), cmdWork, n)
+				}
+				out.Yield(uint64(10*n+2), cmdCleanup, n)
+				out.Timeout(uint64(10*n+2), time.Duration(n)*time.Millisecond)
+				out.Sleep(uint64(10*n+3), time.Duration(i+1)*time.Millisecond)
+				if n == 1 {
+					for _, p := range pids {
+						out.Tell(p, fmt.Sprintf("%d.%d", i, n))
+					}
+				}
+				if n == 2 && i > 0 {
+					out.Monitor(100, pids[i-1])
+				}
+				return nil
+			}), "run", nil))
+		}
+		for range 3 {
+			s.RunUntilIdle()
+			for later.Len() > 0 {
+				c := later.Next()
+				fmt.Fprintf(&b, "answer %v: %v\n", c.Tag, errOrOK(c.Token().Complete("later", nil)))
+			}
+			s.Advance(2 * time.Millisecond)
+		}
+		s.RunUntilIdleAdvancing()
+		for _, p := range pids {
+			res, err := s.Result(p)
+			fmt.Fprintf(&b, "%v: %v %v\n", p, res.Value(), err)
+		}
+		fmt.Fprintf(&b, "faults: %q\nclock: %v\n", s.Injected(), s.Now().Sub(schedtest.Epoch))
+		return b.String()
+	}
+	runs := map[string]bool{}
+	for seed := uint64(1); seed <= 10; seed++ {
+		first := run(seed)
+		require.Contains(t, first, "faults: [\"", "seed %d injected nothing", seed)
+		require.Equal(t, first, run(seed), "seed %d", seed)
+		runs[first] = true
+	}
+	require.Greater(t, len(runs), 5, "the seeds barely change the run")
+}
+
 // TestExploreStopsAtASkip checks that a scenario that skips through
 // Sim.T ends the exploration at that seed and skips the test, saying at
 // which seed, after how many that passed, and what the scenario logged;
