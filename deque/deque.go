@@ -344,12 +344,31 @@ func (d *Deque[T]) grow(r *ring[T], t, b, extra int64) *ring[T] {
 //
 // Any goroutine.
 func (d *Deque[T]) Len() int {
-	t := d.top.Load()
-	b := d.bottom.Load()
-	if n := b - t; n > 0 {
-		return int(n)
+	return d.length(nil)
+}
+
+// length is Len with an optional hook that tests use to act between the
+// loads of top and bottom. Top and bottom are two words, read one after
+// the other: a thief's claim and a push in between would give a count
+// the deque never held. Top only grows, so a top that reads the same after
+// bottom's load held that value when bottom was loaded, and the pair is
+// the deque as it was at that instant. A top that moved means a claim
+// succeeded meanwhile, so the retry does not livelock.
+func (d *Deque[T]) length(between func()) int {
+	for {
+		t := d.top.Load()
+		if between != nil {
+			between()
+		}
+		b := d.bottom.Load()
+		if d.top.Load() != t {
+			continue
+		}
+		if n := b - t; n > 0 {
+			return int(n)
+		}
+		return 0
 	}
-	return 0
 }
 
 // Mark returns the position one past the newest item. It rises by one

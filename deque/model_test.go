@@ -146,6 +146,32 @@ func TestNewRoundsCapacityUp(t *testing.T) {
 	}
 }
 
+// TestLenIsACountTheDequeHeld has a thief steal and the owner push
+// between Len's reads of the two ends, at its first attempt: the deque
+// holds 2 items, then 1, then 2, and Len must return one of those, not
+// the 3 that the old top and the new bottom give.
+func TestLenIsACountTheDequeHeld(t *testing.T) {
+	d := New[int](4)
+	items := []int{1, 2, 3}
+	d.PushBottom(&items[0])
+	d.PushBottom(&items[1])
+	held := []int{2}
+	first := true
+	n := d.length(func() {
+		if !first {
+			return
+		}
+		first = false
+		require.Same(t, &items[0], d.Steal())
+		held = append(held, d.Len())
+		d.PushBottom(&items[2])
+		held = append(held, d.Len())
+	})
+	require.Equal(t, []int{2, 1, 2}, held)
+	require.Contains(t, held, n, "Len returned a count the deque never held")
+	require.Equal(t, 2, d.Len())
+}
+
 func TestPushBottomNilPanics(t *testing.T) {
 	require.PanicsWithValue(t, "deque: PushBottom of nil", func() { New[int](2).PushBottom(nil) })
 }
