@@ -274,9 +274,12 @@ func (q *Queue[T]) PopInto(dst []*T) int {
 	return n
 }
 
-// Len returns the number of items in the queue, counting those whose push
-// has begun. It takes no lock; the result is a snapshot that concurrent
-// pushes and pops may already have changed.
+// Len returns the number of items in the queue, including those whose push
+// has claimed a position and not yet filled it. It takes no lock: it reads
+// where the consumers and then where the producers are, ring by ring, so
+// while no push or pop is in progress it is exact, and otherwise an
+// estimate that may be a count the queue never held (an item popped and
+// another pushed between its two reads are both counted).
 func (q *Queue[T]) Len() int {
 	n := 0
 	for r := q.head.Load(); r != nil; r = r.next.Load() {
@@ -289,8 +292,9 @@ func (q *Queue[T]) Len() int {
 }
 
 // Empty reports whether the queue has no item to pop. It takes no lock, so
-// idle workers can poll it cheaply; like [Queue.Len] it is a snapshot, and a
-// false result must be confirmed by popping.
+// idle workers can poll it cheaply; concurrent pushes and pops may have
+// changed the answer by the time it returns, and a false result must be
+// confirmed by popping.
 //
 // It looks at the cell of the consumers' position d as published. If that
 // cell was filled for d or a later position, there is or was an item: not
