@@ -83,7 +83,8 @@ func roundPow2(n int) int64 {
 }
 
 // PushBottom adds x at the bottom. The ring grows when full, so no item is
-// ever lost. x must not be nil.
+// ever lost. x must not be nil: a nil panics with nothing pushed, since
+// nil is what PopBottom and Steal return for an empty deque.
 //
 // Owner only.
 func (d *Deque[T]) PushBottom(x *T) {
@@ -254,7 +255,8 @@ func (d *Deque[T]) Steal() *T {
 // moved items become visible to dst's thieves with a single store of dst's
 // bottom at the end.
 //
-// Any goroutine, provided it is dst's owner; dst must not be d.
+// Any goroutine, provided it is dst's owner. dst must not be d: that
+// panics with nothing moved.
 func (d *Deque[T]) StealHalfInto(dst *Deque[T]) int {
 	return d.stealHalfInto(dst, nil)
 }

@@ -89,8 +89,9 @@
 //
 // # Who may call what
 //
-// PushBottom, PushBottomN and PopBottom: only the owner. Steal and Len: any
-// goroutine. StealHalfInto: any goroutine that owns the destination deque.
+// PushBottom, PushBottomN, PopBottom and Mark: only the owner. Steal, Len
+// and Cap: any goroutine. StealHalfInto: any goroutine that owns the
+// destination deque.
 // The owner is whichever goroutine uses the bottom end; ownership may move
 // between goroutines only through a happens-before edge (a mutex, a
 // channel).

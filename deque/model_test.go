@@ -173,7 +173,13 @@ func TestLenIsACountTheDequeHeld(t *testing.T) {
 }
 
 func TestPushBottomNilPanics(t *testing.T) {
-	require.PanicsWithValue(t, "deque: PushBottom of nil", func() { New[int](2).PushBottom(nil) })
+	d := New[int](2)
+	v := 1
+	d.PushBottom(&v)
+	require.PanicsWithValue(t, "deque: PushBottom of nil", func() { d.PushBottom(nil) })
+	require.Equal(t, 1, d.Len(), "the nil was pushed, or the item before it lost")
+	require.Same(t, &v, d.PopBottom())
+	require.Nil(t, d.PopBottom())
 }
 
 func TestPushBottomNOfNilPanicsBeforePushing(t *testing.T) {
@@ -193,6 +199,8 @@ func TestStealHalfIntoItselfPanics(t *testing.T) {
 	v := 1
 	d.PushBottom(&v)
 	require.PanicsWithValue(t, "deque: StealHalfInto into itself", func() { d.StealHalfInto(d) })
+	require.Equal(t, 1, d.Len(), "an item was claimed before the panic")
+	require.Same(t, &v, d.Steal())
 }
 
 // liveSlots counts non-nil slots of the current ring (owner's view, no
