@@ -146,6 +146,55 @@ func TestNewRoundsCapacityUp(t *testing.T) {
 	}
 }
 
+// TestCapIsWhatTheRingHoldsBeforeGrowing fills rings of several sizes,
+// from the start and wrapped around after steals: Cap items fit without
+// growth, and one more doubles the ring. PushBottomN and StealHalfInto
+// grow once, to the smallest doubling that holds what they add, which
+// costs the same allocations whether it doubles once or many times.
+func TestCapIsWhatTheRingHoldsBeforeGrowing(t *testing.T) {
+	items := make([]int, 64)
+	ptrs := func(n int) []*int {
+		xs := make([]*int, n)
+		for i := range xs {
+			xs[i] = &items[i]
+		}
+		return xs
+	}
+	for _, capacity := range []int{1, 2, 8} {
+		for _, stolen := range []int{0, 1, capacity} {
+			d := New[int](capacity)
+			for i := range stolen {
+				d.PushBottom(&items[i])
+				require.NotNil(t, d.Steal())
+			}
+			for i := range capacity {
+				d.PushBottom(&items[i])
+				require.Equalf(t, capacity, d.Cap(), "New(%d) after %d steals and %d pushes", capacity, stolen, i+1)
+			}
+			d.PushBottom(&items[capacity])
+			require.Equalf(t, 2*capacity, d.Cap(), "New(%d) after %d steals, one push past full", capacity, stolen)
+		}
+	}
+
+	d := New[int](4)
+	d.PushBottomN(ptrs(4))
+	require.Equal(t, 4, d.Cap(), "PushBottomN that fills the ring")
+	d.PushBottomN(ptrs(13))
+	require.Equal(t, 32, d.Cap(), "PushBottomN of 13 onto 4 items")
+
+	dst := New[int](1)
+	dst.PushBottom(&items[0])
+	require.Equal(t, 9, d.StealHalfInto(dst))
+	require.Equal(t, 16, dst.Cap(), "StealHalfInto of 9 onto 1 item")
+
+	growOnce := func(n int) func() {
+		xs := ptrs(n)
+		return func() { New[int](1).PushBottomN(xs) }
+	}
+	require.Equal(t, testing.AllocsPerRun(20, growOnce(2)), testing.AllocsPerRun(20, growOnce(64)),
+		"PushBottomN of 64 into a ring of 1 allocates more than of 2: it grew more than once")
+}
+
 // TestLenIsACountTheDequeHeld has a thief steal and the owner push
 // between Len's reads of the two ends, at its first attempt: the deque
 // holds 2 items, then 1, then 2, and Len must return one of those, not
