@@ -209,6 +209,56 @@ func TestPushNilPanics(t *testing.T) {
 	}
 }
 
+// TestEmptyPopsTakeNoLock holds the consumers' lock, as a worker taking a
+// batch does, while Pop and PopInto look at a queue that is empty: never
+// used, drained, and holding only a claimed position not yet filled. They
+// must return nothing without waiting for the lock, as their docs say;
+// idle workers rely on it to poll the queue cheaply.
+func TestEmptyPopsTakeNoLock(t *testing.T) {
+	tests := []struct {
+		name  string
+		setup func(q *Queue[int])
+	}{
+		{"never used", func(*Queue[int]) {}},
+		{"drained", func(q *Queue[int]) {
+			q.PushBatch([]*int{new(int), new(int)})
+			require.Equal(t, 2, q.PopInto(make([]*int, 4)))
+		}},
+		{"claimed, not filled", func(q *Queue[int]) {
+			r := q.tailRing()
+			pos := r.enq.Load()
+			require.True(t, r.enq.CompareAndSwap(pos, pos+1))
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var q Queue[int]
+			tt.setup(&q)
+			q.mu.Lock()
+			pop, popInto := make(chan *int, 1), make(chan int, 1)
+			go func() {
+				pop <- q.Pop()
+				popInto <- q.PopInto(make([]*int, 4))
+			}()
+			select {
+			case x := <-pop:
+				require.Nil(t, x, "Pop")
+			case <-time.After(30 * time.Second):
+				q.mu.Unlock() // lets the goroutine finish
+				require.FailNow(t, "hang: Pop of an empty queue waits for the lock")
+			}
+			select {
+			case n := <-popInto:
+				require.Zero(t, n, "PopInto")
+			case <-time.After(30 * time.Second):
+				q.mu.Unlock()
+				require.FailNow(t, "hang: PopInto of an empty queue waits for the lock")
+			}
+			q.mu.Unlock()
+		})
+	}
+}
+
 // TestPushReportsItsRingsBacklog checks what Push returns: the number of
 // items ahead of the new one in its ring, which is the queue's length
 // before the push while one ring holds everything, and counts only the
