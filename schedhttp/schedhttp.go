@@ -74,8 +74,9 @@ func (v StatsVar) String() string {
 // makes of a Stats, when the request asks for ?format=json or prefers
 // application/json in its Accept header; otherwise as a plain HTML page
 // with no external assets and no scripts (?format=html forces it). The
-// page shows the workers and their queues, processes by state, totals,
-// messages, steps, the work-finding counters and timers; html/template
+// page shows every figure of the Stats: the workers and their queues,
+// processes by state, totals, messages, dead letters, the blocking pool,
+// steps and yields, the work-finding counters and timers; html/template
 // escapes every value.
 //
 // With ?processes=N the page also lists the first N processes by PID
@@ -323,6 +324,7 @@ td.text { text-align: left; }
 <caption>Steps</caption>
 <tr><th scope="row">steps</th><td>{{.Steps}}</td></tr>
 <tr><th scope="row">yields</th><td>{{.Yields}}</td></tr>
+<tr><th scope="row">yields cancelled</th><td>{{.Cancelled}}</td></tr>
 <tr><th scope="row">requeues</th><td>{{.Requeues}}</td></tr>
 <tr><th scope="row">slow steps</th><td>{{.SlowSteps}}</td></tr>
 </table>
