@@ -24,6 +24,7 @@ import (
 	"html/template"
 	"mime"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -83,7 +84,8 @@ func (v StatsVar) String() string {
 // that [scheduler.Scheduler.Processes] lists: those between Init and
 // Close. N above 1000 is capped at 1000; a value that is not a whole
 // number is refused with 400 Bad Request, even when asking for JSON, as
-// is an unknown format. The JSON has no listing.
+// are an unknown format and a query that does not parse (a bad %-escape,
+// a semicolon). The JSON has no listing.
 //
 // It answers GET and HEAD only (405 Method Not Allowed, with an Allow
 // header, otherwise), and marks responses not to be cached nor sniffed for
@@ -120,7 +122,13 @@ func (h handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "schedhttp: method "+r.Method+" not allowed; use GET", http.StatusMethodNotAllowed)
 		return
 	}
-	q := r.URL.Query()
+	// Parsed here rather than by URL.Query, which leaves out the pairs
+	// it cannot parse without a word.
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		http.Error(w, "schedhttp: malformed query: "+err.Error(), http.StatusBadRequest)
+		return
+	}
 	asJSON, err := wantsJSON(q.Get("format"), r.Header.Values("Accept"))
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)

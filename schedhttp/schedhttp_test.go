@@ -146,6 +146,33 @@ func TestHandlerBadFormat(t *testing.T) {
 	require.Contains(t, body, `format="xml": want json or html`)
 }
 
+// TestHandlerMalformedQuery: a query that does not parse is refused
+// with 400 Bad Request and says why, rather than served as if its
+// malformed parts were not there: "processes=abc;x" is no more a whole
+// number than "processes=abc".
+func TestHandlerMalformedQuery(t *testing.T) {
+	s := newScheduler(t, scheduler.WithWorkers(1))
+	h := schedhttp.Handler(s)
+	tests := []struct {
+		query string
+		why   string
+	}{
+		{query: "processes=%zz", why: `invalid URL escape "%zz"`},
+		{query: "format=%zz", why: `invalid URL escape "%zz"`},
+		{query: "format=json&processes=%", why: `invalid URL escape "%"`},
+		{query: "processes=abc;x", why: "semicolon"},
+		{query: "format=json;processes=abc", why: "semicolon"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.query, func(t *testing.T) {
+			res, body := get(t, h, http.MethodGet, "/?"+tt.query)
+			require.Equal(t, http.StatusBadRequest, res.StatusCode, "body: %.60q", body)
+			require.Contains(t, body, "schedhttp: malformed query")
+			require.Contains(t, body, tt.why)
+		})
+	}
+}
+
 // row is how the page renders one figure.
 func row(label string, v any) string {
 	return fmt.Sprintf(`<th scope="row">%s</th><td>%v</td>`, label, v)
