@@ -84,8 +84,9 @@ func (v StatsVar) String() string {
 // that [scheduler.Scheduler.Processes] lists: those between Init and
 // Close. N above 1000 is capped at 1000; a value that is not a whole
 // number is refused with 400 Bad Request, even when asking for JSON, as
-// are an unknown format and a query that does not parse (a bad %-escape,
-// a semicolon). The JSON has no listing.
+// are an unknown format, either parameter given more than once, and a
+// query that does not parse (a bad %-escape, a semicolon). The JSON has
+// no listing.
 //
 // It answers GET and HEAD only (405 Method Not Allowed, with an Allow
 // header, otherwise), and marks responses not to be cached nor sniffed for
@@ -128,6 +129,12 @@ func (h handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		http.Error(w, "schedhttp: malformed query: "+err.Error(), http.StatusBadRequest)
 		return
+	}
+	for _, name := range [...]string{"format", "processes"} {
+		if vs := q[name]; len(vs) > 1 {
+			http.Error(w, fmt.Sprintf("schedhttp: %s given more than once (%q): give it once", name, vs), http.StatusBadRequest)
+			return
+		}
 	}
 	asJSON, err := wantsJSON(q.Get("format"), r.Header.Values("Accept"))
 	if err != nil {

@@ -173,6 +173,28 @@ func TestHandlerMalformedQuery(t *testing.T) {
 	}
 }
 
+// TestHandlerRepeatedParameter: format or processes given more than once
+// is refused with 400 Bad Request, whichever value comes first, rather
+// than served by one of the values while the other is dropped.
+func TestHandlerRepeatedParameter(t *testing.T) {
+	s := newScheduler(t, scheduler.WithWorkers(1))
+	h := schedhttp.Handler(s)
+	for _, query := range []string{
+		"processes=5&processes=abc",
+		"processes=abc&processes=5",
+		"processes=5&format=json&processes=0",
+		"format=json&format=html",
+		"format=json&format=xml",
+		"format=html&format=html",
+	} {
+		t.Run(query, func(t *testing.T) {
+			res, body := get(t, h, http.MethodGet, "/?"+query)
+			require.Equal(t, http.StatusBadRequest, res.StatusCode, "body: %.60q", body)
+			require.Contains(t, body, "given more than once")
+		})
+	}
+}
+
 // row is how the page renders one figure.
 func row(label string, v any) string {
 	return fmt.Sprintf(`<th scope="row">%s</th><td>%v</td>`, label, v)
