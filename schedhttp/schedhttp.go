@@ -89,8 +89,8 @@ func (v StatsVar) String() string {
 // no listing.
 //
 // It answers GET and HEAD only (405 Method Not Allowed, with an Allow
-// header, otherwise), and marks responses not to be cached nor sniffed for
-// another content type. A request costs a Stats call and the encoding,
+// header, otherwise), and marks every response, refusals included, not to
+// be cached nor sniffed for another content type. A request costs a Stats call and the encoding,
 // except with a process listing, which walks the whole process table
 // whatever N is: its cost grows with the number of live processes, so keep
 // it for debugging. Wire it with, for example:
@@ -118,6 +118,12 @@ type handler struct {
 
 // ServeHTTP serves one request; see [Handler]. Any goroutine.
 func (h handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// Set before anything can be refused: a 405 may be cached unless
+	// marked otherwise, and so keep refusing once the method is right.
+	hdr := w.Header()
+	hdr.Set("Cache-Control", "no-store")
+	hdr.Set("Vary", "Accept")
+	hdr.Set("X-Content-Type-Options", "nosniff")
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
 		http.Error(w, "schedhttp: method "+r.Method+" not allowed; use GET", http.StatusMethodNotAllowed)
@@ -147,10 +153,6 @@ func (h handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	hdr := w.Header()
-	hdr.Set("Cache-Control", "no-store")
-	hdr.Set("Vary", "Accept")
-	hdr.Set("X-Content-Type-Options", "nosniff")
 	if asJSON {
 		body, err := json.Marshal(h.s.Stats())
 		if err != nil { // Stats holds only integers: cannot happen

@@ -325,6 +325,36 @@ func TestHandlerMethods(t *testing.T) {
 	})
 }
 
+// TestHandlerResponseHeaders: every response, a refusal as much as a
+// page, carries the headers the docs list: a 405 is cacheable unless
+// marked otherwise, and a cache that kept one would refuse the next GET.
+func TestHandlerResponseHeaders(t *testing.T) {
+	s := newScheduler(t, scheduler.WithWorkers(1))
+	h := schedhttp.Handler(s)
+	for _, tt := range []struct {
+		method, target string
+		status         int
+	}{
+		{http.MethodGet, "/", http.StatusOK},
+		{http.MethodGet, "/?format=json", http.StatusOK},
+		{http.MethodHead, "/?processes=3", http.StatusOK},
+		{http.MethodPost, "/", http.StatusMethodNotAllowed},
+		{http.MethodDelete, "/?format=json", http.StatusMethodNotAllowed},
+		{http.MethodGet, "/?format=xml", http.StatusBadRequest},
+		{http.MethodGet, "/?processes=abc", http.StatusBadRequest},
+		{http.MethodGet, "/?processes=1&processes=2", http.StatusBadRequest},
+		{http.MethodGet, "/?processes=%zz", http.StatusBadRequest},
+	} {
+		t.Run(tt.method+" "+tt.target, func(t *testing.T) {
+			res, body := get(t, h, tt.method, tt.target)
+			require.Equal(t, tt.status, res.StatusCode, "body: %.60q", body)
+			require.Equal(t, "no-store", res.Header.Get("Cache-Control"))
+			require.Equal(t, "Accept", res.Header.Get("Vary"))
+			require.Equal(t, "nosniff", res.Header.Get("X-Content-Type-Options"))
+		})
+	}
+}
+
 // TestHandlerServeMux serves the handler as docs/observability.md
 // wires it, through a real server.
 func TestHandlerServeMux(t *testing.T) {
