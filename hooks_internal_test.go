@@ -68,3 +68,48 @@ func TestEndHookGoroutineOfForcedProcesses(t *testing.T) {
 	require.Contains(t, own, ends[waiting.PID()], "the End hook of the waiting process ran on a goroutine not the scheduler's")
 	require.NotEqual(t, stepG, ends[waiting.PID()])
 }
+
+// closePanics is a process that ignores its events and panics in Close.
+type closePanics struct{ stepOnly }
+
+func (closePanics) Step([]Event, *StepOutput) error { return nil }
+func (closePanics) Close()                          { panic("in Close") }
+
+// TestPanicHookGoroutineOfForcedClose: the Panic hook for a panic in the
+// Close of a process forced at a shutdown deadline runs on the
+// scheduler's goroutine that carries the shutdown through, as the End
+// hook of such a process does, not on the goroutine that called
+// Shutdown.
+func TestPanicHookGoroutineOfForcedClose(t *testing.T) {
+	panics := make(chan uint64, 1) // the goroutine the Panic hook ran on
+	s := newScheduler(t, WithHooks(Hooks{Panic: func(i PanicInfo) {
+		if i.Err.Where == "Close" {
+			panics <- goroutineID()
+		}
+	}}))
+	h, err := s.Submit(context.Background(), closePanics{}, "waiting", nil)
+	require.NoError(t, err)
+	eventually(t, "the process to wait", func() bool {
+		return h.p.state.Load()&stateMask == stIdle
+	})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // force at once
+	shut := make(chan error, 1)
+	var shutG uint64
+	shutGot := make(chan struct{})
+	go func() {
+		shutG = goroutineID()
+		close(shutGot)
+		shut <- s.Shutdown(ctx)
+	}()
+	require.ErrorIs(t, receive(t, shut, "Shutdown"), ErrForced)
+	<-shutGot
+	g := receive(t, panics, "the Panic hook for the forced process's Close")
+	require.ErrorIs(t, waitEnd(t, h), ErrForced)
+	require.NotEqual(t, shutG, g, "the Panic hook ran on the goroutine that called Shutdown")
+	s.sd.ownMu.Lock()
+	own := slices.Clone(s.sd.own)
+	s.sd.ownMu.Unlock()
+	require.Contains(t, own, g, "the Panic hook ran on a goroutine not the scheduler's")
+}
