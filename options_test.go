@@ -192,6 +192,121 @@ func TestLogger(t *testing.T) {
 	require.Equal(t, slog.LevelInfo, levels["scheduler: shut down"])
 }
 
+// messages returns the message of each record, in the order logged.
+func (h *logCapture) messages() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]string, len(h.records))
+	for i, r := range h.records {
+		out[i] = r.Message
+	}
+	return out
+}
+
+// attrs returns the attributes of each record logged with msg, by key,
+// as strings.
+func (h *logCapture) attrs(msg string) []map[string]string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []map[string]string
+	for _, r := range h.records {
+		if r.Message != msg {
+			continue
+		}
+		m := map[string]string{}
+		r.Attrs(func(a slog.Attr) bool {
+			m[a.Key] = a.Value.String()
+			return true
+		})
+		out = append(out, m)
+	}
+	return out
+}
+
+// TestLoggerAttributes: each event is logged once with the attributes
+// docs/observability.md lists for it, and steps and messages log nothing.
+func TestLoggerAttributes(t *testing.T) {
+	capture := &logCapture{}
+	s, err := sched.New(sched.WithWorkers(2), sched.WithLogger(slog.New(capture)))
+	require.NoError(t, err)
+	release := make(chan struct{})
+	var once sync.Once
+	let := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(func() {
+		let()
+		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+		defer cancel()
+		_ = s.Shutdown(ctx)
+	})
+	start := func(p sched.Process, method string) sched.Handle {
+		t.Helper()
+		h, err := s.Submit(context.Background(), p, method, nil)
+		require.NoError(t, err)
+		return h
+	}
+
+	// Steps and messages: nothing logged.
+	waiting := start(&probe{step: ignoreAll}, "wait") // forced at shutdown
+	busy := start(&probe{step: func(_ *probe, n int, _ []sched.Event, out *sched.StepOutput) error {
+		for range 10 {
+			out.Tell(waiting.PID(), "hello")
+		}
+		if n == 99 {
+			out.Done(payload.Payload{})
+		} else {
+			out.Continue()
+		}
+		return nil
+	}}, "busy")
+	_, err = waitEnd(t, s, busy)
+	require.NoError(t, err)
+	require.Empty(t, capture.messages(), "logged with no panic, slow step nor shutdown")
+
+	// A slow step, held until it is logged (or the test ends).
+	entered := make(chan struct{})
+	slow := start(&probe{step: func(_ *probe, n int, _ []sched.Event, _ *sched.StepOutput) error {
+		if n == 0 {
+			close(entered)
+			<-release
+		}
+		return nil // ignores the cancel: forced at the deadline
+	}}, "slow")
+	receive(t, entered, "the slow step")
+	eventually(t, "the slow step is logged", func() bool {
+		return len(capture.attrs("scheduler: slow step")) > 0
+	})
+	let()
+	slowLogged := capture.attrs("scheduler: slow step")
+	require.Len(t, slowLogged, 1)
+	require.Equal(t, slow.PID().String(), slowLogged[0]["pid"])
+	require.Equal(t, "slow", slowLogged[0]["method"])
+	require.Contains(t, []string{"0", "1"}, slowLogged[0]["worker"])
+	running, err := time.ParseDuration(slowLogged[0]["running"])
+	require.NoError(t, err, "running: %q", slowLogged[0]["running"])
+	require.GreaterOrEqual(t, running, sched.DefaultWatchdogThreshold)
+
+	// A panic.
+	boom := start(&probe{step: func(*probe, int, []sched.Event, *sched.StepOutput) error { panic("boom") }}, "boom")
+	_, err = waitEnd(t, s, boom)
+	require.ErrorIs(t, err, sched.ErrPanic)
+	require.Equal(t, []map[string]string{{
+		"pid": boom.PID().String(), "method": "boom", "in": "Step", "value": "boom",
+	}}, capture.attrs("scheduler: recovered a panic"))
+
+	// A shutdown that forces the two processes left.
+	waitState(t, s, slow.PID(), sched.StateIdle)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.ErrorIs(t, s.Shutdown(ctx), sched.ErrForced)
+	require.Equal(t, []map[string]string{{"live": "2"}}, capture.attrs("scheduler: shutting down"))
+	require.ElementsMatch(t, []map[string]string{
+		{"pid": waiting.PID().String(), "method": "wait"},
+		{"pid": slow.PID().String(), "method": "slow"},
+	}, capture.attrs("scheduler: process forced to close at the shutdown deadline"))
+	require.Equal(t, []map[string]string{{"forced": "2"}}, capture.attrs("scheduler: shut down"))
+	require.Len(t, capture.messages(), 6, "records logged")
+}
+
 func TestSilentByDefault(t *testing.T) {
 	// With no logger the scheduler must not write to the default logger.
 	var buf bytes.Buffer
