@@ -147,21 +147,28 @@ func (h *logCapture) levels() map[string]slog.Level {
 	return out
 }
 
-func TestLogger(t *testing.T) {
-	capture := &logCapture{}
-	s, err := sched.New(sched.WithLogger(slog.New(capture)), sched.WithWatchdog(5*time.Millisecond))
+// loggedScheduler returns a scheduler made with opts that logs into
+// capture, a channel that steps may wait on, and let, which closes it
+// (once). The cleanup lets the held steps go and shuts the scheduler
+// down, on failure too, so that a failing run leaves no worker held.
+func loggedScheduler(t *testing.T, opts ...sched.Option) (s *sched.Scheduler, capture *logCapture, release <-chan struct{}, let func()) {
+	t.Helper()
+	capture = &logCapture{}
+	s, err := sched.New(append(opts, sched.WithLogger(slog.New(capture)))...)
 	require.NoError(t, err)
-	// The held step is released on failure too, and the scheduler shut
-	// down, so that a failing run leaves no worker held.
-	release := make(chan struct{})
-	var once sync.Once
-	let := func() { once.Do(func() { close(release) }) }
+	ch := make(chan struct{})
+	let = sync.OnceFunc(func() { close(ch) })
 	t.Cleanup(func() {
 		let()
 		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 		defer cancel()
 		_ = s.Shutdown(ctx)
 	})
+	return s, capture, ch, let
+}
+
+func TestLogger(t *testing.T) {
+	s, capture, release, let := loggedScheduler(t, sched.WithWatchdog(5*time.Millisecond))
 	slowEntered := make(chan struct{})
 	slow := submit(t, s, &probe{step: func(_ *probe, n int, _ []sched.Event, _ *sched.StepOutput) error {
 		if n == 0 {
@@ -177,7 +184,7 @@ func TestLogger(t *testing.T) {
 	})
 	let()
 	h := submit(t, s, &probe{step: func(*probe, int, []sched.Event, *sched.StepOutput) error { panic("boom") }})
-	_, err = waitEnd(t, s, h)
+	_, err := waitEnd(t, s, h)
 	require.ErrorIs(t, err, sched.ErrPanic)
 	_ = slow
 	ctx, cancel := context.WithCancel(context.Background())
@@ -226,18 +233,7 @@ func (h *logCapture) attrs(msg string) []map[string]string {
 // TestLoggerAttributes: each event is logged once with the attributes
 // docs/observability.md lists for it, and steps and messages log nothing.
 func TestLoggerAttributes(t *testing.T) {
-	capture := &logCapture{}
-	s, err := sched.New(sched.WithWorkers(2), sched.WithLogger(slog.New(capture)))
-	require.NoError(t, err)
-	release := make(chan struct{})
-	var once sync.Once
-	let := func() { once.Do(func() { close(release) }) }
-	t.Cleanup(func() {
-		let()
-		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-		defer cancel()
-		_ = s.Shutdown(ctx)
-	})
+	s, capture, release, let := loggedScheduler(t, sched.WithWorkers(2))
 	start := func(p sched.Process, method string) sched.Handle {
 		t.Helper()
 		h, err := s.Submit(context.Background(), p, method, nil)
@@ -258,7 +254,7 @@ func TestLoggerAttributes(t *testing.T) {
 		}
 		return nil
 	}}, "busy")
-	_, err = waitEnd(t, s, busy)
+	_, err := waitEnd(t, s, busy)
 	require.NoError(t, err)
 	require.Empty(t, capture.messages(), "logged with no panic, slow step nor shutdown")
 
