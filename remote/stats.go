@@ -19,8 +19,8 @@ type Stats struct {
 	Received        uint64 `json:"received"`        // frames taken
 	BatchesSent     uint64 `json:"batchesSent"`     // batches published, sync markers apart
 	BatchesReceived uint64 `json:"batchesReceived"` // batches taken, sync markers included
-	BytesSent       uint64 `json:"bytesSent"`       // bytes of the batches published
-	BytesReceived   uint64 `json:"bytesReceived"`   // bytes of the batches taken
+	BytesSent       uint64 `json:"bytesSent"`       // bytes of the batches published, sync markers apart
+	BytesReceived   uint64 `json:"bytesReceived"`   // bytes of the batches taken, sync markers included
 	// SyncMarkers counts empty batches sent to ask a peer for its grant
 	// at once (after a reconnect, a long wait, and when closing).
 	SyncMarkers uint64 `json:"syncMarkers"`
