@@ -187,7 +187,8 @@ func (h handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // wantsJSON decides the format: the format parameter if given, else JSON
 // when the Accept header rates application/json above zero and at least
 // as high as text/html (wildcards are not counted, so a browser's
-// "*/*" gets the page).
+// "*/*" gets the page). A malformed entry, or one whose weight is not a
+// number from 0 to 1, is ignored.
 func wantsJSON(format string, accept []string) (bool, error) {
 	switch format {
 	case "json":
@@ -207,9 +208,11 @@ func wantsJSON(format string, accept []string) (bool, error) {
 			}
 			q := 1.0
 			if v, ok := params["q"]; ok {
-				if f, err := strconv.ParseFloat(v, 64); err == nil && f >= 0 && f <= 1 {
-					q = f
+				f, err := strconv.ParseFloat(v, 64)
+				if err != nil || !(f >= 0 && f <= 1) {
+					continue // a weight that is no weight (NaN too): the entry says nothing
 				}
+				q = f
 			}
 			switch mt {
 			case "application/json":

@@ -112,6 +112,9 @@ func TestHandlerContentNegotiation(t *testing.T) {
 		{name: "Accept html preferred", target: "/", accept: "application/json;q=0.5, text/html", json: false},
 		{name: "Accept json refused", target: "/", accept: "application/json;q=0", json: false},
 		{name: "Accept malformed", target: "/", accept: "application/json;;;=, ???", json: false},
+		{name: "Accept json with a weight not a number", target: "/", accept: "application/json;q=abc", json: false},
+		{name: "Accept json with a weight above 1", target: "/", accept: "text/html;q=0.5, application/json;q=2", json: false},
+		{name: "Accept json with a weight NaN", target: "/", accept: "application/json;q=NaN", json: false},
 		{name: "format=html beats Accept", target: "/?format=html", accept: "application/json", json: false},
 		{name: "format=json beats Accept", target: "/?format=json", accept: browser, json: true},
 	}
