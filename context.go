@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"context"
-	"sync"
 	"time"
 	"unsafe"
 
@@ -327,7 +326,7 @@ func (p *proc) ctxAfterFunc(id uint64, f func()) (stop func() bool) {
 		go f()
 		return func() bool { return false }
 	}
-	return p.getLive().ctxAfter.add(f, &p.mu)
+	return p.getLive().ctxAfter.Add(f, &p.mu)
 }
 
 // ctxValue is Value of the context of process id, whose record is p,
@@ -381,11 +380,8 @@ func (p *proc) cancelCause() error {
 type callContext struct {
 	p   *proc
 	seq uint64
-	ts  *timerService // where its deadline is, if it has one
-	// Guarded by p.mu:
-	done  chan struct{} // made on demand by Done
-	cause error         // why the context is done; nil while it is not
-	after afterFuncs    // functions to run when it is done (AfterFunc)
+	ts  *timerService   // where its deadline is, if it has one
+	end ctxcause.Ending // guarded by p.mu
 }
 
 // newCallContext returns the context of p's yield seq: the one already
@@ -406,11 +402,11 @@ func newCallContext(p *proc, seq uint64, ts *timerService) *callContext {
 	c := &callContext{p: p, seq: seq, ts: ts}
 	switch {
 	case p.flags&pfForced != 0:
-		c.cause = ErrForced
+		c.end.End(ErrForced)
 	case p.flags&pfClosed != 0:
-		c.cause = ErrEnded
+		c.end.End(ErrEnded)
 	case !p.pending.hasSeq(seq, x):
-		c.cause = context.Canceled // completed: nothing more to say
+		c.end.End(context.Canceled) // completed: nothing more to say
 	default:
 		x = p.getLive()
 		x.calls = append(x.calls, c)
@@ -432,13 +428,7 @@ func (c *callContext) Deadline() (time.Time, bool) {
 func (c *callContext) Done() <-chan struct{} {
 	c.p.mu.Lock()
 	defer c.p.mu.Unlock()
-	if c.done == nil {
-		if c.cause != nil {
-			return closedChan
-		}
-		c.done = make(chan struct{})
-	}
-	return c.done
+	return c.end.Done()
 }
 
 // Err implements context.Context: DeadlineExceeded once the yield's
@@ -446,13 +436,7 @@ func (c *callContext) Done() <-chan struct{} {
 func (c *callContext) Err() error {
 	c.p.mu.Lock()
 	defer c.p.mu.Unlock()
-	switch {
-	case c.cause == nil:
-		return nil
-	case c.cause == ErrTimeout:
-		return context.DeadlineExceeded
-	}
-	return context.Canceled
+	return c.end.Err()
 }
 
 // AfterFunc arranges for f to run, in its own goroutine, once the call
@@ -460,18 +444,14 @@ func (c *callContext) Err() error {
 func (c *callContext) AfterFunc(f func()) (stop func() bool) {
 	c.p.mu.Lock()
 	defer c.p.mu.Unlock()
-	if c.cause != nil {
-		go f()
-		return func() bool { return false }
-	}
-	return c.after.add(f, &c.p.mu)
+	return c.end.AfterFunc(f, &c.p.mu)
 }
 
 // Value implements context.Context: the process context's values.
 func (c *callContext) Value(key any) any {
 	if ctxcause.Is(key) {
 		c.p.mu.Lock()
-		cause := c.cause
+		cause := c.end.Cause()
 		c.p.mu.Unlock()
 		return ctxcause.Value(cause)
 	}
@@ -483,64 +463,12 @@ func (c *callContext) String() string {
 	return "scheduler.callContext(" + c.p.pid().String() + ")"
 }
 
-// end ends the context with cause. Called with c.p.mu held.
-func (c *callContext) end(cause error) {
-	c.cause = cause
-	if c.done != nil {
-		close(c.done)
-	}
-	c.after.run()
-}
-
-// afterFuncs are the functions registered with a context's AfterFunc that
-// have not run yet. Guarded by the lock of the process the context
-// belongs to.
-type afterFuncs []*afterFunc
-
-// afterFunc is one registered function; f is nil once it ran or was
-// stopped.
-type afterFunc struct{ f func() }
-
-// add registers f and returns its stop function, which takes mu. Called
-// with mu held.
-func (a *afterFuncs) add(f func(), mu *sync.Mutex) (stop func() bool) {
-	af := &afterFunc{f: f}
-	*a = append(*a, af)
-	return func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		if af.f == nil {
-			return false
-		}
-		af.f = nil
-		for i, x := range *a {
-			if x == af {
-				*a = append((*a)[:i], (*a)[i+1:]...)
-				break
-			}
-		}
-		return true
-	}
-}
-
-// run starts every registered function, each in its own goroutine, and
-// forgets them. Called with the lock held.
-func (a *afterFuncs) run() {
-	for _, af := range *a {
-		if af.f != nil {
-			go af.f()
-			af.f = nil
-		}
-	}
-	*a = nil
-}
-
 // endCall ends the call context of yield seq, if one was made, with
 // cause: the yield is no longer pending. Called with proc.mu held.
 func (x *procLive) endCall(seq uint64, cause error) {
 	for i, c := range x.calls {
 		if c.seq == seq {
-			c.end(cause)
+			c.end.End(cause)
 			last := len(x.calls) - 1
 			x.calls[i] = x.calls[last]
 			x.calls[last] = nil
@@ -554,7 +482,7 @@ func (x *procLive) endCall(seq uint64, cause error) {
 // Called with proc.mu held.
 func (x *procLive) endCalls(cause error) {
 	for _, c := range x.calls {
-		c.end(cause)
+		c.end.End(cause)
 	}
 	x.calls = nil
 }

@@ -649,7 +649,7 @@ func (p *proc) terminate(cause uint8, id uint64) (woken uint64, err error) {
 		if x.ctxDone != nil {
 			close(x.ctxDone)
 		}
-		x.ctxAfter.run()
+		x.ctxAfter.Run()
 	}
 	return p.markRunnable(), nil
 }

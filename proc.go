@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/procsched/scheduler/internal/ctxcause"
 	"github.com/procsched/scheduler/payload"
 	"github.com/procsched/scheduler/relay"
 )
@@ -389,11 +390,11 @@ type extraAndStart struct {
 // asked for its context's Done channel, and so on (see procExtra).
 type procLive struct {
 	// Guarded by proc.mu:
-	ctxDone  chan struct{}  // made on demand by Done, closed on cancel or end
-	large    *largePending  // pending yields of a process with many outstanding
-	room     chan struct{}  // closed at the next drain, for senders waiting for room
-	calls    []*callContext // contexts of calls whose yields are pending (see Call.Context)
-	ctxAfter afterFuncs     // functions to run when the process context is done (AfterFunc)
+	ctxDone  chan struct{}       // made on demand by Done, closed on cancel or end
+	large    *largePending       // pending yields of a process with many outstanding
+	room     chan struct{}       // closed at the next drain, for senders waiting for room
+	calls    []*callContext      // contexts of calls whose yields are pending (see Call.Context)
+	ctxAfter ctxcause.AfterFuncs // functions to run when the process context is done (AfterFunc)
 
 	// Names, monitors (see names.go and monitor.go). Guarded by proc.mu
 	// while the process lives; frozen once it is closed, when whoever
@@ -576,7 +577,7 @@ func (p *proc) close(c *closed, result payload.Payload, err error, forced bool, 
 			if x.ctxDone != nil {
 				close(x.ctxDone)
 			}
-			x.ctxAfter.run()
+			x.ctxAfter.Run()
 		}
 		if forced {
 			x.endCalls(ErrForced)

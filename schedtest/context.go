@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/procsched/scheduler"
 	"github.com/procsched/scheduler/internal/ctxcause"
 )
 
@@ -12,21 +11,13 @@ import (
 // [Call.Context]). It is listed in the yield's pending entry while the
 // yield is outstanding, so that whatever ends the yield (its completion,
 // a cancel, a deadline, the process's end) ends the context with a cause.
-// Its fields below values are guarded by Sim.mu.
 type callContext struct {
 	s      *Sim
 	p      *proc
 	seq    uint64
 	values context.Context // the process context's values, without its cancellation
-
-	done  chan struct{} // made on demand by Done
-	cause error         // why the context is done; nil while it is not
-	after []*afterFunc  // functions to run when it is done (AfterFunc)
+	end    ctxcause.Ending // guarded by Sim.mu
 }
-
-// afterFunc is a function registered with callContext.AfterFunc; f is
-// nil once it ran or was stopped.
-type afterFunc struct{ f func() }
 
 // Deadline implements context.Context: the deadline the process gave the
 // yield ([scheduler.StepOutput.Timeout]) while the yield is outstanding,
@@ -44,13 +35,7 @@ func (c *callContext) Deadline() (time.Time, bool) {
 func (c *callContext) Done() <-chan struct{} {
 	c.s.mu.Lock()
 	defer c.s.mu.Unlock()
-	if c.done == nil {
-		c.done = make(chan struct{})
-		if c.cause != nil {
-			close(c.done)
-		}
-	}
-	return c.done
+	return c.end.Done()
 }
 
 // Err implements context.Context: DeadlineExceeded once the yield's
@@ -58,13 +43,7 @@ func (c *callContext) Done() <-chan struct{} {
 func (c *callContext) Err() error {
 	c.s.mu.Lock()
 	defer c.s.mu.Unlock()
-	switch {
-	case c.cause == nil:
-		return nil
-	case c.cause == scheduler.ErrTimeout:
-		return context.DeadlineExceeded
-	}
-	return context.Canceled
+	return c.end.Err()
 }
 
 // Value implements context.Context: the process context's values, and
@@ -72,7 +51,7 @@ func (c *callContext) Err() error {
 func (c *callContext) Value(key any) any {
 	if ctxcause.Is(key) {
 		c.s.mu.Lock()
-		cause := c.cause
+		cause := c.end.Cause()
 		c.s.mu.Unlock()
 		return ctxcause.Value(cause)
 	}
@@ -86,42 +65,10 @@ func (c *callContext) Value(key any) any {
 func (c *callContext) AfterFunc(f func()) (stop func() bool) {
 	c.s.mu.Lock()
 	defer c.s.mu.Unlock()
-	if c.cause != nil {
-		go f()
-		return func() bool { return false }
-	}
-	af := &afterFunc{f: f}
-	c.after = append(c.after, af)
-	return func() bool {
-		c.s.mu.Lock()
-		defer c.s.mu.Unlock()
-		if af.f == nil {
-			return false
-		}
-		af.f = nil
-		return true
-	}
+	return c.end.AfterFunc(f, &c.s.mu)
 }
 
 // String makes the context printable, as context.Context values are.
 func (c *callContext) String() string {
 	return "schedtest.callContext(" + c.p.pid.String() + ")"
-}
-
-// end ends the context with cause, once. Called with Sim.mu held.
-func (c *callContext) end(cause error) {
-	if c.cause != nil {
-		return
-	}
-	c.cause = cause
-	if c.done != nil {
-		close(c.done)
-	}
-	for _, af := range c.after {
-		if af.f != nil {
-			go af.f()
-			af.f = nil
-		}
-	}
-	c.after = nil
 }

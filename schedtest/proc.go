@@ -358,7 +358,7 @@ func (s *Sim) forget(pd *pending, cause error) {
 		pd.watching = nil
 	}
 	if pd.call != nil {
-		pd.call.end(cause)
+		pd.call.end.End(cause)
 		pd.call = nil
 	}
 }

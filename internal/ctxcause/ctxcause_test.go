@@ -3,6 +3,8 @@ package ctxcause_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -46,5 +48,69 @@ func TestCauseThroughValue(t *testing.T) {
 	}
 	if ctxcause.Is("another key") {
 		t.Error("Is took another key for context.Cause's")
+	}
+}
+
+func TestEnding(t *testing.T) {
+	var mu sync.Mutex
+	var e ctxcause.Ending
+	mu.Lock()
+	done := e.Done()
+	ran := make(chan string, 2)
+	stop := e.AfterFunc(func() { ran <- "kept" }, &mu)
+	stopped := e.AfterFunc(func() { ran <- "stopped" }, &mu)
+	if e.Err() != nil || e.Cause() != nil {
+		t.Fatalf("not done yet: Err %v, Cause %v", e.Err(), e.Cause())
+	}
+	mu.Unlock()
+	if !stopped() {
+		t.Error("a stop before the end did not report that it kept the function from running")
+	}
+	mu.Lock()
+	deadline := fmt.Errorf("late: %w", context.DeadlineExceeded)
+	e.End(deadline)
+	e.End(errors.New("second")) // done already: stays as it is
+	mu.Unlock()
+	select {
+	case <-done:
+	default:
+		t.Fatal("the channel Done gave out before the end is not closed")
+	}
+	select {
+	case got := <-ran:
+		if got != "kept" {
+			t.Fatalf("ran %q", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the registered function did not run")
+	}
+	if stop() {
+		t.Error("a stop after the end reported that it kept the function from running")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if e.Cause() != deadline {
+		t.Errorf("Cause = %v, want the first one", e.Cause())
+	}
+	if e.Err() != context.DeadlineExceeded {
+		t.Errorf("Err = %v for a deadline's cause", e.Err())
+	}
+	select {
+	case <-e.Done():
+	default:
+		t.Error("Done after the end is not closed")
+	}
+	var other ctxcause.Ending
+	other.End(errors.New("cancelled"))
+	if other.Err() != context.Canceled {
+		t.Errorf("Err = %v for a cause that is no deadline", other.Err())
+	}
+	select {
+	case <-other.Done():
+	default:
+		t.Error("Done of a context ended before Done was asked is not closed")
+	}
+	if len(ran) != 0 {
+		t.Errorf("the stopped function ran: %q", <-ran)
 	}
 }
