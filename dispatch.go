@@ -195,7 +195,6 @@ func (w *worker) dispatch(p *proc, waits bool) {
 			return
 		}
 		p.reservePending(len(ys), &w.pend)
-		w.armLater = true
 	}
 	for i := 0; i < len(ys); i++ {
 		y := &ys[i]
@@ -255,10 +254,7 @@ func (w *worker) dispatch(p *proc, waits bool) {
 			w.dispatchGeneric(p, y)
 		}
 	}
-	if w.armLater {
-		w.addArmed(p)
-		w.armLater = false
-	}
+	w.addArmed(p)
 }
 
 // dispatchGeneric carries out a yield written with StepOutput.Yield: a
@@ -328,36 +324,21 @@ func (w *worker) registerWithin(p *proc, y *yield, seq uint64) uint64 {
 // tag, from any goroutine) would look for the timer before it was there
 // and leave it behind.
 //
-// While dispatch carries out a step of several yields (w.armLater), the
-// timers wait in w.arms, and addArmed adds them together, in one hold
-// of their shard's lock, at the end, or before a yield that needs them
-// in place: a Timeout (it replaces a timer, which must be there to be
-// found) and a call handed to a handler or a transport (its context
-// reads its deadline). A Cancel needs none: it finds its yield unmarked
-// and leaves the timer to the failing mark. A worker that fires the
-// shard finds all of the step's timers or none, and takes those set for
-// one instant in one batch, in the order set. Added one by one, timers
-// already due as they were added (a step that ran after their time)
-// could be fired one by one by other workers and complete out of that
-// order. Worker only, with p Running.
+// The timers a step sets wait in w.arms, and addArmed adds them (and
+// then marks them) together, in one hold of their shard's lock, at the
+// end of dispatch, or before a yield that needs them in place: a Timeout
+// (it replaces a timer, which must be there to be found) and a call
+// handed to a handler or a transport (its context reads its deadline). A
+// Cancel needs none: it finds its yield unmarked and leaves the timer to
+// the failing mark. A worker that fires the shard finds all of the
+// step's timers or none, and takes those set for one instant in one
+// batch, in the order set. Added one by one, timers already due as they
+// were added (a step that ran after their time) could be fired one by
+// one by other workers and complete out of that order. Worker only,
+// with p Running, during dispatch.
 func (w *worker) arm(p *proc, seq uint64, when int64, deadline bool, behind int64) {
 	p.inbox.wbits |= wbTimed
-	if w.armLater {
-		w.arms = append(w.arms, armed{seq: seq, when: when, behind: behind, deadline: deadline})
-		return
-	}
-	ts := w.s.timers
-	if deadline {
-		ts.addDeadline(w, p.id.Load(), seq, when, behind)
-	} else {
-		ts.add(w, p.id.Load(), seq, when, 0)
-	}
-	p.mu.Lock()
-	marked := p.pending.markTimed(seq, p.live())
-	p.mu.Unlock()
-	if !marked {
-		ts.remove(seq)
-	}
+	w.arms = append(w.arms, armed{seq: seq, when: when, behind: behind, deadline: deadline})
 }
 
 // armed is a timer that arm holds back for addArmed: that of yield seq
@@ -370,16 +351,16 @@ type armed struct {
 }
 
 // addArmed adds the timers held in w.arms, all of p's, to their shards
-// together, then marks their yields timed, as arm does for one: the
-// timers first, then the marks (in one hold of p's lock), and a timer
-// whose yield is gone is removed. Worker only, with p Running.
+// together, then marks their yields timed (in one hold of p's lock), and
+// removes a timer whose yield is gone: see arm. Worker only, with p
+// Running.
 func (w *worker) addArmed(p *proc) {
 	as := w.arms
 	if len(as) == 0 {
 		return
 	}
 	ts := w.s.timers
-	ts.addAll(w, p.id.Load(), as)
+	ts.add(w, p.id.Load(), as)
 	p.mu.Lock()
 	x := p.live()
 	for i := range as {

@@ -200,27 +200,15 @@ func (ts *timerService) shardOf(seq uint64) (*timerShard, int) {
 	return &ts.shards[id], id
 }
 
-// add schedules the completion of process pid's yield seq at when, in
-// nanoseconds on the service's clock, in the shard of the worker that
-// registered seq; behind, if not 0, is the own time of a Sleep whose
-// timer this is, a deadline before it (see timerShard.behind).
+// add schedules the timers as of process pid, each the completion of
+// one of its yields at its when, in nanoseconds on the service's clock:
+// a deadline (timerDeadline in the entry's pid, completing the yield with
+// ErrTimeout) or a Sleep's end; a deadline's behind, if not 0, is the own
+// time of the Sleep it comes before (see timerShard.behind). Each goes
+// into the shard of the worker that registered its yield, those of one
+// shard in one hold of its lock (see worker.arm).
 // Worker only: w is the calling worker, running pid.
-func (ts *timerService) add(w *worker, pid, seq uint64, when, behind int64) {
-	sh, id := ts.shardOf(seq)
-	sh.mu.Lock()
-	sh.put(pid, seq, when, behind)
-	earliest := sh.heap[0].seq == seq
-	sh.publish()
-	sh.mu.Unlock()
-	if earliest {
-		ts.madeEarliest(w, id, when)
-	}
-}
-
-// addAll adds the timers as of process pid as add adds one, with one
-// hold of a shard's lock for the run of them in that shard (see
-// worker.arm). Worker only, as add.
-func (ts *timerService) addAll(w *worker, pid uint64, as []armed) {
+func (ts *timerService) add(w *worker, pid uint64, as []armed) {
 	for i := 0; i < len(as); {
 		sh, id := ts.shardOf(as[i].seq)
 		sh.mu.Lock()
@@ -233,10 +221,13 @@ func (ts *timerService) addAll(w *worker, pid uint64, as []armed) {
 			if next, _ := ts.shardOf(a.seq); next != sh {
 				break
 			}
+			e := timerEntry{when: a.when, pid: pid, seq: a.seq}
 			if a.deadline {
-				sh.put(pid|timerDeadline, a.seq, a.when, a.behind)
-			} else {
-				sh.put(pid, a.seq, a.when, 0)
+				e.pid |= timerDeadline
+			}
+			sh.push(e)
+			if a.behind != 0 {
+				sh.behind.set(a.seq, uint64(a.behind))
 			}
 		}
 		first := sh.heap[0].when
@@ -267,14 +258,6 @@ func (ts *timerService) madeEarliest(w *worker, id int, when int64) {
 			ts.s.wakeWorker()
 		}
 	}
-}
-
-// addDeadline schedules the deadline of process pid's yield seq at when:
-// it completes the yield with ErrTimeout unless the timer is removed
-// first. As add.
-// Worker only, as add.
-func (ts *timerService) addDeadline(w *worker, pid, seq uint64, when, behind int64) {
-	ts.add(w, pid|timerDeadline, seq, when, behind)
 }
 
 // lookup returns when the timer of yield seq is due, whether it is a
@@ -372,16 +355,6 @@ func (sh *timerShard) publish() {
 	}
 	sh.first.Store(first)
 	sh.count.Store(int64(len(sh.heap)))
-}
-
-// put pushes the timer of yield seq of process pid (with timerDeadline
-// for a deadline) at when, and keeps behind as in timerService.add.
-// Called with sh.mu held.
-func (sh *timerShard) put(pid, seq uint64, when, behind int64) {
-	sh.push(timerEntry{when: when, pid: pid, seq: seq})
-	if behind != 0 {
-		sh.behind.set(seq, uint64(behind))
-	}
 }
 
 // push adds e to the heap. Called with sh.mu held.

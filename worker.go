@@ -198,11 +198,9 @@ type worker struct {
 	initing    *proc        // the child whose Init start runs for startFrom, which recovers its panic; nil otherwise; owner only
 	spawned    []*proc      // spawnBatch's started children, empty between its calls (its array not cleared: see there); owner only
 	valuesCtxs []valuesCtx  // the rest of the worker's slab of contexts with values (see newProcCtx); owner only
-	// arms holds the timers of the step being dispatched while armLater
-	// says to hold them back: dispatch adds them to their shards
-	// together (see worker.arm). Owner only.
-	arms     []armed
-	armLater bool
+	// arms holds the timers of the step being dispatched until dispatch
+	// adds them to their shards together (see worker.arm). Owner only.
+	arms []armed
 	// lastMethod and lastMethodID cache the latest interned entry point.
 	lastMethod   string
 	lastMethodID uint16
