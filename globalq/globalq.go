@@ -127,7 +127,7 @@ func (q *Queue[T]) Push(x *T) (ahead int) {
 func (q *Queue[T]) PushBatch(xs []*T) {
 	for _, x := range xs {
 		if x == nil {
-			panic("globalq: Push of nil")
+			panic("globalq: PushBatch of nil")
 		}
 	}
 	if len(xs) == 0 {

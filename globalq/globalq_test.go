@@ -190,16 +190,17 @@ func TestPushNilPanics(t *testing.T) {
 	tests := []struct {
 		name string
 		push func(q *Queue[int])
+		want string // the panic's message names the method called
 	}{
-		{"Push", func(q *Queue[int]) { q.Push(nil) }},
-		{"PushBatch of one nil", func(q *Queue[int]) { q.PushBatch([]*int{nil}) }},
-		{"PushBatch with nil in the middle", func(q *Queue[int]) { q.PushBatch([]*int{a, nil, b}) }},
+		{"Push", func(q *Queue[int]) { q.Push(nil) }, "globalq: Push of nil"},
+		{"PushBatch of one nil", func(q *Queue[int]) { q.PushBatch([]*int{nil}) }, "globalq: PushBatch of nil"},
+		{"PushBatch with nil in the middle", func(q *Queue[int]) { q.PushBatch([]*int{a, nil, b}) }, "globalq: PushBatch of nil"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var q Queue[int]
 			q.Push(a)
-			require.PanicsWithValue(t, "globalq: Push of nil", func() { tt.push(&q) })
+			require.PanicsWithValue(t, tt.want, func() { tt.push(&q) })
 			require.Equal(t, 1, q.Len(), "a rejected push must leave the queue unchanged")
 			require.Same(t, a, q.Pop())
 			require.Nil(t, q.Pop())
