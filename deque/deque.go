@@ -1,6 +1,7 @@
 package deque
 
 import (
+	"fmt"
 	"math/bits"
 	"sync/atomic"
 )
@@ -66,10 +67,21 @@ func newRing[T any](capacity int64) *ring[T] {
 
 func (r *ring[T]) slot(i int64) *atomic.Pointer[T] { return &r.slots[i&r.mask] }
 
+// maxCapacity is the largest capacity New takes: a first ring of 1<<32
+// slots is 32 GiB of pointers. Above it, the rounding to a power of two
+// overflows or the allocation fails with a fatal error no caller can
+// recover from, so New refuses it with a panic that names the value.
+const maxCapacity = 1 << 32
+
 // New returns an empty deque whose ring holds capacity items before its
 // first growth. The capacity is rounded up to a power of two; values below
-// 1 are treated as 1.
+// 1 are treated as 1. A capacity above 1<<32 panics, with nothing
+// allocated: the ring grows as items come, so the capacity only saves the
+// first growths, and one that large is a mistake.
 func New[T any](capacity int) *Deque[T] {
+	if int64(capacity) > maxCapacity {
+		panic(fmt.Sprintf("deque: New capacity %d above 1<<32", capacity))
+	}
 	d := &Deque[T]{}
 	d.buf.Store(newRing[T](roundPow2(capacity)))
 	return d

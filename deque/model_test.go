@@ -2,6 +2,7 @@ package deque
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -334,4 +335,18 @@ func TestRefilledDequeWritesOverStaleSlots(t *testing.T) {
 		}
 		require.LessOrEqual(t, liveSlots(d), 2*(clearThreshold-1), "after a batch of %d", n)
 	}
+}
+
+func TestNewCapacityAboveTheLargestPanics(t *testing.T) {
+	for _, c64 := range []int64{1<<32 + 1, 1 << 62, 1<<62 + 1, math.MaxInt64} {
+		c := int(c64)
+		if int64(c) != c64 {
+			continue // an int of 32 bits cannot hold it
+		}
+		require.PanicsWithValue(t, fmt.Sprintf("deque: New capacity %d above 1<<32", c), func() { New[int](c) }, "capacity %d", c)
+	}
+	for _, c := range []int{math.MinInt, -1, 0, 1} {
+		require.Len(t, New[int](c).buf.Load().slots, 1, "capacity %d", c)
+	}
+	require.Len(t, New[int](1000).buf.Load().slots, 1024)
 }
