@@ -116,6 +116,33 @@ func checkAllocs(t *testing.T, what string, count func() int64, f func()) {
 	}
 }
 
+// within bounds each wait of a measured loop by testTimeout without
+// allocating: its timer is made once and reset for each wait. A process
+// that never signals (a lost wake-up) then fails the test, saying what
+// it waited for, instead of hanging it until the test binary's timeout.
+type within struct{ bound *time.Timer }
+
+func newWithin() *within {
+	bound := time.NewTimer(testTimeout)
+	bound.Stop()
+	return &within{bound: bound}
+}
+
+// recv receives from ch within testTimeout, or fails the test with
+// what. Test goroutine only.
+func recv[T any](t testing.TB, w *within, ch <-chan T, what string) T {
+	t.Helper()
+	w.bound.Reset(testTimeout)
+	defer w.bound.Stop()
+	select {
+	case v := <-ch:
+		return v
+	case <-w.bound.C:
+		t.Fatalf("%s: nothing within %v", what, testTimeout)
+		panic("unreachable")
+	}
+}
+
 // allocHook signals a waiting test once a counter reaches a mark: the
 // test sets the mark and receives on signal; the process counts and, on
 // reaching the mark, clears it with a CAS (so one signal per mark) and
@@ -124,13 +151,11 @@ type allocHook struct {
 	count  atomic.Int64
 	mark   atomic.Int64 // 0: no one waits
 	signal chan struct{}
-	bound  *time.Timer // bounds each await; made once, so awaiting allocates nothing
+	within *within
 }
 
 func newAllocHook() *allocHook {
-	bound := time.NewTimer(testTimeout)
-	bound.Stop()
-	return &allocHook{signal: make(chan struct{}, 1), bound: bound}
+	return &allocHook{signal: make(chan struct{}, 1), within: newWithin()}
 }
 
 // add counts n operations. Step only.
@@ -145,13 +170,7 @@ func (h *allocHook) add(n int64) {
 // the test if they have not been within testTimeout.
 func (h *allocHook) await(t testing.TB, ops int) {
 	h.mark.Store(h.count.Load() + int64(ops))
-	h.bound.Reset(testTimeout)
-	defer h.bound.Stop()
-	select {
-	case <-h.signal:
-	case <-h.bound.C:
-		t.Fatalf("%d operations not counted within %v", ops, testTimeout)
-	}
+	recv(t, h.within, h.signal, "the operations counted")
 }
 
 // allocSpinner continues forever, counting its steps, until cancelled.
@@ -303,6 +322,7 @@ func TestAllocTellFromOutside(t *testing.T) {
 		t.Run(fmt.Sprintf("workers=%d", workers), func(t *testing.T) {
 			s := newScheduler(t, sched.WithWorkers(workers))
 			sink := &allocSink{signal: make(chan struct{}, 1)}
+			w := newWithin()
 			pid := allocSubmit(t, s, sink)
 			tok := &allocToken{}
 			var told int64
@@ -312,7 +332,7 @@ func TestAllocTellFromOutside(t *testing.T) {
 					if err := s.Tell(pid, tok); err != nil {
 						t.Fatal(err)
 					}
-					<-sink.signal // the sink stepped and is going idle again
+					recv(t, w, sink.signal, "the sink's step") // it stepped and is going idle again
 				}
 			}
 			checkAllocs(t, "Scheduler.Tell to an idle process -> step", func() int64 { return told }, tell)
@@ -340,6 +360,7 @@ func TestAllocCompleteYieldFromOutside(t *testing.T) {
 				// At most one yield is outstanding, so the handler's
 				// send on the 1-buffered channel never blocks.
 				reqs := make(chan sched.Completion, 1)
+				w := newWithin()
 				s := newScheduler(t, sched.WithWorkers(workers), sched.WithHandler(cmdAsync, func(c sched.Call) error {
 					reqs <- c.Completion()
 					return nil
@@ -349,7 +370,7 @@ func TestAllocCompleteYieldFromOutside(t *testing.T) {
 				complete := func() {
 					for range allocOps {
 						completed++
-						c := <-reqs // the process yielded and its handler ran
+						c := recv(t, w, reqs, "the handler's call") // the process yielded and its handler ran
 						var err error
 						if via == "Completion.Complete" {
 							err = c.Complete(nil, nil)
@@ -483,6 +504,7 @@ func TestAllocSubmit(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			s := newScheduler(t, sched.WithWorkers(2))
 			done := make(chan struct{}, startOps)
+			w := newWithin()
 			tok := &allocToken{}
 			checkStartAllocs(t, "Submit of a process that ends with a result", "the process value and its record", 2, startOps, func() {
 				for range startOps {
@@ -491,7 +513,7 @@ func TestAllocSubmit(t *testing.T) {
 					}
 				}
 				for range startOps {
-					<-done
+					recv(t, w, done, "a process's end")
 				}
 			})
 		})
@@ -508,6 +530,7 @@ func TestAllocSpawnFromOutside(t *testing.T) {
 	s := newScheduler(t, sched.WithWorkers(2))
 	ctx := context.Background()
 	done := make(chan struct{}, startOps)
+	w := newWithin()
 	tok := &allocToken{}
 	spawn := func() {
 		for range startOps {
@@ -516,7 +539,7 @@ func TestAllocSpawnFromOutside(t *testing.T) {
 			}
 		}
 		for range startOps {
-			<-done
+			recv(t, w, done, "a process's end")
 		}
 	}
 	for range 20 {
@@ -547,6 +570,7 @@ func testAllocSpawnIn(t *testing.T, ctx context.Context, await bool, what string
 func testAllocSpawnBatch(t *testing.T, ctx context.Context, await bool, batch int, what string) {
 	s := newScheduler(t, sched.WithWorkers(2))
 	done := make(chan struct{}, startOps)
+	w := newWithin()
 	h, err := s.Submit(ctx, &startParent{done: done, tok: &allocToken{}, await: await, batch: batch}, "alloc", nil)
 	require.NoError(t, err)
 	parent := h.PID()
@@ -559,7 +583,7 @@ func testAllocSpawnBatch(t *testing.T, ctx context.Context, await bool, batch in
 				t.Fatal(err)
 			}
 			for range batch {
-				<-done
+				recv(t, w, done, "a process's end")
 			}
 		}
 	})
@@ -739,6 +763,7 @@ func TestAllocForkJoinTree(t *testing.T) {
 	s := newScheduler(t, sched.WithWorkers(2))
 	ctx := context.Background()
 	done := make(chan struct{}, 1)
+	w := newWithin()
 	tok := &allocToken{}
 	const trees = 2 // 254 processes per call
 	procs := trees * (1<<(forkTreeDepth+1) - 1)
@@ -747,7 +772,7 @@ func TestAllocForkJoinTree(t *testing.T) {
 			if _, err := s.Submit(ctx, &forkNode{depth: forkTreeDepth, tok: tok, done: done}, "run", nil); err != nil {
 				t.Fatal(err)
 			}
-			<-done
+			recv(t, w, done, "a process's end")
 		}
 	})
 }
@@ -765,6 +790,7 @@ func TestBytesForkJoinTree(t *testing.T) {
 	s := newScheduler(t, sched.WithWorkers(2))
 	ctx := context.Background()
 	done := make(chan struct{}, 1)
+	w := newWithin()
 	tok := &allocToken{}
 	const trees = 20
 	procs := trees * (1<<(forkTreeDepth+1) - 1)
@@ -775,7 +801,7 @@ func TestBytesForkJoinTree(t *testing.T) {
 			if _, err := s.Submit(ctx, &forkNode{depth: forkTreeDepth, tok: tok, done: done}, "run", nil); err != nil {
 				t.Fatal(err)
 			}
-			<-done
+			recv(t, w, done, "a process's end")
 		}
 		runtime.ReadMemStats(&after)
 		return float64(after.TotalAlloc-before.TotalAlloc) / float64(procs)
@@ -814,12 +840,13 @@ func TestAllocWideParent(t *testing.T) {
 	const width = 100
 	s := newScheduler(t, sched.WithWorkers(1))
 	done := make(chan struct{}, 1)
+	w := newWithin()
 	tok := &allocToken{}
 	f := func() {
 		if _, err := s.Submit(context.Background(), &forkNode{depth: 1, width: width, tok: tok, done: done}, "run", nil); err != nil {
 			t.Fatal(err)
 		}
-		<-done
+		recv(t, w, done, "a process's end")
 	}
 	for range 3 {
 		f() // warm up
