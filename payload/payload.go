@@ -158,7 +158,10 @@ func (p Payload) Value() any { return p.value }
 //     assignable to, such as *any) gets the bytes themselves, not a copy; a
 //     *string (or a pointer to another string kind) gets a copy as a string;
 //     an [encoding.BinaryUnmarshaler] gets UnmarshalBinary, whose failure
-//     wraps [ErrDecode]. Anything else is [ErrTypeMismatch].
+//     wraps [ErrDecode]; so does a pointer to a pointer to one, which
+//     gets a new value if it is nil (as encoding/json gives one, so that
+//     As[*T] works where *T is the unmarshaler) and is set only once
+//     UnmarshalBinary succeeds. Anything else is [ErrTypeMismatch].
 //   - FormatJSON: [encoding/json.Unmarshal] into dst; its failure wraps
 //     [ErrDecode] and stays in the error chain.
 //   - FormatNone: [ErrNoValue].
@@ -214,7 +217,10 @@ func decodeGo(v, dst any) error {
 	return nil
 }
 
-var bytesType = reflect.TypeFor[[]byte]()
+var (
+	bytesType             = reflect.TypeFor[[]byte]()
+	binaryUnmarshalerType = reflect.TypeFor[encoding.BinaryUnmarshaler]()
+)
 
 // decodeBytes stores b in *dst. dst has passed checkTarget.
 func decodeBytes(b []byte, dst any) error {
@@ -242,6 +248,19 @@ func decodeBytes(b []byte, dst any) error {
 		return nil
 	case elem.Kind() == reflect.String:
 		elem.SetString(string(b))
+		return nil
+	case elem.Kind() == reflect.Pointer && elem.Type().Implements(binaryUnmarshalerType):
+		// A pointer to a pointer to an unmarshaler, as As[*T] passes:
+		// decode into the value it points to, or into a new one when it
+		// is nil, as encoding/json does, set only once decoded.
+		target := elem
+		if elem.IsNil() {
+			target = reflect.New(elem.Type().Elem())
+		}
+		if err := target.Interface().(encoding.BinaryUnmarshaler).UnmarshalBinary(b); err != nil {
+			return fmt.Errorf("%w: %s.UnmarshalBinary: %w", ErrDecode, elem.Type(), err)
+		}
+		elem.Set(target)
 		return nil
 	}
 	return fmt.Errorf("%w: bytes do not decode into %T (want *[]byte, *string or an encoding.BinaryUnmarshaler)", ErrTypeMismatch, dst)

@@ -208,6 +208,11 @@ func decodeMatrix() []decodeCase {
 		{"bytes into any", payload.Bytes([]byte("hi")), newT[any](), any([]byte("hi")), nil},
 		{"bytes into BinaryUnmarshaler", payload.Bytes([]byte("hi")), newT[upper](), upper{"HI"}, nil},
 		{"bytes into failing BinaryUnmarshaler", payload.Bytes([]byte("hi")), newT[refuse](), nil, payload.ErrDecode},
+		// A nil pointer to an unmarshaler gets a new value, as encoding/json
+		// gives one, so that As[*T] works where *T is the unmarshaler.
+		{"bytes into pointer to BinaryUnmarshaler", payload.Bytes([]byte("hi")), newT[*upper](), &upper{"HI"}, nil},
+		{"bytes into pointer to failing BinaryUnmarshaler", payload.Bytes([]byte("hi")), newT[*refuse](), nil, payload.ErrDecode},
+		{"bytes into pointer to pointer", payload.Bytes([]byte("hi")), newT[**upper](), nil, payload.ErrTypeMismatch},
 		{"bytes into int", payload.Bytes([]byte("hi")), newT[int](), nil, payload.ErrTypeMismatch},
 		{"bytes into struct", payload.Bytes([]byte(`{"X":1}`)), newT[point](), nil, payload.ErrTypeMismatch},
 		{"bytes into Stringer", payload.Bytes([]byte("hi")), newT[fmt.Stringer](), nil, payload.ErrTypeMismatch},
@@ -216,6 +221,7 @@ func decodeMatrix() []decodeCase {
 
 		// FormatJSON: encoding/json rules.
 		{"json object into struct", payload.RawJSON([]byte(`{"X":1,"Y":2}`)), newT[point](), point{1, 2}, nil},
+		{"json object into pointer", payload.RawJSON([]byte(`{"X":1,"Y":2}`)), newT[*point](), &point{1, 2}, nil},
 		{"json object into map", payload.RawJSON([]byte(`{"X":1}`)), newT[map[string]int](), map[string]int{"X": 1}, nil},
 		{"json object into any", payload.RawJSON([]byte(`{"X":1}`)), newT[any](), any(map[string]any{"X": 1.0}), nil},
 		{"json number into int", payload.RawJSON([]byte(`42`)), newT[int](), 42, nil},
@@ -362,6 +368,17 @@ func TestAs(t *testing.T) {
 		got, err := payload.As[[]byte](payload.RawJSON([]byte(`"aGk="`)))
 		require.NoError(t, err)
 		assert.Equal(t, []byte("hi"), got)
+	})
+	t.Run("bytes as a pointer to an unmarshaler", func(t *testing.T) {
+		got, err := payload.As[*upper](payload.Bytes([]byte("hi")))
+		require.NoError(t, err)
+		assert.Equal(t, &upper{"HI"}, got)
+	})
+	t.Run("bytes as a pointer to a failing unmarshaler gives nil", func(t *testing.T) {
+		got, err := payload.As[*refuse](payload.Bytes([]byte("hi")))
+		require.ErrorIs(t, err, payload.ErrDecode)
+		require.ErrorIs(t, err, errRefused)
+		assert.Nil(t, got)
 	})
 	t.Run("json", func(t *testing.T) {
 		got, err := payload.As[point](payload.RawJSON([]byte(`{"X":5}`)))
@@ -804,4 +821,23 @@ func BenchmarkDecode(b *testing.B) {
 		var pt point
 		sinkErr = p.Decode(&pt)
 	}
+}
+
+// TestDecodeBytesIntoASetPointer: a pointer to a non-nil pointer to an
+// unmarshaler decodes into the value it points to, as encoding/json
+// does; when UnmarshalBinary fails the pointer is left as it was.
+func TestDecodeBytesIntoASetPointer(t *testing.T) {
+	u := &upper{"old"}
+	dst := u
+	require.NoError(t, payload.Bytes([]byte("new")).Decode(&dst))
+	assert.Same(t, u, dst)
+	assert.Equal(t, "NEW", u.s)
+
+	r := &refuse{}
+	rdst := r
+	require.ErrorIs(t, payload.Bytes([]byte("x")).Decode(&rdst), payload.ErrDecode)
+	assert.Same(t, r, rdst)
+	var nilDst *refuse
+	require.ErrorIs(t, payload.Bytes([]byte("x")).Decode(&nilDst), payload.ErrDecode)
+	assert.Nil(t, nilDst, "a failed decode set the pointer")
 }
