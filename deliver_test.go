@@ -737,3 +737,57 @@ func TestTellsExactlyOnceInOrderWhileClaimed(t *testing.T) {
 		})
 	}
 }
+
+// TestStepTellGoesOutAfterTheStep: a step's StepOutput.Tell goes out
+// when the step returns, so a message the step's code sends directly
+// meanwhile, with Scheduler.Send (even with the process as From) or
+// Scheduler.Tell, arrives first, whatever order the code wrote them in.
+// Order holds among the messages sent one way; the docs say so.
+func TestStepTellGoesOutAfterTheStep(t *testing.T) {
+	s := newScheduler(t)
+	var (
+		mu  sync.Mutex
+		got []string
+	)
+	all := make(chan struct{})
+	recv := submit(t, s, &probe{step: func(_ *probe, _ int, evs []sched.Event, out *sched.StepOutput) error {
+		for _, ev := range evs {
+			if ev.Type == sched.EventCancel {
+				out.Done(payload.Payload{})
+			}
+			if ev.Type != sched.EventMessage {
+				continue
+			}
+			mu.Lock()
+			got = append(got, ev.Data.(string))
+			if len(got) == 3 {
+				close(all)
+			}
+			mu.Unlock()
+		}
+		return nil
+	}})
+	to := recv.PID()
+	waitState(t, s, to, sched.StateIdle)
+	sender := submit(t, s, &probe{step: func(_ *probe, _ int, _ []sched.Event, out *sched.StepOutput) error {
+		out.Tell(to, "step's Tell")
+		if err := s.Send(relay.Message{From: out.Self(), To: to, Data: payload.Of("direct Send")}); err != nil {
+			return err
+		}
+		if err := s.Tell(to, "direct Tell"); err != nil {
+			return err
+		}
+		out.Done(payload.Payload{})
+		return nil
+	}})
+	_, err := waitEnd(t, s, sender)
+	require.NoError(t, err)
+	select {
+	case <-all:
+	case <-time.After(testTimeout):
+		t.Fatal("the receiver did not get three messages")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, []string{"direct Send", "direct Tell", "step's Tell"}, got)
+}

@@ -187,7 +187,9 @@ func (o *StepOutput) Yield(tag uint64, cmd CommandID, arg any) {
 // for a completion. It is the allocation-free built-in send. If the
 // message cannot be delivered, it comes back to this process as an
 // [EventMessage] whose Error says why and whose From is to. Messages from
-// one process to another arrive in the order they were told.
+// one process to another arrive in the order they were told. Being sent
+// after Step returns, they arrive after anything the step sent straight
+// through [Scheduler.Tell] or [Scheduler.Send] while it ran.
 func (o *StepOutput) Tell(to relay.PID, msg any) {
 	y := o.add()
 	// Field by field: a whole yield built and then copied costs the copy,
