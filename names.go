@@ -105,10 +105,16 @@ func (s *Scheduler) Lookup(name string) (relay.PID, error) {
 
 // TellName is [Scheduler.Tell] to the process registered under name. It
 // returns an error wrapping [ErrNameNotFound] if no process has the name,
-// and otherwise what Tell returns.
+// and otherwise what Tell returns. After Shutdown it returns [ErrClosed],
+// as Tell does: the names were released with their processes, and a
+// sender that stops on ErrClosed must not take the stop for a name not
+// registered yet. Any goroutine.
 func (s *Scheduler) TellName(name string, msg any) error {
 	pid, err := s.Lookup(name)
 	if err != nil {
+		if s.phase.Load() == phaseStopped {
+			return ErrClosed
+		}
 		return err
 	}
 	return s.Tell(pid, msg)

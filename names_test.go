@@ -58,6 +58,9 @@ func TestNames(t *testing.T) {
 		require.ErrorIs(t, s.Register("after", h.PID()), sched.ErrClosed)
 		_, err := s.Lookup("before")
 		require.ErrorIs(t, err, sched.ErrNameNotFound, "released by the process's end")
+		// A send by name is a send: refused as Tell is after Shutdown.
+		require.ErrorIs(t, s.TellName("before", 1), sched.ErrClosed)
+		require.ErrorIs(t, s.TellName("never", 1), sched.ErrClosed)
 	})
 
 	t.Run("released when the process ends", func(t *testing.T) {
