@@ -10,7 +10,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log"
+	"os"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -22,12 +24,13 @@ import (
 )
 
 func main() {
-	if err := run(); err != nil {
+	if err := run(os.Stdout); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run() error {
+// run runs the two nodes and the driver, which writes what it sees to w.
+func run(w io.Writer) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
@@ -67,7 +70,7 @@ func run() error {
 		return err
 	}
 
-	h, err := a.sched.Submit(ctx, &driver{node: a.node}, "run", nil)
+	h, err := a.sched.Submit(ctx, &driver{node: a.node, w: w}, "run", nil)
 	if err != nil {
 		return err
 	}
@@ -116,23 +119,27 @@ func (c *counter) Init(context.Context, string, payload.Payloads) error { return
 
 func (c *counter) Step(evs []scheduler.Event, out *scheduler.StepOutput) error {
 	for _, ev := range evs {
-		switch data := ev.Data.(type) {
-		case payload.Payload: // a number, as JSON after crossing
-			n, err := payload.As[int](data)
+		switch ev.Type {
+		case scheduler.EventCancel:
+			out.Done(payload.Of(c.total))
+		case scheduler.EventMessage:
+			if cmd, ok := ev.Data.(string); ok {
+				switch cmd {
+				case "total":
+					out.Tell(ev.From, payload.Of(c.total))
+				case "stop":
+					out.Done(payload.Of(c.total))
+				}
+				continue
+			}
+			// A number, sent as payload.Of(n): it crossed as JSON, so
+			// the payload is read whole from ev.Result (ev.Data holds
+			// only the JSON text).
+			n, err := payload.As[int](ev.Result())
 			if err != nil {
 				return err
 			}
 			c.total += n
-		case string:
-			switch data {
-			case "total":
-				out.Tell(ev.From, payload.Of(c.total))
-			case "stop":
-				out.Done(payload.Of(c.total))
-			}
-		}
-		if ev.Type == scheduler.EventCancel {
-			out.Done(payload.Of(c.total))
 		}
 	}
 	return nil
@@ -157,6 +164,7 @@ func (s *square) Close() {}
 // driver runs on node a and uses the processes of node b.
 type driver struct {
 	node    *remote.Node
+	w       io.Writer // where it says what it sees
 	counter relay.PID
 }
 
@@ -181,7 +189,7 @@ func (d *driver) Step(evs []scheduler.Event, out *scheduler.StepOutput) error {
 		switch {
 		case ev.Type == scheduler.EventYieldComplete && ev.Tag == tagSpawn:
 			d.counter = ev.From
-			fmt.Printf("a: started a counter on node %s\n", d.node.Named(d.counter).Node)
+			fmt.Fprintf(d.w, "a: started a counter on node %s\n", d.node.Named(d.counter).Node)
 			for i := 1; i <= 10; i++ {
 				out.Tell(d.counter, payload.Of(i))
 			}
@@ -191,22 +199,22 @@ func (d *driver) Step(evs []scheduler.Event, out *scheduler.StepOutput) error {
 			if err != nil {
 				return err
 			}
-			fmt.Printf("a: the counter's total of 1..10 is %d\n", total)
+			fmt.Fprintf(d.w, "a: the counter's total of 1..10 is %d\n", total)
 			out.Yield(tagSquare, d.node.SpawnCommand(), remote.Spawn{Node: "b", Kind: "square", Method: "run", Input: payload.Values(7), Await: true})
 		case ev.Type == scheduler.EventYieldComplete && ev.Tag == tagSquare:
 			sq, err := payload.As[int](ev.Result())
 			if err != nil {
 				return err
 			}
-			fmt.Printf("a: a square awaited on b says 7*7 = %d\n", sq)
+			fmt.Fprintf(d.w, "a: a square awaited on b says 7*7 = %d\n", sq)
 			out.Monitor(tagWatch, d.counter)
 			out.Tell(d.counter, "stop")
 		case ev.Type == scheduler.EventYieldComplete && ev.Tag == tagWatch:
 			exit := ev.Data.(scheduler.Exit)
-			fmt.Printf("a: the counter ended (%v) with %v\n", exit.Reason, exit.Result)
+			fmt.Fprintf(d.w, "a: the counter ended (%v) with %v\n", exit.Reason, exit.Result)
 			out.Tell(d.counter, "too late")
 		case ev.Type == scheduler.EventMessage:
-			fmt.Printf("a: %q came back: process not found: %v\n", ev.Data, errors.Is(ev.Error, scheduler.ErrProcessNotFound))
+			fmt.Fprintf(d.w, "a: %q came back: process not found: %v\n", ev.Data, errors.Is(ev.Error, scheduler.ErrProcessNotFound))
 			out.Done(payload.Payload{})
 		}
 	}
