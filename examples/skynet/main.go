@@ -71,17 +71,43 @@ func (n *node) Step(events []scheduler.Event, out *scheduler.StepOutput) error {
 
 func (n *node) Close() {}
 
+// powerOfTen reports whether n is 1, 10, 100, ...
+func powerOfTen(n int) bool {
+	for n >= 10 && n%10 == 0 {
+		n /= 10
+	}
+	return n == 1
+}
+
+// errUsage is the error of a flag value the program cannot run with; the
+// program exits with status 2 on it, as on a flag it cannot parse.
+var errUsage = errors.New("usage")
+
 func main() {
 	leaves := flag.Int("leaves", 1_000_000, "number of leaves (a power of ten)")
 	workers := flag.Int("workers", 0, "worker goroutines (0: GOMAXPROCS)")
 	flag.Parse()
 	if err := run(*leaves, *workers); err != nil {
 		log.Print(err)
+		if errors.Is(err, errUsage) {
+			os.Exit(2)
+		}
 		os.Exit(1)
 	}
 }
 
+// run sums a tree of the given number of leaves on a scheduler of the
+// given number of workers (0: GOMAXPROCS) and checks the sum. The leaves
+// must be a power of ten: a node splits its range in ten, and a range
+// that does not split evenly down to single leaves would make nodes of
+// no leaves that split forever.
 func run(leaves, workers int) error {
+	if !powerOfTen(leaves) {
+		return fmt.Errorf("%w: -leaves %d: need a power of ten (1, 10, 100, ...)", errUsage, leaves)
+	}
+	if workers < 0 {
+		return fmt.Errorf("%w: -workers %d: need 0 (GOMAXPROCS) or more", errUsage, workers)
+	}
 	var opts []scheduler.Option
 	if workers > 0 {
 		opts = append(opts, scheduler.WithWorkers(workers))
