@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log"
@@ -60,16 +61,27 @@ func (p *player) Step(events []scheduler.Event, out *scheduler.StepOutput) error
 
 func (p *player) Close() {}
 
+// errUsage is the error of a flag value the program cannot run with; the
+// program exits with status 2 on it, as on a flag it cannot parse.
+var errUsage = errors.New("usage")
+
 func main() {
 	n := flag.Int("n", 1_000_000, "messages to exchange")
 	flag.Parse()
 	if err := run(*n); err != nil {
 		log.Print(err)
+		if errors.Is(err, errUsage) {
+			os.Exit(2)
+		}
 		os.Exit(1)
 	}
 }
 
+// run plays a rally of n messages, at least one, and checks its count.
 func run(n int) error {
+	if n < 1 {
+		return fmt.Errorf("%w: -n %d: need at least 1 message", errUsage, n)
+	}
 	s, err := scheduler.New()
 	if err != nil {
 		return err
