@@ -114,6 +114,10 @@ func (w *workflow) try(out *scheduler.StepOutput) {
 
 func (w *workflow) Close() {}
 
+// errUsage is the error of a flag value the program cannot run with; the
+// program exits with status 2 on it, as on a flag it cannot parse.
+var errUsage = errors.New("usage")
+
 func main() {
 	n := flag.Int("n", 10_000, "workflows to run")
 	timeout := flag.Duration("timeout", 30*time.Millisecond, "timeout of one call")
@@ -122,6 +126,9 @@ func main() {
 	r, err := run(*n, *timeout)
 	if err != nil {
 		log.Print(err)
+		if errors.Is(err, errUsage) {
+			os.Exit(2)
+		}
 		os.Exit(1)
 	}
 	fmt.Printf("%d workflows in %v: %d quoted, %d timed out after 3 attempts; %d calls made\n",
@@ -134,8 +141,16 @@ type outcome struct {
 	calls            int64
 }
 
-// run runs n workflows whose calls each time out after timeout.
+// run runs n workflows whose calls each time out after timeout. n must
+// not be negative, and the timeout must be positive: a call given no time
+// times out before it starts.
 func run(n int, timeout time.Duration) (outcome, error) {
+	if n < 0 {
+		return outcome{}, fmt.Errorf("%w: -n %d: need 0 or more workflows", errUsage, n)
+	}
+	if timeout <= 0 {
+		return outcome{}, fmt.Errorf("%w: -timeout %v: need a positive duration", errUsage, timeout)
+	}
 	svc := &pricingService{}
 	s, err := scheduler.New(scheduler.WithHandler(cmdQuote, svc.handle))
 	if err != nil {

@@ -1,13 +1,65 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// mainArgsEnv, when set, makes the test binary run the example's main
+// with the arguments it holds (a JSON list): see runMain.
+const mainArgsEnv = "WORKFLOW_EXAMPLE_MAIN_ARGS"
+
+func TestMain(m *testing.M) {
+	if raw, ok := os.LookupEnv(mainArgsEnv); ok {
+		var args []string
+		if err := json.Unmarshal([]byte(raw), &args); err != nil {
+			panic(err)
+		}
+		os.Args = append([]string{"workflow"}, args...)
+		main()
+		os.Exit(0)
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// runMain runs the example's main with args in a child process (this
+// test binary) and returns its exit code, standard output and standard
+// error.
+func runMain(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	raw, err := json.Marshal(args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), mainArgsEnv+"="+string(raw))
+	var out, errOut strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err = cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &exit):
+		code = exit.ExitCode()
+	default:
+		t.Fatalf("running main %q: %v", args, err)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("main %q did not end within a minute", args)
+	}
+	return code, out.String(), errOut.String()
+}
 
 // TestRun runs the example at a small size: every workflow ends quoted or
 // timed out, and each made between one call and three.
@@ -25,5 +77,44 @@ func TestRun(t *testing.T) {
 	}
 	if r.calls < n || r.calls > 3*n {
 		t.Errorf("%d calls for %d workflows, want between 1 and 3 each", r.calls, n)
+	}
+}
+
+// TestRunRefusesBadFlags: a negative number of workflows, or a timeout
+// that every call would miss before it starts, is refused with errUsage.
+func TestRunRefusesBadFlags(t *testing.T) {
+	for _, tt := range []struct {
+		n       int
+		timeout time.Duration
+	}{{-1, time.Second}, {10, 0}, {10, -time.Second}} {
+		if _, err := run(tt.n, tt.timeout); !errors.Is(err, errUsage) {
+			t.Errorf("run(%d, %v) = %v, want errUsage", tt.n, tt.timeout, err)
+		}
+	}
+}
+
+// TestMainOutput: the program prints one line, how many workflows ran,
+// how they ended and how many calls they made, and exits 0; a bad flag
+// value is refused with a message and exit status 2.
+func TestMainOutput(t *testing.T) {
+	code, stdout, stderr := runMain(t, "-n", "50", "-timeout", "1m")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
+	}
+	var took string
+	var quoted, timedOut, calls int
+	if _, err := fmt.Sscanf(stdout, "50 workflows in %s %d quoted, %d timed out after 3 attempts; %d calls made\n", &took, &quoted, &timedOut, &calls); err != nil {
+		t.Fatalf("printed %q: %v", stdout, err)
+	}
+	// With a minute to answer, every call is answered in time.
+	if quoted != 50 || timedOut != 0 || calls != 50 {
+		t.Errorf("printed %q, want 50 quoted, 0 timed out, 50 calls", stdout)
+	}
+
+	for _, args := range [][]string{{"-n", "-1"}, {"-timeout", "0s"}, {"-timeout", "-1ms"}, {"-n", "x"}} {
+		code, stdout, stderr := runMain(t, args...)
+		if code != 2 || stdout != "" || !strings.Contains(stderr, args[0]) {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit 2, nothing on stdout and a message naming %s", args, code, stdout, stderr, args[0])
+		}
 	}
 }
