@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"log"
 	"os"
@@ -25,9 +26,13 @@ type (
 	closeBook struct{}
 )
 
+// statement is what an account finishes with: its balance, and how many
+// deposits the audit rejected or did not answer in time.
+type statement struct{ Balance, Rejected int }
+
 // account accepts small deposits at once and large ones after an audit
 // that must answer within auditTimeout. On closeBook it finishes, once no
-// audit is pending, with its balance.
+// audit is pending, with its statement.
 type account struct {
 	balance  int
 	auditing map[uint64]int // pending audits by tag: the amount
@@ -83,7 +88,7 @@ func (a *account) Step(events []scheduler.Event, out *scheduler.StepOutput) erro
 		}
 	}
 	if a.closing && len(a.auditing) == 0 {
-		out.Done(payload.Of(a.balance))
+		out.Done(payload.Of(statement{a.balance, a.rejected}))
 	}
 	return nil
 }
@@ -109,37 +114,45 @@ func audit(c scheduler.Call) error {
 }
 
 func main() {
-	if err := run(); err != nil {
+	flag.Parse()
+	if flag.NArg() > 0 {
+		log.Printf("unexpected arguments %q: the program takes flags only (-h lists them)", flag.Args())
+		os.Exit(2)
+	}
+	st, err := run()
+	if err != nil {
 		log.Print(err)
 		os.Exit(1)
 	}
+	deposits := "deposits"
+	if st.Rejected == 1 {
+		deposits = "deposit"
+	}
+	fmt.Printf("final balance %d (%d %s rejected by the audit)\n", st.Balance, st.Rejected, deposits)
 }
 
-func run() error {
+// run opens an account with 100, deposits 50, 5,000 and 2,000,000 (which
+// the audit rejects), closes it and returns its statement.
+func run() (statement, error) {
 	s, err := scheduler.New(scheduler.WithHandler(cmdAudit, audit))
 	if err != nil {
-		return err
+		return statement{}, err
 	}
 	defer s.Shutdown(context.Background())
 
 	ctx := context.Background()
 	h, err := s.Submit(ctx, &account{}, "open", payload.Values(100))
 	if err != nil {
-		return err
+		return statement{}, err
 	}
 	for _, m := range []any{deposit{50}, deposit{5000}, deposit{2_000_000}, closeBook{}} {
 		if err := s.Tell(h.PID(), m); err != nil {
-			return err
+			return statement{}, err
 		}
 	}
 	res, err := h.Wait(ctx)
 	if err != nil {
-		return err
+		return statement{}, err
 	}
-	balance, err := payload.As[int](res)
-	if err != nil {
-		return err
-	}
-	fmt.Printf("final balance %d (one deposit rejected by the audit)\n", balance)
-	return nil
+	return payload.As[statement](res)
 }

@@ -1,16 +1,168 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/procsched/scheduler"
+	"github.com/procsched/scheduler/payload"
+	"github.com/procsched/scheduler/schedtest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// mainArgsEnv, when set, makes the test binary run the example's main
+// with the arguments it holds (a JSON list): see runMain.
+const mainArgsEnv = "ACCOUNT_EXAMPLE_MAIN_ARGS"
 
-// TestRun runs the example at a small size; run checks its own result.
-func TestRun(t *testing.T) {
-	if err := run(); err != nil {
+// runMain runs the example's main with args in a child process (this
+// test binary) and returns its exit code, standard output and standard
+// error.
+func runMain(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	raw, err := json.Marshal(args)
+	if err != nil {
 		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), mainArgsEnv+"="+string(raw))
+	var out, errOut strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err = cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &exit):
+		code = exit.ExitCode()
+	default:
+		t.Fatalf("running main %q: %v", args, err)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("main %q did not end within a minute", args)
+	}
+	return code, out.String(), errOut.String()
+}
+
+func TestMain(m *testing.M) {
+	if raw, ok := os.LookupEnv(mainArgsEnv); ok {
+		var args []string
+		if err := json.Unmarshal([]byte(raw), &args); err != nil {
+			panic(err)
+		}
+		os.Args = append([]string{"account"}, args...)
+		main()
+		os.Exit(0)
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// TestMainOutput: the program prints the account's statement and exits
+// 0; it takes no arguments.
+func TestMainOutput(t *testing.T) {
+	code, stdout, stderr := runMain(t)
+	if code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
+	}
+	if stdout != "final balance 5150 (1 deposit rejected by the audit)\n" && stdout != "final balance 150 (2 deposits rejected by the audit)\n" {
+		t.Errorf("printed %q, want \"final balance 5150 (1 deposit rejected by the audit)\" (or 150 with 2 rejected)", stdout)
+	}
+	code, stdout, stderr = runMain(t, "extra")
+	if code != 2 || stdout != "" || !strings.Contains(stderr, "extra") {
+		t.Errorf("with an argument: exit %d, stdout %q, stderr %q; want exit 2, nothing on stdout and a message naming it", code, stdout, stderr)
+	}
+}
+
+// TestRun runs the example: the deposit of 2,000,000 is always rejected,
+// the others are taken, and every deposit is either in the balance or
+// counted as rejected. (The audit of 5,000 answers long before its
+// deadline, but on a loaded machine it could miss it: then it is
+// rejected too, and the statement says so.)
+func TestRun(t *testing.T) {
+	st, err := run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st != (statement{Balance: 5150, Rejected: 1}) && st != (statement{Balance: 150, Rejected: 2}) {
+		t.Errorf("statement %+v, want balance 5150 with one deposit rejected (or 150 with two, if the audit of 5000 came late)", st)
+	}
+}
+
+// TestAccountAudits: small deposits are taken at once; a large one waits
+// for its audit, is taken if the audit approves and rejected if it
+// fails; closing waits for every pending audit.
+func TestAccountAudits(t *testing.T) {
+	s := schedtest.New(t)
+	audits := s.FakeLater(cmdAudit)
+	pid := s.Start(&account{}, "open", payload.Values(100))
+	for _, m := range []any{deposit{50}, deposit{5000}, deposit{2_000_000}, closeBook{}} {
+		if err := s.Send(pid, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.RunUntilIdle()
+	if s.Ended(pid) {
+		t.Fatal("the account closed with two audits pending")
+	}
+	if n := audits.Len(); n != 2 {
+		t.Fatalf("%d audits asked for, want 2 (the deposits of 1,000 or more)", n)
+	}
+	first, second := audits.Next(), audits.Next()
+	if first.Arg != 5000 || second.Arg != 2_000_000 {
+		t.Fatalf("audits of %v and %v, want 5000 and 2000000", first.Arg, second.Arg)
+	}
+	if err := first.Token().Complete(nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	s.RunUntilIdle()
+	if s.Ended(pid) {
+		t.Fatal("the account closed with an audit pending")
+	}
+	if err := second.Token().Complete(nil, errors.New("needs a human")); err != nil {
+		t.Fatal(err)
+	}
+	s.RunUntilIdle()
+	res, err := s.Result(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := res.Value(); st != (statement{Balance: 5150, Rejected: 1}) {
+		t.Errorf("statement %+v, want balance 5150 with one deposit rejected", st)
+	}
+}
+
+// TestAccountAuditDeadline: an audit that does not answer within
+// auditTimeout rejects its deposit, and its answer when it comes is
+// ignored: the deposit stays out of the balance.
+func TestAccountAuditDeadline(t *testing.T) {
+	s := schedtest.New(t)
+	audits := s.FakeLater(cmdAudit)
+	pid := s.Start(&account{}, "open", payload.Values(100))
+	if err := s.Send(pid, deposit{5000}); err != nil {
+		t.Fatal(err)
+	}
+	s.RunUntilIdle()
+	late := audits.Next()
+	s.Advance(auditTimeout) // the deadline comes first
+	if err := late.Token().Complete(nil, nil); err != nil && !errors.Is(err, scheduler.ErrYieldNotPending) {
+		t.Fatal(err)
+	}
+	if err := s.Send(pid, closeBook{}); err != nil {
+		t.Fatal(err)
+	}
+	s.RunUntilIdle()
+	res, err := s.Result(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := res.Value(); st != (statement{Balance: 100, Rejected: 1}) {
+		t.Errorf("statement %+v, want balance 100 with the late-audited deposit rejected", st)
 	}
 }
