@@ -68,6 +68,10 @@ var errUsage = errors.New("usage")
 func main() {
 	n := flag.Int("n", 1_000_000, "messages to exchange")
 	flag.Parse()
+	if flag.NArg() > 0 {
+		log.Printf("unexpected arguments %q: the program takes flags only (-h lists them)", flag.Args())
+		os.Exit(2)
+	}
 	if err := run(*n); err != nil {
 		log.Print(err)
 		if errors.Is(err, errUsage) {

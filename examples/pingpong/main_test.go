@@ -96,4 +96,9 @@ func TestMainOutput(t *testing.T) {
 			t.Errorf("-n %s: exit %d, stdout %q, stderr %q; want exit 2, nothing on stdout and a message naming -n", n, code, stdout, stderr)
 		}
 	}
+
+	code, stdout, stderr := runMain(t, "extra")
+	if code != 2 || stdout != "" || !strings.Contains(stderr, "extra") {
+		t.Errorf("with an argument: exit %d, stdout %q, stderr %q; want exit 2, nothing on stdout and a message naming it", code, stdout, stderr)
+	}
 }

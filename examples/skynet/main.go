@@ -87,6 +87,10 @@ func main() {
 	leaves := flag.Int("leaves", 1_000_000, "number of leaves (a power of ten)")
 	workers := flag.Int("workers", 0, "worker goroutines (0: GOMAXPROCS)")
 	flag.Parse()
+	if flag.NArg() > 0 {
+		log.Printf("unexpected arguments %q: the program takes flags only (-h lists them)", flag.Args())
+		os.Exit(2)
+	}
 	if err := run(*leaves, *workers); err != nil {
 		log.Print(err)
 		if errors.Is(err, errUsage) {

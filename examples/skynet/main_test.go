@@ -107,4 +107,9 @@ func TestMainOutput(t *testing.T) {
 			t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit 2, nothing on stdout and a message naming %s", args, code, stdout, stderr, args[0])
 		}
 	}
+
+	code, stdout, stderr = runMain(t, "extra")
+	if code != 2 || stdout != "" || !strings.Contains(stderr, "extra") {
+		t.Errorf("with an argument: exit %d, stdout %q, stderr %q; want exit 2, nothing on stdout and a message naming it", code, stdout, stderr)
+	}
 }

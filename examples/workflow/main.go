@@ -122,6 +122,10 @@ func main() {
 	n := flag.Int("n", 10_000, "workflows to run")
 	timeout := flag.Duration("timeout", 30*time.Millisecond, "timeout of one call")
 	flag.Parse()
+	if flag.NArg() > 0 {
+		log.Printf("unexpected arguments %q: the program takes flags only (-h lists them)", flag.Args())
+		os.Exit(2)
+	}
 	start := time.Now()
 	r, err := run(*n, *timeout)
 	if err != nil {
