@@ -1,12 +1,15 @@
 package main
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"runtime"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 )
 
@@ -22,24 +25,41 @@ import (
 // standard input is closed.
 const busyArg = "-busy-load"
 
-// busyLoad is the load process's main: n goroutines spin until stdin
-// reaches EOF (the harness closes it, or dies).
+// loadReady is the line the load process writes on its standard output
+// once every one of its goroutines is spinning.
+const loadReady = "spinning"
+
+// loadStartLimit bounds how long startLoad waits for the load process to
+// say it is spinning.
+const loadStartLimit = 30 * time.Second
+
+// busyLoad is the load process's main: n goroutines spin, and once each
+// has done a first round of work it says so (loadReady on standard
+// output); they spin until stdin reaches EOF (the harness closes it, or
+// dies).
 func busyLoad(arg string) int {
 	n, err := strconv.Atoi(arg)
 	if err != nil || n < 1 {
 		fmt.Fprintf(os.Stderr, "bench %s %q: need a positive count\n", busyArg, arg)
 		return 2
 	}
-	runtime.GOMAXPROCS(n)
+	// One processor for each spinning goroutine, and one for this one,
+	// which reports and reads: it never takes a spinner's thread.
+	runtime.GOMAXPROCS(n + 1)
+	var started sync.WaitGroup
+	started.Add(n)
 	for range n {
-		go spin()
+		go spin(started.Done)
 	}
+	started.Wait()
+	fmt.Println(loadReady)
 	_, _ = io.Copy(io.Discard, os.Stdin)
 	return 0
 }
 
-// spin keeps one thread busy with arithmetic the compiler cannot remove.
-func spin() {
+// spin keeps one thread busy with arithmetic the compiler cannot remove;
+// it calls started after its first round.
+func spin(started func()) {
 	x := uint64(1)
 	for {
 		for range 1 << 20 {
@@ -50,6 +70,10 @@ func spin() {
 		if x == 0 {
 			fmt.Println(x) // never: keeps x observable
 		}
+		if started != nil {
+			started()
+			started = nil
+		}
 	}
 }
 
@@ -59,8 +83,9 @@ type loader struct {
 	stdin io.WriteCloser
 }
 
-// startLoad starts a load process of n busy goroutines; n 0 starts
-// nothing.
+// startLoad starts a load process of n busy goroutines and returns once
+// all of them spin, so that the run it surrounds is loaded from its
+// start; n 0 starts nothing.
 func startLoad(n int) (*loader, error) {
 	if n == 0 {
 		return nil, nil
@@ -76,10 +101,32 @@ func startLoad(n int) (*loader, error) {
 	if err != nil {
 		return nil, err
 	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting the load process: %w", err)
 	}
-	return &loader{cmd: cmd, stdin: stdin}, nil
+	l := &loader{cmd: cmd, stdin: stdin}
+	line := make(chan string, 1)
+	go func() {
+		s, _ := bufio.NewReader(stdout).ReadString('\n')
+		line <- s
+	}()
+	select {
+	case s := <-line:
+		if strings.TrimSpace(s) == loadReady {
+			return l, nil
+		}
+		l.stop() // it ended, or said something else
+		return nil, fmt.Errorf("the load process did not start spinning (it wrote %q)", s)
+	case <-time.After(loadStartLimit):
+		_ = cmd.Process.Kill()
+		l.stop()
+		<-line
+		return nil, fmt.Errorf("the load process did not start spinning within %v", loadStartLimit)
+	}
 }
 
 // stop ends the load process and waits for it.

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -35,6 +37,12 @@ func TestLoadProcess(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, l)
 	require.NoError(t, l.cmd.Process.Signal(syscall.Signal(0)), "the load process runs")
+	if runtime.GOOS == "linux" {
+		// The load is there when the run starts: startLoad returns once
+		// the goroutines spin, each on a thread that is running or
+		// ready to run.
+		require.GreaterOrEqual(t, runningThreads(t, l.cmd.Process.Pid), 2, "threads of the load process running when startLoad returns")
+	}
 	l.stop()
 	require.NotNil(t, l.cmd.ProcessState)
 	require.True(t, l.cmd.ProcessState.Exited(), "stopped by closing its input, not killed")
@@ -49,6 +57,26 @@ func TestLoadProcess(t *testing.T) {
 	var b bytes.Buffer
 	require.NoError(t, report.WriteMarkdown(&b, report.Table{Machine: report.Machine{Busy: 2}}))
 	require.Contains(t, b.String(), "2 busy-looping goroutines in another process")
+}
+
+// runningThreads returns how many threads of process pid are running or
+// ready to run (state R in /proc).
+func runningThreads(t *testing.T, pid int) int {
+	t.Helper()
+	dirs, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	require.NoError(t, err)
+	n := 0
+	for _, d := range dirs {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, d.Name()))
+		if err != nil {
+			continue // the thread ended
+		}
+		// The state follows the command name, which is in parentheses.
+		if _, rest, ok := strings.Cut(string(b), ") "); ok && strings.HasPrefix(rest, "R") {
+			n++
+		}
+	}
+	return n
 }
 
 // TestQuick runs the harness end to end as CI does (-quick): this
