@@ -140,7 +140,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	workloads := fs.String("workloads", "all", "comma-separated workloads: "+strings.Join(workload.Names, ","))
 	impls := fs.String("impls", "all", "comma-separated implementations: "+strings.Join(implNames, ","))
 	rounds := fs.Int("rounds", 3, "rounds; each runs every implementation once per workload")
-	scale := fs.Float64("size", 1, "size factor: 1 is the full size (a million messages, leaves, processes)")
+	scale := fs.Float64("size", 1, "size factor, above 0 and at most 1000: 1 is the full size (a million messages, leaves, processes)")
 	quick := fs.Bool("quick", false, "every workload once at size 0.01, checking results (CI); writes files only with -out")
 	out := fs.String("out", "results", "directory for the report: NAME.md, NAME.svg and NAME.json")
 	name := fs.String("name", "latest", "base name of the report's files in -out")
@@ -181,8 +181,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if c.rounds < 1 {
 		return config{}, fmt.Errorf("-rounds %d: need at least 1", c.rounds)
 	}
-	if !(c.scale > 0) {
-		return config{}, fmt.Errorf("-size %v: need a positive factor", c.scale)
+	if !workload.ScaleOK(c.scale) {
+		return config{}, fmt.Errorf("-size %v: need a positive factor, at most %d", c.scale, workload.MaxScale)
 	}
 	if c.timeout <= 0 {
 		return config{}, fmt.Errorf("-timeout %v: need a positive duration", c.timeout)

@@ -229,6 +229,10 @@ func run(impl string, entries []Entry, args []string, stdout, stderr io.Writer) 
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	if !ScaleOK(*scale) {
+		fmt.Fprintf(stderr, "%s: -scale %v: need a positive factor, at most %d\n", impl, *scale, MaxScale)
+		return 2
+	}
 	if *list {
 		l := Listing{Impl: impl}
 		for _, e := range entries {

@@ -90,6 +90,19 @@ type Sizes struct {
 	RemotePairRoundTrips int // remote-pairs: round trips each pair makes
 }
 
+// MaxScale is the largest size factor: a thousand times the full sizes,
+// a billion messages, leaves or processes, far past what a run can hold;
+// much larger factors make counts that overflow.
+const MaxScale = 1000
+
+// ScaleOK reports whether scale is a size factor the sizes can be made
+// of: positive, finite and at most [MaxScale]. [SizesFor] takes any other
+// as 1, so a run must refuse it rather than run at another size under
+// its name.
+func ScaleOK(scale float64) bool {
+	return scale > 0 && scale <= MaxScale
+}
+
 // SizesFor returns the sizes at scale (1 is the full size: a million
 // messages, leaves or processes). Every size stays at least
 // large enough for its workload to be meaningful.

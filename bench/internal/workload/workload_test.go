@@ -235,6 +235,14 @@ func TestRunPrintsResult(t *testing.T) {
 	if code := run("test", entries, []string{"-workload", "nope"}, &out, &out); code != 2 {
 		t.Errorf("unknown workload: exit code %d, want 2", code)
 	}
+	// A scale the sizes cannot be made of is refused, not run at
+	// another size under its name.
+	for _, scale := range []string{"0", "-1", "NaN", "+Inf", "1e13"} {
+		out.Reset()
+		if code := run("test", entries, []string{"-workload", Ring, "-scale", scale}, &out, &out); code != 2 || !strings.Contains(out.String(), "-scale") {
+			t.Errorf("-scale %s: exit code %d, output %q; want 2 and a message naming -scale", scale, code, out.String())
+		}
+	}
 }
 
 func TestCheck(t *testing.T) {
