@@ -552,6 +552,10 @@ func execute(ctx context.Context, cfg config, dir string, j job) (workload.Resul
 		}
 		return failed, tail(errOut.String(), 2000)
 	}
+	if err := matches(res, j, cfg.scale); err != nil {
+		failed.Error = err.Error()
+		return failed, tail(errOut.String(), 2000)
+	}
 	if runErr != nil && res.OK {
 		res.OK = false
 		res.Error = "exit: " + runErr.Error()
@@ -560,6 +564,21 @@ func execute(ctx context.Context, cfg config, dir string, j job) (workload.Resul
 		return res, tail(errOut.String(), 2000)
 	}
 	return res, ""
+}
+
+// matches returns an error if res is not the result of job j at scale:
+// another workload, implementation or variant, or another number of
+// operations than the sizes at scale make, would put its figures in
+// the wrong row or divide them by the wrong count.
+func matches(res workload.Result, j job, scale float64) error {
+	if res.Workload != j.workload || res.Impl != j.impl || res.Variant != j.variant {
+		return fmt.Errorf("the result is for %s on %s, not %s on %s",
+			workload.Key(res.Workload, res.Variant), res.Impl, workload.Key(j.workload, j.variant), j.impl)
+	}
+	if want := workload.SizesFor(scale).Ops(j.workload); res.Ops != want {
+		return fmt.Errorf("the result counts %d operations, want %d at size %g", res.Ops, want, scale)
+	}
+	return nil
 }
 
 func tail(s string, n int) string {

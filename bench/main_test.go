@@ -461,3 +461,52 @@ func TestRevisionIgnoresItsOwnReports(t *testing.T) {
 	git("add", "bench/other.go")
 	require.Equal(t, head+"-dirty", revision(ctx, dir), "a staged new file")
 }
+
+// TestExecuteChecksTheResult: a run's result counts only if it is the
+// result of the job that was run, at its size: a binary that reports
+// another workload, implementation or variant, or another number of
+// operations, fails the run, as does one that reports nothing.
+func TestExecuteChecksTheResult(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("the fake binary is a shell script")
+	}
+	sz := workload.SizesFor(0.01)
+	good := workload.Result{Impl: "sched", Workload: workload.Ring, Scale: 0.01, Ops: sz.Ops(workload.Ring), NS: 1, OK: true, Detail: "hops"}
+	for _, tt := range []struct {
+		name    string
+		mutate  func(*workload.Result)
+		wantErr string // "" for a run that counts
+	}{
+		{"the job's result", func(*workload.Result) {}, ""},
+		{"another workload", func(r *workload.Result) { r.Workload = workload.Fib }, "fib"},
+		{"another implementation", func(r *workload.Result) { r.Impl = "goroutines" }, "goroutines"},
+		{"another variant", func(r *workload.Result) { r.Variant = "fast" }, "fast"},
+		{"fewer operations", func(r *workload.Result) { r.Ops /= 2 }, "operations"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := good
+			tt.mutate(&r)
+			line, err := json.Marshal(r)
+			require.NoError(t, err)
+			dir := t.TempDir()
+			script := "#!/bin/sh\necho '" + string(line) + "'\n"
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "sched"), []byte(script), 0o755))
+			cfg := config{scale: 0.01, timeout: time.Minute}
+			res, _ := execute(context.Background(), cfg, dir, job{workload: workload.Ring, impl: "sched", round: 1})
+			if tt.wantErr == "" {
+				require.True(t, res.OK, "result %+v", res)
+				return
+			}
+			require.False(t, res.OK, "a run that reported %+v counted", r)
+			require.Contains(t, res.Error, tt.wantErr)
+			require.Equal(t, "sched", res.Impl, "the failed run is the job's")
+			require.Equal(t, workload.Ring, res.Workload, "the failed run is the job's")
+		})
+	}
+
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "sched"), []byte("#!/bin/sh\nexit 0\n"), 0o755))
+	res, _ := execute(context.Background(), config{scale: 0.01, timeout: time.Minute}, dir, job{workload: workload.Ring, impl: "sched", round: 1})
+	require.False(t, res.OK, "a run that reported nothing counted")
+	require.Contains(t, res.Error, "no result")
+}
