@@ -510,3 +510,39 @@ func TestExecuteChecksTheResult(t *testing.T) {
 	require.False(t, res.OK, "a run that reported nothing counted")
 	require.Contains(t, res.Error, "no result")
 }
+
+// TestExitCodes: -h prints the flags and exits 0; a bad flag or value is
+// refused with a message and exit status 2; a run that failed its check
+// makes the exit status 1, after the report is printed and written.
+func TestExitCodes(t *testing.T) {
+	ctx := context.Background()
+	var stdout, stderr bytes.Buffer
+	require.Equal(t, 0, run(ctx, []string{"-h"}, &stdout, &stderr))
+	require.Contains(t, stderr.String(), "-workloads")
+
+	for _, args := range [][]string{{"-rounds", "0"}, {"-nope"}, {"-impls", "akka"}, {"-size", "0"}, {"stray"}} {
+		stdout.Reset()
+		stderr.Reset()
+		require.Equal(t, 2, run(ctx, args, &stdout, &stderr), "%q", args)
+		require.Empty(t, stdout.String(), "%q", args)
+		require.NotEmpty(t, stderr.String(), "%q says why", args)
+	}
+
+	dir := t.TempDir()
+	sv := saved{Scale: 1, Rounds: 1, Runs: []workload.Result{
+		{Impl: "sched", Workload: "ring", Ops: 100, NS: 1000, OK: true},
+		{Impl: "goroutines", Workload: "ring", Ops: 100, OK: false, Error: "hops: got 1, want 2"},
+	}}
+	raw, err := json.Marshal(sv)
+	require.NoError(t, err)
+	in := filepath.Join(dir, "in.json")
+	require.NoError(t, os.WriteFile(in, raw, 0o644))
+	stdout.Reset()
+	stderr.Reset()
+	out := filepath.Join(dir, "out")
+	require.Equal(t, 1, run(ctx, []string{"-from", in, "-out", out}, &stdout, &stderr))
+	require.Contains(t, stderr.String(), errFailedRuns.Error())
+	require.Contains(t, stdout.String(), "hops: got 1, want 2", "the table says which run failed and why")
+	_, err = os.Stat(filepath.Join(out, "latest.md"))
+	require.NoError(t, err, "the report is written even though a run failed")
+}
