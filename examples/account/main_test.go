@@ -1,80 +1,35 @@
 package main
 
 import (
-	"context"
-	"encoding/json"
 	"errors"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/procsched/scheduler/examples/internal/mainrun"
 
 	"github.com/procsched/scheduler"
 	"github.com/procsched/scheduler/payload"
 	"github.com/procsched/scheduler/schedtest"
 )
 
-// mainArgsEnv, when set, makes the test binary run the example's main
-// with the arguments it holds (a JSON list): see runMain.
-const mainArgsEnv = "ACCOUNT_EXAMPLE_MAIN_ARGS"
-
-// runMain runs the example's main with args in a child process (this
-// test binary) and returns its exit code, standard output and standard
-// error.
-func runMain(t *testing.T, args ...string) (code int, stdout, stderr string) {
-	t.Helper()
-	raw, err := json.Marshal(args)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), mainArgsEnv+"="+string(raw))
-	var out, errOut strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err = cmd.Run()
-	var exit *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &exit):
-		code = exit.ExitCode()
-	default:
-		t.Fatalf("running main %q: %v", args, err)
-	}
-	if ctx.Err() != nil {
-		t.Fatalf("main %q did not end within a minute", args)
-	}
-	return code, out.String(), errOut.String()
-}
-
 func TestMain(m *testing.M) {
-	if raw, ok := os.LookupEnv(mainArgsEnv); ok {
-		var args []string
-		if err := json.Unmarshal([]byte(raw), &args); err != nil {
-			panic(err)
-		}
-		os.Args = append([]string{"account"}, args...)
-		main()
-		os.Exit(0)
-	}
+	mainrun.IfChild("account", main)
 	goleak.VerifyTestMain(m)
 }
 
 // TestMainOutput: the program prints the account's statement and exits
 // 0; it takes no arguments.
 func TestMainOutput(t *testing.T) {
-	code, stdout, stderr := runMain(t)
+	code, stdout, stderr := mainrun.Run(t)
 	if code != 0 {
 		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
 	}
 	if stdout != "final balance 5150 (1 deposit rejected by the audit)\n" && stdout != "final balance 150 (2 deposits rejected by the audit)\n" {
 		t.Errorf("printed %q, want \"final balance 5150 (1 deposit rejected by the audit)\" (or 150 with 2 rejected)", stdout)
 	}
-	code, stdout, stderr = runMain(t, "extra")
+	code, stdout, stderr = mainrun.Run(t, "extra")
 	if code != 2 || stdout != "" || !strings.Contains(stderr, "extra") {
 		t.Errorf("with an argument: exit %d, stdout %q, stderr %q; want exit 2, nothing on stdout and a message naming it", code, stdout, stderr)
 	}

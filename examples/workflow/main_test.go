@@ -1,64 +1,20 @@
 package main
 
 import (
-	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/procsched/scheduler/examples/internal/mainrun"
 )
 
-// mainArgsEnv, when set, makes the test binary run the example's main
-// with the arguments it holds (a JSON list): see runMain.
-const mainArgsEnv = "WORKFLOW_EXAMPLE_MAIN_ARGS"
-
 func TestMain(m *testing.M) {
-	if raw, ok := os.LookupEnv(mainArgsEnv); ok {
-		var args []string
-		if err := json.Unmarshal([]byte(raw), &args); err != nil {
-			panic(err)
-		}
-		os.Args = append([]string{"workflow"}, args...)
-		main()
-		os.Exit(0)
-	}
+	mainrun.IfChild("workflow", main)
 	goleak.VerifyTestMain(m)
-}
-
-// runMain runs the example's main with args in a child process (this
-// test binary) and returns its exit code, standard output and standard
-// error.
-func runMain(t *testing.T, args ...string) (code int, stdout, stderr string) {
-	t.Helper()
-	raw, err := json.Marshal(args)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), mainArgsEnv+"="+string(raw))
-	var out, errOut strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err = cmd.Run()
-	var exit *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &exit):
-		code = exit.ExitCode()
-	default:
-		t.Fatalf("running main %q: %v", args, err)
-	}
-	if ctx.Err() != nil {
-		t.Fatalf("main %q did not end within a minute", args)
-	}
-	return code, out.String(), errOut.String()
 }
 
 // TestRun runs the example at a small size: every workflow ends quoted or
@@ -97,7 +53,7 @@ func TestRunRefusesBadFlags(t *testing.T) {
 // how they ended and how many calls they made, and exits 0; a bad flag
 // value is refused with a message and exit status 2.
 func TestMainOutput(t *testing.T) {
-	code, stdout, stderr := runMain(t, "-n", "50", "-timeout", "1m")
+	code, stdout, stderr := mainrun.Run(t, "-n", "50", "-timeout", "1m")
 	if code != 0 {
 		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
 	}
@@ -112,13 +68,13 @@ func TestMainOutput(t *testing.T) {
 	}
 
 	for _, args := range [][]string{{"-n", "-1"}, {"-timeout", "0s"}, {"-timeout", "-1ms"}, {"-n", "x"}} {
-		code, stdout, stderr := runMain(t, args...)
+		code, stdout, stderr := mainrun.Run(t, args...)
 		if code != 2 || stdout != "" || !strings.Contains(stderr, args[0]) {
 			t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit 2, nothing on stdout and a message naming %s", args, code, stdout, stderr, args[0])
 		}
 	}
 
-	code, stdout, stderr = runMain(t, "extra")
+	code, stdout, stderr = mainrun.Run(t, "extra")
 	if code != 2 || stdout != "" || !strings.Contains(stderr, "extra") {
 		t.Errorf("with an argument: exit %d, stdout %q, stderr %q; want exit 2, nothing on stdout and a message naming it", code, stdout, stderr)
 	}
