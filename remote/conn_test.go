@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -145,4 +146,43 @@ func TestPublishFailureReturnsMessages(t *testing.T) {
 			assert.Zero(t, b.Stats().Gaps, "the failed batch's sequence number is used again")
 		})
 	}
+}
+
+// TestRefusedSyncMarkerIsCounted: a sync marker NATS refuses to publish
+// is counted in PublishFailures, as a refused batch is, and not in
+// SyncMarkers; the link asks again later and goes on.
+func TestRefusedSyncMarkerIsCounted(t *testing.T) {
+	_, a, b := tTwoNodes(t, nil)
+	recv, got := tCollector(t, b.S, 1)
+	// b takes no batch until released, so a's grant is overdue and a
+	// asks for it with a sync marker every heartbeat.
+	gate := make(chan struct{})
+	var release sync.Once
+	remote.SetInboundHook(b.Node, func() { <-gate })
+	t.Cleanup(func() { release.Do(func() { close(gate) }) })
+	_, _, bData := remote.Subjects("test", b.Node.Node())
+	refused := make(chan struct{}, 1)
+	remote.SetPublishHook(a.Node, func(subject string, data []byte) error {
+		if subject != bData || !remote.IsSyncMarker(data) {
+			return nil
+		}
+		select {
+		case refused <- struct{}{}:
+		default:
+		}
+		return errors.New("the write failed")
+	})
+	t.Cleanup(func() { remote.SetPublishHook(a.Node, nil) })
+
+	before := a.Stats()
+	require.NoError(t, a.S.Tell(recv.PID(), "held"))
+	tRecv(t, refused, "a sync marker for b while b takes nothing")
+	tEventually(t, func() bool { return a.Stats().PublishFailures > before.PublishFailures },
+		"the refused sync marker is counted in PublishFailures (%d before, %d now)", before.PublishFailures, a.Stats().PublishFailures)
+	assert.Equal(t, before.SyncMarkers, a.Stats().SyncMarkers, "a refused sync marker is not counted as sent")
+
+	remote.SetPublishHook(a.Node, nil)
+	release.Do(func() { close(gate) })
+	assert.Equal(t, "held", tRecv(t, got, "the message held by b").Data)
+	tEventually(t, func() bool { return a.Stats().InFlight == 0 }, "b grants the message")
 }

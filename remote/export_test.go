@@ -145,3 +145,9 @@ func DecodeExits(data []byte, sender, self uint32) ([]Exited, error) {
 	}
 	return exits, err
 }
+
+// IsSyncMarker reports whether data is a sync marker: a header alone,
+// asking for a grant at once.
+func IsSyncMarker(data []byte) bool {
+	return len(data) == headerLen && data[1]&flagSync != 0
+}

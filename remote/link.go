@@ -354,6 +354,7 @@ func (l *link) flush() {
 		l.mu.Lock()
 		if err != nil {
 			l.seq-- // never left; the next overdue check asks again
+			l.counts.publishFailed++
 		} else {
 			l.counts.markers++
 		}

@@ -31,8 +31,9 @@ type Stats struct {
 	// CreditStalls counts the times a link had batches to send and no
 	// credit to send them with.
 	CreditStalls uint64 `json:"creditStalls"`
-	// PublishFailures counts batches NATS refused to take; their
-	// messages went back to their senders.
+	// PublishFailures counts batches and sync markers NATS refused to
+	// take; the messages of a refused batch went back to their senders,
+	// and a refused sync marker is asked for again later.
 	PublishFailures uint64 `json:"publishFailures"`
 
 	// Buffered is the bytes of frames waiting to be published, over all
