@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -149,6 +150,37 @@ func TestNodeNumbersDoNotCollide(t *testing.T) {
 	num, ok := a.Lookup("b")
 	assert.True(t, ok)
 	assert.Equal(t, b.Node.Node(), num)
+}
+
+// TestNodeNumberCheckOutwaitsAShortHeartbeat: the check that a number
+// is free waits for an answer at least a second, however short the
+// heartbeat, so a node slow to answer for its number still keeps it.
+// Here whoever holds number 7777 answers 100ms after the probe, far
+// beyond a heartbeat of 1ms.
+func TestNodeNumberCheckOutwaitsAShortHeartbeat(t *testing.T) {
+	srv := tServer(t)
+	const taken = 7777
+	holder, err := nats.Connect(srv.ClientURL())
+	require.NoError(t, err)
+	defer holder.Close()
+	_, ctl, _ := remote.Subjects("test", taken)
+	_, err = holder.Subscribe(ctl, func(m *nats.Msg) {
+		time.AfterFunc(100*time.Millisecond, func() { _ = m.Respond([]byte("here")) }) // a slow answer, not a synchronisation
+	})
+	require.NoError(t, err)
+	require.NoError(t, holder.Flush())
+
+	draws := []uint32{taken, taken + 1}
+	restore := remote.SetRandomNode(func() uint32 {
+		v := draws[0]
+		draws = draws[1:]
+		return v
+	})
+	defer restore()
+	node, err := remote.New(remote.Config{Cluster: "test", Name: "b", URL: srv.ClientURL(), Heartbeat: time.Millisecond})
+	require.NoError(t, err)
+	defer func() { _ = node.Close(context.Background()) }()
+	assert.Equal(t, uint32(taken+1), node.Node(), "the number whose holder answered late is taken")
 }
 
 // tLockedBuffer is a buffer a logger writes to from the node's

@@ -147,8 +147,15 @@ var randomNode = rand.Uint32
 // maxNumberTries bounds the attempts to find a free incarnation number.
 const maxNumberTries = 8
 
+// minNumberCheck is the shortest wait for an answer from a node holding
+// the number drawn: a heartbeat shorter than a round trip to that node
+// would make the check prove nothing.
+const minNumberCheck = time.Second
+
 // New connects to NATS and picks this node's incarnation number: a random
-// nonzero number that no node of the cluster answers for. It does not
+// nonzero number that no node of the cluster answers for (it waits for
+// an answer a heartbeat, and at least a second, unless the server says
+// at once that no one is subscribed for the number). It does not
 // join the cluster yet: create the scheduler with [scheduler.WithNode]
 // of [Node.Node] and [scheduler.WithTransport] of the node, then call
 // [Node.Start]. Config errors wrap [ErrInvalidConfig]; a failure to
@@ -242,7 +249,10 @@ func (n *Node) setMaxBatch() {
 	n.maxBatch.Store(m)
 }
 
-// pickNumber finds an incarnation number no node answers for.
+// pickNumber finds an incarnation number no node answers for. A number
+// is free when the server says that no one is subscribed for it, or, on
+// a server that does not say so, when no one answers within a heartbeat
+// and at least minNumberCheck.
 func (n *Node) pickNumber(prefix string) (uint32, error) {
 	for range maxNumberTries {
 		num := randomNode()
@@ -250,7 +260,7 @@ func (n *Node) pickNumber(prefix string) (uint32, error) {
 			continue
 		}
 		probe := appendCtl(nil, ctlMsg{typ: ctlProbe, sender: num})
-		_, err := n.nc.Request(ctlSubject(prefix, num), probe, n.cfg.Heartbeat)
+		_, err := n.nc.Request(ctlSubject(prefix, num), probe, max(n.cfg.Heartbeat, minNumberCheck))
 		switch {
 		case errors.Is(err, nats.ErrNoResponders):
 			return num, nil
