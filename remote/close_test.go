@@ -100,6 +100,7 @@ func TestStartAndConfigErrors(t *testing.T) {
 		{"a cluster with a wildcard", remote.Config{Cluster: "a*", Name: "a"}},
 		{"no name", remote.Config{Cluster: "c"}},
 		{"a name that is not UTF-8", remote.Config{Cluster: "c", Name: "\xff"}},
+		{"a heartbeat of a few nanoseconds", remote.Config{Cluster: "c", Name: "a", Heartbeat: 3 * time.Nanosecond}},
 		{"a failure timeout under three heartbeats", remote.Config{Cluster: "c", Name: "a", Heartbeat: time.Second, FailureTimeout: 2 * time.Second}},
 		{"a tiny window", remote.Config{Cluster: "c", Name: "a", Window: 100}},
 		{"a reserved command", remote.Config{Cluster: "c", Name: "a", SpawnCommand: 3}},

@@ -35,8 +35,8 @@ type Config struct {
 	Options []nats.Option
 
 	// Heartbeat is how often the node tells the cluster it is alive
-	// (default [DefaultHeartbeat]). A peer silent for two heartbeats is
-	// probed.
+	// (default [DefaultHeartbeat]; at least [MinHeartbeat]). A peer
+	// silent for two heartbeats is probed.
 	Heartbeat time.Duration
 	// FailureTimeout is how long a peer may stay silent before it is
 	// declared down (default [DefaultFailureTimeout], or three heartbeats
@@ -94,6 +94,11 @@ const (
 	DefaultSpawnCommand scheduler.CommandID = 512
 )
 
+// MinHeartbeat is the shortest [Config].Heartbeat: heartbeats go to
+// every node, and a shorter interval would flood the cluster with them
+// and make a peer's silence a matter of scheduling noise.
+const MinHeartbeat = time.Millisecond
+
 // minWindow keeps a batch large enough for any header and a few frames.
 const minWindow = 4 << 10
 
@@ -129,8 +134,8 @@ func (cfg Config) withDefaults() (Config, error) {
 		cfg.SpawnCommand = DefaultSpawnCommand
 	}
 	switch {
-	case cfg.Heartbeat < 0:
-		return cfg, fmt.Errorf("%w: Heartbeat %v is negative", ErrInvalidConfig, cfg.Heartbeat)
+	case cfg.Heartbeat < MinHeartbeat:
+		return cfg, fmt.Errorf("%w: Heartbeat %v is below %v", ErrInvalidConfig, cfg.Heartbeat, MinHeartbeat)
 	case cfg.FailureTimeout < 3*cfg.Heartbeat:
 		return cfg, fmt.Errorf("%w: FailureTimeout %v is less than three heartbeats of %v", ErrInvalidConfig, cfg.FailureTimeout, cfg.Heartbeat)
 	case cfg.Window < minWindow:

@@ -47,6 +47,9 @@ func TestConfigBounds(t *testing.T) {
 		ok   bool
 	}{
 		{"a negative heartbeat", func(c *Config) { c.Heartbeat = -time.Second }, false},
+		{"a heartbeat of a few nanoseconds", func(c *Config) { c.Heartbeat = 3 * time.Nanosecond }, false},
+		{"a heartbeat just under a millisecond", func(c *Config) { c.Heartbeat = time.Millisecond - 1 }, false},
+		{"a heartbeat of a millisecond", func(c *Config) { c.Heartbeat = time.Millisecond }, true},
 		{"a negative failure timeout", func(c *Config) { c.FailureTimeout = -time.Second }, false},
 		{"a failure timeout of three heartbeats", func(c *Config) { c.Heartbeat, c.FailureTimeout = time.Second, 3*time.Second }, true},
 		{"a negative window", func(c *Config) { c.Window = -1 }, false},
