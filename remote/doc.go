@@ -200,7 +200,8 @@
 // process cancels or times out, or whose process ends, is forgotten at
 // once, here and, for a monitor or an awaited spawn's watch of its
 // child, on the other node (the node waits on the yield's call context
-// with context.AfterFunc); the child of a forgotten spawn runs on, as
+// with context.AfterFunc); an awaited spawn's watch of a child started
+// on this node stops at once too. The child of a forgotten spawn runs on, as
 // the child of a cancelled SpawnAwait does. Monitors held for a node
 // that goes down are dropped. A node holds one monitor per request
 // number of a peer: a request under a number the peer uses already,

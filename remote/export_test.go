@@ -151,3 +151,7 @@ func DecodeExits(data []byte, sender, self uint32) ([]Exited, error) {
 func IsSyncMarker(data []byte) bool {
 	return len(data) == headerLen && data[1]&flagSync != 0
 }
+
+// LocalAwaits is the number of monitors n keeps on its own processes for
+// awaited spawns.
+func LocalAwaits(n *Node) int64 { return n.localAwaits.Load() }

@@ -79,6 +79,11 @@ type Node struct {
 	pending pendingTable // requests sent to other nodes
 	held    heldTable    // monitors kept for other nodes
 	counts  counters
+	// localAwaits is the number of the scheduler's monitors the node
+	// keeps on its own processes for awaited spawns: set when such a
+	// spawn starts its child here, gone when the child ends or the
+	// spawn stops waiting. Tests read it.
+	localAwaits atomic.Int64
 
 	notifyMu sync.Mutex
 	notifyCh chan struct{} // guarded by notifyMu: closed and replaced on every change

@@ -134,8 +134,10 @@ func (n *Node) handleSpawn(c scheduler.Call) error {
 		return fmt.Errorf("%w: the spawn command needs a remote.Spawn argument, got %T", scheduler.ErrInvalidCommand, c.Arg)
 	}
 	done := c.Completion()
-	if req := n.spawn(sp, c.Submit, func(from relay.PID, data any, err error) { _ = done.CompleteFrom(from, data, err) }); req != 0 {
-		n.forgetWhenDone(c.Context(), req)
+	if forget := n.spawn(sp, c.Submit, func(from relay.PID, data any, err error) { _ = done.CompleteFrom(from, data, err) }); forget != nil {
+		// The yield's context is done once the process stops waiting, or
+		// once the yield has completed, when there is nothing to forget.
+		context.AfterFunc(c.Context(), func() { forget() })
 	}
 	return nil
 }
@@ -159,12 +161,12 @@ func (n *Node) Spawn(ctx context.Context, node, kind, method string, input paylo
 		return relay.PID{}, stopped()
 	}
 	ch := make(chan outcome, 1)
-	req := n.spawn(Spawn{Node: node, Kind: kind, Method: method, Input: input}, n.submit, func(from relay.PID, _ any, err error) { ch <- outcome{from, err} })
+	forget := n.spawn(Spawn{Node: node, Kind: kind, Method: method, Input: input}, n.submit, func(from relay.PID, _ any, err error) { ch <- outcome{from, err} })
 	var o outcome
 	select {
 	case o = <-ch:
 	case <-ctx.Done():
-		if req != 0 && n.forget(req) {
+		if forget != nil && forget() {
 			return relay.PID{}, stopped()
 		}
 		// The answer has come: whoever took the request from the table
@@ -188,14 +190,16 @@ func (n *Node) submit(ctx context.Context, p scheduler.Process, method string, i
 }
 
 // spawn carries out sp and calls done exactly once with its outcome, at
-// once or later from another goroutine, unless the request is forgotten
-// first ([Node.forget]). It returns the number of the request sent to
-// another node, or 0 if done was called at once. Any goroutine; it
-// never blocks.
-func (n *Node) spawn(sp Spawn, submit submitFunc, done func(from relay.PID, data any, err error)) uint64 {
+// once or later from another goroutine, unless the spawn is forgotten
+// first. It returns the function that forgets it, or nil if done was
+// called at once: forget drops the request sent to another node (see
+// [Node.forget]), or stops the watch of an awaited child on this node,
+// and reports whether it did so before done was called. Any goroutine;
+// it never blocks.
+func (n *Node) spawn(sp Spawn, submit submitFunc, done func(from relay.PID, data any, err error)) (forget func() bool) {
 	if !n.running() {
 		done(relay.PID{}, nil, n.notRunning())
-		return 0
+		return nil
 	}
 	if sp.Node == "" || sp.Node == n.cfg.Name {
 		h, err := n.startLocal(sp.Kind, sp.Method, sp.Input, submit)
@@ -205,34 +209,45 @@ func (n *Node) spawn(sp Spawn, submit submitFunc, done func(from relay.PID, data
 		case !sp.Await:
 			done(h.PID(), nil, nil)
 		default:
-			n.sched.Monitor(h.PID(), func(e scheduler.Exit) {
+			// The scheduler's monitor calls the function or, stopped
+			// first, never does: one of the two counts the watch out.
+			n.localAwaits.Add(1)
+			stop := n.sched.Monitor(h.PID(), func(e scheduler.Exit) {
+				n.localAwaits.Add(-1)
 				if e.Reason == scheduler.ExitGone { // ended before the watch
 					e = handleExit(h, e)
 				}
 				data, err := awaited(e)
 				done(h.PID(), data, err)
 			})
+			return func() bool {
+				if !stop() {
+					return false
+				}
+				n.localAwaits.Add(-1)
+				return true
+			}
 		}
-		return 0
+		return nil
 	}
 	p, err := n.livePeer(sp.Node)
 	if err != nil {
 		done(relay.PID{}, nil, err)
-		return 0
+		return nil
 	}
 	input, err := wirePayloads(sp.Input)
 	if err != nil {
 		done(relay.PID{}, nil, err)
-		return 0
+		return nil
 	}
 	req := n.pending.add(&pendingReq{peer: p.num, kind: kindSpawn, await: sp.Await, done: done})
 	if err := p.link.sendSpawn(req, sp.Kind, sp.Method, sp.Await, input); err != nil {
 		if n.pending.remove(req) != nil {
 			done(relay.PID{}, nil, err)
 		}
-		return 0
+		return nil
 	}
-	return req
+	return func() bool { return n.forget(req) }
 }
 
 // awaited is the completion of an awaited spawn whose child ended with e,

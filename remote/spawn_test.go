@@ -438,3 +438,29 @@ func TestCancelledSpawnForgotten(t *testing.T) {
 		})
 	}
 }
+
+// TestCancelledLocalSpawnForgotten: an awaited spawn on this node that
+// the process stops waiting for (cancelled, or timed out) leaves no
+// monitor on the child, which runs on, as one on another node leaves
+// nothing held there.
+func TestCancelledLocalSpawnForgotten(t *testing.T) {
+	_, a, _ := tTwoNodes(t, nil)
+	tRegister(t, a)
+	spawn := remote.Spawn{Kind: "echo", Method: "run", Await: true}
+	t.Run("cancelled", func(t *testing.T) {
+		h := tCancellable(t, a.S, func(out *scheduler.StepOutput) { out.Yield(1, a.SpawnCommand(), spawn) })
+		tEventually(t, func() bool { return remote.LocalAwaits(a.Node) == 1 }, "a watches the child (%d)", remote.LocalAwaits(a.Node))
+		require.NoError(t, a.S.Tell(h.PID(), "cancel"))
+		_, err := tWaitResult(t, h)
+		require.NoError(t, err)
+		tEventually(t, func() bool { return remote.LocalAwaits(a.Node) == 0 }, "a stops watching the child of the cancelled spawn (%d)", remote.LocalAwaits(a.Node))
+	})
+	t.Run("timed out", func(t *testing.T) {
+		ev := tFirst(t, a.S, scheduler.EventYieldComplete, func(out *scheduler.StepOutput) {
+			out.Yield(1, a.SpawnCommand(), spawn)
+			out.Timeout(1, time.Millisecond)
+		})
+		assert.ErrorIs(t, ev.Error, scheduler.ErrTimeout)
+		tEventually(t, func() bool { return remote.LocalAwaits(a.Node) == 0 }, "a stops watching the child of the timed-out spawn (%d)", remote.LocalAwaits(a.Node))
+	})
+}
