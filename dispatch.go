@@ -136,9 +136,28 @@ func (c Completion) CompleteFrom(from relay.PID, data any, err error) error {
 
 // SetHandler registers h for command cmd, replacing any previous handler.
 // cmd must be from [FirstUserCommand] to 65536 and h non-nil, else the
-// error wraps [ErrInvalidCommand]; after Shutdown it returns [ErrClosed].
+// error wraps [ErrInvalidCommand]; a command claimed with
+// [Scheduler.ClaimHandler] is refused with an error wrapping
+// [ErrCommandTaken]; after Shutdown it returns [ErrClosed].
 // Registration is safe at any time; lookups on the hot path take no lock.
 func (s *Scheduler) SetHandler(cmd CommandID, h Handler) error {
+	return s.register(cmd, h, false)
+}
+
+// ClaimHandler registers h for command cmd for good, for a library that
+// installs the handler of a command its users yield (a transport's
+// spawn command, say), so that no other registration replaces it
+// unnoticed: it fails with an error wrapping [ErrCommandTaken] if cmd
+// has a handler already, from [WithHandler], SetHandler or an earlier
+// claim, and once it has succeeded, SetHandler and ClaimHandler refuse
+// cmd the same way. Otherwise it is SetHandler: the same range of
+// commands, the same errors.
+func (s *Scheduler) ClaimHandler(cmd CommandID, h Handler) error {
+	return s.register(cmd, h, true)
+}
+
+// register is SetHandler, or ClaimHandler if claim is set.
+func (s *Scheduler) register(cmd CommandID, h Handler, claim bool) error {
 	if err := checkHandler(cmd, h); err != nil {
 		return err
 	}
@@ -148,8 +167,20 @@ func (s *Scheduler) SetHandler(cmd CommandID, h Handler) error {
 	s.handlersMu.Lock()
 	defer s.handlersMu.Unlock()
 	old := *s.handlers.Load()
+	switch {
+	case s.claimed[cmd]:
+		return fmt.Errorf("%w: command %d is claimed", ErrCommandTaken, cmd)
+	case claim && int(cmd) < len(old) && old[cmd] != nil:
+		return fmt.Errorf("%w: command %d has a handler already", ErrCommandTaken, cmd)
+	}
 	hs := setHandler(append([]Handler(nil), old...), cmd, h)
 	s.handlers.Store(&hs)
+	if claim {
+		if s.claimed == nil {
+			s.claimed = map[CommandID]bool{}
+		}
+		s.claimed[cmd] = true
+	}
 	return nil
 }
 

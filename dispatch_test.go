@@ -1064,6 +1064,44 @@ func TestHandleRegistration(t *testing.T) {
 	require.NoError(t, err)
 }
 
+// TestClaimHandler: a claimed command keeps its handler: a later
+// SetHandler or ClaimHandler for it fails with ErrCommandTaken, and so
+// does a claim of a command that has a handler already, which keeps
+// it. The claim checks what SetHandler checks.
+func TestClaimHandler(t *testing.T) {
+	answer := func(v string) sched.Handler {
+		return func(c sched.Call) error { return c.Complete(v, nil) }
+	}
+	s := newScheduler(t, sched.WithHandler(cmdTest, answer("given to New")))
+	// yields returns what a yield of cmd completes with.
+	yields := func(cmd sched.CommandID) any {
+		t.Helper()
+		h := submit(t, s, &probe{step: yieldOnce(1, func(out *sched.StepOutput) { out.Yield(1, cmd, nil) })})
+		res, err := waitEnd(t, s, h)
+		require.NoError(t, err)
+		return res.Value()
+	}
+
+	require.ErrorIs(t, s.ClaimHandler(cmdTest, answer("claimed")), sched.ErrCommandTaken, "a command with a handler from New")
+	assert.Equal(t, "given to New", yields(cmdTest), "the refused claim changed nothing")
+	require.NoError(t, s.SetHandler(cmdTest, answer("set")), "an unclaimed command may be replaced")
+
+	require.NoError(t, s.ClaimHandler(cmdTest2, answer("claimed")))
+	require.ErrorIs(t, s.SetHandler(cmdTest2, answer("set")), sched.ErrCommandTaken)
+	require.ErrorIs(t, s.ClaimHandler(cmdTest2, answer("claimed again")), sched.ErrCommandTaken)
+	assert.Equal(t, "claimed", yields(cmdTest2), "the claimed handler stays")
+
+	require.NoError(t, s.SetHandler(cmdTest2+1, answer("set")))
+	require.ErrorIs(t, s.ClaimHandler(cmdTest2+1, answer("claimed")), sched.ErrCommandTaken, "a command with a handler from SetHandler")
+	assert.Equal(t, "set", yields(cmdTest2+1))
+
+	require.ErrorIs(t, s.ClaimHandler(sched.FirstUserCommand-1, answer("x")), sched.ErrInvalidCommand)
+	require.ErrorIs(t, s.ClaimHandler(cmdTest2+2, nil), sched.ErrInvalidCommand)
+	require.NoError(t, s.SetHandler(cmdTest2+2, answer("set")), "a refused claim claims nothing")
+	require.NoError(t, s.Shutdown(context.Background()))
+	require.ErrorIs(t, s.ClaimHandler(cmdTest2+3, answer("x")), sched.ErrClosed)
+}
+
 func TestCompleteFrom(t *testing.T) {
 	calls := make(chan sched.Call, 1)
 	s := newScheduler(t, sched.WithHandler(cmdTest, func(c sched.Call) error {

@@ -50,6 +50,10 @@ var (
 	// FirstUserCommand), a handler was registered for one (or for an ID
 	// above the last, or was nil), or Call.Go was given nil work.
 	ErrInvalidCommand = errors.New("scheduler: invalid command")
+	// ErrCommandTaken: a handler was registered for a command ID that
+	// [Scheduler.ClaimHandler] has claimed, or ClaimHandler was asked for
+	// one that has a handler already.
+	ErrCommandTaken = errors.New("scheduler: command taken")
 	// ErrMailboxFull: a message was refused because the recipient's
 	// mailbox is full (policy MailboxReject).
 	ErrMailboxFull = errors.New("scheduler: mailbox full")

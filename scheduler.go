@@ -48,6 +48,7 @@ type Scheduler struct {
 	procs atomic.Int64
 
 	handlersMu sync.Mutex
+	claimed    map[CommandID]bool // guarded by handlersMu: commands ClaimHandler took
 
 	coarse coarseClock // see clock.go
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -217,4 +218,50 @@ func TestStartRetriedAfterFailure(t *testing.T) {
 			assert.ErrorIs(t, ev.Error, remote.ErrUnknownKind, "the spawn handler is registered")
 		})
 	}
+}
+
+// tEndsWhileWaiting is a context that is alive at its first look and has
+// ended (canceled) from then on: Start sees it alive, and it has ended
+// by the time Start waits for the server.
+type tEndsWhileWaiting struct {
+	context.Context
+	looked atomic.Bool
+	done   chan struct{}
+}
+
+func (c *tEndsWhileWaiting) Done() <-chan struct{} { return c.done }
+
+func (c *tEndsWhileWaiting) Err() error {
+	if c.looked.Swap(true) {
+		return context.Canceled
+	}
+	return nil
+}
+
+// TestStartAgainAfterTheWaitEnded: a Start whose context ends while it
+// waits for the server leaves the spawn command claimed, as it says, and
+// a later Start on the same scheduler joins with it.
+func TestStartAgainAfterTheWaitEnded(t *testing.T) {
+	srv := tServer(t)
+	node, err := remote.New(remote.Config{Cluster: "test", Name: "a", URL: srv.ClientURL()})
+	require.NoError(t, err)
+	s, err := scheduler.New(scheduler.WithNode(node.Node()), scheduler.WithTransport(node))
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), tWait)
+		defer cancel()
+		assert.NoError(t, node.Close(ctx))
+		assert.NoError(t, s.Shutdown(ctx))
+	})
+
+	ending := &tEndsWhileWaiting{Context: context.Background(), done: make(chan struct{})}
+	close(ending.done)
+	require.ErrorIs(t, node.Start(ending, s), context.Canceled)
+	assert.ErrorIs(t, s.SetHandler(node.SpawnCommand(), func(scheduler.Call) error { return nil }), scheduler.ErrCommandTaken, "the spawn command stays claimed")
+	ev := tYield(t, s, node.SpawnCommand(), remote.Spawn{Kind: "nope", Method: "run"})
+	assert.ErrorIs(t, ev.Error, remote.ErrClosed, "spawns fail while the node is not started")
+
+	require.NoError(t, node.Start(t.Context(), s), "Start again on the same scheduler")
+	ev = tYield(t, s, node.SpawnCommand(), remote.Spawn{Kind: "nope", Method: "run"})
+	assert.ErrorIs(t, ev.Error, remote.ErrUnknownKind, "the spawn handler serves")
 }

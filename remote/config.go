@@ -62,7 +62,9 @@ type Config struct {
 	// SpawnCommand is the command ID the node's [Spawn] handler is
 	// registered with on the scheduler given to [Node.Start] (default
 	// [DefaultSpawnCommand]): from [scheduler.FirstUserCommand] to 65536,
-	// the range [scheduler.Scheduler.SetHandler] takes.
+	// the range [scheduler.Scheduler.SetHandler] takes. Start claims it
+	// ([scheduler.Scheduler.ClaimHandler]): the scheduler must have no
+	// handler on it, and gets no other one after.
 	SpawnCommand scheduler.CommandID
 
 	// Hooks are called when peers come and go.

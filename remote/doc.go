@@ -188,7 +188,8 @@
 //
 // # Remote spawn and monitors
 //
-// [Node.Start] registers a command handler on the scheduler: a process
+// [Node.Start] claims a command on the scheduler for its handler
+// ([Config].SpawnCommand; no other handler may have it): a process
 // yields [Spawn] with [Node.SpawnCommand] to start a process of a kind
 // registered with [Node.Register] on a named node, optionally awaiting
 // its end. A monitor ([scheduler.StepOutput.Monitor]) of a process of

@@ -47,6 +47,10 @@ type Node struct {
 	// atomic store and load order them).
 	state atomic.Int32
 	sched *scheduler.Scheduler
+	// claimedOn is the scheduler whose spawn command the node has
+	// claimed, which a Start that failed leaves claimed for the next.
+	// Start only (its state change orders the Starts).
+	claimedOn *scheduler.Scheduler
 
 	mu sync.Mutex
 	// peers maps node numbers to peers, down ones included (kept as
@@ -292,18 +296,24 @@ func (n *Node) Name() string { return n.cfg.Name }
 
 // Start joins the cluster with scheduler s, which must have been created
 // with [scheduler.WithNode] of n.Node() and [scheduler.WithTransport] of
-// n. It registers the node's spawn handler on s (see [Spawn]),
-// subscribes to the node's subjects, and says hello; ctx bounds
-// the wait for the server to confirm the subscriptions (with no
-// deadline, NATS's own flush timeout of 10 seconds bounds it too). Peers
-// become reachable as they answer (see [Node.WaitPeer] and [Hooks]).
+// n. It claims [Config].SpawnCommand on s for the node's spawn handler
+// (see [Spawn] and [scheduler.Scheduler.ClaimHandler]), so that a
+// handler registered on that command later is refused with
+// [scheduler.ErrCommandTaken]; it subscribes to the node's subjects and
+// says hello; ctx bounds the wait for the server to confirm the
+// subscriptions (with no deadline, NATS's own flush timeout of 10
+// seconds bounds it too). Peers become reachable as they answer (see
+// [Node.WaitPeer] and [Hooks]).
 //
-// If ctx has ended, Start returns an error wrapping ctx's at once and
-// does nothing. If it ends during the wait, Start returns that error
-// too, with the subscriptions it made undone and nothing started; the
-// spawn handler stays registered on s, failing spawns with [ErrClosed]
-// until a Start succeeds. Either way the node is left not started, for
-// another Start or for Close.
+// If s has a handler on the spawn command already, Start returns an
+// error wrapping [ErrInvalidConfig] and [scheduler.ErrCommandTaken] and
+// does nothing: choose another Config.SpawnCommand. If ctx has ended,
+// Start returns an error wrapping ctx's at once and does nothing. If it
+// ends during the wait, Start returns that error too, with the
+// subscriptions it made undone and nothing started; the spawn handler
+// stays claimed on s, failing spawns with [ErrClosed] until a Start
+// succeeds. Either way the node is left not started, for another Start
+// or for Close.
 func (n *Node) Start(ctx context.Context, s *scheduler.Scheduler) error {
 	if s == nil {
 		return fmt.Errorf("%w: Start with a nil scheduler", ErrInvalidConfig)
@@ -317,9 +327,15 @@ func (n *Node) Start(ctx context.Context, s *scheduler.Scheduler) error {
 	if !n.state.CompareAndSwap(stateNew, stateStarting) {
 		return fmt.Errorf("%w: Start called twice or after Close", ErrClosed)
 	}
-	if err := s.SetHandler(n.cfg.SpawnCommand, n.handleSpawn); err != nil {
-		n.state.Store(stateNew)
-		return err
+	if n.claimedOn != s {
+		if err := s.ClaimHandler(n.cfg.SpawnCommand, n.handleSpawn); err != nil {
+			n.state.Store(stateNew)
+			if errors.Is(err, scheduler.ErrCommandTaken) {
+				return fmt.Errorf("%w: Config.SpawnCommand: %w", ErrInvalidConfig, err)
+			}
+			return err
+		}
+		n.claimedOn = s
 	}
 	n.sched = s
 	var err error

@@ -464,3 +464,33 @@ func TestCancelledLocalSpawnForgotten(t *testing.T) {
 		tEventually(t, func() bool { return remote.LocalAwaits(a.Node) == 0 }, "a stops watching the child of the timed-out spawn (%d)", remote.LocalAwaits(a.Node))
 	})
 }
+
+// TestSpawnCommandIsClaimed: the node's spawn command is its own on the
+// scheduler. A handler registered on it later is refused, and spawns go
+// on working; a scheduler that has a handler on it already is refused
+// by Start, which leaves the handler and the node as they were.
+func TestSpawnCommandIsClaimed(t *testing.T) {
+	srv, a, b := tTwoNodes(t, nil)
+	tRegister(t, a, b)
+	mine := func(c scheduler.Call) error { return c.Complete("mine", nil) }
+	assert.ErrorIs(t, a.S.SetHandler(a.SpawnCommand(), mine), scheduler.ErrCommandTaken, "SetHandler on the spawn command")
+	ev := tYield(t, a.S, a.SpawnCommand(), remote.Spawn{Node: "b", Kind: "adder", Method: "run", Input: payload.Payloads{payload.Of(2), payload.Of(3)}, Await: true})
+	require.NoError(t, ev.Error)
+	sum, err := payload.As[int](ev.Result())
+	require.NoError(t, err)
+	assert.Equal(t, 5, sum, "the spawn handler still answers")
+
+	node, err := remote.New(remote.Config{Cluster: "test", Name: "c", URL: srv.ClientURL()})
+	require.NoError(t, err)
+	defer func() { _ = node.Close(context.Background()) }()
+	s, err := scheduler.New(scheduler.WithNode(node.Node()), scheduler.WithTransport(node), scheduler.WithHandler(node.SpawnCommand(), mine))
+	require.NoError(t, err)
+	defer func() { _ = s.Shutdown(context.Background()) }()
+	err = node.Start(t.Context(), s)
+	assert.ErrorIs(t, err, remote.ErrInvalidConfig, "Start on a scheduler with a handler on the spawn command")
+	assert.ErrorIs(t, err, scheduler.ErrCommandTaken)
+	ev = tYield(t, s, node.SpawnCommand(), remote.Spawn{Kind: "adder", Method: "run"})
+	assert.Equal(t, "mine", ev.Data, "the scheduler's own handler is left in place")
+	_, err = node.Spawn(t.Context(), "", "adder", "run", nil)
+	assert.ErrorIs(t, err, remote.ErrClosed, "the node is not started")
+}
