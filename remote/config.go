@@ -30,8 +30,9 @@ type Config struct {
 	URL string
 	// Options are passed to [nats.Connect] as they are: TLS,
 	// credentials, NKeys, user and password, reconnect settings. The
-	// node wraps, and still calls, the connection's disconnect,
-	// reconnect, closed and error handlers set here.
+	// node wraps, and still calls, the connection's reconnect, closed
+	// and error handlers set here; a disconnect handler is NATS's to
+	// call, as set.
 	Options []nats.Option
 
 	// Heartbeat is how often the node tells the cluster it is alive

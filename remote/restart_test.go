@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -118,4 +119,26 @@ func TestServerRestart(t *testing.T) {
 	// registered first, and the server was registered after them).
 	b.stop(t)
 	a.stop(t)
+}
+
+// TestUserConnectionHandlersStillCalled: the disconnect and reconnect
+// handlers given in Config.Options are called as NATS would call them,
+// beside the node's own, which counts the reconnect.
+func TestUserConnectionHandlersStillCalled(t *testing.T) {
+	srv := tServer(t)
+	port := srv.Addr().(*net.TCPAddr).Port
+	disconnected := make(chan struct{}, 4)
+	reconnected := make(chan struct{}, 4)
+	a := tStart(t, srv.ClientURL(), "a", func(cfg *remote.Config) {
+		cfg.Options = append(cfg.Options,
+			nats.DisconnectErrHandler(func(*nats.Conn, error) { disconnected <- struct{}{} }),
+			nats.ReconnectHandler(func(*nats.Conn) { reconnected <- struct{}{} }),
+		)
+	})
+	tStopServer(srv)
+	tRecv(t, disconnected, "the user's disconnect handler")
+	tServerOn(t, port)
+	tRecv(t, reconnected, "the user's reconnect handler")
+	tEventually(t, func() bool { return a.Stats().Reconnects == 1 }, "the node counts the reconnect (%d)", a.Stats().Reconnects)
+	a.stop(t) // while the second server runs
 }
