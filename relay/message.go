@@ -58,13 +58,22 @@ func (m Message) String() string {
 	}
 	data := fmt.Sprint(m.Data)
 	if len(data) > maxDataText {
-		cut := maxDataText
-		for cut > 0 && !utf8.RuneStart(data[cut]) {
-			cut--
-		}
-		data = data[:cut] + "..."
+		data = data[:cutAt(data, maxDataText)] + "..."
 	}
 	return string(append(b, data...))
+}
+
+// cutAt returns where to cut s, longer than n bytes, to keep at most its
+// first n: at n, or before the rune that n falls inside, so that the part
+// kept does not end in a partial rune. It backs off at most the bytes of
+// one rune, so text that is not valid UTF-8 keeps its first bytes too.
+func cutAt(s string, n int) int {
+	for cut := n; cut > n-utf8.UTFMax && cut > 0; cut-- {
+		if utf8.RuneStart(s[cut]) {
+			return cut
+		}
+	}
+	return n
 }
 
 // Receiver delivers messages to processes by PID. The scheduler implements

@@ -92,3 +92,28 @@ func TestMessageIsBounce(t *testing.T) {
 	assert.False(t, relay.Message{Data: 1}.IsBounce())
 	assert.True(t, relay.Message{Err: errors.New("x")}.IsBounce())
 }
+
+// TestMessageStringCut pins where String cuts a long body: a body of up to
+// 64 bytes is shown whole, a longer one is cut to at most 64 bytes, at a
+// rune boundary, and marked with "...". A body that is not valid UTF-8
+// keeps its first 64 bytes too: looking for a rune boundary backs off no
+// further than a rune could reach.
+func TestMessageStringCut(t *testing.T) {
+	const prefix = "<0.0> -> <0.0> "
+	tests := []struct {
+		name string
+		data string
+		want string
+	}{
+		{"64 bytes", strings.Repeat("a", 64), strings.Repeat("a", 64)},
+		{"65 bytes", strings.Repeat("a", 65), strings.Repeat("a", 64) + "..."},
+		{"4-byte rune across the cut", strings.Repeat("a", 62) + "😀" + "b", strings.Repeat("a", 62) + "..."},
+		{"4-byte rune ending at the cut", strings.Repeat("a", 60) + "😀" + "b", strings.Repeat("a", 60) + "😀..."},
+		{"invalid UTF-8", strings.Repeat("\x80", 100), strings.Repeat("\x80", 64) + "..."},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, prefix+tt.want, relay.Message{Data: tt.data}.String())
+		})
+	}
+}

@@ -86,7 +86,8 @@ func (p *PID) UnmarshalText(text []byte) error {
 // writes: "<", the node in decimal, ".", the id in decimal, ">", with no
 // signs, spaces, leading zeros or other text, and numbers that fit in their
 // fields. Anything else returns an error wrapping [ErrInvalidPID] that quotes
-// the input. Parse checks the form only; it does not ask whether the process
+// the input, or its first 64 bytes (cut at a rune boundary) when it is
+// longer. Parse checks the form only; it does not ask whether the process
 // exists.
 func Parse(s string) (PID, error) {
 	pid, reason := parse(s)
@@ -113,7 +114,7 @@ const maxQuoted = 64
 // parseError builds the error for a rejected input s.
 func parseError(s, reason string) error {
 	if len(s) > maxQuoted {
-		return fmt.Errorf("%w %q… (%d bytes): %s", ErrInvalidPID, s[:maxQuoted], len(s), reason)
+		return fmt.Errorf("%w %q… (%d bytes): %s", ErrInvalidPID, s[:cutAt(s, maxQuoted)], len(s), reason)
 	}
 	return fmt.Errorf("%w %q: %s", ErrInvalidPID, s, reason)
 }

@@ -144,6 +144,18 @@ func TestParseErrorQuotesLongInputShortly(t *testing.T) {
 	assert.Contains(t, err.Error(), "10004 bytes")
 }
 
+// TestParseErrorQuotesLongInputAtRuneBoundary: the quoted part of a long
+// input ends at a rune boundary, so that the error shows no byte the input
+// does not have; it still quotes its first 64 bytes, give or take the
+// bytes of one rune.
+func TestParseErrorQuotesLongInputAtRuneBoundary(t *testing.T) {
+	in := "<1." + strings.Repeat("é", 40) + ">" // é is 2 bytes: byte 64 is the middle of one
+	_, err := relay.Parse(in)
+	require.ErrorIs(t, err, relay.ErrInvalidPID)
+	assert.Contains(t, err.Error(), strconv.Quote(in[:63])+"…")
+	assert.NotContains(t, err.Error(), `\x`, "the quote shows a byte the input does not have")
+}
+
 func TestMustParsePanicMessage(t *testing.T) {
 	defer func() {
 		r := recover()
