@@ -89,6 +89,7 @@ func TestMessageString(t *testing.T) {
 }
 
 func TestMessageIsBounce(t *testing.T) {
+	assert.False(t, relay.Message{}.IsBounce(), "the zero Message")
 	assert.False(t, relay.Message{Data: 1}.IsBounce())
 	assert.True(t, relay.Message{Err: errors.New("x")}.IsBounce())
 }
@@ -115,5 +116,42 @@ func TestMessageStringCut(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			assert.Equal(t, prefix+tt.want, relay.Message{Data: tt.data}.String())
 		})
+	}
+}
+
+// TestValuesConcurrentReads: PID and Message are plain values, so any
+// number of goroutines may read one and call its methods at once. Run with
+// -race, this fails if a method writes to its value (a cached text, say).
+func TestValuesConcurrentReads(t *testing.T) {
+	pid := relay.PID{Node: 3, ID: 42}
+	msg := relay.Message{From: pid, To: relay.PID{ID: 7}, Data: strings.Repeat("x", 100), Err: errors.New("gone")}
+	wantPID, wantMsg := pid.String(), msg.String()
+	const readers = 8
+	failures := make(chan string, readers)
+	var wg sync.WaitGroup
+	for range readers {
+		wg.Go(func() {
+			for range 100 {
+				text, _ := pid.MarshalText()
+				appended, _ := pid.AppendText(nil)
+				parsed, err := relay.Parse(wantPID)
+				switch {
+				case pid.String() != wantPID, string(text) != wantPID, string(appended) != wantPID:
+					failures <- "a PID's text changed"
+					return
+				case err != nil || parsed != pid || pid.IsZero():
+					failures <- "a PID read differently"
+					return
+				case msg.String() != wantMsg || !msg.IsBounce():
+					failures <- "a Message read differently"
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(failures)
+	for f := range failures {
+		t.Error(f)
 	}
 }

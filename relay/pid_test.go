@@ -233,12 +233,14 @@ func TestPIDAllocations(t *testing.T) {
 	// AppendText's doc: room for 33 bytes is room for any PID's text.
 	require.Len(t, text, 33, "the longest PID text")
 	buf := make([]byte, 0, 33)
+	prefixed := append(make([]byte, 0, 4+33), "pid="...)
 	tests := []struct {
 		name string
 		want float64
 		f    func()
 	}{
 		{"AppendText", 0, func() { sinkBytes, sinkErr = pid.AppendText(buf[:0]) }},
+		{"AppendText after a prefix", 0, func() { sinkBytes, sinkErr = pid.AppendText(prefixed) }},
 		{"Parse", 0, func() { sinkPID, sinkErr = relay.Parse(text) }},
 		{"UnmarshalText", 0, func() { sinkErr = sinkPID.UnmarshalText(textBytes) }},
 		{"String", 1, func() { sinkString = pid.String() }},
