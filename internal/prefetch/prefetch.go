@@ -6,5 +6,6 @@
 // instructions is full, a few hundred instructions later, and a line held
 // by another core's cache takes longer than that to arrive. A prefetch
 // instruction completes at once and the line arrives meanwhile. On
-// architectures without the assembly here, [Lines2] does nothing.
+// architectures without the assembly here, [Lines2] and [Write2] do
+// nothing.
 package prefetch
