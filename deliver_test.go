@@ -133,7 +133,7 @@ func TestMessages(t *testing.T) {
 
 // TestNotFound: every call that addresses a process fails with
 // ErrProcessNotFound for a PID that never existed, has ended, or belongs
-// to another node.
+// to another node (node 0 included), and for ID 0, which no process has.
 func TestNotFound(t *testing.T) {
 	s := newScheduler(t, sched.WithNode(1))
 	ended := submit(t, s, &probe{step: doneWith(nil)})
@@ -147,8 +147,11 @@ func TestNotFound(t *testing.T) {
 	}{
 		{"never existed", relay.PID{Node: 1, ID: 1<<32 | 999}},
 		{"zero", relay.PID{}},
+		{"ID 0 of this node", relay.PID{Node: 1}},
 		{"ended", ended.PID()},
 		{"another node", relay.PID{Node: 2, ID: live.PID().ID}},
+		// Node 0 is the default node number, not another name for this node.
+		{"node 0", relay.PID{Node: 0, ID: live.PID().ID}},
 	}
 	ops := []struct {
 		name string

@@ -85,8 +85,9 @@ func WithWorkers(n int) Option {
 }
 
 // WithNode sets the node number that every PID of this scheduler carries
-// (default 0, the local node). Messages and completions addressed to
-// another node's PIDs are rejected with [ErrProcessNotFound].
+// (default 0). Messages and completions addressed to another node's PIDs,
+// whatever their number, 0 included, are rejected with
+// [ErrProcessNotFound], unless [WithTransport] carries them.
 func WithNode(node uint32) Option {
 	return optionFunc(func(c *config) error {
 		c.node = node

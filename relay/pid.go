@@ -17,8 +17,11 @@ var ErrInvalidPID = errors.New("relay: invalid PID")
 //
 // The zero PID names no process.
 type PID struct {
-	// Node is the node (scheduler instance or host) that owns the process;
-	// 0 is the local node.
+	// Node is the node (scheduler instance or host) that owns the process.
+	// A scheduler's PIDs carry the node number it was given, 0 by default,
+	// and it answers only for PIDs that carry that number: 0 is a number
+	// like any other, not a name for whichever node reads the PID, so a PID
+	// means the same process wherever it is sent.
 	Node uint32
 	// ID is the process id within that node. A scheduler never reuses an ID
 	// during its life, so a late message or completion can never reach a
