@@ -7,7 +7,8 @@
 // looking the recipient up in its process table. Keeping the types here, apart
 // from the scheduler, lets code that only addresses processes (handlers,
 // transports to other nodes, tests) depend on a small package, and lets a
-// transport over a message bus implement the same Receiver interface later.
+// transport over a message bus (such as the Node of this repository's remote
+// module) implement the same Receiver interface.
 //
 // A PID is a plain comparable value of 16 bytes: use it as a map key, compare
 // it with ==, and print it as "<node.id>" in decimal. [Parse] is the exact
