@@ -1,6 +1,7 @@
 package scheduler_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -397,6 +398,37 @@ func TestTerminate(t *testing.T) {
 		assert.Len(t, p.EventsOf(sched.EventCancel), 1, "cancel events")
 		requireLifecycle(t, p)
 		require.ErrorIs(t, s.Terminate(h.PID()), sched.ErrProcessNotFound, "Terminate after the end")
+	})
+
+	t.Run("Shutdown after Terminate sends no second cancel", func(t *testing.T) {
+		s := newScheduler(t)
+		// The process ignores the cancel and finishes on a message.
+		p := &probe{step: func(_ *probe, _ int, evs []sched.Event, out *sched.StepOutput) error {
+			for _, ev := range evs {
+				if ev.Type == sched.EventMessage {
+					out.Done(payload.Payload{})
+				}
+			}
+			return nil
+		}}
+		h := submit(t, s, p)
+		require.NoError(t, s.Terminate(h.PID()))
+		eventually(t, "the cancel event", func() bool { return len(p.EventsOf(sched.EventCancel)) > 0 })
+		stopped := make(chan error, 1)
+		go func() { stopped <- s.Shutdown(context.Background()) }()
+		eventually(t, "Shutdown to begin", func() bool {
+			_, err := s.Submit(context.Background(), &probe{step: untilCancel}, "run", nil)
+			return errors.Is(err, sched.ErrClosed) // one accepted before ends on its cancel
+		})
+		require.NoError(t, s.Tell(h.PID(), "finish"))
+		_, err := waitEnd(t, s, h)
+		require.NoError(t, err)
+		require.NoError(t, receive(t, stopped, "Shutdown"))
+		evs := p.EventsOf(sched.EventCancel)
+		require.Len(t, evs, 1, "cancel events")
+		assert.ErrorIs(t, evs[0].Error, sched.ErrTerminated, "the first cancel's cause")
+		assert.ErrorIs(t, context.Cause(p.Ctx()), sched.ErrTerminated, "the context keeps the first cause")
+		requireLifecycle(t, p)
 	})
 
 	t.Run("cleanup yield is served", func(t *testing.T) {
