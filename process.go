@@ -154,9 +154,12 @@ func (o *StepOutput) Continue() {
 // written after it in the same step (Continue included) can undo that.
 // The step is taken to have read every event of its batch. Yields
 // written in the same step are still carried out (a final Tell is
-// delivered, a child is started), but their completions, like every event
-// that arrives from now on, reach no one: they are counted in
-// [MessageStats].Unread.
+// delivered, a child is started), but their completions reach no one. A
+// completion that comes while they are carried out (a Spawn's, a
+// handler's that completes at once) is counted in [MessageStats].Unread,
+// as the events that arrived during the step are; one that comes later
+// is refused with [ErrProcessNotFound], as every delivery to an ended
+// process is.
 func (o *StepOutput) Done(result payload.Payload) {
 	o.status = statusDone
 	o.result = result

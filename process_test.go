@@ -83,3 +83,36 @@ func TestEndedOnceTheLastStepReturns(t *testing.T) {
 	assert.Equal(t, "result", res.Value())
 	assert.Zero(t, s.Stats().Messages.Unread, "messages counted unread")
 }
+
+// TestFinalStepCompletionsReachNoOne: the yields of the step that calls
+// Done are carried out, and their completions reach no one. One that
+// comes while the step's yields are carried out (a Spawn's, a handler's
+// that completes at once) is counted unread, as an event that arrived
+// during the step is; one that comes after the process has ended is
+// refused with ErrProcessNotFound, as any delivery to an ended process
+// is, and counted nowhere.
+func TestFinalStepCompletionsReachNoOne(t *testing.T) {
+	kept := make(chan sched.Completion, 1)
+	s := newScheduler(t,
+		sched.WithHandler(cmdTest, func(c sched.Call) error { return c.Complete("at once", nil) }),
+		sched.WithHandler(cmdTest2, func(c sched.Call) error { kept <- c.Completion(); return nil }))
+	child := &probe{step: doneWith("child")}
+	p := &probe{step: func(_ *probe, _ int, _ []sched.Event, out *sched.StepOutput) error {
+		out.Spawn(1, child, "run", nil)
+		out.Yield(2, cmdTest, nil)
+		out.Yield(3, cmdTest2, nil)
+		out.Done(payload.Of("result"))
+		return nil
+	}}
+	h := submit(t, s, p)
+	res, err := waitEnd(t, s, h)
+	require.NoError(t, err)
+	assert.Equal(t, "result", res.Value())
+	assert.Equal(t, uint64(2), s.Stats().Messages.Unread, "the Spawn's and the handler's completions, which came during the end")
+	late := receive(t, kept, "the second handler's call")
+	assert.ErrorIs(t, late.Complete("late", nil), sched.ErrProcessNotFound, "a completion after the end")
+	assert.Equal(t, uint64(2), s.Stats().Messages.Unread, "a refused completion is not counted unread")
+	eventually(t, "the child to end", func() bool { return child.Closes() == 1 })
+	assert.Equal(t, 1, p.Steps())
+	requireLifecycle(t, p)
+}
