@@ -45,7 +45,8 @@ import (
 //     that keeps an event copies it (an Event is a value).
 //   - Close is called exactly once for every process whose Init was called,
 //     after its last Step, however it ended: done, error, panic, Init
-//     failure, termination, shutdown or forced shutdown.
+//     failure, termination, shutdown or forced shutdown. After a failed
+//     Init it runs where Init ran, before Submit or Spawn returns.
 //
 // A panic in any of the three methods ends the process with a [PanicError];
 // the scheduler keeps serving every other process.

@@ -107,9 +107,11 @@ func (s *Scheduler) forcing() bool { return s.phase.Load() >= phaseForcing }
 // (ctx still forces at its deadline), returns an error wrapping
 // [ErrShutdownStarted] at once, and the shutdown completes after the
 // caller returns to the scheduler. Init runs on the goroutine that called
-// Submit and must not call Shutdown; nor must the hooks that run there
-// for the process being started (Start, and Panic for a panic in its
-// Init), since Shutdown would wait for that process (see [Hooks]).
+// Submit and must not call Shutdown; nor must the Close that follows a
+// failed Init there, nor the hooks that run there for the process being
+// started (Start, and Panic for a panic in its Init or that Close),
+// since Shutdown would wait for that process, whatever its deadline
+// (see [Hooks]).
 //
 // A Step that never returns keeps Shutdown waiting: the scheduler cannot
 // stop a goroutine. A nil ctx is refused with [ErrNilContext].
