@@ -42,20 +42,24 @@ func (s *Scheduler) Register(name string, pid relay.PID) error {
 	}
 	s.names.mu.Lock()
 	defer s.names.mu.Unlock()
-	if holder, ok := s.names.byName[name]; ok {
-		if holder == pid {
-			return nil
-		}
+	holder, held := s.names.byName[name]
+	if held && holder != pid {
 		return fmt.Errorf("%w: %q is %v's", ErrNameTaken, name, holder)
 	}
 	// Recorded on the process under its lock, so that its end, which
 	// releases its names after closing it under that lock, cannot miss
 	// this one: either the process is closed now and nothing is
-	// registered, or its end will see the name.
+	// registered, or its end will see the name. A name it holds already
+	// is refused too once it has ended: its end releases the name after
+	// its Close, and until then the name is still listed as its.
 	p.mu.Lock()
 	if p.gone(pid.ID) {
 		p.mu.Unlock()
 		return fmt.Errorf("%w: %v", ErrProcessNotFound, pid)
+	}
+	if held {
+		p.mu.Unlock()
+		return nil // its own name again
 	}
 	x := p.getLive()
 	x.names = append(x.names, name)

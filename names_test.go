@@ -219,3 +219,31 @@ func TestNameFreeForTheNextIncarnation(t *testing.T) {
 		assert.ErrorIs(t, err, sched.ErrNameNotFound, "Lookup at the end of incarnation %d", i)
 	}
 }
+
+// TestRegisterAgainDuringClose: once a process's final step has
+// returned, Register refuses it with ErrProcessNotFound even for a name
+// it holds until its Close has returned, as it refuses it for any other
+// name: registering a process again under its own name succeeds only
+// while the process is alive.
+func TestRegisterAgainDuringClose(t *testing.T) {
+	s := newScheduler(t)
+	closing, release := make(chan struct{}), make(chan struct{})
+	var released sync.Once
+	unblock := func() { released.Do(func() { close(release) }) }
+	t.Cleanup(unblock) // a failure below must not leave Close blocked
+	h := submit(t, s, &probe{
+		step:  untilMessage,
+		close: func() { close(closing); <-release },
+	})
+	require.NoError(t, s.Register("svc", h.PID()))
+	require.NoError(t, s.Register("svc", h.PID()), "the same process again, while it is alive")
+	require.NoError(t, s.Tell(h.PID(), "end"))
+	receive(t, closing, "Close")
+	assert.ErrorIs(t, s.Register("svc", h.PID()), sched.ErrProcessNotFound, "its own name, during its Close")
+	assert.ErrorIs(t, s.Register("other", h.PID()), sched.ErrProcessNotFound, "another name, during its Close")
+	unblock()
+	_, err := waitEnd(t, s, h)
+	require.NoError(t, err)
+	_, err = s.Lookup("svc")
+	assert.ErrorIs(t, err, sched.ErrNameNotFound, "released by its end")
+}
