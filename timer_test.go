@@ -550,3 +550,31 @@ func TestTimeoutRacingTheSleepItReplaces(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, s.Stats().Timers, "timers left behind by an ended process")
 }
+
+// TestSleepCompletedFromOutsideReleasesItsTimer: a Sleep that
+// CompleteYield completes before its time lets its timer go at once,
+// as a cancel or the process's end does: Stats.Timers counts only the
+// timers that will still complete something. The process gets that
+// completion, once.
+func TestSleepCompletedFromOutsideReleasesItsTimer(t *testing.T) {
+	s := newScheduler(t)
+	p := &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+		if n == 0 {
+			out.Sleep(1, time.Hour)
+			return nil
+		}
+		if ev, ok := completionOf(evs, 1); ok {
+			out.Done(ev.Result())
+		}
+		return nil
+	}}
+	h := submit(t, s, p)
+	waitState(t, s, h.PID(), sched.StateBlocked)
+	require.Equal(t, 1, s.Stats().Timers, "the Sleep's timer")
+	require.NoError(t, s.CompleteYield(h.PID(), 1, "woken", nil))
+	assert.Equal(t, 0, s.Stats().Timers, "the timer, once its yield completed from outside")
+	res, err := waitEnd(t, s, h)
+	require.NoError(t, err)
+	assert.Equal(t, "woken", res.Value())
+	assert.Len(t, p.EventsOf(sched.EventYieldComplete), 1)
+}
