@@ -42,7 +42,9 @@ func TestDoneIsFinal(t *testing.T) {
 }
 
 // TestEndedOnceTheLastStepReturns: once a process's final step has
-// returned, it has ended for everyone else, though its Close still runs:
+// returned and its yields have been carried out (see
+// TestEndedOnceTheFinalYieldsAreCarriedOut), it has ended for everyone
+// else, though its Close still runs:
 // a message to it is refused, Terminate, Register and CompleteYield fail
 // with ErrProcessNotFound, and a monitor set then is told at once that
 // the process is gone.
@@ -113,6 +115,46 @@ func TestFinalStepCompletionsReachNoOne(t *testing.T) {
 	assert.ErrorIs(t, late.Complete("late", nil), sched.ErrProcessNotFound, "a completion after the end")
 	assert.Equal(t, uint64(2), s.Stats().Messages.Unread, "a refused completion is not counted unread")
 	eventually(t, "the child to end", func() bool { return child.Closes() == 1 })
+	assert.Equal(t, 1, p.Steps())
+	requireLifecycle(t, p)
+}
+
+// TestEndedOnceTheFinalYieldsAreCarriedOut: the yields of a process's
+// final step are carried out before it has ended for everyone else, so
+// the handler of one, which runs then, still finds it: a message sent
+// to it is queued and counted unread, a name given to it is released by
+// its end, and a completion of its yield is taken and reaches no one.
+// Once they are carried out, the process has ended (see
+// TestEndedOnceTheLastStepReturns).
+func TestEndedOnceTheFinalYieldsAreCarriedOut(t *testing.T) {
+	type seen struct{ tell, register, complete error }
+	got := make(chan seen, 1)
+	var s *sched.Scheduler
+	s = newScheduler(t, sched.WithHandler(cmdTest, func(c sched.Call) error {
+		got <- seen{
+			tell:     s.Tell(c.PID, "from the handler"),
+			register: s.Register("final", c.PID),
+			complete: s.CompleteYield(c.PID, c.Tag, "completed", nil),
+		}
+		return nil
+	}))
+	p := &probe{step: func(_ *probe, _ int, _ []sched.Event, out *sched.StepOutput) error {
+		out.Yield(1, cmdTest, nil)
+		out.Done(payload.Of("result"))
+		return nil
+	}}
+	h := submit(t, s, p)
+	res, err := waitEnd(t, s, h)
+	require.NoError(t, err)
+	assert.Equal(t, "result", res.Value())
+	handler := receive(t, got, "the handler")
+	assert.NoError(t, handler.tell, "Tell from the final step's handler")
+	assert.NoError(t, handler.register, "Register from the final step's handler")
+	assert.NoError(t, handler.complete, "CompleteYield from the final step's handler")
+	assert.Equal(t, uint64(2), s.Stats().Messages.Unread, "the message and the completion")
+	_, err = s.Lookup("final")
+	assert.ErrorIs(t, err, sched.ErrNameNotFound, "the name, released by the end")
+	assert.ErrorIs(t, s.Tell(h.PID(), "after"), sched.ErrProcessNotFound, "Tell once it has ended")
 	assert.Equal(t, 1, p.Steps())
 	requireLifecycle(t, p)
 }
