@@ -331,7 +331,10 @@ func (o *StepOutput) Cancel(tag uint64) {
 // happens. d of zero or less completes the
 // yield at once with ErrTimeout, before any of its work starts.
 func (o *StepOutput) Timeout(tag uint64, d time.Duration) {
-	when := int64(o.timeNow().Sub(o.clock) + d)
+	// Through Add and Sub, as Sleep's deadline is: they saturate where
+	// a sum of durations would wrap, and a deadline too far for the clock
+	// would come at once.
+	when := int64(o.timeNow().Add(d).Sub(o.clock))
 	if when <= 0 {
 		when = 1 // the clock's first instant: passed already
 	}

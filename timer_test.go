@@ -3,6 +3,7 @@ package scheduler_test
 import (
 	"context"
 	"errors"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"sync"
@@ -577,4 +578,36 @@ func TestSleepCompletedFromOutsideReleasesItsTimer(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "woken", res.Value())
 	assert.Len(t, p.EventsOf(sched.EventYieldComplete), 1)
+}
+
+// TestTimeoutsOfAnyLength: a Timeout takes any duration, as Sleep does.
+// One too long for the clock to reach (math.MaxInt64, or a century)
+// never passes: the yield it bounds completes as it would have without
+// it. One of zero or less, however far below, has passed already: the
+// yield completes at once with ErrTimeout.
+func TestTimeoutsOfAnyLength(t *testing.T) {
+	s := newScheduler(t)
+	for _, tt := range []struct {
+		d       time.Duration
+		timeout bool
+	}{
+		{math.MaxInt64, false},
+		{math.MaxInt64 - time.Millisecond, false},
+		{100 * 365 * 24 * time.Hour, false},
+		{0, true},
+		{-time.Hour, true},
+		{math.MinInt64, true},
+	} {
+		p := &probe{step: yieldOnce(1, func(out *sched.StepOutput) {
+			out.Sleep(1, 10*time.Millisecond)
+			out.Timeout(1, tt.d)
+		})}
+		_, err := waitEnd(t, s, submit(t, s, p))
+		if tt.timeout {
+			assert.ErrorIs(t, err, sched.ErrTimeout, "Timeout(%v)", tt.d)
+		} else {
+			assert.NoError(t, err, "Timeout(%v): the Sleep completes", tt.d)
+		}
+	}
+	assert.Equal(t, 0, s.Stats().Timers, "timers left")
 }
