@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/stretchr/testify/assert"
@@ -396,11 +397,13 @@ type selfTeller struct {
 	s          *Scheduler
 	ctx        context.Context
 	told       error
-	waitedTell error // a TellContext's
-	registered error // a Register's, of the name "init " and its PID
-	listed     bool  // Processes listed it
-	live       int64 // Stats' Live
+	waitedTell error     // a TellContext's
+	registered error     // a Register's, of the name "init " and its PID
+	monitored  chan Exit // what a Monitor set up during Init got, once
+	listed     bool      // Processes listed it
+	live       int64     // Stats' Live
 	events     int
+	steps      int
 }
 
 func (p *selfTeller) Init(ctx context.Context, _ string, _ payload.Payloads) error {
@@ -409,6 +412,8 @@ func (p *selfTeller) Init(ctx context.Context, _ string, _ payload.Payloads) err
 	p.told = p.s.Tell(self, "sent during Init")
 	p.waitedTell = p.s.TellContext(ctx, self, "sent during Init, waiting for room")
 	p.registered = p.s.Register("init "+self.String(), self)
+	p.monitored = make(chan Exit, 1)
+	p.s.Monitor(self, func(e Exit) { p.monitored <- e })
 	for _, info := range p.s.Processes() {
 		p.listed = p.listed || info.PID == self
 	}
@@ -418,6 +423,7 @@ func (p *selfTeller) Init(ctx context.Context, _ string, _ payload.Payloads) err
 
 func (p *selfTeller) Step(evs []Event, out *StepOutput) error {
 	p.events += len(evs)
+	p.steps++
 	out.Done(payload.Payload{})
 	return nil
 }
@@ -469,6 +475,24 @@ func TestNoNameDuringInit(t *testing.T) {
 	s.names.mu.RLock()
 	defer s.names.mu.RUnlock()
 	assert.Empty(t, s.names.byName, "names left registered")
+}
+
+// TestMonitorDuringInit: a monitor set up while a process's Init runs
+// finds no process, as a message does, and completes at once with
+// ExitGone, with a new record and with a reused one; the process runs
+// on once published, unwatched.
+func TestMonitorDuringInit(t *testing.T) {
+	_, tellers := initInTwoRecords(t)
+	for name, p := range tellers {
+		select {
+		case e := <-p.monitored:
+			assert.Equal(t, ExitGone, e.Reason, "%s: the monitor's exit", name)
+			assert.ErrorIs(t, e.Err, ErrProcessNotFound, "%s: the monitor's exit", name)
+		case <-time.After(testTimeout):
+			t.Fatalf("%s: the monitor set up during Init was never called", name)
+		}
+		assert.Equal(t, 1, p.steps, "%s: the process did not run on after its Init", name)
+	}
 }
 
 // TestNotListedDuringInit: Processes does not list a process whose Init

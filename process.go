@@ -23,8 +23,11 @@ import (
 //     points the process does not have. Init should be quick and must not
 //     block. The process is published only once Init returns: until then
 //     a message to it or a name for it is refused with
-//     [ErrProcessNotFound], so a process that tells itself something or
-//     registers a name does so in its first step. ctx is the process
+//     [ErrProcessNotFound], and a monitor of it completes at once with
+//     [ExitGone], so a process that tells itself something or registers
+//     a name does so in its first step, and one that hands out its PID
+//     from Init should expect others to find it only once Init has
+//     returned. ctx is the process
 //     context: it carries the values of the
 //     context given to Submit or Spawn (not its
 //     cancellation), [Self] returns the process's PID from it, and it is
