@@ -46,14 +46,8 @@ func TestMainOutput(t *testing.T) {
 		}
 	}
 	for _, n := range []string{"0", "-3", "many"} {
-		code, stdout, stderr := mainrun.Run(t, "-n", n)
-		if code != 2 || stdout != "" || !strings.Contains(stderr, "-n") {
-			t.Errorf("-n %s: exit %d, stdout %q, stderr %q; want exit 2, nothing on stdout and a message naming -n", n, code, stdout, stderr)
-		}
+		mainrun.Refused(t, "-n", "-n", n)
 	}
 
-	code, stdout, stderr := mainrun.Run(t, "extra")
-	if code != 2 || stdout != "" || !strings.Contains(stderr, "extra") {
-		t.Errorf("with an argument: exit %d, stdout %q, stderr %q; want exit 2, nothing on stdout and a message naming it", code, stdout, stderr)
-	}
+	mainrun.Refused(t, "extra", "extra")
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -68,14 +67,8 @@ func TestMainOutput(t *testing.T) {
 	}
 
 	for _, args := range [][]string{{"-n", "-1"}, {"-timeout", "0s"}, {"-timeout", "-1ms"}, {"-n", "x"}} {
-		code, stdout, stderr := mainrun.Run(t, args...)
-		if code != 2 || stdout != "" || !strings.Contains(stderr, args[0]) {
-			t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit 2, nothing on stdout and a message naming %s", args, code, stdout, stderr, args[0])
-		}
+		mainrun.Refused(t, args[0], args...)
 	}
 
-	code, stdout, stderr = mainrun.Run(t, "extra")
-	if code != 2 || stdout != "" || !strings.Contains(stderr, "extra") {
-		t.Errorf("with an argument: exit %d, stdout %q, stderr %q; want exit 2, nothing on stdout and a message naming it", code, stdout, stderr)
-	}
+	mainrun.Refused(t, "extra", "extra")
 }

@@ -77,3 +77,15 @@ func Run(t testing.TB, args ...string) (code int, stdout, stderr string) {
 	}
 	return code, out.String(), errOut.String()
 }
+
+// Refused runs main with args, as Run does, and fails the test unless
+// the program refused them as a usage error: exit status 2, nothing on
+// standard output, and a message on standard error that contains named
+// (the flag or argument at fault). Test goroutine only.
+func Refused(t testing.TB, named string, args ...string) {
+	t.Helper()
+	code, stdout, stderr := Run(t, args...)
+	if code != 2 || stdout != "" || !strings.Contains(stderr, named) {
+		t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit 2, nothing on stdout and a message naming %s", args, code, stdout, stderr, named)
+	}
+}
