@@ -193,18 +193,8 @@ func TestStartRetriedAfterFailure(t *testing.T) {
 		{"cancelled with no deadline", cancelled, context.Canceled},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			node, err := remote.New(remote.Config{Cluster: "test", Name: fmt.Sprintf("a%d", i), URL: srv.ClientURL(), Heartbeat: 50 * time.Millisecond})
-			require.NoError(t, err)
-			s, err := scheduler.New(scheduler.WithNode(node.Node()), scheduler.WithTransport(node))
-			require.NoError(t, err)
-			t.Cleanup(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), tWait)
-				defer cancel()
-				assert.NoError(t, node.Close(ctx))
-				assert.NoError(t, s.Shutdown(ctx))
-			})
-
-			err = node.Start(tc.ctx, s)
+			node, s := tUnstarted(t, remote.Config{Cluster: "test", Name: fmt.Sprintf("a%d", i), URL: srv.ClientURL(), Heartbeat: 50 * time.Millisecond})
+			err := node.Start(tc.ctx, s)
 			assert.ErrorIs(t, err, tc.want)
 			assert.ErrorIs(t, node.Send(relay.Message{To: relay.PID{Node: b.Node.Node(), ID: 1}}), remote.ErrClosed, "not started")
 
@@ -243,16 +233,7 @@ func (c *tEndsWhileWaiting) Err() error {
 // a later Start on the same scheduler joins with it.
 func TestStartAgainAfterTheWaitEnded(t *testing.T) {
 	srv := tServer(t)
-	node, err := remote.New(remote.Config{Cluster: "test", Name: "a", URL: srv.ClientURL()})
-	require.NoError(t, err)
-	s, err := scheduler.New(scheduler.WithNode(node.Node()), scheduler.WithTransport(node))
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), tWait)
-		defer cancel()
-		assert.NoError(t, node.Close(ctx))
-		assert.NoError(t, s.Shutdown(ctx))
-	})
+	node, s := tUnstarted(t, remote.Config{Cluster: "test", Name: "a", URL: srv.ClientURL()})
 
 	ending := &tEndsWhileWaiting{Context: context.Background(), done: make(chan struct{})}
 	close(ending.done)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	scheduler "github.com/procsched/scheduler"
@@ -83,6 +84,24 @@ func tStart(t testing.TB, url, name string, edit func(*remote.Config), opts ...s
 	tn.Node, tn.S = node, s
 	t.Cleanup(func() { tn.stop(t) })
 	return tn
+}
+
+// tUnstarted makes a node of cfg and its scheduler without starting the
+// node, and closes both at the end of the test, failing it if either
+// does not close cleanly.
+func tUnstarted(t testing.TB, cfg remote.Config) (*remote.Node, *scheduler.Scheduler) {
+	t.Helper()
+	node, err := remote.New(cfg)
+	require.NoError(t, err)
+	s, err := scheduler.New(scheduler.WithNode(node.Node()), scheduler.WithTransport(node))
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), tWait)
+		defer cancel()
+		assert.NoError(t, node.Close(ctx))
+		assert.NoError(t, s.Shutdown(ctx))
+	})
+	return node, s
 }
 
 // stop closes the node, then its scheduler; safe to call twice.
