@@ -119,21 +119,27 @@ func startLoad(n int) (*loader, error) {
 		if strings.TrimSpace(s) == loadReady {
 			return l, nil
 		}
-		l.stop() // it ended, or said something else
+		_ = l.stop() // it ended, or said something else
 		return nil, fmt.Errorf("the load process did not start spinning (it wrote %q)", s)
 	case <-time.After(loadStartLimit):
 		_ = cmd.Process.Kill()
-		l.stop()
+		_ = l.stop()
 		<-line
 		return nil, fmt.Errorf("the load process did not start spinning within %v", loadStartLimit)
 	}
 }
 
-// stop ends the load process and waits for it.
-func (l *loader) stop() {
+// stop ends the load process and waits for it. It returns an error if
+// the process did not end by exiting 0 once its input closed: it died
+// (killed, out of memory) or failed, so the run it surrounded may have
+// gone without the load for part of its time. Nil l is no load.
+func (l *loader) stop() error {
 	if l == nil {
-		return
+		return nil
 	}
 	_ = l.stdin.Close()
-	_ = l.cmd.Wait()
+	if err := l.cmd.Wait(); err != nil {
+		return fmt.Errorf("the load process ended during the run: %w", err)
+	}
+	return nil
 }

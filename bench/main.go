@@ -309,7 +309,10 @@ func bench(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		}
 		res, errText := execute(ctx, cfg, binDir, j)
 		res.Round, res.TransferNS = j.round, transfer
-		load.stop()
+		if err := load.stop(); err != nil && res.OK {
+			// Not measured under the load it claims: a failed run.
+			res.OK, res.Error = false, err.Error()
+		}
 		results = append(results, res)
 		if res.OK {
 			fmt.Fprintf(stderr, "%s\n", summaryOf(res))

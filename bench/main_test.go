@@ -43,15 +43,22 @@ func TestLoadProcess(t *testing.T) {
 		// ready to run.
 		require.GreaterOrEqual(t, runningThreads(t, l.cmd.Process.Pid), 2, "threads of the load process running when startLoad returns")
 	}
-	l.stop()
+	require.NoError(t, l.stop())
 	require.NotNil(t, l.cmd.ProcessState)
 	require.True(t, l.cmd.ProcessState.Exited(), "stopped by closing its input, not killed")
 	require.Equal(t, 0, l.cmd.ProcessState.ExitCode())
 
+	// A load process that dies during the run is reported by stop, so
+	// that the run is not taken as loaded throughout.
+	killed, err := startLoad(1)
+	require.NoError(t, err)
+	require.NoError(t, killed.cmd.Process.Kill())
+	require.ErrorContains(t, killed.stop(), "the load process ended during the run")
+
 	none, err := startLoad(0)
 	require.NoError(t, err)
 	require.Nil(t, none, "-load 0 starts nothing")
-	none.stop()
+	require.NoError(t, none.stop())
 	require.Equal(t, 2, busyLoad("zero"))
 
 	var b bytes.Buffer
