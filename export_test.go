@@ -27,3 +27,27 @@ func SendersWaitForRoom(s *Scheduler, pid relay.PID) bool {
 func NextPIDOfSlot(pid relay.PID) relay.PID {
 	return relay.PID{Node: pid.Node, ID: makeID(slotOf(pid.ID), genOf(pid.ID)+1)}
 }
+
+// WatchersOf reports how many monitors the live process pid keeps: those
+// of processes' Monitor and Request yields, and those of
+// Scheduler.Monitor. It lets a test check that a process keeps nothing
+// of the monitors stopped or cancelled, or of watchers that ended. Any
+// goroutine.
+func WatchersOf(s *Scheduler, pid relay.PID) (yields, outside int) {
+	p := s.table.lookup(pid.ID)
+	if p == nil {
+		return 0, 0
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.gone(pid.ID) {
+		return 0, 0
+	}
+	if x := p.live(); x != nil {
+		if x.monitors != nil {
+			yields = x.monitors.len()
+		}
+		outside = len(x.outside)
+	}
+	return yields, outside
+}
