@@ -368,7 +368,10 @@ type sentMsg uint64
 
 // watchMode is what a watcher does when told goMsg: 0 nothing (it waits
 // for its monitor of the target to complete, then ends), 1 cancel both
-// monitors, then end, 2 end at once, still watching.
+// monitors, then end, 2 end at once, still watching. Mode 3 gives both
+// monitors a deadline of a few microseconds, and waits as mode 0 does:
+// its monitor of long times out (once), that of target times out or
+// reports the end.
 type watchMode int
 
 // goMsg tells a watcher to do what its mode says.
@@ -378,12 +381,16 @@ type goMsg struct{}
 // and checks what it gets: at most one completion of each, none after
 // its Cancel, none of long's (which outlives it), and an Exit of target.
 func watcher(f *violations, mode watchMode, target, long relay.PID) sched.Process {
-	var done1, cancelling, cancelled bool
+	var done1, done2, cancelling, cancelled bool
 	return stepFunc(func(evs []sched.Event, out *sched.StepOutput) error {
 		defer func() { cancelled = cancelled || cancelling }()
 		if len(evs) == 0 {
 			out.Monitor(1, target)
 			out.Monitor(2, long)
+			if mode == 3 {
+				out.Timeout(1, time.Duration(target.ID%8)*time.Microsecond)
+				out.Timeout(2, time.Duration(target.ID%5)*time.Microsecond)
+			}
 			return nil
 		}
 		end := false
@@ -395,15 +402,19 @@ func watcher(f *violations, mode watchMode, target, long relay.PID) sched.Proces
 					f.addf("%v: monitor of %v completed after its Cancel: %v", out.Self(), target, ev.Data)
 				case done1:
 					f.addf("%v: monitor of %v completed twice: %v", out.Self(), target, ev.Data)
+				case mode == 3 && errors.Is(ev.Error, sched.ErrTimeout):
 				case !ok || e.PID != target || ev.From != target || e.Reason == 0:
-					f.addf("%v: monitor of %v completed with %#v from %v", out.Self(), target, ev.Data, ev.From)
+					f.addf("%v: monitor of %v completed with %#v, %v from %v", out.Self(), target, ev.Data, ev.Error, ev.From)
 				}
 				done1 = true
-				if mode == 0 {
+				if mode == 0 || mode == 3 {
 					out.Tell(out.Self(), finMsg{})
 				}
 			case ev.Type == sched.EventYieldComplete && ev.Tag == 2:
-				f.addf("%v: monitor of %v, which lives on, completed: %v", out.Self(), long, ev.Data)
+				if mode != 3 || !errors.Is(ev.Error, sched.ErrTimeout) || done2 {
+					f.addf("%v: monitor of %v, which lives on, completed: %v, %v (completed before: %v)", out.Self(), long, ev.Data, ev.Error, done2)
+				}
+				done2 = true
 			case ev.Type == sched.EventMessage && ev.Data == goMsg{}:
 				switch mode {
 				case 1:
@@ -505,7 +516,7 @@ func TestStressMonitorsRacingEnds(t *testing.T) {
 				}
 				tp := target.PID()
 				var watchers []sched.Handle
-				for m := range 3 {
+				for m := range 4 {
 					h, err := s.Submit(context.Background(), watcher(&f, watchMode(m), tp, long.PID()), "watcher", nil)
 					if err != nil {
 						f.addf("Submit: %v", err)
@@ -647,7 +658,7 @@ func asker(f *violations, st *askState, replier relay.PID, q question, timeout t
 					st.gotOutside.Store(a.outside)
 					st.gotStep.Store(!a.outside)
 				case ev.Error != nil && (errors.Is(ev.Error, sched.ErrNoReply) || errors.Is(ev.Error, sched.ErrProcessNotFound) ||
-					errors.Is(ev.Error, sched.ErrTimeout)):
+					errors.Is(ev.Error, sched.ErrTimeout) || errors.Is(ev.Error, sched.ErrMailboxFull) || errors.Is(ev.Error, sched.ErrDropped)):
 				default:
 					f.addf("request %d completed with %#v, %v", q.id, ev.Data, ev.Error)
 				}
@@ -681,6 +692,7 @@ func asker(f *violations, st *askState, replier relay.PID, q question, timeout t
 // replierRun is a replier's share of a round: the requests it hands out
 // to be answered from outside.
 type replierRun struct {
+	read    atomic.Int32 // requests read
 	mu      sync.Mutex
 	outside []sched.ReplyTo
 	ids     []uint64
@@ -711,6 +723,7 @@ func replier(rr *replierRun) sched.Process {
 			case endMsg:
 				end = max(end, m)
 			case sched.Request:
+				rr.read.Add(1)
 				q := m.Body.(question)
 				st := rr.states[q.id] // written before the asker started
 				switch q.how {
@@ -763,7 +776,11 @@ func testRequestsRacingEnds(t *testing.T, seed uint64, shutdown bool) {
 	}
 	var f violations
 	var dead tally
+	var lateReplies atomic.Uint64
 	s, err := sched.New(sched.WithWorkers(4), sched.WithHooks(sched.Hooks{DeadLetter: func(d sched.DeadLetter) {
+		if d.Reason == sched.DeadLateReply {
+			lateReplies.Add(1)
+		}
 		if a, ok := d.Message.Data.(answer); ok && d.Reason == sched.DeadLateReply {
 			dead.add(a.id, fmt.Sprint("outside=", a.outside))
 		}
@@ -797,7 +814,14 @@ func testRequestsRacingEnds(t *testing.T, seed uint64, shutdown bool) {
 					rr.states[q.id] = st
 					qs = append(qs, q)
 				}
-				rh, err := s.Submit(context.Background(), replier(rr), "replier", nil)
+				var opts []sched.SubmitOption
+				switch rng.IntN(3) {
+				case 1:
+					opts = append(opts, sched.Mailbox(1, sched.MailboxReject))
+				case 2:
+					opts = append(opts, sched.Mailbox(1, sched.MailboxDropOldest))
+				}
+				rh, err := s.Submit(context.Background(), replier(rr), "replier", nil, opts...)
 				if err != nil {
 					if !shutdown || !errors.Is(err, sched.ErrClosed) && !errors.Is(err, sched.ErrShuttingDown) {
 						f.addf("Submit: %v", err)
@@ -826,8 +850,14 @@ func testRequestsRacingEnds(t *testing.T, seed uint64, shutdown bool) {
 						rr.states[ids[i]].outsideErr.Store(errBox{err})
 					}
 				}
-				for _, op := range rng.Perm(5) {
+				for _, op := range rng.Perm(6) {
 					switch op {
+					case 5:
+						// Mostly, let the requests reach the replier first:
+						// a bounded try, no condition of the test.
+						for i := 0; i < 2000 && int(rr.read.Load()) < len(askers); i++ {
+							runtime.Gosched()
+						}
 					case 0:
 						_ = s.Tell(rh.PID(), endMsg(rng.IntN(3)))
 					case 1:
@@ -861,15 +891,17 @@ func testRequestsRacingEnds(t *testing.T, seed uint64, shutdown bool) {
 		})
 	}
 	wg.Wait()
-	if shutdown {
-		if err := receive(t, shutdownDone, "Shutdown"); err != nil {
-			t.Errorf("Shutdown: %v", err)
-		}
+	if !shutdown {
+		go func() { shutdownDone <- s.Shutdown(context.Background()) }()
+	}
+	if err := receive(t, shutdownDone, "Shutdown"); err != nil {
+		t.Errorf("Shutdown: %v", err)
 	}
 	f.check(t)
 	if t.Failed() {
 		return
 	}
+	require.Equal(t, lateReplies.Load(), s.Stats().DeadLetters.LateReplies, "late replies counted, once every process has ended, against those the hook got")
 	for id, st := range states {
 		c := st.completions.Load()
 		switch {
@@ -973,7 +1005,12 @@ func testSendersWaitingForRoom(t *testing.T, seed uint64, shutdown bool) {
 	}
 	var f violations
 	var fates tally
-	s, err := sched.New(sched.WithWorkers(4), sched.WithHooks(sched.Hooks{DeadLetter: deadLetterTally(&fates)}))
+	var deadLetters [8]atomic.Uint64 // by reason
+	tallyHook := deadLetterTally(&fates)
+	s, err := sched.New(sched.WithWorkers(4), sched.WithHooks(sched.Hooks{DeadLetter: func(d sched.DeadLetter) {
+		deadLetters[d.Reason].Add(1)
+		tallyHook(d)
+	}}))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Shutdown(context.Background()) })
 	var nextID atomic.Uint64
@@ -1004,6 +1041,8 @@ func testSendersWaitingForRoom(t *testing.T, seed uint64, shutdown bool) {
 					return
 				}
 				to := rh.PID()
+				var roundMu sync.Mutex
+				var roundIDs []uint64 // the messages accepted in this round
 				ctx, cancel := context.WithCancel(context.Background())
 				var sw sync.WaitGroup
 				for k := range senders {
@@ -1027,6 +1066,11 @@ func testSendersWaitingForRoom(t *testing.T, seed uint64, shutdown bool) {
 							mu.Lock()
 							results[id] = err
 							mu.Unlock()
+							if err == nil {
+								roundMu.Lock()
+								roundIDs = append(roundIDs, id)
+								roundMu.Unlock()
+							}
 							spin(krng.IntN(500))
 						}
 					})
@@ -1058,19 +1102,31 @@ func testSendersWaitingForRoom(t *testing.T, seed uint64, shutdown bool) {
 					f.addf("round %d: reader %v did not end%s", round, to, dumpState(s))
 					return
 				}
+				// Once the Handle reports the end, the messages it left
+				// unread have gone to the hook: every accepted message has
+				// its fate already.
+				for _, id := range roundIDs {
+					if got := fates.of(id); total(got) != 1 {
+						f.addf("round %d: message %d accepted by %v, fates %v once its Handle reported its end", round, id, to, got)
+					}
+				}
 			}
 		})
 	}
 	wg.Wait()
-	if shutdown {
-		if err := receive(t, shutdownDone, "Shutdown"); err != nil {
-			t.Errorf("Shutdown: %v", err)
-		}
+	if !shutdown {
+		go func() { shutdownDone <- s.Shutdown(context.Background()) }()
+	}
+	if err := receive(t, shutdownDone, "Shutdown"); err != nil {
+		t.Errorf("Shutdown: %v", err)
 	}
 	f.check(t)
 	if t.Failed() {
 		return
 	}
+	dl := s.Stats().DeadLetters
+	require.Equal(t, deadLetters[sched.DeadUnread].Load(), dl.Unread, "unread dead letters counted against those the hook got")
+	require.Equal(t, deadLetters[sched.DeadDropped].Load(), dl.Dropped, "dropped dead letters counted against those the hook got")
 	delivered := 0
 	for id, err := range results {
 		got := fates.of(id)
