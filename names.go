@@ -71,8 +71,14 @@ func (s *Scheduler) Register(name string, pid relay.PID) error {
 	return nil
 }
 
-// Unregister releases name. It returns an error wrapping [ErrNameNotFound]
-// if no process has it. Any goroutine.
+// Unregister releases name, whichever process holds it: it goes by the
+// name, not by a process, so an Unregister meant for a process whose name
+// has since passed to another (after an Unregister, or that process's
+// end) releases the other's. A name leaves its process only through
+// Unregister or the process's end: a process that unregisters its own
+// name from its step releases its own, unless other code unregistered it
+// meanwhile. It returns an error wrapping [ErrNameNotFound] if no process
+// has it. Any goroutine.
 func (s *Scheduler) Unregister(name string) error {
 	s.names.mu.Lock()
 	pid, ok := s.names.byName[name]

@@ -247,3 +247,53 @@ func TestRegisterAgainDuringClose(t *testing.T) {
 	_, err = s.Lookup("svc")
 	assert.ErrorIs(t, err, sched.ErrNameNotFound, "released by its end")
 }
+
+// TestUnregisterReleasesWhoeverHoldsIt: Unregister goes by the name, not
+// by a process: once the name has passed to another process, an
+// Unregister meant for the first one releases the second's. A process
+// that gives up its own name from its step releases its own, and may take
+// it again.
+func TestUnregisterReleasesWhoeverHoldsIt(t *testing.T) {
+	s := newScheduler(t)
+	first := submit(t, s, &probe{step: untilCancel})
+	require.NoError(t, s.Register("svc", first.PID()))
+	require.NoError(t, s.Terminate(first.PID()))
+	_, err := waitEnd(t, s, first)
+	require.NoError(t, err)
+
+	lookups := make(chan error, 2)
+	second := submit(t, s, &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+		switch n {
+		case 0:
+			return s.Register("svc", out.Self())
+		case 1: // told "give up"
+			if err := s.Unregister("svc"); err != nil {
+				return err
+			}
+			_, err := s.Lookup("svc")
+			lookups <- err
+			return s.Register("svc", out.Self())
+		}
+		return untilMessage(nil, n, evs, out)
+	}})
+	eventually(t, "the second process to register the name", func() bool {
+		pid, err := s.Lookup("svc")
+		return err == nil && pid == second.PID()
+	})
+	require.NoError(t, s.Unregister("svc"), "an Unregister late for the first holder")
+	_, err = s.Lookup("svc")
+	require.ErrorIs(t, err, sched.ErrNameNotFound, "the late Unregister released the second holder's name")
+
+	require.NoError(t, s.Register("svc", second.PID()))
+	require.NoError(t, s.Tell(second.PID(), "give up"))
+	require.ErrorIs(t, receive(t, lookups, "the second process's Lookup after its own Unregister"), sched.ErrNameNotFound)
+	eventually(t, "the second process to take the name again", func() bool {
+		pid, err := s.Lookup("svc")
+		return err == nil && pid == second.PID()
+	})
+	require.NoError(t, s.Tell(second.PID(), "end"))
+	_, err = waitEnd(t, s, second)
+	require.NoError(t, err)
+	_, err = s.Lookup("svc")
+	require.ErrorIs(t, err, sched.ErrNameNotFound, "released by its holder's end")
+}
