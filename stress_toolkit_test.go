@@ -1141,3 +1141,144 @@ func testSendersWaitingForRoom(t *testing.T, seed uint64, shutdown bool) {
 	}
 	require.NotZero(t, delivered, "no message was delivered")
 }
+
+// Forced shutdown.
+
+// stubborn reads sentMsg messages slowly and ignores its cancel: only a
+// shutdown deadline ends it. Its watcher variant also watches watched.
+func stubborn(told *tally, watch relay.PID) sched.Process {
+	return stepFunc(func(evs []sched.Event, out *sched.StepOutput) error {
+		if len(evs) == 0 && !watch.IsZero() {
+			out.Monitor(1, watch)
+		}
+		spin(500)
+		for _, ev := range evs {
+			if m, ok := ev.Data.(sentMsg); ok && ev.Type == sched.EventMessage {
+				told.add(uint64(m), "read")
+			}
+		}
+		return nil
+	})
+}
+
+// TestStressForcedShutdownLetsGo: a shutdown deadline forces processes
+// that ignore their cancel while they hold names, are watched from
+// outside (some of those monitors being stopped at the same time) and by
+// each other, and senders wait for room in their full mailboxes. Once
+// Shutdown has returned: every name is free, every outside monitor not
+// reported forgotten is called exactly once with ExitForced, every
+// waiting sender has returned, and a sender's message reached its
+// process (read, or a dead letter unread at its end) exactly when the
+// sender got nil.
+func TestStressForcedShutdownLetsGo(t *testing.T) {
+	runs := 4 * stressScale
+	if testing.Short() {
+		runs = 2
+	}
+	for run := range runs {
+		testForcedShutdownLetsGo(t, uint64(run))
+		if t.Failed() {
+			return
+		}
+	}
+}
+
+func testForcedShutdownLetsGo(t *testing.T, seed uint64) {
+	const (
+		procs   = 16
+		senders = 2
+	)
+	rng := rand.New(rand.NewPCG(seed, 0xf0ced))
+	var fates tally
+	s, err := sched.New(sched.WithWorkers(4), sched.WithHooks(sched.Hooks{DeadLetter: deadLetterTally(&fates)}))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Shutdown(context.Background()) })
+	var pids []relay.PID
+	var ows []*outsideWatch
+	for i := range procs {
+		var watch relay.PID
+		if i > 0 {
+			watch = pids[rng.IntN(len(pids))]
+		}
+		h, err := s.Submit(context.Background(), stubborn(&fates, watch), "stubborn", nil, sched.Mailbox(1, sched.MailboxReject))
+		require.NoError(t, err)
+		pids = append(pids, h.PID())
+		require.NoError(t, s.Register(fmt.Sprint("stubborn", i), h.PID()))
+		ows = append(ows, newOutsideWatch(s, h.PID()), newOutsideWatch(s, h.PID()))
+	}
+	var nextID atomic.Uint64
+	var mu sync.Mutex
+	results := map[uint64]error{}
+	var sw sync.WaitGroup
+	for _, pid := range pids {
+		for k := range senders {
+			sw.Go(func() {
+				for {
+					id := nextID.Add(1)
+					var err error
+					if k == 0 {
+						err = s.TellContext(context.Background(), pid, sentMsg(id))
+					} else {
+						err = s.SendContext(context.Background(), relay.Message{To: pid, Data: sentMsg(id)})
+					}
+					mu.Lock()
+					results[id] = err
+					mu.Unlock()
+					if err != nil {
+						return
+					}
+				}
+			})
+		}
+	}
+	stopped := make([]bool, len(ows))
+	var stops sync.WaitGroup
+	stops.Go(func() {
+		for i := 0; i < len(ows); i += 2 {
+			stopped[i] = ows[i].stop()
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rng.IntN(2000))*time.Microsecond)
+	defer cancel()
+	err = s.Shutdown(ctx)
+	require.ErrorIs(t, err, sched.ErrForced, "processes that ignore their cancel")
+	stops.Wait()
+	for i := range procs {
+		_, err := s.Lookup(fmt.Sprint("stubborn", i))
+		require.ErrorIs(t, err, sched.ErrNameNotFound, "a forced process's name after Shutdown returned")
+	}
+	for i, o := range ows {
+		if stopped[i] {
+			continue
+		}
+		select {
+		case e := <-o.called:
+			require.Equal(t, sched.ExitForced, e.Reason, "outside monitor %d: %v", i, e)
+		case <-time.After(testTimeout):
+			t.Fatalf("outside monitor %d of a forced process, not stopped, never called", i)
+		}
+	}
+	senderDone := make(chan struct{})
+	go func() { sw.Wait(); close(senderDone) }()
+	receive(t, senderDone, "the senders waiting for room to return after Shutdown")
+	for i, o := range ows {
+		if n := o.calls.Load(); n > 1 || stopped[i] && n != 0 {
+			t.Errorf("outside monitor %d (stopped %v) called %d times", i, stopped[i], n)
+		}
+	}
+	for id, err := range results {
+		got := fates.of(id)
+		if err == nil {
+			if total(got) != 1 {
+				t.Errorf("message %d: accepted, fates %v: want exactly one", id, got)
+			}
+			continue
+		}
+		if !errors.Is(err, sched.ErrProcessNotFound) && !errors.Is(err, sched.ErrClosed) {
+			t.Errorf("message %d: %v", id, err)
+		}
+		if total(got) != 0 {
+			t.Errorf("message %d: refused with %v, yet fates %v", id, err, got)
+		}
+	}
+}
