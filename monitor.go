@@ -244,7 +244,10 @@ type RemoteMonitor interface {
 // Monitor calls f once, in its own goroutine, when the process pid ends,
 // with how it ended; if pid is not a live process of this scheduler, f is
 // called at once with [ExitGone]. It returns stop, which forgets the
-// monitor: stop reports whether it did so before f was called. Any
+// monitor: stop reports whether this call forgot it before f was called.
+// It reports false once f has been called, and after an earlier stop: of
+// any number of calls, from any goroutines, at most one reports true, and
+// then f is never called. Any
 // goroutine. It is the monitor for code outside any process; processes
 // use [StepOutput.Monitor]. A nil f is a programming error: Monitor
 // panics at once, rather than the goroutine that would call it later.

@@ -538,7 +538,16 @@ func TestStressMonitorsRacingEnds(t *testing.T) {
 							_ = s.Tell(h.PID(), goMsg{})
 						}
 					case 3:
+						// Two stops at once: at most one forgets it.
+						var other bool
+						var g sync.WaitGroup
+						g.Go(func() { other = ows[0].stop() })
 						stopped[0] = ows[0].stop()
+						g.Wait()
+						if other && stopped[0] {
+							f.addf("round %d: two stops of one monitor both reported it forgotten", round)
+						}
+						stopped[0] = stopped[0] || other
 					case 4:
 						if !onLong.stop() {
 							f.addf("round %d: stop of a monitor of the live %v reported it not forgotten", round, long.PID())
