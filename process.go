@@ -309,7 +309,9 @@ func (o *StepOutput) Reply(to ReplyTo, data any, err error) {
 // yield holds is let go at once: a Sleep's timer is released, a handler's
 // call context is done with cause [ErrYieldCancelled] (so a goroutine
 // working for it can stop), a Monitor stops watching, a Request stops
-// waiting (its answer, if it comes, is a dead letter), and a SpawnAwait
+// waiting (an answer that comes later is a dead letter; one that came
+// while this step ran was taken, its Reply returned nil, and it is
+// dropped with no dead letter), and a SpawnAwait
 // stops waiting for its child, which runs on. Cancelling a tag that is
 // not pending does nothing; the tag may be yielded again at once.
 func (o *StepOutput) Cancel(tag uint64) {
