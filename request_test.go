@@ -347,3 +347,60 @@ func TestLateAnswerIsADeadLetter(t *testing.T) {
 	assert.ErrorIs(t, evs[0].Error, sched.ErrTimeout)
 	assert.Empty(t, asker.EventsOf(sched.EventMessage), "the late answer reached the asker")
 }
+
+// TestAnswerTakenThenCancelled: an answer that comes while the asker's
+// step runs is taken (Reply returns nil); when that step cancels the
+// request, the answer is dropped with the other completions of the tag:
+// the asker never sees it, and it is no dead letter, as Cancel's doc
+// says. A later answer would be one (TestLateAnswerIsADeadLetter).
+func TestAnswerTakenThenCancelled(t *testing.T) {
+	var dl deadLetterLog
+	s := newScheduler(t, sched.WithHooks(sched.Hooks{DeadLetter: dl.hook}))
+	requests := make(chan sched.Request, 1)
+	replier := submit(t, s, &probe{step: func(_ *probe, _ int, evs []sched.Event, out *sched.StepOutput) error {
+		for _, ev := range evs {
+			if req, ok := ev.Data.(sched.Request); ok {
+				requests <- req
+			}
+			if ev.Type == sched.EventCancel {
+				out.Done(payload.Payload{})
+			}
+		}
+		return nil
+	}})
+	replied := make(chan error, 1)
+	var req sched.Request
+	asker := &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+		switch {
+		case n == 0:
+			out.Request(1, replier.PID(), "question")
+		case hasCancel(evs):
+			out.Done(payload.Payload{})
+		case len(evs) == 1 && evs[0].Data == "answer now, then cancel":
+			// The answer comes while this step runs, and the step
+			// cancels the request.
+			replied <- s.Reply(req.ReplyTo, "answer", nil)
+			out.Cancel(1)
+			out.Tell(out.Self(), "after the cancel")
+		}
+		return nil
+	}}
+	ha := submit(t, s, asker)
+	req = receive(t, requests, "the request")
+	require.NoError(t, s.Tell(ha.PID(), "answer now, then cancel"))
+	require.NoError(t, receive(t, replied, "the Reply's result"), "the asker waited when the answer came")
+	eventually(t, "the message after the cancel", func() bool {
+		for _, ev := range asker.EventsOf(sched.EventMessage) {
+			if ev.Data == "after the cancel" {
+				return true
+			}
+		}
+		return false
+	})
+	require.NoError(t, s.Terminate(ha.PID()))
+	_, err := waitEnd(t, s, ha)
+	require.NoError(t, err)
+	assert.Empty(t, asker.EventsOf(sched.EventYieldComplete), "the cancelled request's answer reached the asker")
+	assert.Empty(t, dl.all(), "dead letters")
+	assert.Zero(t, s.Stats().DeadLetters.LateReplies)
+}
