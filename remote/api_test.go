@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -151,6 +152,32 @@ func TestMaxBufferedBoundsMessages(t *testing.T) {
 	assert.Equal(t, uint64(1), a.Stats().Refused.NotEncodable)
 	require.NoError(t, a.S.Tell(recv.PID(), make([]byte, 12<<10)))
 	assert.Len(t, tRecv(t, got, "the message that fits").Data, 12<<10)
+}
+
+// TestHugeMaxBuffered: MaxBuffered has no upper bound, and answers to
+// what a peer sent (bounces, spawn answers), which may use twice as much,
+// still go back when it is as large as an int holds: a message to an
+// ended process comes back, and a spawn from the peer gets its answer.
+func TestHugeMaxBuffered(t *testing.T) {
+	srv := tServer(t)
+	a := tStart(t, srv.ClientURL(), "a", nil)
+	b := tStart(t, srv.ClientURL(), "b", func(cfg *remote.Config) { cfg.MaxBuffered = math.MaxInt })
+	tJoin(t, a, b)
+	tRegister(t, b)
+	ended, _ := tCollector(t, b.S, 1)
+	require.NoError(t, b.S.Terminate(ended.PID()))
+	_, err := tWaitResult(t, ended)
+	require.NoError(t, err)
+
+	ev := tBounceOf(t, a.S, ended.PID(), "late")
+	assert.ErrorIs(t, ev.Error, scheduler.ErrProcessNotFound)
+	assert.Equal(t, "late", ev.Data)
+	ctx, cancel := context.WithTimeout(context.Background(), tWait)
+	defer cancel()
+	child, err := a.Spawn(ctx, "b", "echo", "run", nil)
+	require.NoError(t, err)
+	assert.Equal(t, b.Node.Node(), child.Node)
+	assert.Zero(t, b.Stats().Dropped.Overflow, "no answer was dropped")
 }
 
 // TestSpawnFactoryFailures: a factory that panics fails the spawn with

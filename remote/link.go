@@ -2,6 +2,7 @@ package remote
 
 import (
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 
@@ -111,7 +112,7 @@ func (l *link) reserve(bound int, priority bool) (*outBatch, error) {
 	}
 	limit := l.n.cfg.MaxBuffered
 	if priority {
-		limit *= 2
+		limit = min(limit, math.MaxInt/2) * 2 // a MaxBuffered beyond half an int bounds nothing anyway
 	}
 	if bound > limit {
 		// It could never wait for the peer, however empty the buffer.
