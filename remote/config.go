@@ -3,6 +3,7 @@ package remote
 import (
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -36,8 +37,9 @@ type Config struct {
 	Options []nats.Option
 
 	// Heartbeat is how often the node tells the cluster it is alive
-	// (default [DefaultHeartbeat]; at least [MinHeartbeat]). A peer
-	// silent for two heartbeats is probed.
+	// (default [DefaultHeartbeat]; at least [MinHeartbeat], and at most
+	// a third of the longest Duration, since FailureTimeout holds three).
+	// A peer silent for two heartbeats is probed.
 	Heartbeat time.Duration
 	// FailureTimeout is how long a peer may stay silent before it is
 	// declared down (default [DefaultFailureTimeout], or three heartbeats
@@ -102,6 +104,10 @@ const (
 // and make a peer's silence a matter of scheduling noise.
 const MinHeartbeat = time.Millisecond
 
+// maxHeartbeat is the longest Heartbeat: FailureTimeout, a Duration,
+// must hold three of them.
+const maxHeartbeat = time.Duration(math.MaxInt64 / 3)
+
 // minWindow keeps a batch large enough for any header and a few frames.
 const minWindow = 4 << 10
 
@@ -124,7 +130,7 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.Heartbeat == 0 {
 		cfg.Heartbeat = DefaultHeartbeat
 	}
-	if cfg.FailureTimeout == 0 {
+	if cfg.FailureTimeout == 0 && cfg.Heartbeat <= maxHeartbeat {
 		cfg.FailureTimeout = max(DefaultFailureTimeout, 3*cfg.Heartbeat)
 	}
 	if cfg.Window == 0 {
@@ -139,6 +145,8 @@ func (cfg Config) withDefaults() (Config, error) {
 	switch {
 	case cfg.Heartbeat < MinHeartbeat:
 		return cfg, fmt.Errorf("%w: Heartbeat %v is below %v", ErrInvalidConfig, cfg.Heartbeat, MinHeartbeat)
+	case cfg.Heartbeat > maxHeartbeat:
+		return cfg, fmt.Errorf("%w: Heartbeat %v is above %v: three of them must fit in FailureTimeout", ErrInvalidConfig, cfg.Heartbeat, maxHeartbeat)
 	case cfg.FailureTimeout < 3*cfg.Heartbeat:
 		return cfg, fmt.Errorf("%w: FailureTimeout %v is less than three heartbeats of %v", ErrInvalidConfig, cfg.FailureTimeout, cfg.Heartbeat)
 	case cfg.Window < minWindow:

@@ -2,6 +2,7 @@ package remote
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -50,6 +51,12 @@ func TestConfigBounds(t *testing.T) {
 		{"a heartbeat of a few nanoseconds", func(c *Config) { c.Heartbeat = 3 * time.Nanosecond }, false},
 		{"a heartbeat just under a millisecond", func(c *Config) { c.Heartbeat = time.Millisecond - 1 }, false},
 		{"a heartbeat of a millisecond", func(c *Config) { c.Heartbeat = time.Millisecond }, true},
+		{"a heartbeat whose three make no Duration", func(c *Config) { c.Heartbeat = 1 << 62 }, false},
+		{"the longest heartbeat", func(c *Config) { c.Heartbeat = math.MaxInt64 / 3 }, true},
+		{"a heartbeat just above the longest", func(c *Config) { c.Heartbeat = math.MaxInt64/3 + 1 }, false},
+		{"the longest failure timeout", func(c *Config) { c.FailureTimeout = math.MaxInt64 }, true},
+		{"the largest MaxBuffered", func(c *Config) { c.MaxBuffered = math.MaxInt }, true},
+		{"the largest window", func(c *Config) { c.Window = math.MaxInt }, true},
 		{"a negative failure timeout", func(c *Config) { c.FailureTimeout = -time.Second }, false},
 		{"a failure timeout of three heartbeats", func(c *Config) { c.Heartbeat, c.FailureTimeout = time.Second, 3*time.Second }, true},
 		{"a negative window", func(c *Config) { c.Window = -1 }, false},
@@ -72,5 +79,20 @@ func TestConfigBounds(t *testing.T) {
 				t.Errorf("got %v, want ErrInvalidConfig", err)
 			}
 		})
+	}
+}
+
+// TestLongestFailureTimeoutAfterAReconnect: after a reconnect, a probe
+// that finds no one counts only once the peers have had FailureTimeout
+// to reconnect; the longest FailureTimeout does not wrap that moment
+// around to the past.
+func TestLongestFailureTimeoutAfterAReconnect(t *testing.T) {
+	n := &Node{cfg: Config{FailureTimeout: math.MaxInt64}, nc: &nats.Conn{}}
+	empty := map[uint32]*peer{}
+	n.peers.Store(&empty)
+	before := time.Now().UnixNano()
+	n.onReconnect()
+	if from := n.probesFrom.Load(); from < before {
+		t.Errorf("probes count from %d, before the reconnect at %d", from, before)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -512,7 +513,7 @@ func publishError(err error) error {
 func (n *Node) onReconnect() {
 	now := time.Now().UnixNano()
 	n.clock.Store(now)
-	n.probesFrom.Store(now + int64(n.cfg.FailureTimeout))
+	n.probesFrom.Store(now + min(int64(n.cfg.FailureTimeout), math.MaxInt64-now)) // the longest timeouts end at the end of time
 	n.setMaxBatch()
 	n.counts.reconnects.Add(1)
 	for _, p := range *n.peers.Load() {
