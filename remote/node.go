@@ -473,15 +473,14 @@ func (n *Node) publish(subject string, data []byte) error {
 
 // returnAll hands messages that will not be sent back to their senders
 // with err: each becomes an undelivered message from its recipient.
-// Messages from outside any process have no one to go back to. Any
-// goroutine, holding no link's mu.
+// Messages from outside any process have no one to go back to, and are
+// only counted. Any goroutine, holding no link's mu.
 func (n *Node) returnAll(p *peer, msgs []relay.Message, err error) {
 	for _, m := range msgs {
-		if m.From.IsZero() {
-			continue
-		}
 		n.counts.returned(err) // before the hand-off; see deliver
-		_ = n.sched.Send(relay.Message{From: m.To, To: m.From, Data: m.Data, Err: err})
+		if !m.From.IsZero() {
+			_ = n.sched.Send(relay.Message{From: m.To, To: m.From, Data: m.Data, Err: err})
+		}
 	}
 }
 

@@ -52,9 +52,12 @@ type Stats struct {
 	// Refused counts sends that failed at once (the sender got the
 	// error), by reason.
 	Refused Reasons `json:"refused"`
-	// Returned counts messages this node accepted that went back to
-	// their senders here later: bounced by the receiving node, or still
-	// waiting when their peer went down or the node closed.
+	// Returned counts messages this node accepted that failed later, by
+	// reason: bounced by the receiving node, refused by NATS, or still
+	// waiting when their peer went down or the node closed. Each went
+	// back to its sender here, unless it came from outside any process
+	// (such a message the receiving node does not bounce: it counts it
+	// in its BouncedBack).
 	Returned Reasons `json:"returned"`
 	// BouncedBack counts messages from other nodes that this node could
 	// not deliver, by reason; each went back to its sender, unless it
