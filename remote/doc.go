@@ -171,7 +171,9 @@
 // as a [scheduler.Reply], its error as an [*Error]; so request and reply
 // work across nodes as within one. Anything else, or a Go value JSON cannot encode, is
 // refused at the sender with [ErrNotEncodable] (wrapping
-// [payload.ErrEncode] for the latter). A received []byte, string or
+// [payload.ErrEncode] for the latter). An answer whose data cannot
+// cross, or is too large, is refused so too, and the asker's request
+// completes with that error instead of waiting. A received []byte, string or
 // payload content shares the memory of the batch it came in, so a
 // receiver that keeps a small part of a large body for long keeps the
 // batch (at most half a window) alive.

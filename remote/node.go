@@ -406,7 +406,10 @@ var _ relay.Receiver = (*Node)(nil)
 // [ErrNotEncodable] for a message that cannot cross, and [ErrClosed]
 // before Start, from Close on, and once the NATS connection has closed
 // for good. A msg with Err set is an undelivered
-// message going back to its sender on another node.
+// message going back to its sender on another node. An answer
+// ([scheduler.Reply]) that cannot cross is refused with ErrNotEncodable
+// too, and its asker gets that error, with the answer's own if any, as
+// the answer, so that it does not wait for one that never comes.
 func (n *Node) Send(msg relay.Message) error {
 	if msg.To.Node == n.num && n.running() {
 		return n.sched.Send(msg)
@@ -433,11 +436,18 @@ func (n *Node) send(msg relay.Message) error {
 		return fmt.Errorf("%w: sender %v is not a process of this node (%d)", ErrNotEncodable, msg.From, n.num)
 	}
 	body, err := wireBody(msg.Data)
+	if err == nil && msg.Err == nil {
+		err = p.link.sendMessage(msg, body)
+	}
+	if reply, ok := msg.Data.(scheduler.Reply); ok && msg.Err == nil && errors.Is(err, ErrNotEncodable) {
+		// An answer that cannot cross would leave its asker waiting:
+		// the asker gets the reason instead, as the answer's error.
+		reply.Data, reply.Err = nil, errors.Join(reply.Err, fmt.Errorf("the answer cannot cross: %w", err))
+		_ = p.link.sendMessage(relay.Message{From: msg.From, To: msg.To, Data: reply}, reply)
+	}
 	switch {
-	case err != nil:
+	case err != nil || msg.Err == nil:
 		return err
-	case msg.Err == nil:
-		return p.link.sendMessage(msg, body)
 	case msg.From.IsZero():
 		return nil // an undelivered message with no recipient to name
 	}

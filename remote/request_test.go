@@ -76,3 +76,56 @@ func TestRequestReplyAcrossNodes(t *testing.T) {
 	ev = tAsk(t, a.S, doubler.PID(), 42)
 	assert.ErrorIs(t, ev.Error, remote.ErrNotEncodable)
 }
+
+// TestReplyThatCannotCross: an answer whose data cannot cross back to
+// the asker's node (a Go value JSON cannot encode, or larger than a
+// batch) does not leave the asker waiting: its request completes with
+// ErrNotEncodable, from the replier, as an awaited spawn whose result
+// cannot cross does. An answer that crosses still does.
+func TestReplyThatCannotCross(t *testing.T) {
+	_, a, b := tTwoNodes(t, nil)
+	replier := tSubmit(t, b.S, func(_ *tProc, _ int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+		for _, ev := range evs {
+			req, ok := ev.Data.(scheduler.Request)
+			switch {
+			case ev.Type == scheduler.EventCancel:
+				out.Done(payload.Payload{})
+			case !ok:
+			case req.Body == "a channel":
+				out.Reply(req.ReplyTo, payload.Of(make(chan int)), nil)
+			case req.Body == "too large":
+				out.Reply(req.ReplyTo, make([]byte, 600<<10), errors.New("and an error of its own"))
+			default:
+				out.Reply(req.ReplyTo, "fine", nil)
+			}
+		}
+		return nil
+	})
+	ask := func(body string) scheduler.Event {
+		return tFirst(t, a.S, scheduler.EventYieldComplete, func(out *scheduler.StepOutput) {
+			out.Request(1, replier.PID(), body)
+			out.Timeout(1, tWait/3) // a bound on a hang, not a synchronisation
+		})
+	}
+
+	ev := ask("a channel")
+	assert.ErrorIs(t, ev.Error, remote.ErrNotEncodable)
+	assert.ErrorIs(t, ev.Error, payload.ErrEncode)
+	assert.NotErrorIs(t, ev.Error, scheduler.ErrTimeout)
+	assert.Nil(t, ev.Data)
+	assert.Equal(t, replier.PID(), ev.From)
+	var rerr *remote.Error
+	require.True(t, errors.As(ev.Error, &rerr), "reported by b: %v", ev.Error)
+	assert.Equal(t, "b", rerr.Node)
+
+	ev = ask("too large")
+	assert.ErrorIs(t, ev.Error, remote.ErrNotEncodable)
+	assert.NotErrorIs(t, ev.Error, scheduler.ErrTimeout)
+	assert.ErrorContains(t, ev.Error, "and an error of its own", "the replier's own error goes with it")
+	assert.Nil(t, ev.Data)
+
+	ev = ask("anything")
+	require.NoError(t, ev.Error)
+	assert.Equal(t, "fine", ev.Data)
+	assert.Equal(t, uint64(2), b.Stats().Refused.NotEncodable, "the replier's node refused the two answers")
+}
