@@ -176,8 +176,9 @@ func handleExit(h scheduler.Handle, e scheduler.Exit) scheduler.Exit {
 }
 
 // sendExit sends peer p the exit e of the process its request req
-// watches. A result that cannot cross is replaced by the error saying
-// so, joined to the exit's own error if it has one. Any goroutine.
+// watches. A result that cannot cross (JSON cannot encode it, or it is
+// too large) is replaced by the error saying so, joined to the exit's
+// own error if it has one. Any goroutine.
 func (n *Node) sendExit(p *peer, req uint64, e scheduler.Exit) {
 	var body any
 	cause := e.Err
@@ -189,7 +190,11 @@ func (n *Node) sendExit(p *peer, req uint64, e scheduler.Exit) {
 			cause = errors.Join(cause, fmt.Errorf("the result cannot cross: %w", err))
 		}
 	}
-	if p.link.sendExit(req, e.Reason, cause, body) != nil {
+	err := p.link.sendExit(req, e.Reason, cause, body)
+	if body != nil && errors.Is(err, ErrNotEncodable) {
+		err = p.link.sendExit(req, e.Reason, errors.Join(cause, fmt.Errorf("the result cannot cross: %w", err)), nil)
+	}
+	if err != nil {
 		n.counts.dropped[dropOverflow].Add(1)
 	}
 }

@@ -81,3 +81,31 @@ func TestAwaitedResultThatCannotCross(t *testing.T) {
 	assert.ErrorIs(t, e.Err, remote.ErrNotEncodable, "and that its result did not cross")
 	assert.True(t, e.Result.IsZero())
 }
+
+// huge ends at its first step with a result larger than a batch.
+type huge struct{}
+
+func (huge) Init(context.Context, string, payload.Payloads) error { return nil }
+func (huge) Step(_ []scheduler.Event, out *scheduler.StepOutput) error {
+	out.Done(payload.Bytes(make([]byte, 600<<10)))
+	return nil
+}
+func (huge) Close() {}
+
+// TestAwaitedResultTooLarge: a child on another node that ends with a
+// result too large for a batch does not leave an awaited spawn waiting:
+// the spawn fails with ErrNotEncodable, as for a result JSON cannot
+// encode.
+func TestAwaitedResultTooLarge(t *testing.T) {
+	_, a, b := tTwoNodes(t, nil)
+	require.NoError(t, b.Register("huge", func() scheduler.Process { return huge{} }))
+	ev := tFirst(t, a.S, scheduler.EventYieldComplete, func(out *scheduler.StepOutput) {
+		out.Yield(1, a.SpawnCommand(), remote.Spawn{Node: "b", Kind: "huge", Method: "run", Await: true})
+		out.Timeout(1, tWait/3) // a bound on a hang, not a synchronisation
+	})
+	assert.ErrorIs(t, ev.Error, remote.ErrNotEncodable)
+	assert.NotErrorIs(t, ev.Error, scheduler.ErrTimeout)
+	assert.Equal(t, b.Node.Node(), ev.From.Node)
+	assert.Nil(t, ev.Data)
+	assert.Zero(t, b.Stats().Dropped.Overflow, "the exit was not dropped")
+}

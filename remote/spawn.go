@@ -26,7 +26,8 @@ import (
 // [scheduler.StepOutput.SpawnAwait] does. It fails with an error wrapping
 // [ErrUnknownNode], [ErrNodeDown], [ErrUnknownKind], [ErrNotEncodable]
 // (an input that cannot cross, or, with Await, a result that cannot
-// cross back: a Go value JSON cannot encode), or the error of the
+// cross back: a Go value JSON cannot encode, or one too large for a
+// batch), or the error of the
 // process's Init on the target node (an [*Error] matching
 // [scheduler.ErrInit]).
 //
