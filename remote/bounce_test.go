@@ -156,3 +156,54 @@ func queued(s *scheduler.Scheduler, pid relay.PID) int {
 	}
 	return -1
 }
+
+// TestBounceOfALargeMessage: a message as large as its batch allows
+// still comes back when its recipient has ended, although the bounce
+// adds the error's text (shortened to fit); and one too large for the
+// batches of the recipient's node (a smaller Window there) comes back
+// without its body, with the error saying why.
+func TestBounceOfALargeMessage(t *testing.T) {
+	srv := tServer(t)
+	a := tStart(t, srv.ClientURL(), "a", nil)
+	b := tStart(t, srv.ClientURL(), "b", nil)
+	c := tStart(t, srv.ClientURL(), "c", func(cfg *remote.Config) { cfg.Window = 64 << 10 })
+	tJoin(t, a, b, c)
+	endedOn := func(n *tNode) relay.PID {
+		h := tSubmit(t, n.S, func(_ *tProc, _ int, _ []scheduler.Event, out *scheduler.StepOutput) error {
+			out.Done(payload.Payload{})
+			return nil
+		})
+		_, err := tWaitResult(t, h)
+		require.NoError(t, err)
+		return h.PID()
+	}
+
+	// The largest message a takes: half its window, less the batch's
+	// header and the frame's fields.
+	largest := 512<<10 - 14 - 35 - 4
+	for _, tc := range []struct {
+		name   string
+		to     relay.PID
+		size   int
+		whole  bool
+		victim *tNode
+	}{
+		{"the largest message, to a node of the same window", endedOn(b), largest, true, b},
+		{"a message too large for the batches of the recipient's node", endedOn(c), 100 << 10, false, c},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.ErrorIs(t, a.S.Tell(tc.to, make([]byte, largest+1)), remote.ErrNotEncodable, "one byte more than the largest is refused")
+			ev := tBounceOf(t, a.S, tc.to, make([]byte, tc.size))
+			assert.ErrorIs(t, ev.Error, scheduler.ErrProcessNotFound)
+			var rerr *remote.Error
+			require.True(t, errors.As(ev.Error, &rerr))
+			assert.Equal(t, tc.to, rerr.PID)
+			if tc.whole {
+				assert.Len(t, ev.Data, tc.size, "it comes back with its body")
+			} else {
+				assert.Nil(t, ev.Data, "it comes back without its body")
+			}
+			assert.Zero(t, tc.victim.Stats().Dropped.Overflow, "no bounce was dropped")
+		})
+	}
+}

@@ -1,10 +1,12 @@
 package remote
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"sync"
 	"sync/atomic"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 
@@ -112,7 +114,7 @@ func (l *link) reserve(bound int, priority bool) (*outBatch, error) {
 	}
 	limit := l.n.cfg.MaxBuffered
 	if priority {
-		limit = min(limit, math.MaxInt/2) * 2 // a MaxBuffered beyond half an int bounds nothing anyway
+		limit = priorityLimit(limit)
 	}
 	if bound > limit {
 		// It could never wait for the peer, however empty the buffer.
@@ -178,13 +180,51 @@ func (l *link) sendMessage(msg relay.Message, body any) error {
 	return nil
 }
 
+// priorityLimit is the bytes that frames answering a peer may fill the
+// buffer with: twice MaxBuffered, or all an int holds.
+func priorityLimit(maxBuffered int) int {
+	return min(maxBuffered, math.MaxInt/2) * 2
+}
+
 // sendBounce appends a bounce frame: from is the recipient here that was
-// not reached, to its sender on the peer. Any goroutine.
+// not reached, to its sender on the peer. A bounce carries its message's
+// body and the error's text, so a message that just fitted a batch of
+// the peer, or one larger than this node's batches, would not fit: the
+// text is shortened to fit, and a body too large is left out (a
+// request keeps its ReplyTo, which the asker's node needs), so that the
+// sender still learns the failure and, from the error's code, why. Any
+// goroutine.
 func (l *link) sendBounce(from, to relay.PID, cause error, body any) error {
 	text, code := errorText(cause), errorCode(cause)
+	largest := min(int(l.n.maxBatch.Load())-headerLen, priorityLimit(l.n.cfg.MaxBuffered))
+	if messageBound(bodySize(body), "") > largest {
+		if r, ok := body.(scheduler.Request); ok {
+			body = scheduler.Request{ReplyTo: r.ReplyTo}
+		} else {
+			body = nil
+		}
+	}
+	text = clipText(text, largest-messageBound(bodySize(body), ""))
 	return l.add(messageBound(bodySize(body), text), true, func(e *batchEncoder) {
 		e.bounce(from, to, code, text, body)
 	})
+}
+
+// clipText shortens s, at a character's start, so that its length and
+// bytes take at most room bytes: what textBound(s) adds to the bound of a
+// frame with an empty text.
+func clipText(s string, room int) string {
+	if uvarintLen(uint64(len(s)))+len(s) <= room {
+		return s
+	}
+	n := room - binary.MaxVarintLen64
+	if n <= 0 {
+		return ""
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // sendSpawn appends a spawn request; input is in wire form. Any
