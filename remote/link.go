@@ -196,7 +196,7 @@ func priorityLimit(maxBuffered int) int {
 // goroutine.
 func (l *link) sendBounce(from, to relay.PID, cause error, body any) error {
 	text, code := errorText(cause), errorCode(cause)
-	largest := min(int(l.n.maxBatch.Load())-headerLen, priorityLimit(l.n.cfg.MaxBuffered))
+	largest := l.largestAnswer()
 	if messageBound(bodySize(body), "") > largest {
 		if r, ok := body.(scheduler.Request); ok {
 			body = scheduler.Request{ReplyTo: r.ReplyTo}
@@ -208,6 +208,12 @@ func (l *link) sendBounce(from, to relay.PID, cause error, body any) error {
 	return l.add(messageBound(bodySize(body), text), true, func(e *batchEncoder) {
 		e.bounce(from, to, code, text, body)
 	})
+}
+
+// largestAnswer is the bound of the largest frame answering the peer
+// (see reserve). Any goroutine.
+func (l *link) largestAnswer() int {
+	return min(int(l.n.maxBatch.Load())-headerLen, priorityLimit(l.n.cfg.MaxBuffered))
 }
 
 // clipText shortens s, at a character's start, so that its length and
@@ -236,9 +242,11 @@ func (l *link) sendSpawn(req uint64, kind, method string, await bool, input payl
 }
 
 // sendSpawned appends the answer to a spawn request: child started, or
-// cause says why not. Any goroutine.
+// cause says why not, its text shortened if the frame would not fit a
+// batch. Any goroutine.
 func (l *link) sendSpawned(req uint64, child relay.PID, cause error) error {
 	code, text := errorCode(cause), errorText(cause)
+	text = clipText(text, l.largestAnswer()-replyBound("", 0))
 	return l.add(replyBound(text, 0), true, func(e *batchEncoder) {
 		e.spawned(req, child, code, text)
 	})
@@ -257,9 +265,11 @@ func (l *link) sendDemonitor(req uint64) error {
 }
 
 // sendExit appends the end of the process that request req of the peer
-// monitors or awaits; result is in wire form. Any goroutine.
+// monitors or awaits; result is in wire form. The error's text is
+// shortened if the frame would not fit a batch. Any goroutine.
 func (l *link) sendExit(req uint64, reason scheduler.ExitReason, cause error, result any) error {
 	code, text := errorCode(cause), errorText(cause)
+	text = clipText(text, l.largestAnswer()-replyBound("", bodySize(result)))
 	return l.add(replyBound(text, bodySize(result)), true, func(e *batchEncoder) {
 		e.exited(req, byte(reason), code, text, result)
 	})

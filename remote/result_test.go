@@ -2,6 +2,8 @@ package remote_test
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -107,5 +109,34 @@ func TestAwaitedResultTooLarge(t *testing.T) {
 	assert.NotErrorIs(t, ev.Error, scheduler.ErrTimeout)
 	assert.Equal(t, b.Node.Node(), ev.From.Node)
 	assert.Nil(t, ev.Data)
+	assert.Zero(t, b.Stats().Dropped.Overflow, "the exit was not dropped")
+}
+
+// verbose fails at its first step with an error whose text is larger
+// than a batch.
+type verbose struct{}
+
+func (verbose) Init(context.Context, string, payload.Payloads) error { return nil }
+func (verbose) Step([]scheduler.Event, *scheduler.StepOutput) error {
+	return errors.New(strings.Repeat("x", 600<<10))
+}
+func (verbose) Close() {}
+
+// TestErrorTextTooLarge: a child on another node that fails with an
+// error whose text is larger than a batch still ends an awaited spawn,
+// with the error, its text shortened to fit.
+func TestErrorTextTooLarge(t *testing.T) {
+	_, a, b := tTwoNodes(t, nil)
+	require.NoError(t, b.Register("verbose", func() scheduler.Process { return verbose{} }))
+	ev := tFirst(t, a.S, scheduler.EventYieldComplete, func(out *scheduler.StepOutput) {
+		out.Yield(1, a.SpawnCommand(), remote.Spawn{Node: "b", Kind: "verbose", Method: "run", Await: true})
+		out.Timeout(1, tWait/3) // a bound on a hang, not a synchronisation
+	})
+	assert.NotErrorIs(t, ev.Error, scheduler.ErrTimeout)
+	var rerr *remote.Error
+	require.True(t, errors.As(ev.Error, &rerr), "the child's error, from b: %v", ev.Error)
+	assert.Equal(t, "b", rerr.Node)
+	assert.NotEmpty(t, rerr.Text)
+	assert.Equal(t, strings.Repeat("x", len(rerr.Text)), rerr.Text, "the start of the child's error")
 	assert.Zero(t, b.Stats().Dropped.Overflow, "the exit was not dropped")
 }
