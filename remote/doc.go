@@ -119,8 +119,10 @@
 // declared down at once. A down peer stays down: its later messages are
 // dropped, it is told so that it declares this node down too, and only a
 // restart (a new incarnation) brings it back. While this node's own
-// connection is down it judges no one; after a reconnect, peers get
-// FailureTimeout to reconnect before a probe counts, and each link
+// connection is down it judges no one; once it is back, peers get
+// FailureTimeout, counted from then, to reconnect before their silence
+// or a probe counts, so an outage of the server declares no one down by
+// itself; and each link
 // publishes again only once its peer is heard from, so that nothing is
 // published to a peer that has not subscribed again yet.
 //

@@ -155,3 +155,9 @@ func IsSyncMarker(data []byte) bool {
 // LocalAwaits is the number of monitors n keeps on its own processes for
 // awaited spawns.
 func LocalAwaits(n *Node) int64 { return n.localAwaits.Load() }
+
+// IsHeartbeat reports whether data is a heartbeat from sender.
+func IsHeartbeat(data []byte, sender uint32) bool {
+	m, err := decodeCtl(data)
+	return err == nil && m.typ == ctlHeartbeat && m.sender == sender
+}

@@ -279,11 +279,18 @@ func (n *Node) heartbeats() {
 }
 
 // tick is one round of the heartbeat goroutine. While this node's
-// connection is down it cannot hear anyone, so it judges no one.
+// connection is down it cannot hear anyone, so it judges no one; and the
+// first round that finds it back gives the peers time to reconnect, as
+// onReconnect does, which NATS may call later.
 func (n *Node) tick(now int64) {
 	n.clock.Store(now)
 	if n.nc.Status() != nats.CONNECTED {
+		n.cutOff = true
 		return
+	}
+	if n.cutOff {
+		n.cutOff = false
+		n.restartClocks(now)
 	}
 	n.publishCtl(n.subj.all, ctlMsg{typ: ctlHeartbeat})
 	hb := int64(n.cfg.Heartbeat)

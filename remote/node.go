@@ -77,6 +77,9 @@ type Node struct {
 	// giving the peers time to reconnect too. Stored by the reconnect
 	// handler, loaded by the heartbeat goroutine and probes; it orders nothing else.
 	probesFrom atomic.Int64
+	// cutOff is set while the heartbeat goroutine finds the connection
+	// down, until it finds it back. Heartbeat goroutine only.
+	cutOff bool
 
 	writer  writer
 	dec     decoder // the data subscription's goroutine only
@@ -522,13 +525,23 @@ func publishError(err error) error {
 func (n *Node) onReconnect() {
 	now := time.Now().UnixNano()
 	n.clock.Store(now)
-	n.probesFrom.Store(now + min(int64(n.cfg.FailureTimeout), math.MaxInt64-now)) // the longest timeouts end at the end of time
+	n.restartClocks(now)
 	n.setMaxBatch()
 	n.counts.reconnects.Add(1)
 	for _, p := range *n.peers.Load() {
-		p.heard(now)
 		p.link.pause()
 		p.link.requestSync()
+	}
+}
+
+// restartClocks makes the silence of every peer count from now, and a
+// probe that finds no one count only FailureTimeout from now: this
+// node's connection has come back, and the peers get that long to
+// reconnect too. Any goroutine.
+func (n *Node) restartClocks(now int64) {
+	n.probesFrom.Store(now + min(int64(n.cfg.FailureTimeout), math.MaxInt64-now)) // the longest timeouts end at the end of time
+	for _, p := range *n.peers.Load() {
+		p.heard(now)
 	}
 }
 
