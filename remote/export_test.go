@@ -161,3 +161,20 @@ func IsHeartbeat(data []byte, sender uint32) bool {
 	m, err := decodeCtl(data)
 	return err == nil && m.typ == ctlHeartbeat && m.sender == sender
 }
+
+// EncodeSyncMarker encodes a sync marker from sender with sequence seq.
+func EncodeSyncMarker(sender uint32, seq uint64) []byte {
+	b := make([]byte, headerLen)
+	writeHeader(b, sender, seq, flagSync)
+	return b
+}
+
+// GrantOf returns the sequence data grants, if it is a grant from
+// sender.
+func GrantOf(data []byte, sender uint32) (uint64, bool) {
+	m, err := decodeCtl(data)
+	if err != nil || m.typ != ctlGrant || m.sender != sender {
+		return 0, false
+	}
+	return m.seq, true
+}

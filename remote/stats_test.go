@@ -52,3 +52,61 @@ func TestReturnedCountsSendsFromOutside(t *testing.T) {
 	assert.Equal(t, uint64(2), st.Returned.NodeDown, "both failures are counted: %+v", st.Returned)
 	assert.Zero(t, st.Buffered)
 }
+
+// TestStatsCountFramesBatchesAndBytes: Sent counts the frames published,
+// BatchesSent and BytesSent the batches that carried them and their
+// bytes, sync markers apart; Received, BatchesReceived and BytesReceived
+// the same taken, sync markers included in the batches and bytes. A fake
+// peer sees and sends exactly what is counted.
+func TestStatsCountFramesBatchesAndBytes(t *testing.T) {
+	srv := tServer(t)
+	a := tStart(t, srv.ClientURL(), "a", func(cfg *remote.Config) {
+		cfg.Heartbeat, cfg.FailureTimeout = time.Second, time.Minute // no sync marker of a's within the test
+	})
+	f, fake := tFakeUp(t, srv.ClientURL(), a)
+	t.Cleanup(func() { f.bye(a) })
+	_, aCtl, aData := remote.Subjects("test", a.Node.Node())
+
+	// a sends three messages; the fake takes and grants each batch.
+	to := relay.PID{Node: fake, ID: 1}
+	for _, body := range []string{"one", "two", "three"} {
+		require.NoError(t, a.S.Tell(to, body))
+	}
+	var frames, batches, bytes uint64
+	for frames < 3 {
+		m := tRecv(t, f.data, "a's batches")
+		require.False(t, remote.IsSyncMarker(m.Data), "no sync marker is due")
+		msgs, err := remote.DecodeBatch(m.Data, a.Node.Node(), fake)
+		require.NoError(t, err)
+		frames += uint64(len(msgs))
+		batches++
+		bytes += uint64(len(m.Data))
+		f.publish(aCtl, remote.EncodeGrant(fake, batches))
+	}
+	tEventually(t, func() bool { return a.Stats().Sent == 3 && a.Stats().InFlight == 0 }, "a counts the frames and has them granted")
+	st := a.Stats()
+	assert.Equal(t, batches, st.BatchesSent)
+	assert.Equal(t, bytes, st.BytesSent)
+	assert.Zero(t, st.SyncMarkers)
+
+	// The fake sends a batch of two messages, then a sync marker, which
+	// a grants at once, after counting both.
+	recv, got := tCollector(t, a.S, 2)
+	from := relay.PID{Node: fake, ID: 7}
+	batch := remote.EncodeMessages(fake, 1,
+		relay.Message{From: from, To: recv.PID(), Data: "x"},
+		relay.Message{From: from, To: recv.PID(), Data: "y"})
+	f.publish(aData, batch)
+	f.publish(aData, remote.EncodeSyncMarker(fake, 2))
+	for {
+		if seq, ok := remote.GrantOf(tRecv(t, f.ctl, "a's grant").Data, a.Node.Node()); ok && seq == 2 {
+			break
+		}
+	}
+	tRecv(t, got, "x")
+	tRecv(t, got, "y")
+	st = a.Stats()
+	assert.Equal(t, uint64(2), st.Received, "frames taken")
+	assert.Equal(t, uint64(2), st.BatchesReceived, "the batch and the sync marker")
+	assert.Equal(t, uint64(len(batch)+14), st.BytesReceived, "the batch's bytes and the sync marker's")
+}
