@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	scheduler "github.com/procsched/scheduler"
+	"github.com/procsched/scheduler/payload"
 	"github.com/procsched/scheduler/relay"
 	"github.com/procsched/scheduler/remote"
 )
@@ -118,4 +119,59 @@ func TestForgottenIncarnationsKeepTheirCounts(t *testing.T) {
 	assert.ErrorIs(t, err, scheduler.ErrProcessNotFound)
 	err = a.S.Tell(relay.PID{Node: first + 1, ID: 1}, "to a remembered one")
 	assert.ErrorIs(t, err, remote.ErrNodeDown)
+}
+
+// TestDeclaredDownForEachEvent: how a peer is declared down, event by
+// event, with FailureTimeout long enough that silence never decides: a
+// peer whose connection closes is found by a probe (no one is subscribed
+// for its number), and a peer that restarts under the same name is
+// declared down as soon as its new incarnation says hello; the new one
+// is up, and the old one's waiting messages come back with ErrNodeDown.
+func TestDeclaredDownForEachEvent(t *testing.T) {
+	srv := tServer(t)
+	a := tStart(t, srv.ClientURL(), "a", func(cfg *remote.Config) { cfg.FailureTimeout = time.Minute })
+
+	t.Run("its connection closed", func(t *testing.T) {
+		f, fake := tFakeUp(t, srv.ClientURL(), a)
+		probes := a.Stats().Probes
+		f.nc.Close()
+		down := tRecv(t, a.Down, "the fake whose connection closed to be declared down")
+		assert.Equal(t, fake, down.Node)
+		assert.ErrorIs(t, down.Reason, remote.ErrNodeDown)
+		assert.Contains(t, down.Reason.Error(), "no one answers for its number")
+		assert.Greater(t, a.Stats().Probes, probes)
+	})
+
+	t.Run("it restarted under the same name", func(t *testing.T) {
+		old := tFakePeer(t, srv.ClientURL(), a.Node.Node()+10)
+		old.hello(a, false) // not acked: what a sends it waits
+		require.NoError(t, a.S.Tell(relay.PID{Node: old.num, ID: 1}, "waiting"))
+		back := make(chan scheduler.Event, 1)
+		tSubmit(t, a.S, func(_ *tProc, n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+			if n == 0 {
+				out.Tell(relay.PID{Node: old.num, ID: 2}, "from a process")
+				return nil
+			}
+			for _, ev := range evs {
+				if ev.Type == scheduler.EventMessage {
+					back <- ev
+					out.Done(payload.Payload{})
+				}
+			}
+			return nil
+		})
+		newer := tFakePeer(t, srv.ClientURL(), a.Node.Node()+11)
+		newer.hello(a, true)
+		down := tRecv(t, a.Down, "the old incarnation to be declared down")
+		assert.Equal(t, old.num, down.Node)
+		assert.Contains(t, down.Reason.Error(), fmt.Sprintf("it restarted as node %d", newer.num))
+		assert.Equal(t, newer.num, tRecv(t, a.Up, "the new incarnation to be up").Node)
+		ev := tRecv(t, back, "the waiting message to come back")
+		assert.ErrorIs(t, ev.Error, remote.ErrNodeDown)
+		assert.Equal(t, "from a process", ev.Data)
+		num, ok := a.Lookup("fake")
+		assert.True(t, ok)
+		assert.Equal(t, newer.num, num)
+		newer.bye(a)
+	})
 }
