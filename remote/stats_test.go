@@ -110,3 +110,61 @@ func TestStatsCountFramesBatchesAndBytes(t *testing.T) {
 	assert.Equal(t, uint64(2), st.BatchesReceived, "the batch and the sync marker")
 	assert.Equal(t, uint64(len(batch)+14), st.BytesReceived, "the batch's bytes and the sync marker's")
 }
+
+// TestDropsAndPeerCounts: Joined and Lost count peers that came up and
+// that were declared down, and Up and Down the peers in each state now;
+// Dropped.DownSender counts a batch from a peer declared down, and
+// Dropped.Overflow the bounces that could not be queued because the way
+// back was full: each message that could not be delivered is counted in
+// BouncedBack, and either comes back or is counted there.
+func TestDropsAndPeerCounts(t *testing.T) {
+	srv := tServer(t)
+	a := tStart(t, srv.ClientURL(), "a", func(cfg *remote.Config) {
+		cfg.FailureTimeout = time.Minute
+		cfg.MaxBuffered = 16 << 10 // bounces may fill 32 KiB
+	})
+	ended, _ := tCollector(t, a.S, 1)
+	require.NoError(t, a.S.Terminate(ended.PID()))
+	_, err := tWaitResult(t, ended)
+	require.NoError(t, err)
+	_, _, aData := remote.Subjects("test", a.Node.Node())
+
+	f := tFakePeer(t, srv.ClientURL(), a.Node.Node()+1)
+	f.hello(a, false) // not acked yet: a's bounces wait for it
+	st := a.Stats()
+	assert.Equal(t, remote.PeerStats{Joining: 1}, st.Peers)
+
+	// Twenty messages of 4 KiB to an ended process: their bounces fill
+	// the way back, and the rest are dropped.
+	const n = 20
+	from := relay.PID{Node: f.num, ID: 7}
+	msgs := make([]relay.Message, n)
+	for i := range msgs {
+		msgs[i] = relay.Message{From: from, To: ended.PID(), Data: make([]byte, 4<<10)}
+	}
+	f.publish(aData, remote.EncodeMessages(f.num, 1, msgs...))
+	tEventually(t, func() bool { return a.Stats().BouncedBack.NotFound == n }, "a bounces every message (%+v)", a.Stats().BouncedBack)
+	overflow := a.Stats().Dropped.Overflow
+	assert.Positive(t, overflow, "the way back was full")
+	assert.Less(t, overflow, uint64(n), "some bounces were queued")
+
+	f.ack(a)
+	assert.Equal(t, f.num, tRecv(t, a.Up, "the fake to be up").Node)
+	bounces := uint64(0)
+	for bounces+overflow < n {
+		m := tRecv(t, f.data, "the queued bounces")
+		got, err := remote.DecodeBatch(m.Data, a.Node.Node(), f.num)
+		require.NoError(t, err)
+		bounces += uint64(len(got))
+	}
+	assert.Equal(t, uint64(n), bounces+overflow, "each bounce came back or was counted as dropped")
+	st = a.Stats()
+	assert.Equal(t, remote.PeerStats{Up: 1, Joined: 1}, st.Peers)
+
+	f.bye(a)
+	f.publish(aData, remote.EncodeMessages(f.num, 2, relay.Message{From: from, To: ended.PID(), Data: "after its goodbye"}))
+	tEventually(t, func() bool { return a.Stats().Dropped.DownSender == 1 }, "a drops the batch of a peer declared down")
+	st = a.Stats()
+	assert.Equal(t, remote.PeerStats{Down: 1, Joined: 1, Lost: 1}, st.Peers)
+	assert.Equal(t, uint64(n), st.BouncedBack.NotFound, "nothing of the dropped batch was delivered")
+}
