@@ -3,6 +3,7 @@ package remote_test
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -128,4 +129,80 @@ func TestReplyThatCannotCross(t *testing.T) {
 	require.NoError(t, ev.Error)
 	assert.Equal(t, "fine", ev.Data)
 	assert.Equal(t, uint64(2), b.Stats().Refused.NotEncodable, "the replier's node refused the two answers")
+}
+
+// TestAnswerAfterTheAskerStopped: an answer that reaches the asker's
+// node after the asker stopped waiting (its request timed out) or ended
+// is not delivered and goes back to no one: the asker's scheduler counts
+// a late reply among its dead letters, the node counts it in
+// BouncedBack, and the replier's node gets nothing back. A live asker
+// gets no event for it.
+func TestAnswerAfterTheAskerStopped(t *testing.T) {
+	_, a, b := tTwoNodes(t, nil)
+	var held []scheduler.ReplyTo
+	replier := tSubmit(t, b.S, func(_ *tProc, _ int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+		for _, ev := range evs {
+			switch req, ok := ev.Data.(scheduler.Request); {
+			case ev.Type == scheduler.EventCancel:
+				out.Done(payload.Payload{})
+			case ok:
+				held = append(held, req.ReplyTo)
+			case ev.Data == "answer now":
+				for _, to := range held {
+					out.Reply(to, "late", nil)
+				}
+				held = nil
+			}
+		}
+		return nil
+	})
+
+	// An asker whose request times out, and who then passes on every
+	// event it gets.
+	events := make(chan scheduler.Event, 4)
+	tSubmit(t, a.S, func(_ *tProc, n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+		if n == 0 {
+			out.Request(1, replier.PID(), "question")
+			out.Timeout(1, 50*time.Millisecond)
+			return nil
+		}
+		for _, ev := range evs {
+			if ev.Type == scheduler.EventCancel {
+				out.Done(payload.Payload{})
+				return nil
+			}
+			events <- ev
+		}
+		return nil
+	})
+	ev := tRecv(t, events, "the request to time out")
+	require.ErrorIs(t, ev.Error, scheduler.ErrTimeout)
+	// An asker that ends while its request waits.
+	asked := make(chan struct{})
+	ender := tSubmit(t, a.S, func(_ *tProc, n int, _ []scheduler.Event, out *scheduler.StepOutput) error {
+		if n == 0 {
+			out.Request(1, replier.PID(), "question")
+			close(asked)
+			return nil
+		}
+		out.Done(payload.Payload{})
+		return nil
+	})
+	tRecv(t, asked, "the second request")
+	tEventually(t, func() bool { return b.Stats().Received >= 2 }, "b has both requests")
+	require.NoError(t, a.S.Terminate(ender.PID()))
+	_, err := tWaitResult(t, ender)
+	require.NoError(t, err)
+
+	before := a.S.Stats().DeadLetters.LateReplies
+	require.NoError(t, b.S.Tell(replier.PID(), "answer now"))
+	tEventually(t, func() bool { return a.S.Stats().DeadLetters.LateReplies == before+2 }, "a's scheduler counts two late replies (%d)", a.S.Stats().DeadLetters.LateReplies)
+	st := a.Stats()
+	assert.Equal(t, uint64(2), st.BouncedBack.NotFound+st.BouncedBack.Other, "counted as not delivered: %+v", st.BouncedBack)
+	assert.Zero(t, b.Stats().Returned, "nothing goes back to the replier")
+	select {
+	case ev := <-events:
+		t.Fatalf("the asker got an event for the late answer: %v", ev)
+	default:
+	}
 }

@@ -61,7 +61,9 @@ type Stats struct {
 	Returned Reasons `json:"returned"`
 	// BouncedBack counts messages from other nodes that this node could
 	// not deliver, by reason; each went back to its sender, unless it
-	// came from outside any process.
+	// came from outside any process or was an answer its asker no longer
+	// waited for (timed out, cancelled or ended), which the scheduler
+	// counts as a late reply among its dead letters.
 	BouncedBack Reasons `json:"bouncedBack"`
 	// Dropped counts what arrived and was not used, by reason.
 	Dropped Drops `json:"dropped"`
