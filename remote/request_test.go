@@ -194,12 +194,13 @@ func TestAnswerAfterTheAskerStopped(t *testing.T) {
 	_, err := tWaitResult(t, ender)
 	require.NoError(t, err)
 
-	before := a.S.Stats().DeadLetters.LateReplies
+	before, sent := a.S.Stats().DeadLetters.LateReplies, a.Stats().Sent
 	require.NoError(t, b.S.Tell(replier.PID(), "answer now"))
 	tEventually(t, func() bool { return a.S.Stats().DeadLetters.LateReplies == before+2 }, "a's scheduler counts two late replies (%d)", a.S.Stats().DeadLetters.LateReplies)
 	st := a.Stats()
 	assert.Equal(t, uint64(2), st.BouncedBack.NotFound+st.BouncedBack.Other, "counted as not delivered: %+v", st.BouncedBack)
 	assert.Zero(t, b.Stats().Returned, "nothing goes back to the replier")
+	assert.Equal(t, sent, a.Stats().Sent, "a sends nothing back")
 	select {
 	case ev := <-events:
 		t.Fatalf("the asker got an event for the late answer: %v", ev)
