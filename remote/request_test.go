@@ -207,3 +207,22 @@ func TestAnswerAfterTheAskerStopped(t *testing.T) {
 	default:
 	}
 }
+
+// TestRequestToAnUnreachableNode: a request to a process of a node that
+// is unknown, or down, completes at once with the error a Tell gets:
+// ErrUnknownNode or ErrNodeDown, both ErrProcessNotFound.
+func TestRequestToAnUnreachableNode(t *testing.T) {
+	_, a, b := tTwoNodes(t, nil)
+	doubler := tDoubler(t, b.S)
+	nowhere := relay.PID{Node: a.Node.Node() ^ b.Node.Node() ^ 1, ID: 1}
+	ev := tAsk(t, a.S, nowhere, payload.Of(2))
+	assert.ErrorIs(t, ev.Error, remote.ErrUnknownNode)
+	assert.ErrorIs(t, ev.Error, scheduler.ErrProcessNotFound)
+
+	b.stop(t)
+	tRecv(t, a.Down, "a to see b leave")
+	ev = tAsk(t, a.S, doubler.PID(), payload.Of(2))
+	assert.ErrorIs(t, ev.Error, remote.ErrNodeDown)
+	assert.ErrorIs(t, ev.Error, scheduler.ErrProcessNotFound)
+	assert.Nil(t, ev.Data)
+}
