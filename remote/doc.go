@@ -175,7 +175,9 @@
 // refused at the sender with [ErrNotEncodable] (wrapping
 // [payload.ErrEncode] for the latter). An answer whose data cannot
 // cross, or is too large, is refused so too, and the asker's request
-// completes with that error instead of waiting. A received []byte, string or
+// completes with that error instead of waiting, as it does with
+// [ErrBackpressure] for an answer refused because too much waits for the
+// asker's node. A received []byte, string or
 // payload content shares the memory of the batch it came in, so a
 // receiver that keeps a small part of a large body for long keeps the
 // batch (at most half a window) alive.

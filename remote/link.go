@@ -186,6 +186,16 @@ func priorityLimit(maxBuffered int) int {
 	return min(maxBuffered, math.MaxInt/2) * 2
 }
 
+// sendRefusedAnswer appends a message frame from from to to carrying
+// reply, an answer that replaces one refused: it answers the peer, so it
+// may use the room of bounces (see reserve). Any goroutine.
+func (l *link) sendRefusedAnswer(from, to relay.PID, reply scheduler.Reply) error {
+	reply.Err = clipError(reply.Err, l.largestAnswer()-messageBound(bodySize(scheduler.Reply{To: reply.To}), "")-maxCodeLen)
+	return l.add(messageBound(bodySize(reply), ""), true, func(e *batchEncoder) {
+		e.message(to, from, reply)
+	})
+}
+
 // sendBounce appends a bounce frame: from is the recipient here that was
 // not reached, to its sender on the peer. A bounce carries its message's
 // body and the error's text, so a message that just fitted a batch of
@@ -214,6 +224,17 @@ func (l *link) sendBounce(from, to relay.PID, cause error, body any) error {
 // (see reserve). Any goroutine.
 func (l *link) largestAnswer() int {
 	return min(int(l.n.maxBatch.Load())-headerLen, priorityLimit(l.n.cfg.MaxBuffered))
+}
+
+// clipError returns err, or, if its text does not fit in room (see
+// clipText), an error matching the same sentinels with its text
+// shortened.
+func clipError(err error, room int) error {
+	text := errorText(err)
+	if short := clipText(text, room); len(short) < len(text) {
+		return newRemoteError("", relay.PID{}, errorCode(err), short)
+	}
+	return err
 }
 
 // clipText shortens s, at a character's start, so that its length and

@@ -410,9 +410,9 @@ var _ relay.Receiver = (*Node)(nil)
 // before Start, from Close on, and once the NATS connection has closed
 // for good. A msg with Err set is an undelivered
 // message going back to its sender on another node. An answer
-// ([scheduler.Reply]) that cannot cross is refused with ErrNotEncodable
-// too, and its asker gets that error, with the answer's own if any, as
-// the answer, so that it does not wait for one that never comes.
+// ([scheduler.Reply]) refused with ErrNotEncodable or ErrBackpressure
+// reaches its asker as that error, with the answer's own if any, so
+// that the asker does not wait for one that never comes.
 func (n *Node) Send(msg relay.Message) error {
 	if msg.To.Node == n.num && n.running() {
 		return n.sched.Send(msg)
@@ -442,11 +442,12 @@ func (n *Node) send(msg relay.Message) error {
 	if err == nil && msg.Err == nil {
 		err = p.link.sendMessage(msg, body)
 	}
-	if reply, ok := msg.Data.(scheduler.Reply); ok && msg.Err == nil && errors.Is(err, ErrNotEncodable) {
-		// An answer that cannot cross would leave its asker waiting:
-		// the asker gets the reason instead, as the answer's error.
-		reply.Data, reply.Err = nil, errors.Join(reply.Err, fmt.Errorf("the answer cannot cross: %w", err))
-		_ = p.link.sendMessage(relay.Message{From: msg.From, To: msg.To, Data: reply}, reply)
+	if reply, ok := msg.Data.(scheduler.Reply); ok && msg.Err == nil && (errors.Is(err, ErrNotEncodable) || errors.Is(err, ErrBackpressure)) {
+		// An answer refused would leave its asker waiting: the asker
+		// gets the reason instead, as the answer's error, in a frame
+		// that answers the peer (see link.reserve).
+		reply.Data, reply.Err = nil, errors.Join(reply.Err, fmt.Errorf("the answer was refused: %w", err))
+		_ = p.link.sendRefusedAnswer(msg.From, msg.To, reply)
 	}
 	switch {
 	case err != nil || msg.Err == nil:

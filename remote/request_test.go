@@ -2,6 +2,7 @@ package remote_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -96,6 +97,8 @@ func TestReplyThatCannotCross(t *testing.T) {
 				out.Reply(req.ReplyTo, payload.Of(make(chan int)), nil)
 			case req.Body == "too large":
 				out.Reply(req.ReplyTo, make([]byte, 600<<10), errors.New("and an error of its own"))
+			case req.Body == "too large, and so is its error":
+				out.Reply(req.ReplyTo, make([]byte, 600<<10), errors.New(strings.Repeat("e", 600<<10)))
 			default:
 				out.Reply(req.ReplyTo, "fine", nil)
 			}
@@ -125,10 +128,16 @@ func TestReplyThatCannotCross(t *testing.T) {
 	assert.ErrorContains(t, ev.Error, "and an error of its own", "the replier's own error goes with it")
 	assert.Nil(t, ev.Data)
 
+	ev = ask("too large, and so is its error")
+	assert.ErrorIs(t, ev.Error, remote.ErrNotEncodable)
+	assert.NotErrorIs(t, ev.Error, scheduler.ErrTimeout)
+	require.True(t, errors.As(ev.Error, &rerr), "reported by b: %v", ev.Error)
+	assert.True(t, strings.HasPrefix(rerr.Text, "eee"), "the answer's error, shortened: %.20q", rerr.Text)
+
 	ev = ask("anything")
 	require.NoError(t, ev.Error)
 	assert.Equal(t, "fine", ev.Data)
-	assert.Equal(t, uint64(2), b.Stats().Refused.NotEncodable, "the replier's node refused the two answers")
+	assert.Equal(t, uint64(3), b.Stats().Refused.NotEncodable, "the replier's node refused the three answers")
 }
 
 // TestAnswerAfterTheAskerStopped: an answer that reaches the asker's
@@ -225,4 +234,71 @@ func TestRequestToAnUnreachableNode(t *testing.T) {
 	assert.ErrorIs(t, ev.Error, remote.ErrNodeDown)
 	assert.ErrorIs(t, ev.Error, scheduler.ErrProcessNotFound)
 	assert.Nil(t, ev.Data)
+}
+
+// TestReplyRefusedForBackpressure: an answer refused because too much
+// waits for the asker's node does not leave the asker waiting: its
+// request completes with ErrBackpressure (an ErrMailboxFull), as a
+// request refused by a full mailbox does, and it may ask again.
+func TestReplyRefusedForBackpressure(t *testing.T) {
+	srv := tServer(t)
+	a := tStart(t, srv.ClientURL(), "a", nil)
+	b := tStart(t, srv.ClientURL(), "b", func(cfg *remote.Config) { cfg.Window, cfg.MaxBuffered = 8<<10, 16<<10 })
+	tJoin(t, a, b)
+	var held []scheduler.ReplyTo
+	replier := tSubmit(t, b.S, func(_ *tProc, _ int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+		for _, ev := range evs {
+			switch req, ok := ev.Data.(scheduler.Request); {
+			case ev.Type == scheduler.EventCancel:
+				out.Done(payload.Payload{})
+			case ok:
+				held = append(held, req.ReplyTo)
+			case ev.Data == "answer now":
+				for _, to := range held {
+					out.Reply(to, "the answer", nil)
+				}
+				held = nil
+			}
+		}
+		return nil
+	})
+	asking := tSubmit(t, a.S, func(_ *tProc, n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+		if n == 0 {
+			out.Request(1, replier.PID(), "question")
+			out.Timeout(1, tWait/3) // a bound on a hang, not a synchronisation
+			return nil
+		}
+		for _, ev := range evs {
+			if ev.Type == scheduler.EventYieldComplete {
+				out.Done(payload.Of(ev))
+			}
+		}
+		return nil
+	})
+	tEventually(t, func() bool { return b.Stats().Received > 0 }, "b has the request")
+
+	// a takes nothing, and b's way to it fills.
+	open := tHoldInbound(t, a)
+	sink, _ := tCollector(t, a.S, 1024)
+	for _, size := range []int{1 << 10, 1} { // to the last few bytes
+		for {
+			err := b.S.Tell(sink.PID(), make([]byte, size))
+			if err != nil {
+				require.ErrorIs(t, err, remote.ErrBackpressure)
+				break
+			}
+		}
+	}
+	refused := b.Stats().Refused.Backpressure
+	require.NoError(t, b.S.Tell(replier.PID(), "answer now"))
+	tEventually(t, func() bool { return b.Stats().Refused.Backpressure > refused }, "b refuses the answer")
+	open()
+
+	res, err := tWaitResult(t, asking)
+	require.NoError(t, err)
+	ev := res.Value().(scheduler.Event)
+	assert.ErrorIs(t, ev.Error, remote.ErrBackpressure)
+	assert.ErrorIs(t, ev.Error, scheduler.ErrMailboxFull)
+	assert.NotErrorIs(t, ev.Error, scheduler.ErrTimeout)
+	assert.Equal(t, replier.PID(), ev.From)
 }
