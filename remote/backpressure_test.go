@@ -1,6 +1,7 @@
 package remote_test
 
 import (
+	"encoding/binary"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -109,4 +110,30 @@ func TestBackpressureBoundsMemory(t *testing.T) {
 	assert.Zero(t, a.Stats().Reconnects+b.Stats().Reconnects)
 	assert.Zero(t, b.Stats().SlowConsumers)
 	assert.Zero(t, srv.NumSlowConsumers(), "the server never cut a client off")
+}
+
+// TestSmallerWindowThanThePeers: a node whose Window is smaller than its
+// peer's gets its credit back as the peer takes its batches, not only
+// when a heartbeat finds the grant overdue: the peer grants by its own
+// window, which the sender's in-flight bytes never reach. With
+// heartbeats an hour apart, a stream of many windows still crosses.
+func TestSmallerWindowThanThePeers(t *testing.T) {
+	srv := tServer(t)
+	slow := func(cfg *remote.Config) { cfg.Heartbeat, cfg.FailureTimeout = time.Hour, 3*time.Hour }
+	a := tStart(t, srv.ClientURL(), "a", func(cfg *remote.Config) {
+		slow(cfg)
+		cfg.Window, cfg.MaxBuffered = 8<<10, 1<<20
+	})
+	b := tStart(t, srv.ClientURL(), "b", slow) // a window of 1 MiB
+	tJoin(t, a, b)
+	const n = 256 // 256 KiB: 32 of a's windows
+	recv := tStreamReceiver(t, b.S, n)
+	for i := range n {
+		body := make([]byte, 1<<10)
+		binary.BigEndian.PutUint64(body, uint64(i))
+		require.NoError(t, a.S.Tell(recv.PID(), body))
+	}
+	res, err := tWaitResult(t, recv)
+	require.NoError(t, err)
+	assert.Equal(t, n, res.Value().(streamResult).got)
 }

@@ -92,10 +92,12 @@
 // sender publishes a batch only while the bytes it has published and not
 // yet had granted stay within the window; the receiver grants, naming
 // the last sequence number it has taken, each time it has taken a
-// quarter of a window, and at once for an empty "sync" batch, which the
-// sender publishes when a grant is overdue (a batch lost in flight holds
-// credit until a later one is granted), after a reconnect, and when
-// closing. So a slow receiver never has more than a window per peer
+// quarter of its own window, and at once for a batch flagged "sync".
+// The sender flags the batch that brings its bytes in flight to half its
+// window, so that a receiver with a larger window grants in time, and
+// publishes an empty sync batch when a grant is overdue (a batch lost in
+// flight holds credit until a later one is granted), after a reconnect,
+// and when closing. So a slow receiver never has more than a window per peer
 // waiting at the server or in its client, and the server never cuts it
 // off as a slow consumer. Behind the window, the bytes waiting to be
 // published to a peer are bounded by [Config].MaxBuffered: a send beyond

@@ -376,12 +376,12 @@ func (l *link) flush() {
 	for {
 		connected := l.n.nc.Status() == nats.CONNECTED
 		l.mu.Lock()
-		b, seq, size := l.nextToPublish(connected)
+		b, seq, size, flags := l.nextToPublish(connected)
 		if b == nil {
 			break
 		}
 		l.mu.Unlock()
-		err := l.n.publish(l.subject, b.enc.finish(l.n.num, seq, 0))
+		err := l.n.publish(l.subject, b.enc.finish(l.n.num, seq, flags))
 		l.mu.Lock()
 		switch {
 		case l.state.Load() != linkOpen:
@@ -441,17 +441,21 @@ func (l *link) flush() {
 // nextToPublish takes the oldest waiting batch if the link may publish
 // it now, gives it the next sequence number and counts it in flight; nil
 // if there is none, the link is paused (connected false pauses it) or
-// down, or credit is short. Called with l.mu held, by the writer.
-func (l *link) nextToPublish(connected bool) (b *outBatch, seq uint64, size int) {
+// down, or credit is short. flags are the batch's: flagSync when it
+// brings the bytes in flight to half the window or more, so that the
+// peer grants at once on taking it; the peer's own grants follow its own
+// window, which may be larger than this node's. Called with l.mu held,
+// by the writer.
+func (l *link) nextToPublish(connected bool) (b *outBatch, seq uint64, size int, flags byte) {
 	if !l.canPublish() {
-		return nil, 0, 0
+		return nil, 0, 0, 0
 	}
 	if b = l.next(); b == nil {
-		return nil, 0, 0
+		return nil, 0, 0, 0
 	}
 	if !connected {
 		l.paused.Store(true) // until the peer is heard from again
-		return nil, 0, 0
+		return nil, 0, 0, 0
 	}
 	size = b.enc.size()
 	if l.inBytes > 0 && l.inBytes+size > l.n.cfg.Window {
@@ -459,7 +463,7 @@ func (l *link) nextToPublish(connected bool) (b *outBatch, seq uint64, size int)
 			l.stalled = true
 			l.counts.stalls++
 		}
-		return nil, 0, 0
+		return nil, 0, 0, 0
 	}
 	l.take(b)
 	l.seq++
@@ -469,7 +473,10 @@ func (l *link) nextToPublish(connected bool) (b *outBatch, seq uint64, size int)
 	l.inflight = append(l.inflight, sentBatch{seq: l.seq, size: size})
 	l.inBytes += size
 	l.buffered -= b.bytes
-	return b, l.seq, size
+	if l.inBytes >= l.n.cfg.Window/2 {
+		flags = flagSync
+	}
+	return b, l.seq, size, flags
 }
 
 // grant frees the credit of every batch up to seq, which the peer has
