@@ -442,12 +442,8 @@ func (n *Node) send(msg relay.Message) error {
 	if err == nil && msg.Err == nil {
 		err = p.link.sendMessage(msg, body)
 	}
-	if reply, ok := msg.Data.(scheduler.Reply); ok && msg.Err == nil && (errors.Is(err, ErrNotEncodable) || errors.Is(err, ErrBackpressure)) {
-		// An answer refused would leave its asker waiting: the asker
-		// gets the reason instead, as the answer's error, in a frame
-		// that answers the peer (see link.reserve).
-		reply.Data, reply.Err = nil, errors.Join(reply.Err, fmt.Errorf("the answer was refused: %w", err))
-		_ = p.link.sendRefusedAnswer(msg.From, msg.To, reply)
+	if err != nil && msg.Err == nil {
+		n.answerRefused(p, msg, err)
 	}
 	switch {
 	case err != nil || msg.Err == nil:
@@ -458,6 +454,20 @@ func (n *Node) send(msg relay.Message) error {
 	// An undelivered message going back to its sender there: the bounce
 	// frame's From is the process here that was not reached.
 	return p.link.sendBounce(msg.From, msg.To, msg.Err, body)
+}
+
+// answerRefused tells the asker of msg, if it is an answer
+// ([scheduler.Reply]) refused with err, that it was: an answer refused
+// would leave its asker waiting. The asker gets the reason instead, as
+// the answer's error, in a frame that answers the peer (see
+// link.reserve). Any goroutine.
+func (n *Node) answerRefused(p *peer, msg relay.Message, err error) {
+	reply, ok := msg.Data.(scheduler.Reply)
+	if !ok || !(errors.Is(err, ErrNotEncodable) || errors.Is(err, ErrBackpressure)) {
+		return
+	}
+	reply.Data, reply.Err = nil, errors.Join(reply.Err, fmt.Errorf("the answer was refused: %w", err))
+	_ = p.link.sendRefusedAnswer(msg.From, msg.To, reply)
 }
 
 // peer returns the peer with number num, live or down, or nil. Any
