@@ -279,16 +279,30 @@ func TestReplyRefusedForBackpressure(t *testing.T) {
 
 	// a takes nothing, and b's way to it fills.
 	open := tHoldInbound(t, a)
-	sink, _ := tCollector(t, a.S, 1024)
-	for _, size := range []int{1 << 10, 1} { // to the last few bytes
-		for {
-			err := b.S.Tell(sink.PID(), make([]byte, size))
-			if err != nil {
-				require.ErrorIs(t, err, remote.ErrBackpressure)
-				break
+	sink := tSubmit(t, a.S, func(_ *tProc, _ int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+		for _, ev := range evs {
+			if ev.Type == scheduler.EventCancel {
+				out.Done(payload.Payload{})
+			}
+		}
+		return nil
+	})
+	fill := func() {
+		for _, size := range []int{1 << 10, 1} { // to the last few bytes
+			for {
+				err := b.S.Tell(sink.PID(), make([]byte, size))
+				if err != nil {
+					require.ErrorIs(t, err, remote.ErrBackpressure)
+					break
+				}
 			}
 		}
 	}
+	fill()
+	// Once b's writer has used the window and stalls, nothing leaves the
+	// buffer: fill what it had taken out meanwhile.
+	tEventually(t, func() bool { return b.Stats().CreditStalls > 0 }, "b's link stalls for credit")
+	fill()
 	refused := b.Stats().Refused.Backpressure
 	require.NoError(t, b.S.Tell(replier.PID(), "answer now"))
 	tEventually(t, func() bool { return b.Stats().Refused.Backpressure > refused }, "b refuses the answer")
