@@ -99,6 +99,20 @@ type replyMsg uint64
 // panicking.
 type endMsg int
 
+// carryOut ends the step of the process who as e asks, Done with result
+// for 0; -1, no end asked, returns nil. Step only.
+func (e endMsg) carryOut(out *sched.StepOutput, who string, result payload.Payload) error {
+	switch e {
+	case 0:
+		out.Done(result)
+	case 1:
+		return testError(who + " fails")
+	case 2:
+		panic(who + " panics")
+	}
+	return nil
+}
+
 // finMsg is what a process tells itself to end one step later, so that a
 // second completion of a yield it got would arrive before its end.
 type finMsg struct{}
@@ -175,15 +189,7 @@ func (h *nameHolder) Step(evs []sched.Event, out *sched.StepOutput) error {
 			}
 		}
 	}
-	switch end {
-	case 0:
-		out.Done(payload.Payload{})
-	case 1:
-		return testError("holder fails")
-	case 2:
-		panic("holder panics")
-	}
-	return nil
+	return end.carryOut(out, "holder", payload.Payload{})
 }
 
 // TestStressNamesRacingEnds: holders of a few names end (Done, error,
@@ -452,15 +458,7 @@ func mortal() sched.Process {
 				end = max(end, m)
 			}
 		}
-		switch end {
-		case 0:
-			out.Done(payload.Of("done"))
-		case 1:
-			return testError("mortal fails")
-		case 2:
-			panic("mortal panics")
-		}
-		return nil
+		return end.carryOut(out, "mortal", payload.Of("done"))
 	})
 }
 
@@ -749,15 +747,7 @@ func replier(rr *replierRun) sched.Process {
 				}
 			}
 		}
-		switch end {
-		case 0:
-			out.Done(payload.Payload{})
-		case 1:
-			return testError("replier fails")
-		case 2:
-			panic("replier panics")
-		}
-		return nil
+		return end.carryOut(out, "replier", payload.Payload{})
 	})
 }
 
@@ -973,15 +963,7 @@ func slowReader(told *tally, rng *rand.Rand) sched.Process {
 				end = max(end, m)
 			}
 		}
-		switch end {
-		case 0:
-			out.Done(payload.Payload{})
-		case 1:
-			return testError("reader fails")
-		case 2:
-			panic("reader panics")
-		}
-		return nil
+		return end.carryOut(out, "reader", payload.Payload{})
 	})
 }
 
