@@ -148,23 +148,7 @@ func TestReplyThatCannotCross(t *testing.T) {
 // gets no event for it.
 func TestAnswerAfterTheAskerStopped(t *testing.T) {
 	_, a, b := tTwoNodes(t, nil)
-	var held []scheduler.ReplyTo
-	replier := tSubmit(t, b.S, func(_ *tProc, _ int, evs []scheduler.Event, out *scheduler.StepOutput) error {
-		for _, ev := range evs {
-			switch req, ok := ev.Data.(scheduler.Request); {
-			case ev.Type == scheduler.EventCancel:
-				out.Done(payload.Payload{})
-			case ok:
-				held = append(held, req.ReplyTo)
-			case ev.Data == "answer now":
-				for _, to := range held {
-					out.Reply(to, "late", nil)
-				}
-				held = nil
-			}
-		}
-		return nil
-	})
+	replier := tHoldingReplier(t, b.S, "late")
 
 	// An asker whose request times out, and who then passes on every
 	// event it gets.
@@ -245,23 +229,7 @@ func TestReplyRefusedForBackpressure(t *testing.T) {
 	a := tStart(t, srv.ClientURL(), "a", nil)
 	b := tStart(t, srv.ClientURL(), "b", func(cfg *remote.Config) { cfg.Window, cfg.MaxBuffered = 8<<10, 16<<10 })
 	tJoin(t, a, b)
-	var held []scheduler.ReplyTo
-	replier := tSubmit(t, b.S, func(_ *tProc, _ int, evs []scheduler.Event, out *scheduler.StepOutput) error {
-		for _, ev := range evs {
-			switch req, ok := ev.Data.(scheduler.Request); {
-			case ev.Type == scheduler.EventCancel:
-				out.Done(payload.Payload{})
-			case ok:
-				held = append(held, req.ReplyTo)
-			case ev.Data == "answer now":
-				for _, to := range held {
-					out.Reply(to, "the answer", nil)
-				}
-				held = nil
-			}
-		}
-		return nil
-	})
+	replier := tHoldingReplier(t, b.S, "the answer")
 	asking := tSubmit(t, a.S, func(_ *tProc, n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
 		if n == 0 {
 			out.Request(1, replier.PID(), "question")
@@ -315,4 +283,28 @@ func TestReplyRefusedForBackpressure(t *testing.T) {
 	assert.ErrorIs(t, ev.Error, scheduler.ErrMailboxFull)
 	assert.NotErrorIs(t, ev.Error, scheduler.ErrTimeout)
 	assert.Equal(t, replier.PID(), ev.From)
+}
+
+// tHoldingReplier submits to s a process that holds the requests it
+// gets and answers each with answer once it is told "answer now"; it
+// ends at its cancel.
+func tHoldingReplier(t testing.TB, s *scheduler.Scheduler, answer string) scheduler.Handle {
+	t.Helper()
+	var held []scheduler.ReplyTo
+	return tSubmit(t, s, func(_ *tProc, _ int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+		for _, ev := range evs {
+			switch req, ok := ev.Data.(scheduler.Request); {
+			case ev.Type == scheduler.EventCancel:
+				out.Done(payload.Payload{})
+			case ok:
+				held = append(held, req.ReplyTo)
+			case ev.Data == "answer now":
+				for _, to := range held {
+					out.Reply(to, answer, nil)
+				}
+				held = nil
+			}
+		}
+		return nil
+	})
 }
