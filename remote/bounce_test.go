@@ -94,20 +94,7 @@ func TestBounces(t *testing.T) {
 	t.Run("an eviction by drop-oldest goes back to a sender on another node", func(t *testing.T) {
 		gate := make(chan struct{})
 		h := tGated(t, b.S, gate, scheduler.Mailbox(1, scheduler.MailboxDropOldest))
-		back := make(chan scheduler.Event, 1)
-		sender := tSubmit(t, a.S, func(_ *tProc, n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
-			if n == 0 {
-				out.Tell(h.PID(), "oldest")
-				return nil
-			}
-			for _, ev := range evs {
-				if ev.Type == scheduler.EventMessage {
-					back <- ev
-					out.Done(payload.Payload{})
-				}
-			}
-			return nil
-		})
+		sender, back := tTellOnce(t, a.S, h.PID(), "oldest")
 		// Once "oldest" is queued, a newer message evicts it.
 		tEventually(t, func() bool { return b.Stats().Received > 0 && queued(b.S, h.PID()) == 1 }, "the message from a is queued")
 		require.NoError(t, b.S.Tell(h.PID(), "newest"))

@@ -273,6 +273,29 @@ func tSeqCollector(t testing.TB, s *scheduler.Scheduler) scheduler.Handle {
 	})
 }
 
+// tTellOnce submits a process that tells msg to to in its first step
+// and ends with the first message it gets, which it passes on through
+// the channel returned.
+func tTellOnce(t testing.TB, s *scheduler.Scheduler, to relay.PID, msg any) (scheduler.Handle, <-chan scheduler.Event) {
+	t.Helper()
+	back := make(chan scheduler.Event, 1)
+	h := tSubmit(t, s, func(_ *tProc, n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+		if n == 0 {
+			out.Tell(to, msg)
+			return nil
+		}
+		for _, ev := range evs {
+			if ev.Type == scheduler.EventMessage {
+				back <- ev
+				out.Done(payload.Payload{})
+				return nil
+			}
+		}
+		return nil
+	})
+	return h, back
+}
+
 // tTeller is a process that tells to the messages in msgs, one per step,
 // then ends with every event it got back.
 func tTeller(t testing.TB, s *scheduler.Scheduler, to relay.PID, msgs ...any) scheduler.Handle {

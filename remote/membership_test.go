@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	scheduler "github.com/procsched/scheduler"
-	"github.com/procsched/scheduler/payload"
 	"github.com/procsched/scheduler/relay"
 	"github.com/procsched/scheduler/remote"
 )
@@ -146,20 +145,7 @@ func TestDeclaredDownForEachEvent(t *testing.T) {
 		old := tFakePeer(t, srv.ClientURL(), a.Node.Node()+10)
 		old.hello(a, false) // not acked: what a sends it waits
 		require.NoError(t, a.S.Tell(relay.PID{Node: old.num, ID: 1}, "waiting"))
-		back := make(chan scheduler.Event, 1)
-		tSubmit(t, a.S, func(_ *tProc, n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
-			if n == 0 {
-				out.Tell(relay.PID{Node: old.num, ID: 2}, "from a process")
-				return nil
-			}
-			for _, ev := range evs {
-				if ev.Type == scheduler.EventMessage {
-					back <- ev
-					out.Done(payload.Payload{})
-				}
-			}
-			return nil
-		})
+		_, back := tTellOnce(t, a.S, relay.PID{Node: old.num, ID: 2}, "from a process")
 		newer := tFakePeer(t, srv.ClientURL(), a.Node.Node()+11)
 		newer.hello(a, true)
 		down := tRecv(t, a.Down, "the old incarnation to be declared down")

@@ -7,8 +7,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	scheduler "github.com/procsched/scheduler"
-	"github.com/procsched/scheduler/payload"
 	"github.com/procsched/scheduler/relay"
 	"github.com/procsched/scheduler/remote"
 )
@@ -28,20 +26,7 @@ func TestReturnedCountsSendsFromOutside(t *testing.T) {
 	require.NoError(t, a.S.Tell(to, "from outside"))
 	one := a.Stats().Buffered
 	require.Positive(t, one, "the message waits")
-	back := make(chan scheduler.Event, 1)
-	tSubmit(t, a.S, func(_ *tProc, n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
-		if n == 0 {
-			out.Tell(to, "from a process")
-			return nil
-		}
-		for _, ev := range evs {
-			if ev.Type == scheduler.EventMessage {
-				back <- ev
-				out.Done(payload.Payload{})
-			}
-		}
-		return nil
-	})
+	_, back := tTellOnce(t, a.S, to, "from a process")
 	tEventually(t, func() bool { return a.Stats().Buffered > one }, "the process's message waits too")
 	f.bye(a)
 
