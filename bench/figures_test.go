@@ -217,8 +217,7 @@ func TestSummarizeFiguresNoBaseline(t *testing.T) {
 
 	var b bytes.Buffer
 	require.NoError(t, report.WriteMarkdown(&b, table))
-	require.Contains(t, b.String(), "|  | goroutines | – | – | – | – | – |")
-	require.Contains(t, b.String(), "1/1 FAILED: sum: got 1, want 2 |")
+	require.Contains(t, b.String(), "|  | goroutines | – | – | – | – | – | – | – | – | 1/1 FAILED: sum: got 1, want 2 |")
 }
 
 // TestSummarizeFiguresIdleAndRemote: idle memory is judged by bytes per

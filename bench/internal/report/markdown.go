@@ -162,7 +162,7 @@ func writeLocal(b *strings.Builder, rows []Row) {
 	for i, r := range rows {
 		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
 			workloadCell(rows, i), implName(r), primary(r, r.Primary.Median), spread(r), perOp(r), cpuPerOp(r), ratio(r),
-			num(r.AllocsPerOp), num(r.BytesPerOp), Bytes(r.PeakRSS), runs(r))
+			count(r, r.AllocsPerOp), count(r, r.BytesPerOp), Bytes(r.PeakRSS), runs(r))
 	}
 }
 
@@ -180,7 +180,7 @@ func writeRemote(b *strings.Builder, rows []Row) {
 		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
 			workloadCell(rows, i), implName(r), primary(r, r.Primary.Median), spread(r), rate(r),
 			latency(r, r.P50NS), latency(r, r.P99NS), latency(r, r.MeanNS), ratio(r),
-			num(r.AllocsPerOp), num(r.BytesPerOp), Bytes(r.PeakRSS), runs(r))
+			count(r, r.AllocsPerOp), count(r, r.BytesPerOp), Bytes(r.PeakRSS), runs(r))
 	}
 }
 
@@ -313,6 +313,16 @@ func runs(r Row) string {
 		msg += ": " + strings.NewReplacer("|", "\\|", "\n", " ").Replace(r.Error)
 	}
 	return msg
+}
+
+// count formats a per-operation count of r, such as its allocations:
+// "–" when no round of r succeeded, since then nothing was counted and
+// a zero would read as a measurement.
+func count(r Row, v float64) string {
+	if r.Primary.N == 0 {
+		return "–"
+	}
+	return num(v)
 }
 
 // num formats a count that may be fractional: two decimals below 10,
