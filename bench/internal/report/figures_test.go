@@ -45,3 +45,45 @@ func TestWriteMarkdownFailedRowHasNoFigures(t *testing.T) {
 	requireLine(t, markdown(t, zero),
 		"| **ring** | goroutines | 1 µs | 1 µs – 1 µs | 1 ns/hop | – | 1 (baseline) | 0.00 | 0.00 | – | 1 ok |")
 }
+
+// TestSmallRatiosKeepTheirDigits: a ratio below 0.01 (the baseline 100
+// times faster or more) keeps two significant digits in the table, the
+// bar's label and its title, instead of rounding to zero.
+func TestSmallRatiosKeepTheirDigits(t *testing.T) {
+	row := func(ratio float64) Row {
+		return Row{Workload: "ring", Impl: "protoactor", Ratio: ratio, Primary: stats.Summarize([]float64{1e9}), PerOpNS: 1000, Runs: 1}
+	}
+	for _, tt := range []struct {
+		ratio float64
+		want  string
+	}{
+		{0.0043, "0.0043×"},
+		{0.004, "0.0040×"},
+		{0.00012, "0.00012×"},
+		{0.06, "0.06×"},
+		{0.5, "0.50×"},
+		{1, "**1.00×**"},
+		{22.84, "**22.84×**"},
+	} {
+		out := markdown(t, row(tt.ratio))
+		if !strings.Contains(out, "| "+tt.want+" |") {
+			t.Errorf("ratio %v: the row lacks %q:\n%s", tt.ratio, tt.want, out)
+		}
+	}
+	for _, tt := range []struct {
+		got, want string
+	}{
+		{valueLabel(0.0043), "0.0043"},
+		{valueLabel(0.004), "0.004"},
+		{valueLabel(0.06), "0.06"},
+		{valueLabel(0.456), "0.46"},
+		{ratioLabel(0.0043), "0.0043×"},
+		{ratioLabel(0.0037), "0.0037×"},
+		{ratioLabel(0.004), "1/250×"},
+		{ratioLabel(0.37), "0.37×"},
+	} {
+		if tt.got != tt.want {
+			t.Errorf("got %q, want %q", tt.got, tt.want)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"time"
 
@@ -301,7 +302,17 @@ func ratio(r Row) string {
 	case r.Ratio >= 1:
 		return fmt.Sprintf("**%.2f×**", r.Ratio)
 	}
-	return fmt.Sprintf("%.2f×", r.Ratio)
+	return fmt.Sprintf("%.*f×", ratioDecimals(r.Ratio), r.Ratio)
+}
+
+// ratioDecimals returns how many decimals print ratio v: two, or below
+// 0.01 as many as keep two significant digits, so that a ratio of
+// 0.004 (the baseline 250 times faster) does not print as zero.
+func ratioDecimals(v float64) int {
+	if v > 0 && v < 0.01 {
+		return 1 - int(math.Floor(math.Log10(v)))
+	}
+	return 2
 }
 
 func runs(r Row) string {

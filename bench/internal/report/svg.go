@@ -160,17 +160,19 @@ func escape(s string) string {
 func attr(s string) string { return escape(s) }
 
 // ratioLabel formats a ratio: "16×", "1×", "1.5×", and below 1 as a
-// fraction when it is one over a whole number ("1/4×"), else "0.37×".
+// fraction when it is one over a whole number ("1/4×"), else "0.37×"
+// (below 0.01, with two significant digits: "0.0043×").
 func ratioLabel(v float64) string {
 	if v > 0 && v < 1 {
 		if inv := 1 / v; math.Abs(inv-math.Round(inv)) < 1e-9 {
 			return fmt.Sprintf("1/%.0f×", inv)
 		}
 	}
-	return trim(v, 2) + "×"
+	return trim(v, ratioDecimals(v)) + "×"
 }
 
-// valueLabel formats a bar's value with two significant digits or so.
+// valueLabel formats a bar's value with two significant digits or so:
+// "12", "2.5", "0.46", "0.0043".
 func valueLabel(v float64) string {
 	switch {
 	case v >= 10:
@@ -178,5 +180,5 @@ func valueLabel(v float64) string {
 	case v >= 1:
 		return trim(v, 1)
 	}
-	return trim(v, 2)
+	return trim(v, ratioDecimals(v))
 }
