@@ -87,3 +87,37 @@ func TestSmallRatiosKeepTheirDigits(t *testing.T) {
 		}
 	}
 }
+
+// TestFormattersAtUnitBoundaries: a figure that rounds up to the next
+// unit is printed in it ("1 µs", not "1000 ns"), and a count that rounds
+// to 10 or more has no decimals, as every other such figure.
+func TestFormattersAtUnitBoundaries(t *testing.T) {
+	for _, tt := range []struct {
+		got, want string
+	}{
+		{Duration(999.94), "999.9 ns"},
+		{Duration(999.96), "1 µs"},
+		{Duration(999_940), "999.9 µs"},
+		{Duration(999_960), "1 ms"},
+		{Duration(999_940_000), "999.9 ms"},
+		{Duration(999_960_000), "1 s"},
+		{Duration(1_004_000_000), "1 s"},
+		{Duration(0), "0 ns"},
+		{Bytes(1023.4), "1023 B"},
+		{Bytes(1023.6), "1 KiB"},
+		{Bytes(1024*1024 - 10), "1 MiB"},
+		{Bytes(1024*1024*1024 - 10), "1 GiB"},
+		{Rate(999.4), "999"},
+		{Rate(999.6), "1 k"},
+		{Rate(99_960), "100 k"},
+		{Rate(999_600), "1 M"},
+		{Rate(999_600_000), "1 G"},
+		{num(9.994), "9.99"},
+		{num(9.996), "10"},
+		{num(0), "0.00"},
+	} {
+		if tt.got != tt.want {
+			t.Errorf("got %q, want %q", tt.got, tt.want)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strconv"
 	"strings"
 	"time"
 
@@ -214,15 +215,19 @@ func latency(r Row, ns float64) string {
 }
 
 // Rate formats a count per second with a unit that keeps three
-// significant digits: "812", "63.6 k", "2.09 M".
+// significant digits: "812", "63.6 k", "2.09 M". A count that rounds up
+// to the next unit is printed in it: "1 M", not "1000 k".
 func Rate(v float64) string {
-	switch {
-	case v < 1e3:
-		return trim(v, 0)
-	case v < 1e6:
-		return trim3(v/1e3) + " k"
-	case v < 1e9:
-		return trim3(v/1e6) + " M"
+	if s := trim(v, 0); parse(s) < 1e3 {
+		return s
+	}
+	for _, u := range []struct {
+		size float64
+		name string
+	}{{1e3, " k"}, {1e6, " M"}} {
+		if s := trim3(v / u.size); parse(s) < 1e3 {
+			return s + u.name
+		}
 	}
 	return trim3(v/1e9) + " G"
 }
@@ -337,41 +342,57 @@ func count(r Row, v float64) string {
 }
 
 // num formats a count that may be fractional: two decimals below 10,
-// none above.
+// none from 10 on (9.996 is "10").
 func num(v float64) string {
-	if v < 10 {
-		return fmt.Sprintf("%.2f", v)
+	if s := fmt.Sprintf("%.2f", v); parse(s) < 10 {
+		return s
 	}
 	return fmt.Sprintf("%.0f", v)
 }
 
 // Duration formats nanoseconds with a unit that keeps three or four
-// significant digits: "812 ns", "63.6 µs", "1.25 s".
+// significant digits: "812 ns", "63.6 µs", "1.25 s". A time that rounds
+// up to the next unit is printed in it: "1 ms", not "1000 µs".
 func Duration(ns float64) string {
-	switch {
-	case ns < 1e3:
-		return trim(ns, 1) + " ns"
-	case ns < 1e6:
-		return trim(ns/1e3, 1) + " µs"
-	case ns < 1e9:
-		return trim(ns/1e6, 1) + " ms"
-	}
-	return trim(ns/1e9, 2) + " s"
+	return scaled(ns, []unit{{1, "ns", 1}, {1e3, "µs", 1}, {1e6, "ms", 1}, {1e9, "s", 2}})
 }
 
-// Bytes formats a byte count in binary units: "512 B", "3.4 MiB".
+// Bytes formats a byte count in binary units: "512 B", "3.4 MiB"; "–"
+// for 0, which is what a run that did not measure it records.
 func Bytes(b float64) string {
-	switch {
-	case b == 0:
+	if b == 0 {
 		return "–"
-	case b < 1<<10:
-		return fmt.Sprintf("%.0f B", b)
-	case b < 1<<20:
-		return trim(b/(1<<10), 1) + " KiB"
-	case b < 1<<30:
-		return trim(b/(1<<20), 1) + " MiB"
 	}
-	return trim(b/(1<<30), 2) + " GiB"
+	return scaled(b, []unit{{1, "B", 0}, {1 << 10, "KiB", 1}, {1 << 20, "MiB", 1}, {1 << 30, "GiB", 2}})
+}
+
+// unit is one unit of a figure: its size in the figure's base unit, its
+// name and how many decimals (at most) it is printed with.
+type unit struct {
+	size     float64
+	name     string
+	decimals int
+}
+
+// scaled formats v in the first of units, smallest first, in which it
+// rounds to less than one of the next, or in the last.
+func scaled(v float64, units []unit) string {
+	for i, u := range units[:len(units)-1] {
+		if s := trim(v/u.size, u.decimals); parse(s) < units[i+1].size/u.size {
+			return s + " " + u.name
+		}
+	}
+	last := units[len(units)-1]
+	return trim(v/last.size, last.decimals) + " " + last.name
+}
+
+// parse returns the value of a number s formatted here.
+func parse(s string) float64 {
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return math.NaN()
+	}
+	return v
 }
 
 // trim formats v with at most decimals decimals and no trailing zeros.
