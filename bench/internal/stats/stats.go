@@ -51,7 +51,7 @@ func Summarize(xs []float64) Summary {
 func Median(xs []float64) float64 { return Summarize(xs).Median }
 
 // Quantile returns the q-quantile (0 <= q <= 1) of xs, 0 for none; q is
-// clamped to [0, 1].
+// clamped to [0, 1], and a NaN q gives NaN.
 func Quantile(xs []float64, q float64) float64 {
 	s := slices.Clone(xs)
 	s = slices.DeleteFunc(s, math.IsNaN)
@@ -63,16 +63,28 @@ func Quantile(xs []float64, q float64) float64 {
 }
 
 // quantile interpolates the q-quantile of the sorted, non-empty s.
+// Between two equal values it is that value, so that two equal
+// infinities give themselves rather than Inf - Inf, NaN; next to one
+// infinity it is that infinity.
 func quantile(s []float64, q float64) float64 {
+	if math.IsNaN(q) {
+		return math.NaN()
+	}
 	q = min(max(q, 0), 1)
 	pos := q * float64(len(s)-1)
 	lo := int(math.Floor(pos))
 	hi := int(math.Ceil(pos))
-	if lo == hi {
+	if lo == hi || s[lo] == s[hi] {
 		return s[lo]
 	}
 	frac := pos - float64(lo)
-	return s[lo] + (s[hi]-s[lo])*frac
+	a, b := s[lo], s[hi]
+	if math.IsInf(a, 0) || math.IsInf(b, 0) {
+		// An infinite end is the answer (a + (b-a)*frac would be
+		// -Inf + Inf); between -Inf and +Inf there is none, NaN.
+		return a*(1-frac) + b*frac
+	}
+	return a + (b-a)*frac
 }
 
 // IQR returns the interquartile range, Q3 - Q1.

@@ -69,3 +69,35 @@ func TestSpread(t *testing.T) {
 		t.Errorf("RelSpread of empty = %v, want 0", got)
 	}
 }
+
+// TestSummarizeTiesAndInfinities: quantiles between equal values are
+// that value, infinite ones included (interpolating between two +Inf
+// would give Inf - Inf, NaN), and ties elsewhere interpolate as usual.
+func TestSummarizeTiesAndInfinities(t *testing.T) {
+	inf := math.Inf(1)
+	for _, tt := range []struct {
+		name string
+		in   []float64
+		want Summary
+	}{
+		{"ties", []float64{3, 3, 1, 3}, Summary{N: 4, Min: 1, Q1: 2.5, Median: 3, Q3: 3, Max: 3}},
+		{"all equal, even", []float64{5, 5}, Summary{N: 2, Min: 5, Q1: 5, Median: 5, Q3: 5, Max: 5}},
+		{"tied +Inf", []float64{1, inf, inf, inf}, Summary{N: 4, Min: 1, Q1: inf, Median: inf, Q3: inf, Max: inf}},
+		{"tied -Inf", []float64{-inf, -inf, -inf, 2}, Summary{N: 4, Min: -inf, Q1: -inf, Median: -inf, Q3: -inf, Max: 2}},
+		{"one +Inf", []float64{1, 2, inf}, Summary{N: 3, Min: 1, Q1: 1.5, Median: 2, Q3: inf, Max: inf}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Summarize(tt.in); got != tt.want {
+				t.Errorf("Summarize(%v) = %+v, want %+v", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestQuantileOfNaN: q is clamped to [0, 1]; a NaN q, which no clamp
+// places, gives NaN rather than an index out of range.
+func TestQuantileOfNaN(t *testing.T) {
+	if got := Quantile([]float64{1, 2, 3}, math.NaN()); !math.IsNaN(got) {
+		t.Errorf("Quantile(q = NaN) = %v, want NaN", got)
+	}
+}
