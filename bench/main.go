@@ -732,9 +732,10 @@ func summarize(cfg config, machine report.Machine, results []workload.Result) (r
 }
 
 // transfers summarises the cache-line transfer times measured before the
-// rounds of results (one per workload and round) and lists, for each of
-// workloads in order, how many of its rounds were measured at more than
-// twice the fastest of them all, as "spawn 2 of 5".
+// rounds of workloads in results (one per workload and round; a saved
+// run may have others, which its report does not show) and lists, for
+// each of workloads in order, how many of its rounds were measured at
+// more than twice the fastest of them all, as "spawn 2 of 5".
 func transfers(workloads []string, results []workload.Result) (stats.Summary, []string) {
 	type round struct {
 		workload string
@@ -744,7 +745,7 @@ func transfers(workloads []string, results []workload.Result) (stats.Summary, []
 	var xs []float64
 	for _, r := range results {
 		k := round{r.Workload, r.Round}
-		if _, ok := seen[k]; ok || r.TransferNS <= 0 {
+		if _, ok := seen[k]; ok || r.TransferNS <= 0 || !slices.Contains(workloads, r.Workload) {
 			continue
 		}
 		seen[k] = r.TransferNS

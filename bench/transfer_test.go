@@ -65,3 +65,25 @@ func TestSummarizeTransfers(t *testing.T) {
 	require.NoError(t, report.WriteMarkdown(&b, table))
 	require.NotContains(t, b.String(), "cache line")
 }
+
+// TestSummarizeTransfersOfTheReportedWorkloads: a report of some of a
+// saved run's workloads (-from with -workloads) gives the transfer times
+// of their rounds only, and counts slow rounds against the fastest of
+// those.
+func TestSummarizeTransfersOfTheReportedWorkloads(t *testing.T) {
+	res := func(w string, round int, transfer float64) workload.Result {
+		return workload.Result{Workload: w, Impl: "sched", NS: 100, Ops: 1, OK: true, Round: round, TransferNS: transfer}
+	}
+	results := []workload.Result{
+		res("spawn", 1, 10), res("spawn", 2, 900), res("spawn", 3, 1000),
+		res("ring", 1, 30), res("ring", 2, 40), res("ring", 3, 70),
+	}
+	cfg := config{workloads: []string{"ring"}, impls: []string{"sched"}, rounds: 3, scale: 1}
+	table, _ := summarize(cfg, report.Machine{}, results)
+	m := table.Machine
+	require.Equal(t, 3, m.Transfer.N, "the three rounds of ring")
+	require.Equal(t, 30.0, m.Transfer.Min)
+	require.Equal(t, 40.0, m.Transfer.Median)
+	require.Equal(t, 70.0, m.Transfer.Max)
+	require.Equal(t, []string{"ring 1 of 3"}, m.SlowRounds, "70 is more than twice ring's fastest, 30")
+}
