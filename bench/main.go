@@ -859,7 +859,9 @@ func rowOf(c *cell, sz workload.Sizes, w string) report.Row {
 	return row
 }
 
-// variantNote says which variant was kept and what the others measured.
+// variantNote says which variant was kept and what the others measured:
+// the median of their good rounds, and how many rounds failed, which
+// keeps a variant out unless every variant had a failed round.
 func variantNote(w, impl string, best *cell, vs []*cell) string {
 	var parts []string
 	for _, c := range vs {
@@ -874,6 +876,10 @@ func variantNote(w, impl string, best *cell, vs []*cell) string {
 		}
 		if c == best {
 			fig += " (kept)"
+		}
+		if len(c.ok) > 0 && len(c.ok) < c.runs {
+			// Why a faster variant may not have been kept.
+			fig += fmt.Sprintf(", %d of %d rounds failed", c.runs-len(c.ok), c.runs)
 		}
 		parts = append(parts, c.variant+" "+fig)
 	}
