@@ -121,3 +121,56 @@ func TestFormattersAtUnitBoundaries(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteSVGGeometry: on the default axis (1/4× to 4×, 300 units
+// high from y = 96) a bar runs from the baseline at y = 246 to its
+// value, 75 units per doubling, up for above 1 and down for below; bars
+// of a group sit side by side in series order; every power of two has
+// a grid line and a label, and each bar is labelled with its value.
+func TestWriteSVGGeometry(t *testing.T) {
+	c := Chart{
+		Groups: []string{"g1", "g2"},
+		Series: []string{"a", "b"},
+		Points: []Point{{"g1", "a", 2}, {"g2", "b", 0.5}, {"g2", "a", 1}},
+	}
+	var b bytes.Buffer
+	if err := WriteSVG(&b, c); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	got := bars(t, b.Bytes())
+	if len(got) != 3 {
+		t.Fatalf("drew %d bars, want 3:\n%s", len(got), out)
+	}
+	// A group is 2 bars of 22 and a gap of 26: 70 wide, from x = 64;
+	// its bars start 13 in, and a bar is drawn 1 in from its slot.
+	for i, want := range []map[string]string{
+		{"x": "78.0", "y": "171.0", "height": "75.0", "width": "20", "data-value": "2"},    // g1, a: up one doubling
+		{"x": "170.0", "y": "246.0", "height": "75.0", "width": "20", "data-value": "0.5"}, // g2, b: down one
+		{"x": "148.0", "y": "246.0", "height": "1.0", "width": "20", "data-value": "1"},    // g2, a: at the baseline
+	} {
+		for k, v := range want {
+			if got[i][k] != v {
+				t.Errorf("bar %d (%s/%s): %s = %q, want %q", i, got[i]["data-group"], got[i]["data-series"], k, got[i][k], v)
+			}
+		}
+	}
+	for _, want := range []string{
+		`<line x1="64" y1="246.0" x2="464.0" y2="246.0" stroke="#333333" stroke-width="1.5"/>`, // the baseline, heavier
+		`<line x1="64" y1="96.0" x2="464.0" y2="96.0" stroke="#dddddd" stroke-width="1.0"/>`,
+		`<text x="58.0" y="100.0" font-size="10" text-anchor="end">4×</text>`,
+		`<text x="58.0" y="175.0" font-size="10" text-anchor="end">2×</text>`,
+		`<text x="58.0" y="250.0" font-size="10" text-anchor="end">1×</text>`,
+		`<text x="58.0" y="325.0" font-size="10" text-anchor="end">1/2×</text>`,
+		`<text x="58.0" y="400.0" font-size="10" text-anchor="end">1/4×</text>`,
+		`<text x="99.0" y="426.0" font-size="11" text-anchor="middle" font-weight="bold">g1</text>`, // centred under its two slots
+		`<text x="169.0" y="426.0" font-size="11" text-anchor="middle" font-weight="bold">g2</text>`,
+		`<text x="88.0" y="168.0" font-size="8" text-anchor="middle">2</text>`,    // above a bar that rises
+		`<text x="180.0" y="330.0" font-size="8" text-anchor="middle">0.5</text>`, // below one that hangs
+		`<title>g2, b: 1/2×</title>`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the chart lacks %s:\n%s", want, out)
+		}
+	}
+}
