@@ -56,7 +56,7 @@ func TestSummarizeTransfers(t *testing.T) {
 
 	var b bytes.Buffer
 	require.NoError(t, report.WriteMarkdown(&b, table))
-	require.Contains(t, b.String(), "A cache line moved between two cores in 55 ns (median of 5 rounds; 28-170 ns). Rounds measured at more than twice the fastest: spawn 2 of 3")
+	require.Contains(t, b.String(), "A cache line moved between two cores in 55 ns (median of 5 rounds; 28 ns – 170 ns). Rounds measured at more than twice the fastest: spawn 2 of 3")
 
 	// A saved run from before the measurement has none: no line.
 	table, _ = summarize(cfg, report.Machine{}, []workload.Result{res("ring", "sched", 0, 0)})

@@ -174,3 +174,15 @@ func TestWriteSVGGeometry(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteMarkdownTransferUnits: the header's cache-line figures are
+// times like the table's, in the unit that suits each: a reading of
+// 2.4 ms among ones of 25 ns is not printed as 2371901 ns.
+func TestWriteMarkdownTransferUnits(t *testing.T) {
+	var b bytes.Buffer
+	m := Machine{Transfer: stats.Summarize([]float64{25, 2_371_901, 28.4}), SlowRounds: []string{"fib 1 of 3"}}
+	if err := WriteMarkdown(&b, Table{Machine: m, Scale: 1, Rounds: 3}); err != nil {
+		t.Fatal(err)
+	}
+	requireLine(t, b.String(), "- A cache line moved between two cores in 28.4 ns (median of 3 rounds; 25 ns – 2.4 ms). Rounds measured at more than twice the fastest: fib 1 of 3")
+}

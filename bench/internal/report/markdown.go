@@ -119,8 +119,8 @@ func WriteMarkdown(w io.Writer, t Table) error {
 		if len(m.SlowRounds) > 0 {
 			slow = strings.Join(m.SlowRounds, ", ")
 		}
-		fmt.Fprintf(&b, "- A cache line moved between two cores in %.0f ns (median of %d rounds; %.0f-%.0f ns). Rounds measured at more than twice the fastest: %s\n",
-			m.Transfer.Median, m.Transfer.N, m.Transfer.Min, m.Transfer.Max, slow)
+		fmt.Fprintf(&b, "- A cache line moved between two cores in %s (median of %d rounds; %s – %s). Rounds measured at more than twice the fastest: %s\n",
+			Duration(m.Transfer.Median), m.Transfer.N, Duration(m.Transfer.Min), Duration(m.Transfer.Max), slow)
 	}
 	fmt.Fprintf(&b, "- Scale %g, %d round(s); each round runs every implementation once, interleaved, each run in a fresh process\n\n", t.Scale, t.Rounds)
 	var local, remote []Row
