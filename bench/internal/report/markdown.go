@@ -51,10 +51,11 @@ type Row struct {
 	CPUPerOpNS float64
 	OpUnit     string // what one operation is, e.g. "msg"
 	// Ratio is the baseline's median primary figure divided by this
-	// row's: above 1 is faster (or smaller) than goroutines. 0 when
-	// there is no baseline.
+	// row's: above 1 is faster (or smaller) than the baseline,
+	// goroutines for a local workload and raw NATS for a remote one. 0
+	// when there is no baseline.
 	Ratio    float64
-	Baseline bool // this row is the baseline (goroutines)
+	Baseline bool // this row is the baseline (goroutines, or raw NATS for a remote workload)
 
 	AllocsPerOp float64 // median heap allocations per operation
 	BytesPerOp  float64 // median bytes allocated per operation
