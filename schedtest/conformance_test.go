@@ -410,21 +410,27 @@ func errOrOK(err error) string {
 }
 
 // fn is a process made of functions: it names itself in the journal,
-// writes every event it gets there, and runs step.
+// writes every event it gets there, and runs step (and onInit at the end
+// of Init, onClose at the start of Close, if set).
 type fn struct {
-	name   string
-	j      *journal
-	step   func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error
-	ctx    context.Context
-	self   relay.PID
-	n      int
-	closes *atomic.Int32
+	name    string
+	j       *journal
+	step    func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error
+	onInit  func(self relay.PID)
+	onClose func()
+	ctx     context.Context
+	self    relay.PID
+	n       int
+	closes  *atomic.Int32
 }
 
 func (p *fn) Init(ctx context.Context, _ string, _ payload.Payloads) error {
 	p.ctx = ctx
 	p.self, _ = scheduler.Self(ctx)
 	p.j.name(p.self, p.name)
+	if p.onInit != nil {
+		p.onInit(p.self)
+	}
 	return nil
 }
 
@@ -445,6 +451,9 @@ func (p *fn) Step(evs []scheduler.Event, out *scheduler.StepOutput) error {
 }
 
 func (p *fn) Close() {
+	if p.onClose != nil {
+		p.onClose()
+	}
 	if p.closes != nil {
 		p.closes.Add(1)
 	}
@@ -1368,6 +1377,201 @@ var scenarios = []scenario{
 			return sortedLines(j, "spinner")
 		},
 		want: "close; message data=outside; message data=stop from=stopper",
+	},
+	{
+		name: "while its Close runs a process is gone: Register (even of a name it holds), Tell and Terminate are refused, and its names are listed until Close returns",
+		run: func(t *testing.T, w world, j *journal) string {
+			var mu sync.Mutex
+			var r []string
+			note := func(what string, err error) {
+				mu.Lock()
+				r = append(r, what+" "+errOrOK(err))
+				mu.Unlock()
+			}
+			pr := proc(j, "p", func(n int, _ []scheduler.Event, out *scheduler.StepOutput) error {
+				if n > 1 {
+					out.Done(payload.Payload{})
+				}
+				return nil
+			})
+			pr.onClose = func() {
+				note("register svc", w.register("svc", pr.self))
+				note("register other", w.register("other", pr.self))
+				pid, err := w.lookup("svc")
+				note("lookup svc "+j.pid(pid), err)
+				note("tell", w.send(pr.self, "in close"))
+				note("terminate", w.terminate(pr.self))
+			}
+			p := w.start(pr, "run")
+			require.NoError(t, w.register("svc", p))
+			require.NoError(t, w.send(p, "end"))
+			_, err := w.result(p)
+			require.NoError(t, err)
+			w.until(func() bool { _, err := w.lookup("svc"); return err != nil })
+			_, err = w.lookup("other")
+			note("lookup other", err)
+			note("register svc after the end", w.register("svc", p))
+			mu.Lock()
+			defer mu.Unlock()
+			return lines(j, "p") + " | " + strings.Join(r, "; ")
+		},
+		want: "message data=end; close | register svc ProcessNotFound; register other ProcessNotFound; lookup svc p ok; tell ProcessNotFound; terminate ProcessNotFound; " +
+			"lookup other NameNotFound; register svc after the end ProcessNotFound",
+	},
+	{
+		name: "while its Init runs a process is not there yet: Tell, Register and Terminate of it are refused; from its first step they are not",
+		run: func(t *testing.T, w world, j *journal) string {
+			var r []string
+			note := func(what string, err error) { r = append(r, what+" "+errOrOK(err)) }
+			var pr *fn
+			pr = proc(j, "p", func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+				if n == 1 {
+					note("step: register svc", w.register("svc", pr.self))
+					out.Tell(out.Self(), "from the first step")
+					return nil
+				}
+				out.Done(payload.Payload{})
+				return nil
+			})
+			pr.onInit = func(self relay.PID) {
+				note("init: tell", w.send(self, "from init"))
+				note("init: register svc", w.register("svc", self))
+				note("init: terminate", w.terminate(self))
+				_, err := w.lookup("svc")
+				note("init: lookup svc", err)
+			}
+			p := w.start(pr, "run")
+			_, err := w.result(p)
+			require.NoError(t, err)
+			return lines(j, "p") + " | " + strings.Join(r, "; ")
+		},
+		want: "message data=from the first step from=p; close | init: tell ProcessNotFound; init: register svc ProcessNotFound; init: terminate ProcessNotFound; " +
+			"init: lookup svc NameNotFound; step: register svc ok",
+	},
+	{
+		name: "a Request cancelled by the step during which its answer came: the answer was taken and is never delivered",
+		run: func(t *testing.T, w world, j *journal) string {
+			var mu sync.Mutex
+			var rt scheduler.ReplyTo
+			srv := w.start(proc(j, "srv", func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+				for _, ev := range evs {
+					if req, ok := ev.Data.(scheduler.Request); ok {
+						mu.Lock()
+						rt = req.ReplyTo
+						mu.Unlock()
+					}
+					if ev.Type == scheduler.EventCancel {
+						out.Done(payload.Payload{})
+					}
+				}
+				return nil
+			}), "run")
+			var replied error
+			asker := w.start(proc(j, "asker", func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+				if n == 1 {
+					out.Request(1, srv, "question")
+				}
+				for _, ev := range evs {
+					switch ev.Data {
+					case "answer now, then cancel":
+						mu.Lock()
+						to := rt
+						mu.Unlock()
+						replied = w.reply(to, "answer", nil)
+						out.Cancel(1)
+						out.Tell(out.Self(), "after the cancel")
+					case "after the cancel":
+						out.Done(payload.Payload{})
+					}
+				}
+				return nil
+			}), "run")
+			w.until(func() bool { mu.Lock(); defer mu.Unlock(); return rt.Seq != 0 })
+			require.NoError(t, w.send(asker, "answer now, then cancel"))
+			_, err := w.result(asker)
+			require.NoError(t, err)
+			return fmt.Sprintf("%s | reply %s", lines(j, "asker"), errOrOK(replied))
+		},
+		want: "message data=answer now, then cancel; message data=after the cancel from=asker; close | reply ok",
+	},
+	{
+		name: "the yields of a final step are carried out: completions that come meanwhile are unread, later ones refused; so are those of a step that fails or panics",
+		run: func(t *testing.T, w world, j *journal) string {
+			w.fake(cmdWork, false, "at once", nil)
+			w.fake(cmdCleanup, true, nil, nil)
+			gone := w.start(proc(j, "gone", func(_ int, _ []scheduler.Event, out *scheduler.StepOutput) error {
+				out.Done(payload.Payload{})
+				return nil
+			}), "run")
+			_, err := w.result(gone)
+			require.NoError(t, err)
+			sink := w.start(proc(j, "sink", func(n int, _ []scheduler.Event, out *scheduler.StepOutput) error {
+				if j.has("sink: message data=last words") && j.has("sink: message data=famous last words") && j.has("sink: message data=final") {
+					out.Done(payload.Payload{})
+				}
+				return nil
+			}), "run")
+			p := w.start(proc(j, "p", func(_ int, _ []scheduler.Event, out *scheduler.StepOutput) error {
+				out.Tell(out.Self(), "to itself")
+				out.Spawn(1, proc(j, "child", func(_ int, _ []scheduler.Event, out *scheduler.StepOutput) error {
+					out.Done(payload.Payload{})
+					return nil
+				}), "run", nil)
+				out.Yield(2, cmdWork, nil)
+				out.Yield(3, cmdCleanup, nil)
+				out.Monitor(4, gone)
+				out.Request(5, gone, "q")
+				out.Tell(sink, "final")
+				out.Done(payload.Of("result"))
+				return nil
+			}), "run")
+			res, err := w.result(p)
+			require.NoError(t, err)
+			unread := w.unread()
+			late := w.completeHeld(0, "late", nil)
+			failer := w.start(proc(j, "failer", func(_ int, _ []scheduler.Event, out *scheduler.StepOutput) error {
+				out.Tell(sink, "last words")
+				return errBoom
+			}), "run")
+			panicker := w.start(proc(j, "panicker", func(_ int, _ []scheduler.Event, out *scheduler.StepOutput) error {
+				out.Tell(sink, "famous last words")
+				panic("oops")
+			}), "run")
+			_, errF := w.result(failer)
+			_, errP := w.result(panicker)
+			_, err = w.result(sink)
+			require.NoError(t, err)
+			return fmt.Sprintf("%s | %s | result %v; unread %d; late %s; unread after %d; failer %s; panicker %s",
+				lines(j, "p"), sortedLines(j, "sink"), res.Value(), unread, errOrOK(late), w.unread(), errOrOK(errF), errOrOK(errP))
+		},
+		want: "close | close; message data=famous last words from=panicker; message data=final from=p; message data=last words from=failer | " +
+			"result result; unread 5; late ProcessNotFound; unread after 5; failer boom; panicker Panic",
+	},
+	{
+		name: "a Shutdown after Terminate sends no second cancel, and the context's cause stays ErrTerminated",
+		run: func(t *testing.T, w world, j *journal) string {
+			var pr *fn
+			pr = proc(j, "p", func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+				for _, ev := range evs {
+					switch {
+					case ev.Type == scheduler.EventCancel:
+						out.Sleep(1, 50*time.Millisecond)
+					case ev.Tag == 1:
+						j.add("p: cause %s", errOrOK(context.Cause(pr.ctx)))
+						out.Done(payload.Of("bye"))
+					}
+				}
+				return nil
+			})
+			p := w.start(pr, "run")
+			w.until(func() bool { return true })
+			require.NoError(t, w.terminate(p))
+			w.until(func() bool { return j.has("p: cancel") })
+			sd := w.shutdown()
+			res, err := w.result(p)
+			return fmt.Sprintf("%s; shutdown %s; result %v %s", lines(j, "p"), errOrOK(sd), res.Value(), errOrOK(err))
+		},
+		want: "cancel err=Terminated; complete 1; cause Terminated; close; shutdown ok; result bye ok",
 	},
 }
 
