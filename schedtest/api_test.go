@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"strings"
 	"sync"
@@ -939,6 +940,41 @@ func TestAdvancingSkipsReleasedTimers(t *testing.T) {
 	res, err = s.Result(pid)
 	require.NoError(t, err)
 	require.Equal(t, true, res.Value())
+}
+
+// TestTheClockEnds: the virtual clock, as the scheduler's, ends instead
+// of wrapping. Advance by a duration too long for it takes it to its end
+// and no further, and a Sleep or a deadline too far for it (at its end)
+// never fires however far the clock is advanced, as on the scheduler,
+// whose clock never gets there; nor does the simulation wait for it.
+func TestTheClockEnds(t *testing.T) {
+	s := schedtest.New(t)
+	s.Fake(cmdWork, schedtest.Never())
+	pid := s.Start(stepper(func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+		switch n {
+		case 1:
+			out.Yield(1, cmdWork, nil)
+			out.Timeout(1, math.MaxInt64)
+			out.Sleep(2, math.MaxInt64)
+		default:
+			if evs[0].Type != scheduler.EventCancel { // a completion
+				out.Done(payload.Of(len(evs)))
+			}
+		}
+		return nil
+	}), "run", nil)
+	require.Equal(t, time.Duration(0), s.RunUntilIdleAdvancing(), "nothing to wait for")
+	s.Advance(time.Hour)
+	before := s.Now()
+	s.Advance(math.MaxInt64)
+	end := s.Now()
+	require.True(t, end.After(before), "Advance(math.MaxInt64) moved the clock from %v to %v", before, end)
+	s.Advance(math.MaxInt64)
+	require.Equal(t, end, s.Now(), "the clock went past its end")
+	require.Equal(t, time.Duration(0), s.RunUntilIdleAdvancing())
+	require.False(t, s.Ended(pid), "a timer at the end of the clock fired")
+	require.ErrorIs(t, s.Shutdown(), scheduler.ErrForced, "the process waits for ever: forced")
+	require.Equal(t, end, s.Now(), "Shutdown's deadline past the end of the clock")
 }
 
 // TestWithMaxSteps checks that a process that never stops fails the test

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"sync"
@@ -1447,6 +1448,35 @@ var scenarios = []scenario{
 		},
 		want: "message data=from the first step from=p; close | init: tell ProcessNotFound; init: register svc ProcessNotFound; init: terminate ProcessNotFound; " +
 			"init: lookup svc NameNotFound; step: register svc ok",
+	},
+	{
+		name: "a Timeout too long for the clock never fires, and a Sleep until the end of time never ends",
+		run: func(t *testing.T, w world, j *journal) string {
+			w.fake(cmdWork, true, nil, nil)
+			p := w.start(proc(j, "p", func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+				if n == 1 {
+					out.Yield(1, cmdWork, nil)
+					out.Timeout(1, math.MaxInt64)
+					out.Sleep(2, math.MaxInt64)
+					out.Sleep(3, time.Millisecond)
+					out.Timeout(3, math.MaxInt64) // the Sleep keeps its own time
+				}
+				for _, ev := range evs {
+					if ev.Tag == 1 {
+						out.Cancel(2)
+						out.Done(payload.Payload{})
+					}
+				}
+				return nil
+			}), "run")
+			w.until(func() bool { return j.has("p: complete 3") })
+			_, _, hasDeadline := w.heldContext(0)
+			require.NoError(t, w.completeHeld(0, "answer", nil))
+			_, err := w.result(p)
+			require.NoError(t, err)
+			return fmt.Sprintf("%s | deadline %v", lines(j, "p"), hasDeadline)
+		},
+		want: "complete 3; complete 1 data=answer; close | deadline true",
 	},
 	{
 		name: "a Request cancelled by the step during which its answer came: the answer was taken and is never delivered",

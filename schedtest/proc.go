@@ -720,23 +720,26 @@ func (h *timerHeap) Pop() any {
 
 // peek returns the earliest timer whose yield still waits for it,
 // dropping stale ones (their yield completed, was cancelled or given
-// another deadline): a timer released is not waited for.
+// another deadline): a timer released is not waited for. Nor is one at
+// the end of the clock, which never fires (see clockEnd): it stays, for
+// the yield's deadline (see Call.Context), but is never returned.
 func (h *timerHeap) peek(s *Sim) (timerEntry, bool) {
 	for len(*h) > 0 {
 		e := (*h)[0]
 		if pd := s.bySeq[e.seq]; pd != nil && pd.timerAt == e.when {
-			return e, true
+			return e, e.when < clockEnd
 		}
 		heap.Pop(h)
 	}
 	return timerEntry{}, false
 }
 
-// live counts the timers whose yields still wait for them.
+// live counts the timers whose yields still wait for them and that may
+// fire (not at the end of the clock).
 func (h timerHeap) live(s *Sim) int {
 	n := 0
 	for _, e := range h {
-		if pd := s.bySeq[e.seq]; pd != nil && pd.timerAt == e.when {
+		if pd := s.bySeq[e.seq]; pd != nil && pd.timerAt == e.when && e.when < clockEnd {
 			n++
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -26,6 +27,13 @@ var Epoch = time.Date(2000, time.January, 1, 0, 0, 0, 0, time.UTC)
 // before Epoch, so that the clock's first reading (1) is already past
 // a deadline of 1, the value a Timeout of zero or less gets.
 var origin = Epoch.Add(-time.Nanosecond)
+
+// clockEnd is the reading of a time too far for the virtual clock: the
+// end it saturates at, as the scheduler's timer clock does (time's Add
+// and Sub saturate; see [scheduler.StepOutput.Timeout]). A Sleep or a
+// deadline there never fires, as it never does on the scheduler, and
+// the clock stops one nanosecond before it, so it never gets there.
+const clockEnd = math.MaxInt64
 
 // DefaultMaxSteps is the default for [WithMaxSteps].
 const DefaultMaxSteps = 1_000_000
@@ -539,13 +547,16 @@ func (s *Sim) RunUntil(cond func() bool) bool {
 // Advance moves the virtual clock forward by d, firing the timers due on
 // the way in order, each at its own time, and running the simulation
 // until idle after each, so that a timer set by a process woken on the
-// way fires too if it is due within d.
+// way fires too if it is due within d. The clock ends instead of
+// wrapping: a d that would take it past its end (some 292 years after
+// [Epoch]) takes it to the end, and a Sleep or deadline too far for the
+// clock never fires, as on the scheduler.
 func (s *Sim) Advance(d time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.enter("Advance")
 	defer s.leave()
-	target := s.now + int64(max(d, 0))
+	target := s.after(d)
 	s.runIdle(nil)
 	for {
 		e, ok := s.timers.peek(s)
@@ -560,9 +571,22 @@ func (s *Sim) Advance(d time.Duration) {
 	s.runIdle(nil)
 }
 
+// after returns the clock reading d from now, or the clock's last one if
+// that is past it.
+func (s *Sim) after(d time.Duration) int64 {
+	if d <= 0 {
+		return s.now
+	}
+	if int64(d) >= clockEnd-1-s.now {
+		return clockEnd - 1
+	}
+	return s.now + int64(d)
+}
+
 // RunUntilIdleAdvancing runs until idle, then jumps the clock to the next
 // timer, fires it, and so on, until nothing is left to do and no timer is
-// set. A one-hour timeout passes in microseconds. It returns how far the
+// set (a timer too far for the clock, which never fires, is not waited
+// for). A one-hour timeout passes in microseconds. It returns how far the
 // clock moved.
 func (s *Sim) RunUntilIdleAdvancing() time.Duration {
 	s.mu.Lock()
@@ -633,7 +657,7 @@ func (s *Sim) Shutdown() error {
 			s.cancel(p, scheduler.ErrShuttingDown)
 		}
 	}
-	deadline := s.now + int64(s.cfg.grace)
+	deadline := s.after(s.cfg.grace)
 	s.runAdvancing(deadline)
 	forced := 0
 	for _, p := range s.ordered {
