@@ -37,6 +37,7 @@ type world interface {
 	// process of this file's fn kind only).
 	terminateAtStep(pid relay.PID, n int)
 	register(name string, pid relay.PID) error
+	unregister(name string) error
 	lookup(name string) (relay.PID, error)
 	reply(to scheduler.ReplyTo, data any, err error) error
 	// fake sets the handler of cmd: answer at once with data and err, or
@@ -98,6 +99,7 @@ func (w *realWorld) startContext(ctx context.Context, p scheduler.Process, metho
 func (w *realWorld) send(to relay.PID, msg any) error       { return w.s.Tell(to, msg) }
 func (w *realWorld) terminate(pid relay.PID) error          { return w.s.Terminate(pid) }
 func (w *realWorld) register(n string, pid relay.PID) error { return w.s.Register(n, pid) }
+func (w *realWorld) unregister(n string) error              { return w.s.Unregister(n) }
 func (w *realWorld) lookup(n string) (relay.PID, error)     { return w.s.Lookup(n) }
 func (w *realWorld) reply(to scheduler.ReplyTo, data any, err error) error {
 	return w.s.Reply(to, data, err)
@@ -183,6 +185,7 @@ func (w *kitWorld) startContext(ctx context.Context, p scheduler.Process, method
 func (w *kitWorld) send(to relay.PID, msg any) error       { return w.s.Send(to, msg) }
 func (w *kitWorld) terminate(pid relay.PID) error          { return w.s.Terminate(pid) }
 func (w *kitWorld) register(n string, pid relay.PID) error { return w.s.Register(n, pid) }
+func (w *kitWorld) unregister(n string) error              { return w.s.Unregister(n) }
 func (w *kitWorld) lookup(n string) (relay.PID, error)     { return w.s.Lookup(n) }
 func (w *kitWorld) reply(to scheduler.ReplyTo, data any, err error) error {
 	return w.s.Reply(to, data, err)
@@ -1576,6 +1579,62 @@ var scenarios = []scenario{
 		},
 		want: "close | close; message data=famous last words from=panicker; message data=final from=p; message data=last words from=failer | " +
 			"result result; unread 5; late ProcessNotFound; unread after 5; failer boom; panicker Panic",
+	},
+	{
+		name: "Unregister releases a name whichever process holds it; TellName and RequestName to a released name find nobody",
+		run: func(t *testing.T, w world, j *journal) string {
+			var r []string
+			note := func(what string, err error) { r = append(r, what+" "+errOrOK(err)) }
+			lookup := func(name string) {
+				pid, err := w.lookup(name)
+				r = append(r, fmt.Sprintf("lookup %s %s %s", name, j.pid(pid), errOrOK(err)))
+			}
+			endOnEvent := func(n int, _ []scheduler.Event, out *scheduler.StepOutput) error {
+				if n > 1 {
+					out.Done(payload.Payload{})
+				}
+				return nil
+			}
+			a := w.start(proc(j, "a", endOnEvent), "run")
+			b := w.start(proc(j, "b", endOnEvent), "run")
+			note("register svc a", w.register("svc", a))
+			note("unregister svc", w.unregister("svc"))
+			lookup("svc")
+			note("unregister svc again", w.unregister("svc"))
+			note("register svc b", w.register("svc", b))
+			require.NoError(t, w.send(a, "end"))
+			_, err := w.result(a)
+			require.NoError(t, err)
+			lookup("svc") // a's end leaves b's name alone
+			note("unregister svc, meant for a", w.unregister("svc"))
+			lookup("svc")
+			note("register gone b", w.register("gone", b))
+			note("unregister gone", w.unregister("gone"))
+			note("register svc b again", w.register("svc", b))
+			c := w.start(proc(j, "c", func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+				if n == 1 {
+					out.TellName("gone", "hi")
+					out.RequestName(1, "gone", "ping")
+				}
+				if j.has("c: message") && j.has("c: complete 1") {
+					out.Done(payload.Payload{})
+				}
+				return nil
+			}), "run")
+			_, err = w.result(c)
+			require.NoError(t, err)
+			require.NoError(t, w.send(b, "end"))
+			_, err = w.result(b)
+			require.NoError(t, err)
+			w.until(func() bool { _, err := w.lookup("svc"); return err != nil })
+			note("unregister svc after b's end", w.unregister("svc"))
+			note("shutdown", w.shutdown())
+			note("unregister svc after shutdown", w.unregister("svc"))
+			return sortedLines(j, "c") + " | " + strings.Join(r, "; ")
+		},
+		want: "close; complete 1 err=NameNotFound; message data=hi err=NameNotFound | register svc a ok; unregister svc ok; lookup svc outside NameNotFound; " +
+			"unregister svc again NameNotFound; register svc b ok; lookup svc b ok; unregister svc, meant for a ok; lookup svc outside NameNotFound; " +
+			"register gone b ok; unregister gone ok; register svc b again ok; unregister svc after b's end NameNotFound; shutdown ok; unregister svc after shutdown NameNotFound",
 	},
 	{
 		name: "a Shutdown after Terminate sends no second cancel, and the context's cause stays ErrTerminated",

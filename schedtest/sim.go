@@ -314,6 +314,31 @@ func (s *Sim) Register(name string, pid relay.PID) error {
 	return nil
 }
 
+// Unregister releases name, whichever process holds it, as
+// [scheduler.Scheduler.Unregister] does: it goes by the name, so one meant
+// for a process whose name has since passed to another releases the
+// other's. It returns an error wrapping [scheduler.ErrNameNotFound] if no
+// process has the name (after Shutdown, none has). Any goroutine, and
+// from a step or a fake.
+func (s *Sim) Unregister(name string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pid, ok := s.names[name]
+	if !ok {
+		return fmt.Errorf("%w: %q", scheduler.ErrNameNotFound, name)
+	}
+	delete(s.names, name)
+	if p := s.procs[pid]; p != nil {
+		for i, n := range p.names {
+			if n == name {
+				p.names = append(p.names[:i], p.names[i+1:]...)
+				break
+			}
+		}
+	}
+	return nil
+}
+
 // Lookup returns the process registered under name, or an error wrapping
 // [scheduler.ErrNameNotFound].
 func (s *Sim) Lookup(name string) (relay.PID, error) {
