@@ -822,9 +822,11 @@ func TestSeedRunReportsThroughT(t *testing.T) {
 }
 
 // TestRunMethodsFromAStepFailTheTest checks that calling a method that
-// drives the simulation from a step or a fake fails the test, as the doc
-// says, and ends the step there, instead of running the simulation inside
-// itself or crashing the test binary.
+// drives the simulation from a step, a fake, an Init or a Close fails the
+// test, as the doc says, and ends the call there, instead of running the
+// simulation inside itself (a Shutdown from the Init of a process Start
+// starts would leave that process never closed) or crashing the test
+// binary.
 func TestRunMethodsFromAStepFailTheTest(t *testing.T) {
 	calls := map[string]func(s *schedtest.Sim){
 		"Step":                  func(s *schedtest.Sim) { s.Step(relayPID(1)) },
@@ -835,10 +837,21 @@ func TestRunMethodsFromAStepFailTheTest(t *testing.T) {
 		"Shutdown":              func(s *schedtest.Sim) { _ = s.Shutdown() },
 	}
 	for name, call := range calls {
-		for _, where := range []string{"step", "fake"} {
+		for _, where := range []string{"step", "fake", "Init", "Close"} {
 			var after bool
 			r := runTB(t, func(tb *recTB) {
 				s := schedtest.New(tb)
+				switch where {
+				case "Init":
+					s.Start(&lifecycle{init: func() error { call(s); after = true; return nil }}, "run", nil)
+					return
+				case "Close": // of a failed Init: it runs where Init ran
+					_, _ = s.Submit(&lifecycle{
+						init:  func() error { return errors.New("no") },
+						close: func() { call(s); after = true },
+					}, "run", nil)
+					return
+				}
 				s.Fake(cmdWork, func(schedtest.Call) error {
 					call(s)
 					after = true
@@ -863,6 +876,26 @@ func TestRunMethodsFromAStepFailTheTest(t *testing.T) {
 			require.Contains(t, r.text(), "schedtest: "+name+" called while the simulation runs", "%s from a %s", name, where)
 			require.False(t, after, "%s from a %s returned", name, where)
 		}
+	}
+}
+
+// lifecycle is a process whose Init and Close run the functions given
+// (when not nil), and whose steps do nothing.
+type lifecycle struct {
+	init  func() error
+	close func()
+}
+
+func (p *lifecycle) Init(context.Context, string, payload.Payloads) error {
+	if p.init != nil {
+		return p.init()
+	}
+	return nil
+}
+func (p *lifecycle) Step([]scheduler.Event, *scheduler.StepOutput) error { return nil }
+func (p *lifecycle) Close() {
+	if p.close != nil {
+		p.close()
 	}
 }
 

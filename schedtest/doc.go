@@ -54,5 +54,6 @@
 // A Sim is driven from one goroutine at a time. [Sim.Send], [Token.Complete]
 // and the [Held] methods may be called from any goroutine, and from a
 // step or a fake; the Run methods, Step, Advance and Shutdown may not be
-// called from a step or a fake: such a call fails the test.
+// called from a step, a fake, or a process's Init or Close: such a call
+// fails the test.
 package schedtest

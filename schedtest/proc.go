@@ -95,6 +95,15 @@ func (s *Sim) start(values context.Context, impl scheduler.Process, method strin
 	s.nextID++
 	p := &proc{pid: relay.PID{ID: s.nextID}, impl: impl, method: method, values: context.WithoutCancel(values), pending: map[uint64]*pending{}, awaiter: awaiter, awaitSeq: awaitSeq}
 	p.ctx, p.stop = context.WithCancelCause(bridge.WithSelf(p.values, p.pid))
+	// Init, and the Close of a failed Init, may not drive the simulation,
+	// as a step may not, wherever the start came from: a Shutdown there
+	// would end every process but this one, which is not started yet.
+	// Deferred, so that a call refused by failing the test (which ends
+	// the goroutine) leaves the simulation as it found it.
+	if !s.driving {
+		s.driving = true
+		defer s.leave()
+	}
 	var err error
 	s.callUser(func() {
 		defer func() {

@@ -522,7 +522,8 @@ func (s *Sim) chance(p float64) bool {
 
 // Step steps process pid once, if it has something to do, and carries out
 // the yields of that step; it reports whether it stepped. It fails the
-// test if called from a step or a fake, or past [WithMaxSteps].
+// test if called from a step, a fake, an Init or a Close, or past
+// [WithMaxSteps].
 func (s *Sim) Step(pid relay.PID) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -647,7 +648,7 @@ func (s *Sim) runAdvancing(limit int64) bool {
 // as the callers expect. A tb whose Fatalf returns gets a panic instead.
 func (s *Sim) enter(what string) {
 	if s.driving {
-		msg := "schedtest: " + what + " called while the simulation runs (from a step or a fake?)"
+		msg := "schedtest: " + what + " called while the simulation runs (from a step, a fake, an Init or a Close?)"
 		s.mu.Unlock()
 		defer s.mu.Lock()
 		s.tb.Fatalf("%s", msg)
