@@ -643,9 +643,10 @@ func (s *Sim) runAdvancing(limit int64) bool {
 
 // enter marks the simulation as driven; called with s.mu held by a method
 // that unlocks it when it returns. A call while the simulation runs (from
-// a step or a fake) fails the test: Fatalf ends the step's goroutine, the
-// test's, and the deferred calls below unwind the run with the lock held
-// as the callers expect. A tb whose Fatalf returns gets a panic instead.
+// a step, a fake, an Init or a Close) fails the test: Fatalf ends the
+// calling goroutine, the test's, and the deferred calls below unwind the
+// run with the lock held as the callers expect. A tb whose Fatalf returns
+// gets a panic instead.
 func (s *Sim) enter(what string) {
 	if s.driving {
 		msg := "schedtest: " + what + " called while the simulation runs (from a step, a fake, an Init or a Close?)"
