@@ -29,7 +29,9 @@ type Failure struct {
 // Skip there (Skip, Skipf or SkipNow) ends the exploration: tb is
 // skipped, with what the scenario logged, the seed, and how many seeds
 // passed before it; a run that failed before it skipped is a failure.
-// With [SeedEnv] set, only that seed runs.
+// With [SeedEnv] set, only that seed runs; without it, seeds must be at
+// least 1, or the test fails (running no seed would pass whatever the
+// scenario does).
 func Explore(tb testing.TB, seeds int, scenario func(*Sim), opts ...Option) {
 	tb.Helper()
 	if f, ok := Sweep(tb, seeds, scenario, opts...); ok {
@@ -64,6 +66,11 @@ func Sweep(tb testing.TB, seeds int, scenario func(*Sim), opts ...Option) (f Fai
 			tb.Fatalf("schedtest: %s=%q: %v", SeedEnv, v, err)
 		}
 		return Check(tb, seed, scenario, opts...)
+	}
+	if seeds < 1 {
+		// Running none would pass whatever the scenario does.
+		tb.Fatalf("schedtest: Explore or Sweep with %d seeds: need at least 1", seeds)
+		return Failure{}, false
 	}
 	for seed := uint64(1); seed <= uint64(seeds); seed++ {
 		f, failed, skipped := run(tb, seed, scenario, opts)

@@ -398,3 +398,25 @@ func (p *stepperProc) Step(evs []scheduler.Event, out *scheduler.StepOutput) err
 func (p *stepperProc) Close() {}
 
 func relayPID(id uint64) relay.PID { return relay.PID{ID: id} }
+
+// TestExploreNeedsASeed checks that Explore and Sweep given fewer than
+// one seed fail the test, saying so, instead of running nothing and
+// passing: a scenario that always fails would pass unseen. With SeedEnv
+// set the count is not used, and the seed named runs.
+func TestExploreNeedsASeed(t *testing.T) {
+	ran := 0
+	failing := func(s *schedtest.Sim) { ran++; s.T().Error("always") }
+	for _, seeds := range []int{0, -1} {
+		r := runTB(t, func(tb *recTB) { schedtest.Explore(tb, seeds, failing) })
+		require.True(t, r.Failed(), "Explore with %d seeds", seeds)
+		require.Contains(t, r.text(), fmt.Sprintf("schedtest: Explore or Sweep with %d seeds: need at least 1", seeds))
+		r = runTB(t, func(tb *recTB) { _, _ = schedtest.Sweep(tb, seeds, failing) })
+		require.True(t, r.Failed(), "Sweep with %d seeds", seeds)
+	}
+	require.Zero(t, ran)
+	t.Setenv(schedtest.SeedEnv, "3")
+	f, ok := schedtest.Sweep(t, 0, failing)
+	require.True(t, ok, "the seed from the environment runs")
+	require.Equal(t, uint64(3), f.Seed)
+	require.Equal(t, 1, ran)
+}
