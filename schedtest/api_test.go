@@ -264,6 +264,60 @@ func TestCallContext(t *testing.T) {
 	require.Equal(t, context.Background(), schedtest.Call{}.Context())
 }
 
+// TestZeroCallAndToken checks that the zero Call and the zero Token
+// complete nothing and return ErrProcessNotFound, as the zero
+// scheduler.Completion does.
+func TestZeroCallAndToken(t *testing.T) {
+	require.ErrorIs(t, schedtest.Token{}.Complete("x", nil), scheduler.ErrProcessNotFound)
+	require.ErrorIs(t, schedtest.Call{}.Complete("x", nil), scheduler.ErrProcessNotFound)
+	require.ErrorIs(t, schedtest.Call{}.Token().Complete("x", nil), scheduler.ErrProcessNotFound)
+	require.ErrorIs(t, scheduler.Completion{}.Complete("x", nil), scheduler.ErrProcessNotFound)
+}
+
+// TestOutsideMethodsFromAStep checks that the methods doc.go lists as
+// callable from a step or a fake work there: they take effect at once,
+// as on the scheduler, and return.
+func TestOutsideMethodsFromAStep(t *testing.T) {
+	s := schedtest.New(t)
+	probe := s.Probe()
+	var got []string
+	note := func(what string, err error) { got = append(got, fmt.Sprintf("%s %v", what, err)) }
+	var other relay.PID
+	s.Fake(cmdWork, func(c schedtest.Call) error {
+		note("fake: register", s.Register("from the fake", c.PID))
+		note("fake: send", s.Send(probe.PID(), "from the fake"))
+		return c.Complete(nil, nil)
+	})
+	pid := s.Start(stepper(func(n int, _ []scheduler.Event, out *scheduler.StepOutput) error {
+		if n > 1 {
+			return nil
+		}
+		self := out.Self()
+		note("register", s.Register("svc", self))
+		who, err := s.Lookup("svc")
+		note("lookup "+fmt.Sprint(who == self), err)
+		note("unregister", s.Unregister("svc"))
+		note("send", s.Send(probe.PID(), "from the step"))
+		note("probe send", probe.Send(other, "hello"))
+		note("reply zero", s.Reply(scheduler.ReplyTo{}, nil, nil))
+		note("terminate other", s.Terminate(other))
+		s.TerminateAtStep(other, 2)
+		out.Yield(1, cmdWork, nil)
+		return nil
+	}), "run", nil)
+	other = s.Start(stepper(func(int, []scheduler.Event, *scheduler.StepOutput) error { return nil }), "run", nil)
+	s.RunUntilIdle()
+	require.Equal(t, []string{
+		"register <nil>", "lookup true <nil>", "unregister <nil>", "send <nil>", "probe send <nil>",
+		"reply zero scheduler: yield not pending: the zero ReplyTo", "terminate other <nil>",
+		"fake: register <nil>", "fake: send <nil>",
+	}, got)
+	require.Equal(t, 2, len(probe.Received()))
+	who, err := s.Lookup("from the fake")
+	require.NoError(t, err)
+	require.Equal(t, pid, who)
+}
+
 // TestFakeRefusesWhatSetHandlerRefuses checks that Fake fails the test,
 // with the scheduler's own words, where SetHandler refuses the handler
 // with ErrInvalidCommand: a nil fake, a reserved command, one above the

@@ -51,9 +51,14 @@
 //
 // # Concurrency
 //
-// A Sim is driven from one goroutine at a time. [Sim.Send], [Token.Complete]
-// and the [Held] methods may be called from any goroutine, and from a
-// step or a fake; the Run methods, Step, Advance and Shutdown may not be
-// called from a step, a fake, or a process's Init or Close: such a call
-// fails the test.
+// A Sim is driven from one goroutine at a time. The methods that act as
+// code outside any process acts on a scheduler ([Sim.Send],
+// [Sim.Reply], [Sim.Terminate], [Sim.TerminateAtStep], [Sim.Register],
+// [Sim.Unregister], [Sim.Lookup], [Probe.Send], [Token.Complete] and
+// [Call.Complete]), the [Held] methods and the accessors (Now, Result,
+// Ended, Steps, Unread, Yields, Injected, Trace, [Probe.Received]) may
+// be called from any goroutine, and from a step, a fake, an Init or a
+// Close, where they take effect at once; the Run methods, Step, Advance
+// and Shutdown may not be called from a step, a fake, or a process's
+// Init or Close: such a call fails the test.
 package schedtest

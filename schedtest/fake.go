@@ -167,7 +167,8 @@ func (c Call) Complete(data any, err error) error {
 func (c Call) Token() Token { return c.tok }
 
 // Token completes one yield, once, as [scheduler.Completion] does. The
-// zero Token completes nothing.
+// zero Token (that of the zero [Call]) completes nothing and returns
+// [scheduler.ErrProcessNotFound], as the zero Completion does.
 type Token struct {
 	s   *Sim
 	p   *proc
