@@ -784,6 +784,36 @@ func TestDelayCompletion(t *testing.T) {
 	}
 }
 
+// TestDelayCompletionOnlyInTheFake checks that a DelayCompletion fault
+// holds back only what a fake completes while it runs: a Call it kept
+// (as FakeLater keeps them) and completed later, by Call.Complete as by
+// its Token, is delivered at once, as a late completion is, with no
+// fault drawn or listed.
+func TestDelayCompletionOnlyInTheFake(t *testing.T) {
+	delay := schedtest.WithFaults(schedtest.Faults{DelayCompletion: 1})
+	for _, opts := range [][]schedtest.Option{{delay}, {delay, schedtest.WithSeed(7)}} {
+		s := schedtest.New(t, opts...)
+		held := s.FakeLater(cmdWork)
+		var got []string
+		s.Start(&recorder{step: func(n int, evs []scheduler.Event, out *scheduler.StepOutput) {
+			for _, ev := range evs {
+				got = append(got, fmt.Sprintf("tag %d %v at +%v", ev.Tag, ev.Data, s.Now().Sub(schedtest.Epoch)))
+			}
+			if n == 1 {
+				out.Yield(1, cmdWork, nil)
+				out.Yield(2, cmdWork, nil)
+				out.Sleep(3, time.Hour) // a timer the fault would wait for
+			}
+		}}, "run", nil)
+		s.RunUntilIdle()
+		require.NoError(t, held.Next().Complete("by the call", nil))
+		require.NoError(t, held.Next().Token().Complete("by the token", nil))
+		s.RunUntilIdle()
+		require.Equal(t, []string{"tag 1 by the call at +0s", "tag 2 by the token at +0s"}, got)
+		require.Empty(t, s.Injected())
+	}
+}
+
 // TestReplayReproducesTheSeedExploreReports checks that the seed Explore
 // reports, with the Replay call it suggests, makes Replay fail the same
 // way, reporting straight to the test it is given; that Replay at a seed

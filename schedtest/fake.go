@@ -157,8 +157,10 @@ func (c Call) Context() context.Context {
 
 // Complete completes the yield with data and err, as
 // [scheduler.Call.Complete] does; see [Token.Complete] for the errors.
-// Called in the fake, it is a completion at once, which a
-// [Faults].DelayCompletion may hold back.
+// Called while the fake runs, it is a completion at once, which a
+// [Faults].DelayCompletion may hold back; called later (on a Call the
+// fake kept, or one [Held] keeps), it is delivered as [Token.Complete]
+// delivers it.
 func (c Call) Complete(data any, err error) error {
 	return c.tok.complete(data, err, c.inFake)
 }
@@ -195,6 +197,9 @@ func (t Token) complete(data any, err error, now bool) error {
 	if s.closed {
 		return scheduler.ErrClosed
 	}
+	// At once: by Call.Complete while the call's fake runs, not by a
+	// Call kept and completed later.
+	now = now && s.faking == t.seq
 	ev := scheduler.Event{Tag: t.tag, Data: data, Error: err}
 	if !t.p.ended && s.heldBack(t.seq) {
 		// A completion accepted and held back is the yield's: any other is

@@ -683,6 +683,7 @@ func (s *Sim) command(p *proc, y *bridge.Yield) {
 	pd.call = &callContext{s: s, p: p, seq: pd.seq, values: context.WithoutCancel(p.ctx)}
 	c := Call{PID: p.pid, Tag: y.Tag, Cmd: cmd, Arg: y.Arg, ctx: pd.call, tok: Token{s: s, p: p, seq: pd.seq, tag: y.Tag}, inFake: true}
 	var err error
+	s.faking = pd.seq
 	s.callUser(func() {
 		defer func() {
 			if v := recover(); v != nil {
@@ -691,6 +692,7 @@ func (s *Sim) command(p *proc, y *bridge.Yield) {
 		}()
 		err = f(c)
 	})
+	s.faking = 0
 	// The error completes the yield unless the fake completed it, as on
 	// the scheduler, where a handler's error after its completion is
 	// ignored: a completion held back by a DelayCompletion fault counts.

@@ -169,6 +169,7 @@ type Sim struct {
 	timers   timerHeap
 	timerN   uint64
 	delayed  []delayed
+	faking   uint64 // the yield whose fake runs, if one does (see Call.Complete)
 	names    map[string]relay.PID
 	fakes    map[scheduler.CommandID]FakeFunc
 	probes   map[relay.PID]*Probe
