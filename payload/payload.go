@@ -109,8 +109,9 @@ func Bytes(b []byte) Payload {
 //
 // When v is a Payload, JSON converts it rather than nesting it: a JSON
 // payload is returned unchanged, a Go value is marshalled, bytes become a
-// base64 JSON string as encoding/json writes a []byte, and the zero Payload
-// stays zero. A Payload inside v encodes the same way (see
+// base64 JSON string as encoding/json writes a []byte (empty bytes, nil
+// included, the empty string "", never null, which would read back as no
+// value), and the zero Payload stays zero. A Payload inside v encodes the same way (see
 // [Payload.MarshalJSON]), the zero Payload as null.
 func JSON(v any) (Payload, error) {
 	if p, ok := v.(Payload); ok {
@@ -118,7 +119,7 @@ func JSON(v any) (Payload, error) {
 		case FormatNone, FormatJSON:
 			return p, nil
 		default:
-			v = p.value
+			v = p.jsonValue()
 		}
 	}
 	b, err := json.Marshal(v)
@@ -289,8 +290,8 @@ func As[T any](p Payload) (T, error) {
 
 // MarshalJSON returns the JSON that [JSON] makes of p, so that a Payload
 // inside a Go value (a struct field, a [Payloads]) encodes as what it
-// holds: a Go value marshalled, bytes as a base64 JSON string, JSON text
-// as it is, and the zero Payload as null. It implements
+// holds: a Go value marshalled, bytes as a base64 JSON string ("" when
+// empty, nil included), JSON text as it is, and the zero Payload as null. It implements
 // [encoding/json.Marshaler]; encoding/json reports malformed JSON text
 // and values it cannot encode.
 func (p Payload) MarshalJSON() ([]byte, error) {
@@ -300,7 +301,17 @@ func (p Payload) MarshalJSON() ([]byte, error) {
 	case FormatJSON:
 		return p.value.([]byte), nil
 	}
-	return json.Marshal(p.value)
+	return json.Marshal(p.jsonValue())
+}
+
+// jsonValue returns what JSON marshals for a Go or bytes payload: its value,
+// except that nil bytes become empty bytes, which encoding/json writes as ""
+// rather than null, so that empty content does not come back as no value.
+func (p Payload) jsonValue() any {
+	if p.format == FormatBytes && p.value.([]byte) == nil {
+		return []byte{}
+	}
+	return p.value
 }
 
 // UnmarshalJSON sets *p to the FormatJSON payload of a copy of text, so

@@ -841,3 +841,29 @@ func TestDecodeBytesIntoASetPointer(t *testing.T) {
 	require.ErrorIs(t, payload.Bytes([]byte("x")).Decode(&nilDst), payload.ErrDecode)
 	assert.Nil(t, nilDst, "a failed decode set the pointer")
 }
+
+// Empty bytes are a value, not the absence of one: Bytes(nil) and
+// Bytes([]byte{}) become the empty JSON string, as a payload of its own and
+// inside a Go value, and come back as empty bytes, never as the zero
+// Payload.
+func TestEmptyBytesStayAValue(t *testing.T) {
+	type envelope struct{ P payload.Payload }
+	for _, b := range [][]byte{nil, {}} {
+		p := payload.Bytes(b)
+		j, err := payload.JSON(p)
+		require.NoError(t, err)
+		assert.Equal(t, []byte(`""`), j.Value(), "JSON of Bytes(%#v)", b)
+
+		f, wire, err := payload.Of(envelope{P: p}).Encode()
+		require.NoError(t, err)
+		assert.Equal(t, `{"P":""}`, string(wire))
+		back, err := payload.FromWire(f, wire)
+		require.NoError(t, err)
+		var out envelope
+		require.NoError(t, back.Decode(&out))
+		require.False(t, out.P.IsZero(), "empty bytes came back as no value")
+		got, err := payload.As[[]byte](out.P)
+		require.NoError(t, err)
+		assert.Empty(t, got)
+	}
+}
