@@ -209,12 +209,23 @@ func decodeGo(v, dst any) error {
 		*d = v
 		return nil
 	}
-	elem := reflect.ValueOf(dst).Elem()
-	vt := reflect.TypeOf(v)
-	if !vt.AssignableTo(elem.Type()) {
-		return fmt.Errorf("%w: go value of type %s is not assignable to %s", ErrTypeMismatch, vt, elem.Type())
+	if err := goFits(v, dst); err != nil {
+		return err
 	}
-	elem.Set(reflect.ValueOf(v))
+	reflect.ValueOf(dst).Elem().Set(reflect.ValueOf(v))
+	return nil
+}
+
+// goFits reports whether v can be assigned to *dst, as decodeGo assigns it.
+// dst has passed checkTarget.
+func goFits(v, dst any) error {
+	if _, ok := dst.(*any); ok {
+		return nil
+	}
+	elem := reflect.TypeOf(dst).Elem()
+	if vt := reflect.TypeOf(v); !vt.AssignableTo(elem) {
+		return fmt.Errorf("%w: go value of type %s is not assignable to %s", ErrTypeMismatch, vt, elem)
+	}
 	return nil
 }
 
@@ -223,34 +234,74 @@ var (
 	binaryUnmarshalerType = reflect.TypeFor[encoding.BinaryUnmarshaler]()
 )
 
+// bytesTarget is how bytes are stored in a decode target.
+type bytesTarget uint8
+
+const (
+	bytesIntoBytes              bytesTarget = iota + 1 // *[]byte
+	bytesIntoString                                    // *string
+	bytesIntoAny                                       // *any
+	bytesIntoUnmarshaler                               // an encoding.BinaryUnmarshaler
+	bytesIntoAssignable                                // a pointer to a type []byte is assignable to
+	bytesIntoStringKind                                // a pointer to another string kind
+	bytesIntoUnmarshalerPointer                        // a pointer to a pointer to an unmarshaler
+)
+
+// bytesTargetOf tells how decodeBytes stores bytes in dst, or returns the
+// ErrTypeMismatch it reports. dst has passed checkTarget.
+func bytesTargetOf(dst any) (bytesTarget, error) {
+	// The common targets first, without reflection.
+	switch dst.(type) {
+	case *[]byte:
+		return bytesIntoBytes, nil
+	case *string:
+		return bytesIntoString, nil
+	case *any:
+		return bytesIntoAny, nil
+	case encoding.BinaryUnmarshaler:
+		return bytesIntoUnmarshaler, nil
+	}
+	elem := reflect.TypeOf(dst).Elem()
+	switch {
+	case bytesType.AssignableTo(elem):
+		return bytesIntoAssignable, nil
+	case elem.Kind() == reflect.String:
+		return bytesIntoStringKind, nil
+	case elem.Kind() == reflect.Pointer && elem.Implements(binaryUnmarshalerType):
+		return bytesIntoUnmarshalerPointer, nil
+	}
+	return 0, fmt.Errorf("%w: bytes do not decode into %T (want *[]byte, *string or an encoding.BinaryUnmarshaler)", ErrTypeMismatch, dst)
+}
+
 // decodeBytes stores b in *dst. dst has passed checkTarget.
 func decodeBytes(b []byte, dst any) error {
-	// The common targets first, without reflection.
-	switch d := dst.(type) {
-	case *[]byte:
-		*d = b
+	kind, err := bytesTargetOf(dst)
+	if err != nil {
+		return err
+	}
+	switch kind {
+	case bytesIntoBytes:
+		*dst.(*[]byte) = b
 		return nil
-	case *string:
-		*d = string(b)
+	case bytesIntoString:
+		*dst.(*string) = string(b)
 		return nil
-	case *any:
-		*d = b
+	case bytesIntoAny:
+		*dst.(*any) = b
 		return nil
-	case encoding.BinaryUnmarshaler:
-		if err := d.UnmarshalBinary(b); err != nil {
+	case bytesIntoUnmarshaler:
+		if err := dst.(encoding.BinaryUnmarshaler).UnmarshalBinary(b); err != nil {
 			return fmt.Errorf("%w: %T.UnmarshalBinary: %w", ErrDecode, dst, err)
 		}
 		return nil
 	}
 	elem := reflect.ValueOf(dst).Elem()
-	switch {
-	case bytesType.AssignableTo(elem.Type()):
+	switch kind {
+	case bytesIntoAssignable:
 		elem.Set(reflect.ValueOf(b))
-		return nil
-	case elem.Kind() == reflect.String:
+	case bytesIntoStringKind:
 		elem.SetString(string(b))
-		return nil
-	case elem.Kind() == reflect.Pointer && elem.Type().Implements(binaryUnmarshalerType):
+	case bytesIntoUnmarshalerPointer:
 		// A pointer to a pointer to an unmarshaler, as As[*T] passes:
 		// decode into the value it points to, or into a new one when it
 		// is nil, as encoding/json does, set only once decoded.
@@ -262,9 +313,36 @@ func decodeBytes(b []byte, dst any) error {
 			return fmt.Errorf("%w: %s.UnmarshalBinary: %w", ErrDecode, elem.Type(), err)
 		}
 		elem.Set(target)
-		return nil
 	}
-	return fmt.Errorf("%w: bytes do not decode into %T (want *[]byte, *string or an encoding.BinaryUnmarshaler)", ErrTypeMismatch, dst)
+	return nil
+}
+
+// precheck returns the error Decode would return for dst that can be found
+// without decoding the content: an invalid target, no value, a type that
+// cannot hold the value, or JSON text that is not well-formed. It writes
+// nothing.
+func (p Payload) precheck(dst any) error {
+	if err := checkTarget(dst); err != nil {
+		return err
+	}
+	switch p.format {
+	case FormatGo:
+		return goFits(p.value, dst)
+	case FormatBytes:
+		_, err := bytesTargetOf(dst)
+		return err
+	case FormatJSON:
+		if !json.Valid(p.value.([]byte)) {
+			// encoding/json checks the whole text before it writes
+			// anything, so Decode reports the syntax error, in its usual
+			// form, and leaves dst as it is.
+			return p.Decode(dst)
+		}
+		return nil
+	case FormatNone:
+		return ErrNoValue
+	}
+	return fmt.Errorf("%w: %v", ErrInvalidFormat, p.format)
 }
 
 // As returns the payload's value as a T, by the rules of [Payload.Decode].
@@ -429,12 +507,25 @@ func (ps Payloads) At(i int) Payload {
 }
 
 // Decode decodes ps[i] into dsts[i] for every i, by the rules of
-// [Payload.Decode]. A count mismatch wraps [ErrArity] and decodes nothing.
-// Decoding stops at the first failing element, whose error is wrapped with its
-// index ("payload 1: ..."); targets before it have already been written.
+// [Payload.Decode]. An element's error is wrapped with its index ("payload
+// 1: ...").
+//
+// Decode checks all it can before it writes any target, so that bad input
+// does not leave the targets half written: a count mismatch ([ErrArity]),
+// an invalid target ([ErrInvalidTarget]), a zero payload ([ErrNoValue]), a
+// value whose type its target cannot hold ([ErrTypeMismatch]) and JSON text
+// that is not well-formed ([ErrDecode]), anywhere in the list, are reported
+// with every target as it was. What shows only by decoding, JSON of another
+// shape than its target or a failing UnmarshalBinary ([ErrDecode]), stops
+// decoding at that element, and the targets before it have been written.
 func (ps Payloads) Decode(dsts ...any) error {
 	if len(dsts) != len(ps) {
 		return fmt.Errorf("%w: %d payloads, %d targets", ErrArity, len(ps), len(dsts))
+	}
+	for i, p := range ps {
+		if err := p.precheck(dsts[i]); err != nil {
+			return fmt.Errorf("payload %d: %w", i, err)
+		}
 	}
 	for i, p := range ps {
 		if err := p.Decode(dsts[i]); err != nil {

@@ -682,8 +682,9 @@ func TestPayloadsDecode(t *testing.T) {
 		})
 	}
 
-	// The targets before the failing element hold their values; the
-	// failing one and those after it are not written.
+	// JSON of another shape than its target shows only by decoding: the
+	// targets before the failing element hold their values; the failing one
+	// and those after it are not written.
 	t.Run("stops at the first failure", func(t *testing.T) {
 		var (
 			a int
@@ -866,4 +867,43 @@ func TestEmptyBytesStayAValue(t *testing.T) {
 		require.NoError(t, err)
 		assert.Empty(t, got)
 	}
+}
+
+// Payloads.Decode finds every failure it can without decoding content
+// before it writes any target: a bad target, a missing value, a type that
+// cannot hold the value or malformed JSON anywhere in the list leaves every
+// target as it was, and the error names the element's index.
+func TestPayloadsDecodeChecksBeforeWriting(t *testing.T) {
+	ps := payload.Payloads{payload.Of(1), payload.Bytes([]byte("b")), payload.RawJSON([]byte(`"c"`))}
+	tests := []struct {
+		name    string
+		ps      payload.Payloads
+		last    any
+		wantErr error
+		wantPre string
+	}{
+		{"nil target", ps, nil, payload.ErrInvalidTarget, "payload 2: "},
+		{"non-pointer target", ps, "x", payload.ErrInvalidTarget, "payload 2: "},
+		{"nil pointer target", ps, (*string)(nil), payload.ErrInvalidTarget, "payload 2: "},
+		{"no value", payload.Payloads{ps[0], ps[1], {}}, new(string), payload.ErrNoValue, "payload 2: "},
+		{"go type mismatch", payload.Payloads{ps[0], ps[1], payload.Of(3)}, new(string), payload.ErrTypeMismatch, "payload 2: "},
+		{"bytes type mismatch", payload.Payloads{ps[0], ps[1], ps[1]}, new(int), payload.ErrTypeMismatch, "payload 2: "},
+		{"malformed json", payload.Payloads{ps[0], ps[1], payload.RawJSON([]byte(`"c`))}, new(string), payload.ErrDecode, "payload 2: "},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a, b := 7, "keep"
+			err := tt.ps.Decode(&a, &b, tt.last)
+			require.ErrorIs(t, err, tt.wantErr)
+			assert.True(t, strings.HasPrefix(err.Error(), tt.wantPre), "error %q, want prefix %q", err, tt.wantPre)
+			assert.Equal(t, 7, a, "target 0 written before a failure found without decoding")
+			assert.Equal(t, "keep", b, "target 1 written before a failure found without decoding")
+		})
+	}
+	t.Run("malformed json keeps its syntax error", func(t *testing.T) {
+		var s string
+		err := payload.Payloads{payload.RawJSON([]byte(`{`))}.Decode(&s)
+		var syntax *json.SyntaxError
+		assert.ErrorAs(t, err, &syntax)
+	})
 }
