@@ -38,4 +38,8 @@
 // though: the bytes given to [Bytes], [RawJSON] and [FromWire], and the value
 // given to [Of], are shared with every reader, so whoever creates a payload
 // must not modify them afterwards unless that is synchronised by other means.
+// Readers get that same memory ([Payload.Value], [Payload.Encode],
+// [Payload.MarshalJSON] of JSON text, bytes decoded into a []byte or read
+// with [As]) and must not modify it either: another reader would see the
+// change.
 package payload

@@ -164,7 +164,9 @@ func (p Payload) Value() any { return p.value }
 //     As[*T] works where *T is the unmarshaler) and is set only once
 //     UnmarshalBinary succeeds. Anything else is [ErrTypeMismatch].
 //   - FormatJSON: [encoding/json.Unmarshal] into dst; its failure wraps
-//     [ErrDecode] and stays in the error chain.
+//     [ErrDecode] and stays in the error chain. Malformed text writes
+//     nothing; JSON of another shape than dst may have written the parts
+//     that fit, as encoding/json does.
 //   - FormatNone: [ErrNoValue].
 func (p Payload) Decode(dst any) error {
 	if err := checkTarget(dst); err != nil {
@@ -369,9 +371,11 @@ func As[T any](p Payload) (T, error) {
 // MarshalJSON returns the JSON that [JSON] makes of p, so that a Payload
 // inside a Go value (a struct field, a [Payloads]) encodes as what it
 // holds: a Go value marshalled, bytes as a base64 JSON string ("" when
-// empty, nil included), JSON text as it is, and the zero Payload as null. It implements
-// [encoding/json.Marshaler]; encoding/json reports malformed JSON text
-// and values it cannot encode.
+// empty, nil included), JSON text as it is, and the zero Payload as null.
+// It implements [encoding/json.Marshaler]; encoding/json reports malformed
+// JSON text and values it cannot encode. For JSON text the result is the
+// payload's own bytes, shared as [Payload.Encode] shares them: a caller
+// must not modify it.
 func (p Payload) MarshalJSON() ([]byte, error) {
 	switch p.format {
 	case FormatNone:
@@ -395,8 +399,10 @@ func (p Payload) jsonValue() any {
 // UnmarshalJSON sets *p to the FormatJSON payload of a copy of text, so
 // that a Payload inside a Go value decodes as the JSON it was given, to
 // be read with [Payload.Decode] or [As]. JSON null leaves *p unchanged,
-// as encoding/json leaves other values it decodes null into. It
-// implements [encoding/json.Unmarshaler].
+// as encoding/json leaves other values it decodes null into, so a payload
+// that encoded as null (the JSON text null, a nil pointer) comes back,
+// like the zero Payload, as no value. It implements
+// [encoding/json.Unmarshaler].
 func (p *Payload) UnmarshalJSON(text []byte) error {
 	if string(text) == "null" {
 		return nil

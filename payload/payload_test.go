@@ -907,3 +907,42 @@ func TestPayloadsDecodeChecksBeforeWriting(t *testing.T) {
 		assert.ErrorAs(t, err, &syntax)
 	})
 }
+
+// MarshalJSON of JSON text returns the payload's own bytes, as Encode
+// does: encoding/json copies them, and a direct caller must not modify them.
+func TestMarshalJSONSharesText(t *testing.T) {
+	raw := []byte(`{"a":1}`)
+	got, err := payload.RawJSON(raw).MarshalJSON()
+	require.NoError(t, err)
+	assert.Same(t, &raw[0], &got[0])
+}
+
+// JSON null read into a Payload field leaves the field as it was, so a
+// payload of the JSON text null inside a Go value comes back, like the zero
+// Payload, as no value.
+func TestUnmarshalJSONNull(t *testing.T) {
+	type envelope struct{ P payload.Payload }
+	keep := payload.Of(5)
+	e := envelope{P: keep}
+	require.NoError(t, json.Unmarshal([]byte(`{"P":null}`), &e))
+	assert.Equal(t, keep, e.P, "null changed the field")
+
+	null, err := payload.JSON(nil)
+	require.NoError(t, err)
+	for _, p := range []payload.Payload{null, payload.Of((*point)(nil))} {
+		b, err := json.Marshal(envelope{P: p})
+		require.NoError(t, err)
+		var out envelope
+		require.NoError(t, json.Unmarshal(b, &out))
+		assert.True(t, out.P.IsZero(), "%v came back as %v", p, out.P)
+	}
+}
+
+// JSON of another shape than the target fails with ErrDecode after
+// encoding/json has written what fitted, as encoding/json.Unmarshal does.
+func TestDecodeJSONOfAnotherShapeWritesWhatFits(t *testing.T) {
+	pt := point{X: 7, Y: 7}
+	err := payload.RawJSON([]byte(`{"X":1,"Y":"a"}`)).Decode(&pt)
+	require.ErrorIs(t, err, payload.ErrDecode)
+	assert.Equal(t, point{X: 1, Y: 7}, pt)
+}
