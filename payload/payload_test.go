@@ -946,3 +946,164 @@ func TestDecodeJSONOfAnotherShapeWritesWhatFits(t *testing.T) {
 	require.ErrorIs(t, err, payload.ErrDecode)
 	assert.Equal(t, point{X: 1, Y: 7}, pt)
 }
+
+var (
+	sinkStringer fmt.Stringer
+	sinkAny      any
+	sinkInt      int
+	sinkStruct   point
+)
+
+// As is a type assertion, with no allocation, for a Go value of type T or
+// one implementing an interface T, and for bytes read as []byte or any; Of
+// allocates nothing beyond the conversion of its argument to any.
+func TestAsFastPathAllocations(t *testing.T) {
+	pt := &point{1, 2}
+	var boxed any = point{3, 4}
+	var boxedInt any = 42
+	tests := []struct {
+		name string
+		f    func()
+	}{
+		{"Of of an any", func() { sinkPayload = payload.Of(boxed) }},
+		{"go int", func() { sinkInt, sinkErr = payload.As[int](payload.Of(boxedInt)) }},
+		{"go struct", func() { sinkStruct, sinkErr = payload.As[point](payload.Of(boxed)) }},
+		{"go value as an interface it implements", func() {
+			sinkStringer, sinkErr = payload.As[fmt.Stringer](payload.Of(labelBoxed))
+		}},
+		{"go pointer as any", func() { sinkAny, sinkErr = payload.As[any](payload.Of(pt)) }},
+		{"bytes as any", func() { sinkAny, sinkErr = payload.As[any](bytesPayload) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Zero(t, testing.AllocsPerRun(100, tt.f))
+		})
+	}
+	// The same calls give the values, so the measured paths are the ones
+	// that succeed.
+	got, err := payload.As[fmt.Stringer](payload.Of(labelBoxed))
+	require.NoError(t, err)
+	assert.Equal(t, "label l", got.String())
+	s, err := payload.As[point](payload.Of(boxed))
+	require.NoError(t, err)
+	assert.Equal(t, point{3, 4}, s)
+}
+
+var (
+	labelBoxed   any = label("l")
+	bytesPayload     = payload.Bytes([]byte("abc"))
+)
+
+// As with interface and pointer types, for each format, follows Decode.
+func TestAsInterfaceAndPointerTypes(t *testing.T) {
+	pt := &point{1, 2}
+	t.Run("go", func(t *testing.T) {
+		s, err := payload.As[fmt.Stringer](payload.Of(pt))
+		require.ErrorIs(t, err, payload.ErrTypeMismatch, "*point is no Stringer")
+		assert.Nil(t, s)
+		e, err := payload.As[error](payload.Of(42))
+		require.ErrorIs(t, err, payload.ErrTypeMismatch)
+		assert.Nil(t, e)
+		pp, err := payload.As[**point](payload.Of(pt))
+		require.ErrorIs(t, err, payload.ErrTypeMismatch)
+		assert.Nil(t, pp)
+		var typedNil *point
+		got, err := payload.As[*point](payload.Of(typedNil))
+		require.NoError(t, err, "a typed nil pointer is a value")
+		assert.Nil(t, got)
+	})
+	t.Run("bytes", func(t *testing.T) {
+		s, err := payload.As[fmt.Stringer](payload.Bytes([]byte("x")))
+		require.ErrorIs(t, err, payload.ErrTypeMismatch)
+		assert.Nil(t, s)
+		p, err := payload.As[*point](payload.Bytes([]byte(`{"X":1}`)))
+		require.ErrorIs(t, err, payload.ErrTypeMismatch, "bytes are not JSON")
+		assert.Nil(t, p)
+	})
+	t.Run("json", func(t *testing.T) {
+		s, err := payload.As[fmt.Stringer](payload.RawJSON([]byte(`"x"`)))
+		require.ErrorIs(t, err, payload.ErrDecode, "encoding/json cannot fill an interface with methods")
+		assert.Nil(t, s)
+		p, err := payload.As[*point](payload.RawJSON([]byte(`{"X":1}`)))
+		require.NoError(t, err)
+		assert.Equal(t, &point{X: 1}, p)
+		p, err = payload.As[*point](payload.RawJSON([]byte(`null`)))
+		require.NoError(t, err, "JSON null is a value: a nil pointer")
+		assert.Nil(t, p)
+		a, err := payload.As[any](payload.RawJSON([]byte(`null`)))
+		require.NoError(t, err)
+		assert.Nil(t, a)
+	})
+	t.Run("none", func(t *testing.T) {
+		s, err := payload.As[fmt.Stringer](payload.Payload{})
+		require.ErrorIs(t, err, payload.ErrNoValue)
+		assert.Nil(t, s)
+		a, err := payload.As[any](payload.Payload{})
+		require.ErrorIs(t, err, payload.ErrNoValue)
+		assert.Nil(t, a)
+	})
+}
+
+// Values builds a list of its own: neither the list nor the arguments see
+// later changes to the other. The values themselves are shared, as Of
+// shares them.
+func TestValuesCopiesTheList(t *testing.T) {
+	pt := &point{1, 2}
+	vs := []any{1, pt}
+	ps := payload.Values(vs...)
+	vs[0] = 99
+	assert.Equal(t, payload.Of(1), ps[0])
+	ps[1] = payload.Of("x")
+	assert.Same(t, pt, vs[1])
+	assert.Same(t, pt, payload.Values(vs...)[1].Value())
+}
+
+// A Payload may be read from any number of goroutines at once; run with
+// -race, this finds any write a reader makes.
+func TestConcurrentReaders(t *testing.T) {
+	ps := payload.Payloads{
+		payload.Of(&point{1, 2}),
+		payload.Bytes([]byte("hi")),
+		payload.RawJSON([]byte(`{"X":3,"Y":4}`)),
+		{},
+	}
+	const readers = 8
+	errs := make(chan error, readers)
+	for range readers {
+		go func() {
+			errs <- func() error {
+				for range 50 {
+					if p, err := payload.As[*point](ps[0]); err != nil || p.X != 1 {
+						return fmt.Errorf("go: %v %v", p, err)
+					}
+					if s, err := payload.As[string](ps[1]); err != nil || s != "hi" {
+						return fmt.Errorf("bytes: %q %v", s, err)
+					}
+					if p, err := payload.As[point](ps[2]); err != nil || p != (point{3, 4}) {
+						return fmt.Errorf("json: %v %v", p, err)
+					}
+					if _, err := payload.As[int](ps[3]); !errors.Is(err, payload.ErrNoValue) {
+						return fmt.Errorf("none: %v", err)
+					}
+					var a, b, c any
+					if err := ps[:3].Decode(&a, &b, &c); err != nil {
+						return err
+					}
+					if _, err := json.Marshal(ps); err != nil {
+						return err
+					}
+					for _, p := range ps {
+						if _, _, err := p.Encode(); err != nil {
+							return err
+						}
+					}
+					_ = ps.String()
+				}
+				return nil
+			}()
+		}()
+	}
+	for range readers {
+		require.NoError(t, <-errs)
+	}
+}
