@@ -1107,3 +1107,60 @@ func TestConcurrentReaders(t *testing.T) {
 		require.NoError(t, <-errs)
 	}
 }
+
+// FuzzEncodeRoundTrip: bytes, a Go string and a Go number, as payloads of
+// their own and inside a Go value, come back through Encode and FromWire as
+// they went, the string by encoding/json's rules (which replace invalid
+// UTF-8).
+func FuzzEncodeRoundTrip(f *testing.F) {
+	f.Add([]byte(nil), "", int64(0))
+	f.Add([]byte{}, "a\u00e9", int64(-1))
+	f.Add([]byte{0, 0xff, '"'}, "a\xffb", int64(1)<<62)
+	f.Fuzz(func(t *testing.T, data []byte, s string, n int64) {
+		type envelope struct {
+			B  payload.Payload
+			Ps payload.Payloads
+		}
+		wantS := s
+		if !utf8.ValidString(s) {
+			b, err := json.Marshal(s)
+			require.NoError(t, err)
+			require.NoError(t, json.Unmarshal(b, &wantS))
+		}
+		through := func(p payload.Payload) payload.Payload {
+			f, wire, err := p.Encode()
+			require.NoError(t, err)
+			back, err := payload.FromWire(f, wire)
+			require.NoError(t, err)
+			return back
+		}
+
+		b := through(payload.Bytes(data))
+		require.Equal(t, payload.FormatBytes, b.Format())
+		gotB, err := payload.As[[]byte](b)
+		require.NoError(t, err)
+		require.Equal(t, string(data), string(gotB))
+
+		gotS, err := payload.As[string](through(payload.Of(s)))
+		require.NoError(t, err)
+		require.Equal(t, wantS, gotS)
+
+		var e envelope
+		require.NoError(t, through(payload.Of(envelope{
+			B:  payload.Bytes(data),
+			Ps: payload.Values(s, n, payload.Bytes(data)),
+		})).Decode(&e))
+		gotB, err = payload.As[[]byte](e.B)
+		require.NoError(t, err)
+		require.Equal(t, string(data), string(gotB))
+		var (
+			s2 string
+			n2 int64
+			b2 []byte
+		)
+		require.NoError(t, e.Ps.Decode(&s2, &n2, &b2))
+		require.Equal(t, wantS, s2)
+		require.Equal(t, n, n2)
+		require.Equal(t, string(data), string(b2))
+	})
+}
