@@ -528,9 +528,11 @@ func (ps Payloads) Decode(dsts ...any) error {
 	if len(dsts) != len(ps) {
 		return fmt.Errorf("%w: %d payloads, %d targets", ErrArity, len(ps), len(dsts))
 	}
-	for i, p := range ps {
-		if err := p.precheck(dsts[i]); err != nil {
-			return fmt.Errorf("payload %d: %w", i, err)
+	if len(ps) > 1 { // one element has no target before it to keep
+		for i, p := range ps {
+			if err := p.precheck(dsts[i]); err != nil {
+				return fmt.Errorf("payload %d: %w", i, err)
+			}
 		}
 	}
 	for i, p := range ps {
