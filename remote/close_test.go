@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -219,4 +220,122 @@ func TestNameClashIsCounted(t *testing.T) {
 	}, "a clash is logged at Error: %q", log.String())
 	assert.Empty(t, first.Peers(), "a node does not take one with its own name for a peer")
 	assert.Empty(t, second.Peers())
+}
+
+// tProxy forwards TCP connections to a NATS server until it is frozen:
+// from then on it forwards nothing, in either direction, and keeps the
+// connections open, as a server whose machine vanished does (the
+// client notices only when its pings go unanswered, minutes later).
+type tProxy struct {
+	url    string
+	frozen chan struct{} // closed by freeze
+	once   sync.Once
+}
+
+// tStartProxy starts a proxy to the server at addr (host:port) and
+// stops it at the end of the test.
+func tStartProxy(t testing.TB, addr string) *tProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p := &tProxy{url: "nats://" + ln.Addr().String(), frozen: make(chan struct{})}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	track := func(c net.Conn) {
+		mu.Lock()
+		conns = append(conns, c)
+		mu.Unlock()
+	}
+	pipe := func(dst, src net.Conn) {
+		defer wg.Done()
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := src.Read(buf)
+			if err != nil {
+				return
+			}
+			select {
+			case <-p.frozen:
+				<-done // hold what was read, and the connection, to the end
+				return
+			default:
+			}
+			if _, err := dst.Write(buf[:n]); err != nil {
+				return
+			}
+		}
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", addr)
+			if err != nil {
+				_ = c.Close()
+				continue
+			}
+			track(c)
+			track(s)
+			wg.Add(2)
+			go pipe(s, c)
+			go pipe(c, s)
+		}
+	}()
+	t.Cleanup(func() {
+		close(done)
+		_ = ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return p
+}
+
+// freeze makes the proxy forward nothing more.
+func (p *tProxy) freeze() { p.once.Do(func() { close(p.frozen) }) }
+
+// TestCloseSaysTheServerDidNotConfirm: Close right after the server
+// vanished, before the client noticed, cannot have its last messages
+// (the goodbye among them) confirmed by the server: it returns an error
+// saying so, wrapping ErrDisconnected and the cause, once ctx ends or,
+// with no deadline, once the flush timeout has passed; and it releases
+// everything, as any Close does.
+func TestCloseSaysTheServerDidNotConfirm(t *testing.T) {
+	srv := tServer(t)
+	for _, tc := range []struct {
+		name string
+		ctx  func() (context.Context, context.CancelFunc)
+		want error
+	}{
+		{"ctx with a deadline", func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), 200*time.Millisecond)
+		}, context.DeadlineExceeded},
+		{"ctx with no deadline", func() (context.Context, context.CancelFunc) {
+			return context.WithCancel(context.Background())
+		}, context.DeadlineExceeded},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer remote.SetFlushTimeout(200 * time.Millisecond)()
+			proxy := tStartProxy(t, srv.Addr().String())
+			a := tStart(t, proxy.url, "a", func(cfg *remote.Config) { cfg.FailureTimeout = time.Minute })
+			proxy.freeze()
+			ctx, cancel := tc.ctx()
+			defer cancel()
+			err := a.Close(ctx)
+			require.Error(t, err, "Close returned nil though the server confirmed nothing")
+			assert.ErrorIs(t, err, remote.ErrDisconnected)
+			assert.ErrorIs(t, err, tc.want)
+			assert.ErrorIs(t, a.Close(ctx), remote.ErrClosed, "closed all the same")
+			t.Log(err)
+		})
+	}
 }

@@ -1,6 +1,8 @@
 package remote
 
 import (
+	"time"
+
 	scheduler "github.com/procsched/scheduler"
 	"github.com/procsched/scheduler/payload"
 	"github.com/procsched/scheduler/relay"
@@ -177,4 +179,12 @@ func GrantOf(data []byte, sender uint32) (uint64, bool) {
 		return 0, false
 	}
 	return m.seq, true
+}
+
+// SetFlushTimeout replaces the bound of a flush whose context has no
+// deadline until the returned function restores it.
+func SetFlushTimeout(d time.Duration) (restore func()) {
+	old := flushTimeout
+	flushTimeout = d
+	return func() { flushTimeout = old }
 }

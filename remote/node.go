@@ -614,12 +614,23 @@ func (n *Node) progressed() {
 // messages waiting are published and the node waits until every peer
 // has granted them, or ctx is done (those still waiting then go back to
 // their senders with ErrClosed); it says goodbye, so that peers declare
-// it down at once; and it drains the NATS connection. Close the node
-// before shutting its scheduler down, so that the messages it delivers
-// meanwhile still find their processes.
+// it down at once; and it drains the NATS connection, waiting for the
+// server to confirm what the node published until ctx is done (with no
+// deadline, 10 seconds at most). Close the node before shutting its
+// scheduler down, so that the messages it delivers meanwhile still find
+// their processes.
 //
-// It returns ctx's error, wrapped, if ctx ended the wait, and an error
-// wrapping [ErrClosed] when called again.
+// It returns ctx's error, wrapped, if ctx ended the wait for the peers.
+// If the server did not confirm the node's last messages, the goodbye
+// among them (its connection was down, or the server did not answer in
+// time, as when its machine vanished), Close returns an error wrapping
+// [ErrDisconnected] and the cause (ctx's error, or
+// [context.DeadlineExceeded] for the 10 seconds): those messages may
+// not have reached anyone, and the peers then declare the node down by
+// its silence. After the connection closed for good (which sends report
+// with ErrClosed) there is nothing to confirm. The node is closed either
+// way. A second Close, or one during Start, returns an error wrapping
+// [ErrClosed].
 func (n *Node) Close(ctx context.Context) error {
 	if n.state.CompareAndSwap(stateNew, stateClosed) {
 		n.nc.Close()
@@ -652,22 +663,35 @@ func (n *Node) Close(ctx context.Context) error {
 	close(n.stop)
 	n.wg.Wait()
 	n.failEverything(fmt.Errorf("%w: node %q closed", ErrClosed, n.cfg.Name))
-	n.drain(ctx)
+	if derr := n.drain(ctx); err == nil && derr != nil {
+		err = fmt.Errorf("remote: node %q closed, but the server did not confirm its last messages: %w", n.cfg.Name, derr)
+	}
 	n.state.Store(stateClosed)
 	return err
 }
 
 // drain stops the subscriptions, lets their handlers take what has
-// arrived, flushes what was published and closes the connection. NATS's
-// own Drain would do the same, but its goroutine outlives a connection
-// that closes under it by up to the drain timeout; here nothing outlives
-// Close. Close only.
-func (n *Node) drain(ctx context.Context) {
-	if n.nc.Status() != nats.CONNECTED {
+// arrived, flushes what was published and closes the connection, all
+// within ctx, or flushTimeout if ctx has no deadline. It returns an
+// error wrapping ErrDisconnected if the server did not confirm what was
+// published, unless the connection had closed for good.
+// NATS's own Drain would do the same, but its goroutine outlives a
+// connection that closes under it by up to the drain timeout; here
+// nothing outlives Close. Close only.
+func (n *Node) drain(ctx context.Context) error {
+	if st := n.nc.Status(); st != nats.CONNECTED {
 		// Nothing can be taken or flushed without the server.
 		n.nc.Close()
 		<-n.connClosed
-		return
+		if st == nats.CLOSED {
+			return nil // closed for good, which sends have reported already
+		}
+		return fmt.Errorf("%w: the connection is down", ErrDisconnected)
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, flushTimeout)
+		defer cancel()
 	}
 	var waits []<-chan nats.SubStatus
 	for _, sub := range n.subs {
@@ -681,14 +705,18 @@ func (n *Node) drain(ctx context.Context) {
 		case <-ctx.Done():
 		}
 	}
-	_ = n.flush(ctx)
+	err := n.nc.FlushWithContext(ctx)
 	n.nc.Close()
 	<-n.connClosed
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrDisconnected, err)
+	}
+	return nil
 }
 
 // flushTimeout bounds a flush whose context has no deadline: NATS's own
-// Flush waits as long.
-const flushTimeout = 10 * time.Second
+// Flush waits as long. A variable so that tests can shorten it.
+var flushTimeout = 10 * time.Second
 
 // flush waits until the server has processed everything published so
 // far, or ctx is done, or flushTimeout has passed if ctx has no
