@@ -273,3 +273,46 @@ func TestStartAgainAfterTheWaitEnded(t *testing.T) {
 	ev = tYield(t, s, node.SpawnCommand(), remote.Spawn{Kind: "nope", Method: "run"})
 	assert.ErrorIs(t, ev.Error, remote.ErrUnknownKind, "the spawn handler serves")
 }
+
+// TestWaitPeerAndLookup: WaitPeer and Lookup know this node by its own
+// name, as Spawn does; WaitPeer returns a peer up already even with a
+// context that has ended, and ctx's error for one that is not; a peer
+// that leaves is no longer looked up, and one that comes back under
+// the same name is found under its new number.
+func TestWaitPeerAndLookup(t *testing.T) {
+	srv, a, b := tTwoNodes(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), tWait)
+	defer cancel()
+	ended, end := context.WithCancel(context.Background())
+	end()
+
+	num, err := a.WaitPeer(ended, "a")
+	require.NoError(t, err, "its own name")
+	assert.Equal(t, a.Node.Node(), num)
+	num, err = a.WaitPeer(ended, "b")
+	require.NoError(t, err, "a peer up already")
+	assert.Equal(t, b.Node.Node(), num)
+	_, err = a.WaitPeer(ended, "nobody")
+	assert.ErrorIs(t, err, context.Canceled)
+
+	old := b.Node.Node()
+	b.stop(t)
+	assert.Equal(t, old, tRecv(t, a.Down, "a to see b leave").Node)
+	_, ok := a.Lookup("b")
+	assert.False(t, ok, "a node that left")
+	_, err = a.WaitPeer(ended, "b")
+	assert.ErrorIs(t, err, context.Canceled, "a node that left")
+
+	waited := make(chan uint32, 1)
+	go func() {
+		num, err := a.WaitPeer(ctx, "b")
+		assert.NoError(t, err)
+		waited <- num
+	}()
+	b2 := tStart(t, srv.ClientURL(), "b", nil)
+	require.NotEqual(t, old, b2.Node.Node(), "a new incarnation")
+	assert.Equal(t, b2.Node.Node(), tRecv(t, waited, "WaitPeer to see b back"))
+	num, ok = a.Lookup("b")
+	assert.True(t, ok)
+	assert.Equal(t, b2.Node.Node(), num)
+}

@@ -356,7 +356,9 @@ func (n *Node) Peers() []Peer {
 	return ps
 }
 
-// Lookup returns the number of the live node named name.
+// Lookup returns the number of the live node named name: this node, or
+// a peer heard from and not declared down (one still joining included;
+// [Node.WaitPeer] waits until it is up).
 func (n *Node) Lookup(name string) (uint32, bool) {
 	if name == n.cfg.Name {
 		return n.num, true

@@ -43,8 +43,13 @@ func (n *Node) Named(pid relay.PID) NamedPID {
 }
 
 // WaitPeer waits until a node named name is up and returns its number,
-// or returns ctx's error.
+// or returns ctx's error. A peer up already is returned even if ctx has
+// ended; this node's own name returns its own number at once, as
+// [Node.Lookup] does, since [Spawn] takes it for this node.
 func (n *Node) WaitPeer(ctx context.Context, name string) (uint32, error) {
+	if name == n.cfg.Name {
+		return n.num, nil
+	}
 	for {
 		ch := n.changes()
 		n.mu.Lock()
