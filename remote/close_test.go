@@ -339,3 +339,44 @@ func TestCloseSaysTheServerDidNotConfirm(t *testing.T) {
 		})
 	}
 }
+
+// TestStartAndCloseOutOfOrder: Start on a running node refuses with
+// ErrClosed and leaves it running; of two Closes at once, one closes
+// the node and the other returns ErrClosed; a node closed before Start
+// cannot be started, and refuses spawns.
+func TestStartAndCloseOutOfOrder(t *testing.T) {
+	srv, a, b := tTwoNodes(t, nil)
+	tRegister(t, b)
+	ctx, cancel := context.WithTimeout(context.Background(), tWait)
+	defer cancel()
+
+	assert.ErrorIs(t, a.Start(ctx, a.S), remote.ErrClosed, "Start on a running node")
+	child, err := a.Spawn(ctx, "b", "echo", "run", nil)
+	require.NoError(t, err, "the node still runs")
+	require.NoError(t, a.S.Tell(child, "stop"))
+
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() { errs <- a.Close(ctx) }()
+	}
+	first, second := tRecv(t, errs, "a Close"), tRecv(t, errs, "the other Close")
+	if first != nil {
+		first, second = second, first
+	}
+	assert.NoError(t, first, "one Close closes the node")
+	assert.ErrorIs(t, second, remote.ErrClosed, "the other says it is closed")
+	assert.Equal(t, "a", tRecv(t, b.Down, "b to see a leave").Name)
+
+	node, err := remote.New(remote.Config{Cluster: "test", Name: "c", URL: srv.ClientURL()})
+	require.NoError(t, err)
+	s, err := scheduler.New(scheduler.WithNode(node.Node()), scheduler.WithTransport(node))
+	require.NoError(t, err)
+	defer func() { _ = s.Shutdown(context.Background()) }()
+	require.NoError(t, node.Close(ctx), "Close before Start")
+	assert.ErrorIs(t, node.Start(ctx, s), remote.ErrClosed, "Start after Close")
+	assert.ErrorIs(t, node.Close(ctx), remote.ErrClosed, "Close again")
+	_, err = node.Spawn(ctx, "b", "echo", "run", nil)
+	assert.ErrorIs(t, err, remote.ErrClosed)
+	_, err = node.WaitPeer(ctx, "c")
+	assert.NoError(t, err, "its own name")
+}

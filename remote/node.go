@@ -317,7 +317,8 @@ func (n *Node) Name() string { return n.cfg.Name }
 // subscriptions it made undone and nothing started; the spawn handler
 // stays claimed on s, failing spawns with [ErrClosed] until a Start
 // succeeds. Either way the node is left not started, for another Start
-// or for Close.
+// or for Close. Start on a node started already, being started, or
+// closed returns an error wrapping [ErrClosed] and changes nothing.
 func (n *Node) Start(ctx context.Context, s *scheduler.Scheduler) error {
 	if s == nil {
 		return fmt.Errorf("%w: Start with a nil scheduler", ErrInvalidConfig)
