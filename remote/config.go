@@ -79,13 +79,18 @@ type Config struct {
 }
 
 // Hooks are optional functions the node calls when its view of the
-// cluster changes, on the goroutine that noticed the change. Keep them
-// short and never block in them.
+// cluster changes, on the goroutine that noticed the change: the
+// node's NATS subscriptions, its heartbeat goroutine or a probe's, so
+// hooks may run at the same time as each other. Keep them short and
+// never block in them: the node hears nothing, or detects no failure,
+// while they run, and Close waits for them. A panic in a hook is not
+// recovered: as in any goroutine, it ends the program.
 type Hooks struct {
 	// PeerUp is called when the node can send to a new peer.
 	PeerUp func(Peer)
 	// PeerDown is called when a peer is declared down; Peer.Reason says
-	// why.
+	// why. It is called for a peer still joining too, which PeerUp never
+	// reported.
 	PeerDown func(Peer)
 }
 

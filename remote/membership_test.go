@@ -161,3 +161,25 @@ func TestDeclaredDownForEachEvent(t *testing.T) {
 		newer.bye(a)
 	})
 }
+
+// TestPeerDownOfAPeerNeverUp: a peer declared down while it was still
+// joining is reported to PeerDown, though PeerUp never reported it, as
+// the Hooks' doc says: code that counts peers by the two hooks must
+// not assume a PeerUp before each PeerDown.
+func TestPeerDownOfAPeerNeverUp(t *testing.T) {
+	srv := tServer(t)
+	a := tStart(t, srv.ClientURL(), "a", func(cfg *remote.Config) { cfg.FailureTimeout = time.Minute })
+	f := tFakePeer(t, srv.ClientURL(), a.Node.Node()+1)
+	f.hello(a, false) // a knows the fake, which never acks: it stays joining
+	require.Equal(t, []remote.Peer{{Name: "fake", Node: f.num}}, a.Peers(), "joining")
+	f.publish(f.all, remote.EncodeBye(f.num))
+	down := tRecv(t, a.Down, "the joining peer to be declared down")
+	assert.Equal(t, f.num, down.Node)
+	assert.False(t, down.Up)
+	assert.ErrorIs(t, down.Reason, remote.ErrNodeDown)
+	select {
+	case p := <-a.Up:
+		t.Errorf("PeerUp reported %v, which never was up", p)
+	default:
+	}
+}
