@@ -291,8 +291,8 @@ func (n *Node) pickNumber(prefix string) (uint32, error) {
 }
 
 // Node returns this node's number, the Node of its scheduler's PIDs. It
-// is chosen anew at each start, so that PIDs of an earlier run never
-// reach a process of this one.
+// is drawn anew by each [New], so that PIDs of an earlier run of the
+// node never reach a process of this one.
 func (n *Node) Node() uint32 { return n.num }
 
 // Name returns this node's name.
