@@ -7,7 +7,9 @@ import (
 )
 
 // clearThreshold is how many stale slots the owner lets pile up on either
-// side of the live range before it clears them. Clearing lets the garbage
+// side of the live range before a PopBottom clears them (thieves and pushes
+// never clear, so slots of items stolen between two of the owner's pops
+// pile up past it until the second one). Clearing lets the garbage
 // collector reclaim items the deque no longer holds; batching it keeps
 // PopBottom free of an extra atomic store in the common case. Fewer stale
 // slots than this are left as they are even when the deque is found empty:

@@ -78,9 +78,15 @@
 //
 // A popped or stolen item's slot is cleared so the deque does not keep
 // finished work reachable. Clearing needs an atomic store, so the owner does
-// it in batches: whenever 64 stale slots have piled up above bottom or below
-// top, so at most 63 on each side stay reachable. It leaves fewer than that
-// even when it finds the deque empty: a deque that its owner fills and
+// it in batches, in PopBottom: a PopBottom that finds 64 stale slots piled
+// up above bottom or below top clears that side, so after a PopBottom at
+// most 63 on each side stay reachable (one that loses the last item to a
+// thief leaves the clearing to the next). Pushes and thieves clear nothing
+// (a thief cannot: once top has passed a slot, the owner may fill it
+// again), so items stolen since the owner's last PopBottom stay
+// reachable, however many, until its next PopBottom or until pushes write
+// over their slots. A PopBottom that finds the deque empty also leaves
+// fewer than 64 as they are: a deque that its owner fills and
 // empties again and again has its slots above bottom written over by the
 // next pushes, and clearing them every time would cost a store each for
 // nothing. Only indices below top (claimed for good by a CAS) or at or
