@@ -61,7 +61,10 @@ type Parker struct {
 var testHookBeforeAnnounce func()
 
 // Park blocks until a token is available and consumes it. If an Unpark came
-// since the last Park returned, Park returns at once. Only the owning
+// since the last Park returned, Park returns at once. It never returns
+// without consuming a token: unlike Rust's thread::park or Java's
+// LockSupport.park, it has no spurious wakeups: each return answers at
+// least one Unpark that no earlier return answered. Only the owning
 // goroutine may call Park.
 func (p *Parker) Park() {
 	if p.state.CompareAndSwap(stateNotified, stateEmpty) {
