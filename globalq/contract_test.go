@@ -2,6 +2,8 @@ package globalq
 
 import (
 	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"weak"
 
@@ -115,4 +117,57 @@ func TestEmptiedRingsAreFreed(t *testing.T) {
 	require.Equal(t, 4*minCapacity, int(q.head.Load().mask+1), "the queue keeps the ring it grew to")
 	q.Push(&items[0])
 	require.Same(t, &items[0], q.Pop())
+}
+
+// TestEmptySeesItemsPastAnEmptiedRing: the consumers have taken every
+// item of a closed ring, with a batch that ended exactly there, so they
+// have not moved on to the next ring yet, where an item waits. Empty
+// must report it, and Len count it, and a pop take it.
+func TestEmptySeesItemsPastAnEmptiedRing(t *testing.T) {
+	var q Queue[int]
+	items := make([]int, minCapacity+1)
+	for i := range items {
+		q.Push(&items[i])
+	}
+	first := q.head.Load()
+	require.NotNil(t, first.next.Load(), "the last push went into a second ring")
+	require.Equal(t, minCapacity, q.PopInto(make([]*int, minCapacity)))
+	require.Same(t, first, q.head.Load(), "the consumers are still on the emptied first ring")
+	require.False(t, q.Empty(), "Empty missed the item in the next ring")
+	require.Equal(t, 1, q.Len())
+	require.Same(t, &items[minCapacity], q.Pop())
+	require.True(t, q.Empty())
+}
+
+// TestEmptyAfterPushCheckThenPark runs the check-then-park handshake of
+// the package documentation many times: a worker announces it parks and
+// then asks Empty; a producer pushes and then looks for the announcement.
+// With one producer (no earlier position left unfilled), at least one of
+// them must see the other: the worker the item or the producer the
+// worker.
+func TestEmptyAfterPushCheckThenPark(t *testing.T) {
+	var q Queue[int]
+	x := new(int)
+	rounds := 2000 * stressScale
+	for i := range rounds {
+		var parking atomic.Bool
+		start := make(chan struct{})
+		var sawEmpty, sawParking bool
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			<-start
+			parking.Store(true)
+			sawEmpty = q.Empty()
+		})
+		wg.Go(func() {
+			<-start
+			q.Push(x)
+			sawParking = parking.Load()
+		})
+		close(start)
+		wg.Wait()
+		require.False(t, sawEmpty && !sawParking,
+			"round %d: the worker found the queue empty and the producer found no worker parking", i)
+		require.Same(t, x, q.Pop())
+	}
 }
