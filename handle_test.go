@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"runtime"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -138,4 +140,111 @@ func BenchmarkWaitEnded(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// TestDoneComesAfterTheEndIsReported: Done's doc says that by the time
+// the channel is closed, Close has returned, the process's names are
+// free, its monitors have been told and its unread messages have gone
+// to the DeadLetter hook. The DeadLetter hook looks at Done as it runs,
+// so a Done closed before the unread messages were reported is seen
+// every time; the name and the monitor are looked at once Done is
+// closed.
+func TestDoneComesAfterTheEndIsReported(t *testing.T) {
+	const unread = 2
+	var (
+		mu      sync.Mutex
+		letters int
+		h       sched.Handle
+	)
+	doneEarly := make(chan bool, unread)
+	s := newScheduler(t, sched.WithHooks(sched.Hooks{DeadLetter: func(d sched.DeadLetter) {
+		if d.Reason != sched.DeadUnread {
+			return
+		}
+		mu.Lock()
+		letters++
+		hd := h
+		mu.Unlock()
+		doneEarly <- isClosed(hd.Done())
+	}}))
+	gate := make(chan struct{})
+	p := &probe{step: func(_ *probe, n int, _ []sched.Event, out *sched.StepOutput) error {
+		<-gate // the messages queue while the only step runs
+		out.Done(payload.Of("end"))
+		return nil
+	}}
+	mu.Lock()
+	h = submit(t, s, p)
+	mu.Unlock()
+	require.NoError(t, s.Register("claimed", h.PID()))
+	watcher := submit(t, s, &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+		if n == 0 {
+			out.Monitor(1, h.PID())
+			return nil
+		}
+		if _, ok := completionOf(evs, 1); ok {
+			out.Done(payload.Payload{})
+		}
+		return nil
+	}})
+	waitState(t, s, watcher.PID(), sched.StateBlocked)
+	for i := range unread {
+		require.NoError(t, s.Tell(h.PID(), i))
+	}
+	close(gate)
+
+	select {
+	case <-h.Done():
+	case <-time.After(testTimeout):
+		t.Fatalf("the process did not end\n%s", dumpState(s))
+	}
+	for range unread {
+		assert.False(t, receive(t, doneEarly, "the DeadLetter hook"), "Done closed before an unread message reached the DeadLetter hook")
+	}
+	mu.Lock()
+	assert.Equal(t, unread, letters, "unread messages reported by the time Done is closed")
+	mu.Unlock()
+	assert.Equal(t, 1, p.Closes(), "Close returned by the time Done is closed")
+	_, err := s.Lookup("claimed")
+	assert.ErrorIs(t, err, sched.ErrNameNotFound, "the name is free by the time Done is closed")
+	// The watcher was woken by the monitor's event before Done: it is
+	// no longer waiting for it.
+	if info, ok := findProcess(s, watcher.PID()); ok {
+		assert.NotEqual(t, sched.StateBlocked, info.State, "the monitor was told by the time Done is closed")
+	}
+	_, err = waitEnd(t, s, watcher)
+	require.NoError(t, err)
+}
+
+// TestHandleAfterShutdown: a Handle keeps answering after Shutdown
+// returned, for a process that ended before and one that the shutdown
+// deadline forced; Submit after Shutdown gives the zero Handle and
+// ErrClosed.
+func TestHandleAfterShutdown(t *testing.T) {
+	s := newScheduler(t)
+	finished := submit(t, s, &probe{step: doneWith("kept")})
+	_, err := waitEnd(t, s, finished)
+	require.NoError(t, err)
+	forced := submit(t, s, &probe{step: ignoreAll})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.ErrorIs(t, s.Shutdown(ctx), sched.ErrForced)
+
+	for _, wait := range []func(sched.Handle) (payload.Payload, error){
+		func(h sched.Handle) (payload.Payload, error) { return h.Result() },
+		func(h sched.Handle) (payload.Payload, error) { return h.Wait(context.Background()) },
+		func(h sched.Handle) (payload.Payload, error) { return h.Wait(ctx) }, // ended: ctx does not matter
+	} {
+		res, err := wait(finished)
+		require.NoError(t, err)
+		assert.Equal(t, "kept", res.Value())
+		_, err = wait(forced)
+		require.ErrorIs(t, err, sched.ErrForced)
+	}
+	assert.True(t, isClosed(forced.Done()))
+	assert.False(t, forced.PID().IsZero(), "the PID outlives the process")
+
+	h, err := s.Submit(context.Background(), &probe{step: ignoreAll}, "run", nil)
+	require.ErrorIs(t, err, sched.ErrClosed)
+	assert.Equal(t, sched.Handle{}, h, "Submit refused gives the zero Handle")
 }
