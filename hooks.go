@@ -15,15 +15,16 @@ import (
 // not in hooks, and a hook's panic that reaches one of its own goroutines
 // ends the program (for one on a helping caller, see [WithCallerHelp]).
 // A hook may call the scheduler's methods, except Shutdown in the two
-// that can run on the goroutine that called Submit (see Start and
-// Panic).
+// that can run on the goroutine that called Submit or Spawn (see Start
+// and Panic).
 type Hooks struct {
 	// Start is called once per process, after its Init succeeded and
-	// before its first step: on the goroutine that called Submit, or on
-	// the worker (or helping caller: see [WithCallerHelp]) that carried
-	// out a spawn. On the goroutine that called Submit it must not call
-	// Shutdown, as Init must not: the process it reports is queued only
-	// once the hook returns, and Shutdown would wait for it to end.
+	// before its first step: on the goroutine that called Submit or
+	// Spawn (which run Init there), or on the worker (or helping caller:
+	// see [WithCallerHelp]) that carried out a step's spawn. On the
+	// goroutine that called Submit or Spawn it must not call Shutdown,
+	// as Init must not: the process it reports is queued only once the
+	// hook returns, and Shutdown would wait for it to end.
 	Start func(StartInfo)
 	// End is called once per process that started, after Close returned
 	// and before its Handle reports the end: on the worker that ran its
@@ -40,11 +41,11 @@ type Hooks struct {
 	// work a handler gave to [Call.Go] panics, on the goroutine that
 	// recovered the panic (for such work, the blocking pool's), before the
 	// process ends (or the yield completes) with the PanicError. For a
-	// panic in the Init of a process started by Submit (or in the Close
-	// that follows it) that is the goroutine that called Submit, which
-	// must not call Shutdown there, as Init must not: the process is
-	// counted out only once the hook returns, and Shutdown would wait for
-	// it.
+	// panic in the Init of a process started by Submit or Spawn (or in
+	// the Close that follows it) that is the goroutine that called
+	// Submit or Spawn, which must not call Shutdown there, as Init must
+	// not: the process is counted out only once the hook returns, and
+	// Shutdown would wait for it.
 	Panic func(PanicInfo)
 	// SlowStep is called by the watchdog goroutine when it finds a step
 	// slow (see [WithWatchdog]); once per slow step.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/procsched/scheduler/payload"
 	"github.com/procsched/scheduler/relay"
 )
 
@@ -112,4 +113,93 @@ func TestPanicHookGoroutineOfForcedClose(t *testing.T) {
 	own := slices.Clone(s.sd.own)
 	s.sd.ownMu.Unlock()
 	require.Contains(t, own, g, "the Panic hook ran on a goroutine not the scheduler's")
+}
+
+// TestStartAndDeadLetterHookGoroutines: the Start hook runs on the
+// goroutine that called Submit or Spawn (which runs Init as Submit
+// does), and on the worker that carried out a step's spawn; its
+// StartInfo names the method. The DeadLetter hook runs on the goroutine
+// that found the message dead: the sender, for a message a full mailbox
+// dropped, and the worker that ended the recipient, for one left unread.
+func TestStartAndDeadLetterHookGoroutines(t *testing.T) {
+	type call struct {
+		pid    relay.PID
+		method string
+		g      uint64
+	}
+	var (
+		mu      sync.Mutex
+		starts  []call
+		letters = map[DeadLetterReason][]uint64{}
+	)
+	s := newScheduler(t, WithWorkers(1), WithHooks(Hooks{
+		Start: func(i StartInfo) {
+			mu.Lock()
+			starts = append(starts, call{i.PID, i.Method, goroutineID()})
+			mu.Unlock()
+		},
+		DeadLetter: func(d DeadLetter) {
+			mu.Lock()
+			letters[d.Reason] = append(letters[d.Reason], goroutineID())
+			mu.Unlock()
+		},
+	}))
+	me := goroutineID()
+	ctx := context.Background()
+	ignores := stepFunc(func(evs []Event, out *StepOutput) error { // until cancelled
+		for _, ev := range evs {
+			if ev.Type == EventCancel {
+				out.Done(payload.Payload{})
+			}
+		}
+		return nil
+	})
+
+	submitted, err := s.Submit(ctx, ignores, "alpha", nil)
+	require.NoError(t, err)
+	spawned, err := s.Spawn(ctx, ignores, "beta", nil)
+	require.NoError(t, err)
+
+	// A parent on the only worker spawns a child, then holds its step
+	// while a second message to its mailbox of one drops the first, and
+	// ends with the second unread.
+	gate := make(chan struct{})
+	var stepG uint64
+	childPID := make(chan relay.PID, 1)
+	parent, err := s.Submit(ctx, numbered(func(n int, evs []Event, out *StepOutput) error {
+		switch n {
+		case 0:
+			out.Spawn(1, ignores, "gamma", nil)
+			return nil
+		default:
+			for _, ev := range evs {
+				if ev.Type != EventYieldComplete || ev.Tag != 1 {
+					continue
+				}
+				childPID <- ev.From
+				stepG = goroutineID()
+				<-gate
+				out.Done(payload.Payload{})
+			}
+			return nil
+		}
+	}), "parent", nil, Mailbox(1, MailboxDropOldest))
+	require.NoError(t, err)
+	child := receive(t, childPID, "the spawned child")
+	require.NoError(t, s.Tell(parent.PID(), "dropped"))
+	require.NoError(t, s.Tell(parent.PID(), "kept, unread"))
+	close(gate)
+	require.NoError(t, waitEnd(t, parent))
+
+	mu.Lock()
+	defer mu.Unlock()
+	byPID := map[relay.PID]call{}
+	for _, c := range starts {
+		byPID[c.pid] = c
+	}
+	require.Equal(t, call{submitted.PID(), "alpha", me}, byPID[submitted.PID()], "Start of a submitted process: on Submit's caller")
+	require.Equal(t, call{spawned, "beta", me}, byPID[spawned], "Start of a process from Scheduler.Spawn: on Spawn's caller")
+	require.Equal(t, call{child, "gamma", stepG}, byPID[child], "Start of a step's child: on the worker that ran the step")
+	require.Equal(t, []uint64{me}, letters[DeadDropped], "a message a full mailbox dropped: on the sender")
+	require.Equal(t, []uint64{stepG}, letters[DeadUnread], "a message left unread: on the worker that ended the recipient")
 }
