@@ -32,7 +32,9 @@ type Hooks struct {
 	// for a process forced at a shutdown deadline, on the scheduler's own
 	// goroutine that carries the shutdown through, unless a worker was
 	// running the process then (a step in progress, say): that worker
-	// forces it, and calls the hook, once the step returns.
+	// forces it, and calls the hook, once the step returns. By then the
+	// process has gone: Register of its PID fails with
+	// [ErrProcessNotFound] and a Monitor of it reports [ExitGone].
 	// Setting it costs each process two loads of the scheduler's coarse
 	// clock, a counter per step, and 16 bytes more in its record, and
 	// each worker a clock read every 64 rounds.

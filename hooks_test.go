@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	sched "github.com/procsched/scheduler"
@@ -205,4 +206,115 @@ func TestHooksOrder(t *testing.T) {
 		"End":   {{inits: 1, steps: 2, closes: 1}, {inits: 1, steps: 2, closes: 1}},
 		"Panic": {{inits: 1, steps: 2}},
 	}, got)
+}
+
+// TestHooksMayCallTheScheduler: a hook may call the scheduler's methods
+// (Shutdown aside on Submit's caller). Here the End hook, on a worker,
+// sends the ending process's PID to another process, and tries to
+// register a name for the ending process and to monitor it; the Start
+// hook of a step's child and the Panic and DeadLetter hooks read Stats
+// and Lookup. Every call returns and what they sent arrives. The End
+// hook runs once its process has gone: the name is refused, and the
+// monitor reports the process gone.
+func TestHooksMayCallTheScheduler(t *testing.T) {
+	var (
+		mu       sync.Mutex
+		collect  relay.PID // the process the End hook tells
+		target   relay.PID // the process whose End hook registers and monitors
+		regErr   error
+		monitors = make(chan sched.Exit, 1)
+		calls    = map[string]int{}
+		s        *sched.Scheduler
+	)
+	called := func(hook string) {
+		_ = s.Stats()
+		_, _ = s.Lookup("nobody")
+		mu.Lock()
+		calls[hook]++
+		mu.Unlock()
+	}
+	s = newScheduler(t, sched.WithWorkers(1), sched.WithHooks(sched.Hooks{
+		Start:      func(sched.StartInfo) { called("Start") },
+		Panic:      func(sched.PanicInfo) { called("Panic") },
+		DeadLetter: func(sched.DeadLetter) { called("DeadLetter") },
+		End: func(e sched.EndInfo) {
+			called("End")
+			mu.Lock()
+			to, watched := collect, target
+			mu.Unlock()
+			if e.PID == to {
+				return
+			}
+			if e.PID == watched {
+				err := s.Register("end-hook", e.PID)
+				mu.Lock()
+				regErr = err
+				mu.Unlock()
+				s.Monitor(e.PID, func(x sched.Exit) { monitors <- x })
+			}
+			if err := s.Tell(to, e.PID); err != nil {
+				t.Errorf("Tell from the End hook: %v", err)
+			}
+		},
+	}))
+	collector := submit(t, s, &probe{step: func(p *probe, _ int, _ []sched.Event, out *sched.StepOutput) error {
+		if len(p.EventsOf(sched.EventMessage)) == 2 {
+			out.Done(payload.Payload{})
+		}
+		return nil
+	}})
+	mu.Lock()
+	collect = collector.PID()
+	mu.Unlock()
+
+	// A parent spawns a child (whose Start hook runs on the worker) and
+	// panics a little after telling the child two messages; the child
+	// ends with the second unread.
+	child := &probe{step: func(_ *probe, n int, _ []sched.Event, out *sched.StepOutput) error {
+		if n > 0 {
+			out.DoneAfter(1, payload.Payload{}) // the second message stays unread
+		}
+		return nil
+	}}
+	parent := submit(t, s, &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+		if n == 0 {
+			out.Spawn(1, child, "child", nil)
+			return nil
+		}
+		if ev, ok := completionOf(evs, 1); ok {
+			mu.Lock()
+			target = ev.From
+			mu.Unlock()
+			out.Tell(ev.From, "first")
+			out.Tell(ev.From, "unread")
+			out.Sleep(2, time.Millisecond)
+			return nil
+		}
+		if _, ok := completionOf(evs, 2); ok {
+			panic("after the spawn")
+		}
+		return nil
+	}})
+	_, err := waitEnd(t, s, parent)
+	require.ErrorIs(t, err, sched.ErrPanic)
+	_, err = waitEnd(t, s, collector)
+	require.NoError(t, err)
+	mu.Lock()
+	childPID := target
+	mu.Unlock()
+
+	// The End hook runs once the process has gone: it can no longer be
+	// named, and a monitor of it reports it gone at once.
+	x := receive(t, monitors, "the monitor set by the End hook")
+	assert.Equal(t, childPID, x.PID)
+	assert.Equal(t, sched.ExitGone, x.Reason)
+	_, err = s.Lookup("end-hook")
+	assert.ErrorIs(t, err, sched.ErrNameNotFound)
+	mu.Lock()
+	defer mu.Unlock()
+	assert.ErrorIs(t, regErr, sched.ErrProcessNotFound, "Register from the End hook")
+	assert.Equal(t, 3, calls["Start"], "Start")
+	assert.Equal(t, 1, calls["Panic"], "Panic")
+	assert.GreaterOrEqual(t, calls["DeadLetter"], 1, "DeadLetter")
+	assert.Equal(t, 3, calls["End"], "End")
 }
