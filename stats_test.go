@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -341,4 +342,88 @@ func TestSentCountsEachKindOfSend(t *testing.T) {
 			assert.Equal(t, c.want, counts{ms.Sent, ms.Bounced, ms.Forwarded})
 		})
 	}
+}
+
+// TestStatsCountInitAndClose: Submitted counts a process from its
+// admission, while its Init runs, and gives it up to InitFailed if Init
+// fails; Live counts a process whose Init or Close is running; Ended
+// counts it once its Close has returned; a panic in Close counts in
+// Panics and makes the end a failure; Forced is part of Failed; Yields
+// counts Tells; Helps and Helped stay 0 without WithCallerHelp.
+func TestStatsCountInitAndClose(t *testing.T) {
+	s := newScheduler(t, sched.WithWorkers(1))
+	ctx := context.Background()
+	processes := func() sched.ProcessStats { return s.Stats().Processes }
+
+	// An Init held, then failing.
+	inInit, release := make(chan struct{}), make(chan error)
+	submitted := make(chan error, 1)
+	go func() {
+		_, err := s.Submit(ctx, &probe{init: func(context.Context, string, payload.Payloads) error {
+			close(inInit)
+			return <-release
+		}}, "run", nil)
+		submitted <- err
+	}()
+	receive(t, inInit, "Init")
+	ps := processes()
+	assert.Equal(t, int64(1), ps.Live, "Live while Init runs")
+	assert.Equal(t, uint64(1), ps.Submitted, "Submitted while Init runs")
+	assert.Zero(t, ps.InitFailed)
+	release <- testError("no")
+	require.ErrorIs(t, receive(t, submitted, "Submit"), sched.ErrInit)
+	ps = processes()
+	assert.Equal(t, int64(0), ps.Live, "Live after Init failed")
+	assert.Zero(t, ps.Submitted, "Submitted after Init failed")
+	assert.Equal(t, uint64(1), ps.InitFailed)
+	assert.Zero(t, ps.Ended, "a failed Init is not an end")
+
+	// A Close held, then panicking, after a step that told once and
+	// slept once.
+	inClose, letGo := make(chan struct{}), make(chan struct{})
+	h := submit(t, s, &probe{
+		step: func(_ *probe, n int, _ []sched.Event, out *sched.StepOutput) error {
+			if n == 0 {
+				out.Tell(relay.PID{ID: 1 << 50}, "nobody")
+				out.Sleep(1, time.Millisecond)
+				return nil
+			}
+			out.Done(payload.Of("done"))
+			return nil
+		},
+		close: func() {
+			close(inClose)
+			<-letGo
+			panic("in Close")
+		},
+	})
+	receive(t, inClose, "Close")
+	ps = processes()
+	assert.Equal(t, int64(1), ps.Live, "Live while Close runs")
+	assert.Zero(t, ps.Ended, "Ended while Close runs")
+	close(letGo)
+	_, err := waitEnd(t, s, h)
+	require.ErrorIs(t, err, sched.ErrPanic)
+	ps = processes()
+	assert.Equal(t, int64(0), ps.Live)
+	assert.Equal(t, uint64(1), ps.Ended)
+	assert.Equal(t, uint64(1), ps.Failed, "a panic in Close after Done fails the end")
+	assert.Equal(t, uint64(1), ps.Panics, "the panic in Close")
+	eventually(t, "the per-step counters", func() bool { return s.Stats().Steps == 2 })
+	st := s.Stats()
+	assert.Equal(t, uint64(2), st.Yields, "a Tell and a Sleep")
+	assert.Zero(t, st.Helps)
+	assert.Zero(t, st.Helped)
+
+	// A process forced at a shutdown deadline: Forced, and Failed too.
+	forced := submit(t, s, &probe{step: ignoreAll})
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	require.ErrorIs(t, s.Shutdown(cancelled), sched.ErrForced)
+	_, err = forced.Result()
+	require.ErrorIs(t, err, sched.ErrForced)
+	ps = processes()
+	assert.Equal(t, uint64(2), ps.Ended)
+	assert.Equal(t, uint64(2), ps.Failed, "the forced end is a failure")
+	assert.Equal(t, uint64(1), ps.Forced)
 }
