@@ -27,7 +27,9 @@ func (h Handle) PID() relay.PID {
 
 // Done returns a channel that is closed when the process has ended and its
 // result is available. By then Close has returned, the process's names
-// are free, its monitors have been told, and the messages it left unread
+// are free, its monitors have been told (a process's monitor yield has
+// completed; a [Scheduler.Monitor] function has been started in its own
+// goroutine, which may not have run yet), and the messages it left unread
 // have gone to the DeadLetter hook.
 func (h Handle) Done() <-chan struct{} {
 	if h.p == nil {
