@@ -1,6 +1,7 @@
 package remote_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/nats-io/nats.go"
@@ -74,7 +75,11 @@ func BenchmarkStream(b *testing.B) {
 			if ev.Error != nil {
 				return ev.Error
 			}
-			acked = int(ev.From.ID)
+			ack, ok := ev.Data.(relay.PID) // how many the receiver got, as a PID's ID
+			if !ok {
+				return fmt.Errorf("the sender got %T, want an acknowledgement", ev.Data)
+			}
+			acked = int(ack.ID)
 		}
 		if acked == total {
 			out.Done(payload.Payload{})
