@@ -413,6 +413,44 @@ func errOrOK(err error) string {
 	return errName(err)
 }
 
+// calls records, in order, what the calls a scenario makes return, for
+// its result line. Any goroutine.
+type calls struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+// note records what returned err.
+func (c *calls) note(what string, err error) { c.add(what + " " + errOrOK(err)) }
+
+// lookup records what w's Lookup of name gives, the PID by its name in j.
+func (c *calls) lookup(w world, j *journal, name string) {
+	pid, err := w.lookup(name)
+	c.add(fmt.Sprintf("lookup %s %s %s", name, j.pid(pid), errOrOK(err)))
+}
+
+func (c *calls) add(line string) {
+	c.mu.Lock()
+	c.lines = append(c.lines, line)
+	c.mu.Unlock()
+}
+
+// String returns the records, in order, joined by "; ".
+func (c *calls) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return strings.Join(c.lines, "; ")
+}
+
+// endOnEvent is a step that ends its process at the first step after
+// its start, the one a message to it brings.
+func endOnEvent(n int, _ []scheduler.Event, out *scheduler.StepOutput) error {
+	if n > 1 {
+		out.Done(payload.Payload{})
+	}
+	return nil
+}
+
 // fn is a process made of functions: it names itself in the journal,
 // writes every event it gets there, and runs step (and onInit at the end
 // of Init, onClose at the start of Close, if set).
@@ -1001,18 +1039,9 @@ var scenarios = []scenario{
 	{
 		name: "Register and Lookup: errors, several names, names released at the end",
 		run: func(t *testing.T, w world, j *journal) string {
-			var r []string
-			note := func(what string, err error) { r = append(r, what+" "+errOrOK(err)) }
-			lookup := func(name string) {
-				pid, err := w.lookup(name)
-				r = append(r, fmt.Sprintf("lookup %s %s %s", name, j.pid(pid), errOrOK(err)))
-			}
-			endOnEvent := func(n int, _ []scheduler.Event, out *scheduler.StepOutput) error {
-				if n > 1 {
-					out.Done(payload.Payload{})
-				}
-				return nil
-			}
+			var rec calls
+			note := rec.note
+			lookup := func(name string) { rec.lookup(w, j, name) }
 			a := w.start(proc(j, "a", endOnEvent), "run")
 			b := w.start(proc(j, "b", endOnEvent), "run")
 			note("register svc a", w.register("svc", a))
@@ -1039,7 +1068,7 @@ var scenarios = []scenario{
 			note("shutdown", w.shutdown())
 			note("register y b", w.register("y", b))
 			lookup("svc")
-			return strings.Join(r, "; ")
+			return rec.String()
 		},
 		want: "register svc a ok; lookup svc a ok; register svc a again ok; register svc b NameTaken; register empty a InvalidName; " +
 			"register x unknown ProcessNotFound; lookup x outside NameNotFound; lookup  outside NameNotFound; register alias a ok; lookup alias a ok; " +
@@ -1081,8 +1110,8 @@ var scenarios = []scenario{
 			mu.Lock()
 			rt := append([]scheduler.ReplyTo(nil), asks...)
 			mu.Unlock()
-			var r []string
-			note := func(what string, err error) { r = append(r, what+" "+errOrOK(err)) }
+			var rec calls
+			note := rec.note
 			note("reply 1", w.reply(rt[0], "a1", nil))
 			note("reply 2", w.reply(rt[1], nil, errBoom))
 			note("reply 1 again", w.reply(rt[0], "again", nil))
@@ -1094,7 +1123,7 @@ var scenarios = []scenario{
 			note("shutdown", w.shutdown())
 			note("reply 3 after shutdown", w.reply(rt[2], "late", nil))
 			note("reply zero after shutdown", w.reply(scheduler.ReplyTo{}, "zero", nil))
-			return sortedLines(j, "asker") + " | " + strings.Join(r, "; ")
+			return sortedLines(j, "asker") + " | " + rec.String()
 		},
 		want: "close; complete 1 data=a1; complete 2 err=boom; message data=end | reply 1 ok; reply 2 ok; reply 1 again YieldNotPending; reply zero YieldNotPending; " +
 			"reply 3 asker ended ProcessNotFound; shutdown ok; reply 3 after shutdown Closed; reply zero after shutdown YieldNotPending",
@@ -1385,13 +1414,8 @@ var scenarios = []scenario{
 	{
 		name: "while its Close runs a process is gone: Register (even of a name it holds), Tell and Terminate are refused, and its names are listed until Close returns",
 		run: func(t *testing.T, w world, j *journal) string {
-			var mu sync.Mutex
-			var r []string
-			note := func(what string, err error) {
-				mu.Lock()
-				r = append(r, what+" "+errOrOK(err))
-				mu.Unlock()
-			}
+			var rec calls
+			note := rec.note
 			pr := proc(j, "p", func(n int, _ []scheduler.Event, out *scheduler.StepOutput) error {
 				if n > 1 {
 					out.Done(payload.Payload{})
@@ -1415,9 +1439,7 @@ var scenarios = []scenario{
 			_, err = w.lookup("other")
 			note("lookup other", err)
 			note("register svc after the end", w.register("svc", p))
-			mu.Lock()
-			defer mu.Unlock()
-			return lines(j, "p") + " | " + strings.Join(r, "; ")
+			return lines(j, "p") + " | " + rec.String()
 		},
 		want: "message data=end; close | register svc ProcessNotFound; register other ProcessNotFound; lookup svc p ok; tell ProcessNotFound; terminate ProcessNotFound; " +
 			"lookup other NameNotFound; register svc after the end ProcessNotFound",
@@ -1425,8 +1447,8 @@ var scenarios = []scenario{
 	{
 		name: "while its Init runs a process is not there yet: Tell, Register and Terminate of it are refused; from its first step they are not",
 		run: func(t *testing.T, w world, j *journal) string {
-			var r []string
-			note := func(what string, err error) { r = append(r, what+" "+errOrOK(err)) }
+			var rec calls
+			note := rec.note
 			var pr *fn
 			pr = proc(j, "p", func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
 				if n == 1 {
@@ -1447,7 +1469,7 @@ var scenarios = []scenario{
 			p := w.start(pr, "run")
 			_, err := w.result(p)
 			require.NoError(t, err)
-			return lines(j, "p") + " | " + strings.Join(r, "; ")
+			return lines(j, "p") + " | " + rec.String()
 		},
 		want: "message data=from the first step from=p; close | init: tell ProcessNotFound; init: register svc ProcessNotFound; init: terminate ProcessNotFound; " +
 			"init: lookup svc NameNotFound; step: register svc ok",
@@ -1583,18 +1605,9 @@ var scenarios = []scenario{
 	{
 		name: "Unregister releases a name whichever process holds it; TellName and RequestName to a released name find nobody",
 		run: func(t *testing.T, w world, j *journal) string {
-			var r []string
-			note := func(what string, err error) { r = append(r, what+" "+errOrOK(err)) }
-			lookup := func(name string) {
-				pid, err := w.lookup(name)
-				r = append(r, fmt.Sprintf("lookup %s %s %s", name, j.pid(pid), errOrOK(err)))
-			}
-			endOnEvent := func(n int, _ []scheduler.Event, out *scheduler.StepOutput) error {
-				if n > 1 {
-					out.Done(payload.Payload{})
-				}
-				return nil
-			}
+			var rec calls
+			note := rec.note
+			lookup := func(name string) { rec.lookup(w, j, name) }
 			a := w.start(proc(j, "a", endOnEvent), "run")
 			b := w.start(proc(j, "b", endOnEvent), "run")
 			note("register svc a", w.register("svc", a))
@@ -1630,7 +1643,7 @@ var scenarios = []scenario{
 			note("unregister svc after b's end", w.unregister("svc"))
 			note("shutdown", w.shutdown())
 			note("unregister svc after shutdown", w.unregister("svc"))
-			return sortedLines(j, "c") + " | " + strings.Join(r, "; ")
+			return sortedLines(j, "c") + " | " + rec.String()
 		},
 		want: "close; complete 1 err=NameNotFound; message data=hi err=NameNotFound | register svc a ok; unregister svc ok; lookup svc outside NameNotFound; " +
 			"unregister svc again NameNotFound; register svc b ok; lookup svc b ok; unregister svc, meant for a ok; lookup svc outside NameNotFound; " +
