@@ -442,6 +442,26 @@ func (c *calls) String() string {
 	return strings.Join(c.lines, "; ")
 }
 
+// replierStep answers each request with "re:" and its body, fails one
+// whose body is "fail" with errBoom, and ends its process at one whose
+// body is "quit", unanswered.
+func replierStep(_ int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+	for _, ev := range evs {
+		req, ok := ev.Data.(scheduler.Request)
+		switch {
+		case !ok:
+		case req.Body == "quit":
+			out.Done(payload.Payload{})
+			return nil
+		case req.Body == "fail":
+			out.Reply(req.ReplyTo, nil, errBoom)
+		default:
+			out.Reply(req.ReplyTo, fmt.Sprintf("re:%v", req.Body), nil)
+		}
+	}
+	return nil
+}
+
 // endOnEvent is a step that ends its process at the first step after
 // its start, the one a message to it brings.
 func endOnEvent(n int, _ []scheduler.Event, out *scheduler.StepOutput) error {
@@ -858,18 +878,7 @@ var scenarios = []scenario{
 	{
 		name: "requests are answered, refused when the replier is gone, failed when it ends",
 		run: func(t *testing.T, w world, j *journal) string {
-			replier := w.start(proc(j, "replier", func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
-				for _, ev := range evs {
-					if req, ok := ev.Data.(scheduler.Request); ok {
-						if req.Body == "quit" {
-							out.Done(payload.Payload{})
-							return nil
-						}
-						out.Reply(req.ReplyTo, fmt.Sprintf("re:%v", req.Body), nil)
-					}
-				}
-				return nil
-			}), "run")
+			replier := w.start(proc(j, "replier", replierStep), "run")
 			gone := w.start(proc(j, "gone", func(n int, _ []scheduler.Event, out *scheduler.StepOutput) error {
 				out.Done(payload.Payload{})
 				return nil
@@ -1347,22 +1356,7 @@ var scenarios = []scenario{
 	{
 		name: "requests by name: answered with data or an error, NoReply when the holder ends, NameNotFound once its name is free",
 		run: func(t *testing.T, w world, j *journal) string {
-			srv := w.start(proc(j, "srv", func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
-				for _, ev := range evs {
-					req, ok := ev.Data.(scheduler.Request)
-					switch {
-					case !ok:
-					case req.Body == "quit":
-						out.Done(payload.Payload{})
-						return nil
-					case req.Body == "fail":
-						out.Reply(req.ReplyTo, nil, errBoom)
-					default:
-						out.Reply(req.ReplyTo, fmt.Sprintf("re:%v", req.Body), nil)
-					}
-				}
-				return nil
-			}), "run")
+			srv := w.start(proc(j, "srv", replierStep), "run")
 			require.NoError(t, w.register("srv", srv))
 			asker := w.start(proc(j, "asker", func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
 				if n == 1 {
