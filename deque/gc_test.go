@@ -6,40 +6,22 @@ import (
 	"weak"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/procsched/scheduler/internal/gctrack"
 )
 
-// payload is large enough and pointer-free so that it is not batched into a
-// tiny-allocator block, which would keep it alive with its neighbours.
-type payload struct {
-	id int
-	_  [24]byte
-}
+// payload is the tracked item of the tests that check what the deque
+// keeps reachable.
+type payload = gctrack.Item
 
-// pushTracked pushes count new payloads at d's bottom and returns weak
-// pointers to them. Building them here keeps no strong reference in the
-// caller's frame.
+// pushTracked pushes count new items at d's bottom and returns weak
+// pointers to them.
 func pushTracked(d *Deque[payload], count int) []weak.Pointer[payload] {
-	ws := make([]weak.Pointer[payload], count)
-	for i := range ws {
-		p := &payload{id: i}
-		ws[i] = weak.Make(p)
-		d.PushBottom(p)
-	}
-	return ws
+	return gctrack.Push(count, d.PushBottom)
 }
 
-// reachable counts the items of ws that the garbage collector has not
-// freed.
-func reachable(ws []weak.Pointer[payload]) int {
-	runtime.GC()
-	n := 0
-	for _, w := range ws {
-		if w.Value() != nil {
-			n++
-		}
-	}
-	return n
-}
+// reachable counts the items of ws that a collection does not free.
+func reachable(ws []weak.Pointer[payload]) int { return gctrack.Reachable(ws) }
 
 // TestStolenItemsStayUntilTheOwnersNextPop: thieves clear nothing, so
 // items stolen from a deque whose owner only pushes stay reachable, all

@@ -12,6 +12,8 @@ import (
 	"weak"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/procsched/scheduler/internal/gctrack"
 )
 
 // checkInvariants inspects the chain of rings of a queue nobody is using
@@ -414,23 +416,13 @@ func TestRoomWithStaleConsumerPosition(t *testing.T) {
 	}
 }
 
-// payload is large enough and pointer-free so that it is not batched into a
-// tiny-allocator block, which would keep it alive with its neighbours.
-type payload struct {
-	id int
-	_  [24]byte
-}
+// payload is the tracked item of the tests that check what the queue
+// keeps reachable.
+type payload = gctrack.Item
 
-// pushTracked pushes count new payloads and returns weak pointers to them.
-// Building them here keeps no strong reference in the caller's frame.
+// pushTracked pushes count new items and returns weak pointers to them.
 func pushTracked(q *Queue[payload], count int) []weak.Pointer[payload] {
-	ws := make([]weak.Pointer[payload], count)
-	for i := range ws {
-		p := &payload{id: i}
-		ws[i] = weak.Make(p)
-		q.Push(p)
-	}
-	return ws
+	return gctrack.Push(count, func(p *payload) { q.Push(p) })
 }
 
 // TestPoppedItemsAreCollectable checks that the queue drops its reference to
