@@ -78,7 +78,8 @@ func (s *Scheduler) Register(name string, pid relay.PID) error {
 // Unregister or the process's end: a process that unregisters its own
 // name from its step releases its own, unless other code unregistered it
 // meanwhile. It returns an error wrapping [ErrNameNotFound] if no process
-// has it. Any goroutine.
+// has it, and [ErrClosed] after Shutdown (see [Scheduler.Lookup]). Any
+// goroutine.
 func (s *Scheduler) Unregister(name string) error {
 	s.names.mu.Lock()
 	pid, ok := s.names.byName[name]
@@ -87,7 +88,7 @@ func (s *Scheduler) Unregister(name string) error {
 	}
 	s.names.mu.Unlock()
 	if !ok {
-		return fmt.Errorf("%w: %q", ErrNameNotFound, name)
+		return s.nameMissing(name)
 	}
 	if p, err := s.lookup(pid); err == nil {
 		p.mu.Lock()
@@ -102,29 +103,37 @@ func (s *Scheduler) Unregister(name string) error {
 }
 
 // Lookup returns the PID of the process registered under name, or an error
-// wrapping [ErrNameNotFound]. Any goroutine.
+// wrapping [ErrNameNotFound]. After Shutdown it returns [ErrClosed]: the
+// names were released with their processes, and a caller that stops on
+// ErrClosed must not take the stop for a name not registered yet. Any
+// goroutine.
 func (s *Scheduler) Lookup(name string) (relay.PID, error) {
 	s.names.mu.RLock()
 	pid, ok := s.names.byName[name]
 	s.names.mu.RUnlock()
 	if !ok {
-		return relay.PID{}, fmt.Errorf("%w: %q", ErrNameNotFound, name)
+		return relay.PID{}, s.nameMissing(name)
 	}
 	return pid, nil
+}
+
+// nameMissing is the error for a name no process has: [ErrClosed] once
+// the scheduler has stopped (every process has ended by then, so no name
+// is registered), an error wrapping [ErrNameNotFound] before.
+func (s *Scheduler) nameMissing(name string) error {
+	if s.phase.Load() == phaseStopped {
+		return ErrClosed
+	}
+	return fmt.Errorf("%w: %q", ErrNameNotFound, name)
 }
 
 // TellName is [Scheduler.Tell] to the process registered under name. It
 // returns an error wrapping [ErrNameNotFound] if no process has the name,
 // and otherwise what Tell returns. After Shutdown it returns [ErrClosed],
-// as Tell does: the names were released with their processes, and a
-// sender that stops on ErrClosed must not take the stop for a name not
-// registered yet. Any goroutine.
+// as Tell and [Scheduler.Lookup] do. Any goroutine.
 func (s *Scheduler) TellName(name string, msg any) error {
 	pid, err := s.Lookup(name)
 	if err != nil {
-		if s.phase.Load() == phaseStopped {
-			return ErrClosed
-		}
 		return err
 	}
 	return s.Tell(pid, msg)

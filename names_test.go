@@ -56,8 +56,15 @@ func TestNames(t *testing.T) {
 		require.NoError(t, s.Register("before", h.PID()))
 		require.NoError(t, s.Shutdown(context.Background()))
 		require.ErrorIs(t, s.Register("after", h.PID()), sched.ErrClosed)
+		// The names were released with their processes, but what a caller
+		// learns is that the scheduler is closed, not that a name is free.
 		_, err := s.Lookup("before")
-		require.ErrorIs(t, err, sched.ErrNameNotFound, "released by the process's end")
+		require.ErrorIs(t, err, sched.ErrClosed)
+		_, err = s.Lookup("never")
+		require.ErrorIs(t, err, sched.ErrClosed)
+		require.ErrorIs(t, s.Unregister("before"), sched.ErrClosed)
+		require.ErrorIs(t, s.Unregister("never"), sched.ErrClosed)
+		require.ErrorIs(t, s.Register("", h.PID()), sched.ErrInvalidName, "bad input is named first")
 		// A send by name is a send: refused as Tell is after Shutdown.
 		require.ErrorIs(t, s.TellName("before", 1), sched.ErrClosed)
 		require.ErrorIs(t, s.TellName("never", 1), sched.ErrClosed)

@@ -1077,12 +1077,15 @@ var scenarios = []scenario{
 			note("shutdown", w.shutdown())
 			note("register y b", w.register("y", b))
 			lookup("svc")
+			lookup("never")
+			note("unregister svc", w.unregister("svc"))
+			note("unregister never", w.unregister("never"))
 			return rec.String()
 		},
 		want: "register svc a ok; lookup svc a ok; register svc a again ok; register svc b NameTaken; register empty a InvalidName; " +
 			"register x unknown ProcessNotFound; lookup x outside NameNotFound; lookup  outside NameNotFound; register alias a ok; lookup alias a ok; " +
 			"lookup svc outside NameNotFound; lookup alias outside NameNotFound; register svc a ended ProcessNotFound; register svc b ok; lookup svc b ok; " +
-			"shutdown ok; register y b Closed; lookup svc outside NameNotFound",
+			"shutdown ok; register y b Closed; lookup svc outside Closed; lookup never outside Closed; unregister svc Closed; unregister never Closed",
 	},
 	{
 		name: "Reply from outside answers a request once",
@@ -1641,7 +1644,7 @@ var scenarios = []scenario{
 		},
 		want: "close; complete 1 err=NameNotFound; message data=hi err=NameNotFound | register svc a ok; unregister svc ok; lookup svc outside NameNotFound; " +
 			"unregister svc again NameNotFound; register svc b ok; lookup svc b ok; unregister svc, meant for a ok; lookup svc outside NameNotFound; " +
-			"register gone b ok; unregister gone ok; register svc b again ok; unregister svc after b's end NameNotFound; shutdown ok; unregister svc after shutdown NameNotFound",
+			"register gone b ok; unregister gone ok; register svc b again ok; unregister svc after b's end NameNotFound; shutdown ok; unregister svc after shutdown Closed",
 	},
 	{
 		name: "a Shutdown after Terminate sends no second cancel, and the context's cause stays ErrTerminated",

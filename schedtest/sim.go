@@ -319,14 +319,14 @@ func (s *Sim) Register(name string, pid relay.PID) error {
 // [scheduler.Scheduler.Unregister] does: it goes by the name, so one meant
 // for a process whose name has since passed to another releases the
 // other's. It returns an error wrapping [scheduler.ErrNameNotFound] if no
-// process has the name (after Shutdown, none has). Any goroutine, and
-// from a step or a fake.
+// process has the name, and [scheduler.ErrClosed] after Shutdown. Any
+// goroutine, and from a step or a fake.
 func (s *Sim) Unregister(name string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	pid, ok := s.names[name]
 	if !ok {
-		return fmt.Errorf("%w: %q", scheduler.ErrNameNotFound, name)
+		return s.nameMissing(name)
 	}
 	delete(s.names, name)
 	if p := s.procs[pid]; p != nil {
@@ -341,7 +341,8 @@ func (s *Sim) Unregister(name string) error {
 }
 
 // Lookup returns the process registered under name, or an error wrapping
-// [scheduler.ErrNameNotFound].
+// [scheduler.ErrNameNotFound]; after Shutdown, [scheduler.ErrClosed], as
+// [scheduler.Scheduler.Lookup] does.
 func (s *Sim) Lookup(name string) (relay.PID, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -352,7 +353,16 @@ func (s *Sim) lookup(name string) (relay.PID, error) {
 	if pid, ok := s.names[name]; ok {
 		return pid, nil
 	}
-	return relay.PID{}, fmt.Errorf("%w: %q", scheduler.ErrNameNotFound, name)
+	return relay.PID{}, s.nameMissing(name)
+}
+
+// nameMissing is the error for a name no process has: ErrClosed after
+// Shutdown (every process has ended by then), ErrNameNotFound before.
+func (s *Sim) nameMissing(name string) error {
+	if s.closed {
+		return scheduler.ErrClosed
+	}
+	return fmt.Errorf("%w: %q", scheduler.ErrNameNotFound, name)
 }
 
 // Send delivers msg to the process to from outside any process (From is
