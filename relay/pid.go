@@ -100,12 +100,14 @@ func Parse(s string) (PID, error) {
 	return pid, nil
 }
 
-// MustParse is like [Parse] but panics if s is not a valid PID. It is meant
-// for tests and for PIDs fixed in source code.
+// MustParse is like [Parse] but panics if s is not a valid PID, with
+// Parse's error as the panic value, so that code which recovers can test
+// it with [errors.Is] against [ErrInvalidPID]. It is meant for tests and
+// for PIDs fixed in source code.
 func MustParse(s string) PID {
 	pid, err := Parse(s)
 	if err != nil {
-		panic(err.Error())
+		panic(err)
 	}
 	return pid
 }

@@ -156,13 +156,20 @@ func TestParseErrorQuotesLongInputAtRuneBoundary(t *testing.T) {
 	assert.NotContains(t, err.Error(), `\x`, "the quote shows a byte the input does not have")
 }
 
-func TestMustParsePanicMessage(t *testing.T) {
+// TestMustParsePanicValue: MustParse panics with Parse's error itself, so
+// that code which recovers can test it with errors.Is, and the panic
+// message the runtime prints is that error's text.
+func TestMustParsePanicValue(t *testing.T) {
+	_, want := relay.Parse("<x>")
+	require.Error(t, want)
 	defer func() {
 		r := recover()
-		msg, ok := r.(string)
-		require.True(t, ok, "panic value %#v is not a string", r)
-		assert.True(t, strings.HasPrefix(msg, "relay: "), "panic %q lacks the package prefix", msg)
-		assert.Contains(t, msg, `"<x>"`)
+		err, ok := r.(error)
+		require.True(t, ok, "panic value %#v is not an error", r)
+		require.ErrorIs(t, err, relay.ErrInvalidPID)
+		assert.Equal(t, want.Error(), err.Error(), "Parse's error")
+		assert.True(t, strings.HasPrefix(err.Error(), "relay: "), "panic %q lacks the package prefix", err)
+		assert.Contains(t, err.Error(), `"<x>"`)
 	}()
 	relay.MustParse("<x>")
 	t.Fatal("MustParse did not panic")
