@@ -18,7 +18,9 @@
 // escapes the brackets as \u003c and \u003e, as it escapes every < and >; the
 // text still decodes to the same PID, and [encoding/json.Encoder.SetEscapeHTML]
 // turns the escaping off.) The zero PID ("<0.0>") names no process;
-// it is the sender of a message sent from outside any process.
+// it is the sender of a message sent from outside any process. A Message
+// marshals to JSON too, with its Err as text ([Message.MarshalJSON]), for
+// logs; it is not a wire format and has no decoding.
 //
 // PID and Message are values with no internal state and are safe to copy and
 // read from any number of goroutines. A Message's body is shared, not

@@ -1,7 +1,10 @@
 package relay
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -39,12 +42,21 @@ type Message struct {
 // undelivered (Err is set).
 func (m Message) IsBounce() bool { return m.Err != nil }
 
-// maxDataText is how much of a body String shows.
-const maxDataText = 64
+// maxDataText and maxErrText are how much of a body and of an error's
+// text String shows: the reason a message came back gets more room than
+// its body.
+const (
+	maxDataText = 64
+	maxErrText  = 128
+)
 
 // String returns a short form for logs: `<0.1> -> <0.2> 42`, or for a
 // returned message `<0.2> -> <0.1> undelivered (reason): 42`. The body is
-// printed with %v and cut when long.
+// printed with %v. It is one line of bounded length, whatever the body and
+// the error say: a body longer than 64 bytes and an error's text longer
+// than 128 are cut, at a rune boundary, and marked with "...", and control
+// characters in either (a newline, a tab, U+2028 and the like) are written
+// as Go escapes (\n, \t, \u2028).
 func (m Message) String() string {
 	b := make([]byte, 0, 2*maxPIDLen+32)
 	b = m.From.appendText(b)
@@ -53,15 +65,48 @@ func (m Message) String() string {
 	b = append(b, ' ')
 	if m.Err != nil {
 		b = append(b, "undelivered ("...)
-		b = append(b, m.Err.Error()...)
+		b = appendLine(b, m.Err.Error(), maxErrText)
 		b = append(b, "): "...)
 	}
-	data := fmt.Sprint(m.Data)
-	if len(data) > maxDataText {
-		data = data[:cutAt(data, maxDataText)] + "..."
-	}
-	return string(append(b, data...))
+	return string(appendLine(b, fmt.Sprint(m.Data), maxDataText))
 }
+
+// appendLine appends s to b as text for one line: its first max bytes at
+// most, cut by cutAt and followed by "..." when s is longer, with every
+// control character and line or paragraph separator written as a Go
+// escape. Bytes that are not valid UTF-8 are kept as they are.
+func appendLine(b []byte, s string, max int) []byte {
+	cut := len(s) > max
+	if cut {
+		s = s[:cutAt(s, max)]
+	}
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1, !unicode.IsControl(r) && r != '\u2028' && r != '\u2029':
+			b = append(b, s[i:i+size]...)
+		case r == '\n':
+			b = append(b, `\n`...)
+		case r == '\r':
+			b = append(b, `\r`...)
+		case r == '\t':
+			b = append(b, `\t`...)
+		case r < utf8.RuneSelf:
+			b = append(b, `\x`...)
+			b = append(b, hexDigits[r>>4], hexDigits[r&0xf])
+		default:
+			b = append(b, `\u`...)
+			b = append(b, hexDigits[r>>12&0xf], hexDigits[r>>8&0xf], hexDigits[r>>4&0xf], hexDigits[r&0xf])
+		}
+		i += size
+	}
+	if cut {
+		b = append(b, "..."...)
+	}
+	return b
+}
+
+const hexDigits = "0123456789abcdef"
 
 // cutAt returns where to cut s, longer than n bytes, to keep at most its
 // first n: at n, or before the rune that n falls inside, so that the part
@@ -74,6 +119,38 @@ func cutAt(s string, n int) int {
 		}
 	}
 	return n
+}
+
+// MarshalJSON writes m as a JSON object with the fields From, To, Data
+// and Err: the PIDs as their text, the body as encoding/json writes it (a
+// [payload.Payload] as what it holds), and Err as its text, or null when
+// m is not a returned message, rather than the empty object encoding/json
+// makes of an error. It implements [encoding/json.Marshaler], so JSON logs
+// keep why a message came back; encoding/json reports a body it cannot
+// encode. There is no decoding back: an error and a body of any type cannot
+// be rebuilt from their JSON, and a transport between nodes has an
+// encoding of its own.
+func (m Message) MarshalJSON() ([]byte, error) {
+	var errText *string
+	if m.Err != nil {
+		text := m.Err.Error()
+		errText = &text
+	}
+	// Written without escaping < and >, so that a caller's Encoder whose
+	// SetEscapeHTML is off gets the PIDs as they are; encoding/json escapes
+	// what a Marshaler returns when its caller wants that.
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(struct {
+		From PID
+		To   PID
+		Data any
+		Err  *string
+	}{m.From, m.To, m.Data, errText}); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
 // Receiver delivers messages to processes by PID. The scheduler implements

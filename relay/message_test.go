@@ -1,6 +1,8 @@
 package relay_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -117,6 +119,100 @@ func TestMessageStringCut(t *testing.T) {
 			assert.Equal(t, prefix+tt.want, relay.Message{Data: tt.data}.String())
 		})
 	}
+}
+
+// TestMessageStringOneLine: String is for logs, so it writes one line of
+// bounded length whatever the error and the body say: control characters
+// in either (a newline, a carriage return, a tab) are written as Go
+// escapes, and an error's text longer than 128 bytes is cut, at a rune
+// boundary, and marked with "...", as a long body is at 64.
+func TestMessageStringOneLine(t *testing.T) {
+	from, to := relay.PID{ID: 2}, relay.PID{ID: 1}
+	tests := []struct {
+		name string
+		msg  relay.Message
+		want string
+	}{
+		{
+			"newline in the error",
+			relay.Message{From: from, To: to, Data: 7, Err: errors.New("gone\nfake: <0.9> -> <0.1> 8")},
+			`<0.2> -> <0.1> undelivered (gone\nfake: <0.9> -> <0.1> 8): 7`,
+		},
+		{
+			"control characters in the body",
+			relay.Message{From: from, To: to, Data: "a\r\nb\tc\x00d\u0085e\u2028f"},
+			`<0.2> -> <0.1> a\r\nb\tc\x00d\u0085e\u2028f`,
+		},
+		{
+			"long error",
+			relay.Message{From: from, To: to, Data: 7, Err: errors.New(strings.Repeat("é", 100))},
+			"<0.2> -> <0.1> undelivered (" + strings.Repeat("é", 64) + "...): 7",
+		},
+		{
+			"error of 128 bytes",
+			relay.Message{From: from, To: to, Data: 7, Err: errors.New(strings.Repeat("x", 128))},
+			"<0.2> -> <0.1> undelivered (" + strings.Repeat("x", 128) + "): 7",
+		},
+		{
+			"long body of newlines",
+			relay.Message{Data: strings.Repeat("\n", 100)},
+			"<0.0> -> <0.0> " + strings.Repeat(`\n`, 64) + "...",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := tt.msg.String()
+			assert.Equal(t, tt.want, got)
+			assert.NotContains(t, got, "\n", "one line")
+		})
+	}
+}
+
+// TestMessageJSON: a Message marshals to JSON with its error as its text
+// (null when there is none), not as the empty object encoding/json makes
+// of an error interface, so JSON logs keep why a message came back. The
+// PIDs are their text and a payload body what it holds.
+func TestMessageJSON(t *testing.T) {
+	tests := []struct {
+		name string
+		msg  relay.Message
+		want string
+	}{
+		{"zero", relay.Message{}, `{"From":"<0.0>","To":"<0.0>","Data":null,"Err":null}`},
+		{
+			"message",
+			relay.Message{From: relay.PID{ID: 1}, To: relay.PID{Node: 3, ID: 2}, Data: payload.Of(map[string]int{"n": 1})},
+			`{"From":"<0.1>","To":"<3.2>","Data":{"n":1},"Err":null}`,
+		},
+		{
+			"returned",
+			relay.Message{From: relay.PID{ID: 2}, To: relay.PID{ID: 1}, Data: "hi", Err: fmt.Errorf("gone: %w", errUnknownPID)},
+			`{"From":"<0.2>","To":"<0.1>","Data":"hi","Err":"gone: mailboxes: unknown PID"}`,
+		},
+		{
+			"an error's text is whole and escaped",
+			relay.Message{Err: errors.New("line 1\nline 2 " + strings.Repeat("x", 200))},
+			`{"From":"<0.0>","To":"<0.0>","Data":null,"Err":"line 1\nline 2 ` + strings.Repeat("x", 200) + `"}`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var b bytes.Buffer
+			enc := json.NewEncoder(&b)
+			enc.SetEscapeHTML(false)
+			require.NoError(t, enc.Encode(tt.msg))
+			assert.Equal(t, tt.want+"\n", b.String())
+			// encoding/json.Marshal gives the same, with < and > escaped.
+			got, err := json.Marshal(tt.msg)
+			require.NoError(t, err)
+			assert.JSONEq(t, tt.want, string(got))
+		})
+	}
+	t.Run("a body JSON cannot encode", func(t *testing.T) {
+		_, err := json.Marshal(relay.Message{Data: make(chan int)})
+		var unsupported *json.UnsupportedTypeError
+		require.ErrorAs(t, err, &unsupported)
+	})
 }
 
 // TestValuesConcurrentReads: PID and Message are plain values, so any
