@@ -117,6 +117,11 @@ func run(leaves, workers int) error {
 		opts = append(opts, scheduler.WithWorkers(workers))
 	}
 	s, err := scheduler.New(opts...)
+	if errors.Is(err, scheduler.ErrInvalidOption) {
+		// The only option taken from the command line: more workers than
+		// a scheduler can have.
+		return fmt.Errorf("%w: -workers %d: %w", errUsage, workers, err)
+	}
 	if err != nil {
 		return err
 	}

@@ -25,11 +25,12 @@ func TestRun(t *testing.T) {
 
 // TestRunRefusesBadSizes: a number of leaves that is not a power of ten
 // (or not positive) cannot be split ten ways down to single leaves, and
-// a negative number of workers is no count; run refuses both at once
-// with errUsage instead of starting anything.
+// a negative number of workers is no count, and more workers than the
+// scheduler can have are refused by scheduler.New; run refuses them all
+// at once with errUsage instead of starting anything.
 func TestRunRefusesBadSizes(t *testing.T) {
 	for _, tt := range []struct{ leaves, workers int }{
-		{500, 1}, {0, 1}, {-10, 1}, {20, 1}, {1000, -1},
+		{500, 1}, {0, 1}, {-10, 1}, {20, 1}, {1000, -1}, {1000, 1 << 20},
 	} {
 		done := make(chan error, 1)
 		go func() { done <- run(tt.leaves, tt.workers) }()
@@ -57,7 +58,7 @@ func TestMainOutput(t *testing.T) {
 		t.Errorf("printed:\n%s\nwant the line \"sum 4950\", then \"111 processes on 1 workers in ...\"", stdout)
 	}
 
-	for _, args := range [][]string{{"-leaves", "500"}, {"-workers", "-2"}, {"-leaves", "x"}} {
+	for _, args := range [][]string{{"-leaves", "500"}, {"-workers", "-2"}, {"-workers", "1048576"}, {"-leaves", "x"}} {
 		mainrun.Refused(t, args[0], args...)
 	}
 
