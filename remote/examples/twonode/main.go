@@ -4,11 +4,15 @@
 // monitors one until it ends, and gets back a message sent too late.
 //
 //	cd remote && go run ./examples/twonode
+//
+// It takes no arguments: a stray one is refused with exit status 2, as a
+// flag it does not know is; a failure of the run exits with status 1.
 package main
 
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log"
@@ -24,6 +28,11 @@ import (
 )
 
 func main() {
+	flag.Parse()
+	if flag.NArg() > 0 {
+		log.Printf("unexpected arguments %q: the program takes none", flag.Args())
+		os.Exit(2)
+	}
 	if err := run(os.Stdout); err != nil {
 		log.Fatal(err)
 	}
