@@ -110,9 +110,11 @@ type poolTask struct {
 // and completes this call's yield with what it returns, or with a
 // [PanicError] if it panics. work gets the call's context ([Call.Context]):
 // it is done if the yield stops being pending (a deadline, a cancel, the
-// process's end), and a task whose yield is no longer pending by the time
-// a goroutine is free for it is dropped unrun. Go itself never blocks; call
-// it from the handler and return.
+// process's end, or work's own result completing it), so work returns
+// what it has read, not a value that lives on that context; a task whose
+// yield is no longer pending by the time a goroutine is free for it is
+// dropped unrun. Go itself never blocks; call it from the handler and
+// return.
 //
 // It returns an error wrapping [ErrPoolFull] if the queue is full and the
 // policy is [PoolReject] (the yield is not completed: return the error

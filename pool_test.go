@@ -3,9 +3,11 @@ package scheduler_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -143,6 +145,48 @@ func TestBlockingPool(t *testing.T) {
 		var perr *sched.PanicError
 		require.ErrorAs(t, err, &perr)
 		assert.Equal(t, "blocking boom", perr.Value)
+	})
+
+	t.Run("the work's context is done once its result has completed the yield", func(t *testing.T) {
+		// So work must return what it has read, not something that
+		// lives on its context (rows of a query made with it, say).
+		ctxs := make(chan context.Context, 1)
+		s := newScheduler(t, sched.WithHandler(cmdTest, func(c sched.Call) error {
+			return c.Go(func(ctx context.Context) (any, error) {
+				ctxs <- ctx
+				if err := ctx.Err(); err != nil {
+					return nil, fmt.Errorf("done while the work ran: %w", err)
+				}
+				return "read", nil
+			})
+		}))
+		got := make(chan sched.Event, 1)
+		h := submit(t, s, &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+			if n == 0 {
+				out.Yield(1, cmdTest, nil)
+			}
+			if ev, ok := completionOf(evs, 1); ok {
+				got <- ev // and the process lives on, so its end cannot be what makes the context done
+			}
+			return untilCancel(nil, n, evs, out)
+		}})
+		var ev sched.Event
+		select {
+		case ev = <-got:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the yield did not complete within 10s")
+		}
+		require.NoError(t, ev.Error)
+		assert.Equal(t, "read", ev.Data)
+		ctx := <-ctxs
+		select {
+		case <-ctx.Done():
+		case <-time.After(10 * time.Second):
+			t.Fatal("the work's context was not done within 10s of its result completing the yield, while the process lives")
+		}
+		require.NoError(t, s.Terminate(h.PID()))
+		_, err := waitEnd(t, s, h)
+		require.NoError(t, err)
 	})
 
 	t.Run("work for a process that ended is dropped or cancelled", func(t *testing.T) {
