@@ -286,3 +286,85 @@ func Example_retryWithBackoff() {
 	fmt.Println(run(s, &retrier{}).Value())
 	// Output: fetched after 2 retries
 }
+
+// caller yields one command with its argument, bounded by a deadline if
+// it has one, and finishes with the command's data, or with its error
+// as the result.
+type caller struct {
+	cmd      scheduler.CommandID
+	arg      any
+	deadline time.Duration // 0: none
+}
+
+func (c *caller) Init(context.Context, string, payload.Payloads) error { return nil }
+func (c *caller) Close()                                               {}
+
+func (c *caller) Step(events []scheduler.Event, out *scheduler.StepOutput) error {
+	const call = 1 // tag
+	if len(events) == 0 {
+		out.Yield(call, c.cmd, c.arg)
+		if c.deadline > 0 {
+			out.Timeout(call, c.deadline) // the handler sees it in Call.Context
+		}
+		return nil
+	}
+	for _, ev := range events {
+		if ev.Tag != call {
+			continue
+		}
+		if ev.Error != nil {
+			out.Done(payload.Of(ev.Error))
+			return nil
+		}
+		out.Done(ev.Result())
+	}
+	return nil
+}
+
+// A deadline on the yield itself: one completion, the answer or
+// ErrTimeout, whichever comes first. The handler's call context carries
+// the deadline and is done when it passes, with ErrTimeout as its
+// cause, so the work stops too.
+func Example_timeout() {
+	stopped := make(chan string, 1)
+	hang := func(c scheduler.Call) error {
+		_, hasDeadline := c.Context().Deadline()
+		return c.Go(func(ctx context.Context) (any, error) {
+			<-ctx.Done() // a service that does not answer in time
+			stopped <- fmt.Sprintf("deadline seen %v, stopped by the timeout %v",
+				hasDeadline, errors.Is(context.Cause(ctx), scheduler.ErrTimeout))
+			return nil, ctx.Err()
+		})
+	}
+	s, _ := scheduler.New(scheduler.WithHandler(cmdFetch, hang))
+	err := run(s, &caller{cmd: cmdFetch, arg: "https://example.com", deadline: 20 * time.Millisecond}).Value().(error)
+	fmt.Println("the call:", errors.Is(err, scheduler.ErrTimeout))
+	fmt.Println("the work:", <-stopped)
+	// Output:
+	// the call: true
+	// the work: deadline seen true, stopped by the timeout true
+}
+
+const cmdQuery = scheduler.FirstUserCommand + 1
+
+// Blocking work goes to the bounded pool with Call.Go; the handler does
+// not block. The work returns what it has read: its context is done once
+// its result has completed the yield.
+func Example_blockingWork() {
+	// lookup stands for a call that can only block, such as a driver
+	// without a callback API.
+	lookup := func(ctx context.Context, key string) (string, error) {
+		if err := ctx.Err(); err != nil {
+			return "", err
+		}
+		return "value of " + key, nil
+	}
+	query := func(c scheduler.Call) error {
+		return c.Go(func(ctx context.Context) (any, error) {
+			return lookup(ctx, c.Arg.(string))
+		})
+	}
+	s, _ := scheduler.New(scheduler.WithHandler(cmdQuery, query), scheduler.WithBlockingPool(4, 100, scheduler.PoolReject))
+	fmt.Println(run(s, &caller{cmd: cmdQuery, arg: "k1"}).Value())
+	// Output: value of k1
+}
