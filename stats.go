@@ -56,8 +56,12 @@ type Stats struct {
 	// Queues, at the time of the snapshot.
 	GlobalQueue  int   `json:"globalQueue"`  // processes in the global queue
 	WorkerQueues []int `json:"workerQueues"` // processes queued on each worker (next slot included)
-	Timers       int   `json:"timers"`       // live timers: timer yields not yet fired, of processes not ended
-	IdleWorkers  int   `json:"idleWorkers"`  // parked workers
+	// Timers counts live timers, of processes not ended: the end of each
+	// Sleep or SleepUntil not yet fired, and each deadline a Timeout gave a
+	// yield still pending (a Sleep with a deadline has one timer, for
+	// whichever comes first).
+	Timers      int `json:"timers"`
+	IdleWorkers int `json:"idleWorkers"` // parked workers
 }
 
 // ProcessStats counts processes.

@@ -427,3 +427,37 @@ func TestStatsCountInitAndClose(t *testing.T) {
 	assert.Equal(t, uint64(2), ps.Failed, "the forced end is a failure")
 	assert.Equal(t, uint64(1), ps.Forced)
 }
+
+// TestStatsTimersCountSleepsAndDeadlines: Timers counts every timer the
+// scheduler holds for a live process: a Sleep's end, and a deadline given
+// by Timeout to a yield of any kind; a Sleep with a deadline has one
+// timer, for whichever comes first. A cancelled yield's timer goes at
+// once, and an ended process's with it.
+func TestStatsTimersCountSleepsAndDeadlines(t *testing.T) {
+	never := func(sched.Call) error { return nil } // the yield stays pending
+	s := newScheduler(t, sched.WithWorkers(1), sched.WithHandler(cmdTest, never))
+	h := submit(t, s, &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+		switch {
+		case n == 0:
+			out.Sleep(1, time.Hour)
+			out.Sleep(2, time.Hour)
+			out.Timeout(2, 2*time.Hour) // later than the Sleep's own end: still one timer
+			out.Yield(3, cmdTest, nil)
+			out.Timeout(3, time.Hour)
+		case hasCancel(evs):
+			out.Done(payload.Payload{})
+		default:
+			out.Cancel(3)
+		}
+		return nil
+	}})
+	waitState(t, s, h.PID(), sched.StateBlocked)
+	assert.Equal(t, 3, s.Stats().Timers, "two Sleeps, one of them with a deadline, and a handler's yield with a deadline")
+	require.NoError(t, s.Tell(h.PID(), "cancel the handler's yield"))
+	eventually(t, "the second step", func() bool { return s.Stats().Cancelled == 1 })
+	assert.Equal(t, 2, s.Stats().Timers, "the cancelled yield's deadline is gone")
+	require.NoError(t, s.Terminate(h.PID()))
+	_, err := waitEnd(t, s, h)
+	require.NoError(t, err)
+	assert.Zero(t, s.Stats().Timers, "the ended process's timers are gone")
+}
