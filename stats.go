@@ -29,8 +29,14 @@ type Stats struct {
 	// DeadLetters counts messages that reached no process, by reason.
 	DeadLetters DeadLetterStats `json:"deadLetters"`
 
-	Steps  uint64 `json:"steps"`  // Step calls
-	Yields uint64 `json:"yields"` // yields written by steps (Tell included)
+	Steps uint64 `json:"steps"` // Step calls
+	// Yields counts the commands steps wrote to their StepOutput, each
+	// carried out once its Step returned: every Yield, Sleep, SleepUntil,
+	// Spawn, SpawnAwait, Monitor, Request, RequestName, Tell, TellName,
+	// Reply and Cancel, and every Timeout but one that gives its deadline
+	// to a yield written before it in the same step (it is part of that
+	// yield).
+	Yields uint64 `json:"yields"`
 	// Cancelled counts pending yields cancelled by their process.
 	Cancelled uint64 `json:"cancelled"`
 	Requeues  uint64 `json:"requeues"` // processes put behind others after their step budget

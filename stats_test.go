@@ -461,3 +461,40 @@ func TestStatsTimersCountSleepsAndDeadlines(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, s.Stats().Timers, "the ended process's timers are gone")
 }
+
+// TestStatsYieldsCountEveryCommandWritten: Yields counts the commands
+// steps wrote to their StepOutput, each carried out once Step returned,
+// those that complete no yield of their own included (Tell, Cancel,
+// Reply, a Timeout for a yield of an earlier step), but not a Timeout
+// that gives its deadline to a yield written before it in the same
+// step: that is part of the yield.
+func TestStatsYieldsCountEveryCommandWritten(t *testing.T) {
+	s := newScheduler(t, sched.WithWorkers(1))
+	h := submit(t, s, &probe{step: func(_ *probe, n int, _ []sched.Event, out *sched.StepOutput) error {
+		switch n {
+		case 0:
+			out.Sleep(1, time.Hour)
+			out.Timeout(1, 2*time.Hour)         // part of the Sleep
+			out.Tell(relay.PID{ID: 1 << 50}, 1) // bounces: wakes the process for a second step
+			out.Cancel(99)                      // no such yield: nothing to cancel
+			out.Reply(sched.ReplyTo{}, "nobody asked", nil)
+		case 1:
+			out.Timeout(1, time.Hour) // for the Sleep of the first step
+		default:
+			out.Done(payload.Payload{})
+		}
+		return nil
+	}})
+	// The worker publishes its counts before it parks: once a Stats shows
+	// the step counted and a later one the worker parked, all are exact.
+	settled := func(steps uint64) uint64 {
+		eventually(t, fmt.Sprintf("step %d counted", steps), func() bool { return s.Stats().Steps == steps })
+		eventually(t, "the worker to park", func() bool { return s.Stats().IdleWorkers == 1 })
+		return s.Stats().Yields
+	}
+	assert.Equal(t, uint64(5), settled(2), "Sleep, Tell, Cancel and Reply, then a Timeout")
+	require.NoError(t, s.Tell(h.PID(), "end"))
+	_, err := waitEnd(t, s, h)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(5), settled(3), "the last step wrote none")
+}
