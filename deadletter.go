@@ -21,10 +21,11 @@ const (
 	// the mailbox, or after the point where the final step stopped
 	// reading (StepOutput.DoneAfter).
 	DeadUnread DeadLetterReason = iota + 1
-	// DeadBounce: it came back undelivered to a sender that has ended
-	// (Message.Err says why it was not delivered); or it was a request
-	// (see [Request]) and came back to an asker that has ended or no
-	// longer waits for the answer.
+	// DeadBounce: it came back undelivered to a sender that has ended,
+	// or to a sender on another node that it cannot reach (there is no
+	// transport, or the transport refused it) (Message.Err says why it
+	// was not delivered); or it was a request (see [Request]) and came
+	// back to an asker that has ended or no longer waits for the answer.
 	DeadBounce
 	// DeadDropped: a full mailbox dropped it (MailboxDropOldest) and its
 	// sender was outside any process, so nobody could get it back.
@@ -63,7 +64,7 @@ type DeadLetter struct {
 // DeadLetterStats counts dead letters by reason.
 type DeadLetterStats struct {
 	Unread      uint64 `json:"unread"`      // messages left unread when their recipient ended
-	Bounces     uint64 `json:"bounces"`     // bounces whose sender had ended, and returned requests nobody waited for
+	Bounces     uint64 `json:"bounces"`     // bounces whose sender had ended or could not be reached, and returned requests nobody waited for
 	Dropped     uint64 `json:"dropped"`     // dropped by a full mailbox, from senders outside any process
 	LateReplies uint64 `json:"lateReplies"` // answers nobody waited for any more
 }

@@ -169,6 +169,44 @@ func TestDeadLetters(t *testing.T) {
 		_, _ = waitEnd(t, s, b)
 	})
 
+	// A message evicted from a full mailbox whose sender is a process of
+	// another node goes back through the transport; when it cannot (no
+	// transport, or one that refuses it), it reaches nobody and is a dead
+	// letter, not lost without a word.
+	for _, c := range []struct {
+		name string
+		opts []sched.Option
+	}{
+		{"an evicted message whose sender on another node cannot be reached: no transport", nil},
+		{"an evicted message whose sender on another node cannot be reached: the transport refuses it",
+			[]sched.Option{sched.WithTransport(newFakeTransport(relay.PID{Node: 2, ID: 5}))}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var dl deadLetterLog
+			opts := append([]sched.Option{sched.WithNode(1), sched.WithHooks(sched.Hooks{DeadLetter: dl.hook})}, c.opts...)
+			s := newScheduler(t, opts...)
+			g, h := submitGated(t, s, sched.Mailbox(1, sched.MailboxDropOldest))
+			sender := relay.PID{Node: 2, ID: 5}
+			require.NoError(t, s.Send(relay.Message{From: sender, To: h.PID(), Data: note{1, 1}}))
+			require.NoError(t, s.Tell(h.PID(), note{2, 1})) // evicts the first
+			g.open()
+			got := dl.all()
+			require.Len(t, got, 1, "the evicted message reached nobody")
+			assert.Equal(t, sched.DeadBounce, got[0].Reason)
+			assert.Equal(t, note{1, 1}, got[0].Message.Data)
+			assert.Equal(t, h.PID(), got[0].Message.From, "as it came back: From the recipient not reached")
+			assert.Equal(t, sender, got[0].Message.To)
+			assert.ErrorIs(t, got[0].Message.Err, sched.ErrDropped)
+			st := s.Stats()
+			assert.Equal(t, sched.DeadLetterStats{Bounces: 1}, st.DeadLetters)
+			assert.Equal(t, uint64(1), st.Messages.Dropped)
+			assert.Zero(t, st.Messages.Forwarded, "nothing went to another node")
+			require.NoError(t, s.Terminate(h.PID()))
+			_, err := waitEnd(t, s, h)
+			require.NoError(t, err)
+		})
+	}
+
 	t.Run("dropped by a full mailbox with nobody to return it to", func(t *testing.T) {
 		var dl deadLetterLog
 		s := newScheduler(t, sched.WithHooks(sched.Hooks{DeadLetter: dl.hook}))

@@ -186,12 +186,14 @@ func (s *Scheduler) refused(err error, to relay.PID, v via) error {
 // through the transport; a returned request completes its asking yield. A
 // bounce that reaches no process is a dead letter, even once the
 // scheduler has stopped: a message evicted from a mailbox was accepted,
-// so it is owed a fate, whenever a Shutdown ends. Bounces are outside
+// so it is owed a fate, whenever a Shutdown ends. So is one for a sender
+// on another node that no transport takes back (there is none, or it
+// refuses the message): nobody else can be told. Bounces are outside
 // any mailbox limit. Any goroutine.
 func (s *Scheduler) bounce(msg relay.Message, v via) {
 	if msg.To.Node != s.node {
-		if s.transport != nil {
-			_ = s.forward(msg, v)
+		if s.transport == nil || s.forward(msg, v) != nil {
+			s.deadLetter(msg, DeadBounce, v)
 		}
 		return
 	}
