@@ -498,3 +498,33 @@ func TestStatsYieldsCountEveryCommandWritten(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, uint64(5), settled(3), "the last step wrote none")
 }
+
+// TestStatsSendContextGivingUpCountsNothing: SendContext and TellContext
+// wait for room in a full mailbox instead of meeting its policy; one
+// that gives up, its context done, delivered nothing and counts as none
+// of accepted, dropped or rejected, whatever the policy: its caller has
+// the context's error.
+func TestStatsSendContextGivingUpCountsNothing(t *testing.T) {
+	for _, policy := range []sched.MailboxPolicy{sched.MailboxReject, sched.MailboxDropNewest, sched.MailboxDropOldest} {
+		t.Run(policy.String(), func(t *testing.T) {
+			s := newScheduler(t, sched.WithWorkers(1))
+			g, h := submitGated(t, s, sched.Mailbox(1, policy))
+			require.NoError(t, s.Tell(h.PID(), note{1, 1}))
+			done, cancel := context.WithCancel(context.Background())
+			cancel()
+			require.ErrorIs(t, s.TellContext(done, h.PID(), note{1, 2}), context.Canceled)
+			require.ErrorIs(t, s.SendContext(done, relay.Message{To: h.PID(), Data: note{1, 3}}), context.Canceled)
+			short, stop := context.WithTimeout(context.Background(), time.Millisecond)
+			defer stop()
+			require.ErrorIs(t, s.TellContext(short, h.PID(), note{1, 4}), context.DeadlineExceeded)
+			ms := s.Stats().Messages
+			assert.Equal(t, sched.MessageStats{Accepted: 1}, ms, "only the first was delivered")
+			g.open()
+			require.NoError(t, s.Terminate(h.PID()))
+			_, err := waitEnd(t, s, h)
+			require.NoError(t, err)
+			assert.Equal(t, []note{{1, 1}}, g.received())
+			assert.Zero(t, s.Stats().DeadLetters, "nothing was lost: the callers were told")
+		})
+	}
+}
