@@ -218,6 +218,46 @@ func TestWorkerGoroutinesCarryPprofLabels(t *testing.T) {
 	}
 }
 
+// TestOwnGoroutinesCarryPprofLabels: besides the workers, the
+// scheduler's own goroutines carry the label procsched, named for what
+// they do: the watchdog, the blocking pool's goroutines, and the
+// goroutine that carries a shutdown through.
+func TestOwnGoroutinesCarryPprofLabels(t *testing.T) {
+	labels := func() string {
+		var buf bytes.Buffer
+		require.NoError(t, pprof.Lookup("goroutine").WriteTo(&buf, 1))
+		return buf.String()
+	}
+	working, release := make(chan struct{}), make(chan struct{})
+	s := newScheduler(t, sched.WithWorkers(1), sched.WithHandler(cmdTest, func(c sched.Call) error {
+		return c.Go(func(context.Context) (any, error) {
+			close(working)
+			<-release
+			return nil, nil
+		})
+	}))
+	h := submit(t, s, &probe{step: func(p *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+		if n == 0 {
+			out.Yield(1, cmdTest, nil)
+		}
+		if len(p.EventsOf(sched.EventMessage)) > 0 { // not on cancel: the shutdown waits
+			out.Done(payload.Payload{})
+		}
+		return nil
+	}})
+	receive(t, working, "the pool's work")
+	out := labels()
+	for _, want := range []string{`"procsched":"watchdog"`, `"procsched":"pool"`} {
+		assert.Contains(t, out, want, "goroutine profile lacks label %s", want)
+	}
+	close(release)
+	stopped := make(chan error, 1)
+	go func() { stopped <- s.Shutdown(context.Background()) }()
+	eventually(t, "the shutdown's goroutine", func() bool { return strings.Contains(labels(), `"procsched":"stopper"`) })
+	require.NoError(t, s.Tell(h.PID(), "quit"))
+	require.NoError(t, receive(t, stopped, "Shutdown"))
+}
+
 // batches counts the messages it is told, the steps that took them and
 // the most one step took, and ends once it has want of them. Its fields
 // are read after its Handle reports the end.
