@@ -126,7 +126,7 @@ func (h handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hdr.Set("X-Content-Type-Options", "nosniff")
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
-		http.Error(w, "schedhttp: method "+r.Method+" not allowed; use GET", http.StatusMethodNotAllowed)
+		http.Error(w, "schedhttp: method "+r.Method+" not allowed; use GET or HEAD", http.StatusMethodNotAllowed)
 		return
 	}
 	// Parsed here rather than by URL.Query, which leaves out the pairs

@@ -312,6 +312,7 @@ func TestHandlerMethods(t *testing.T) {
 			require.Equal(t, http.StatusMethodNotAllowed, res.StatusCode, "body: %s", body)
 			require.Equal(t, "GET, HEAD", res.Header.Get("Allow"))
 			require.Contains(t, body, "not allowed")
+			require.Contains(t, body, "use GET or HEAD", "the refusal names every method the handler answers")
 		})
 	}
 	t.Run(http.MethodHead, func(t *testing.T) {
