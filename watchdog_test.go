@@ -239,3 +239,43 @@ func TestWatchdogNegativeThreshold(t *testing.T) {
 	_, err := sched.New(sched.WithWatchdog(-time.Second))
 	require.ErrorIs(t, err, sched.ErrInvalidOption)
 }
+
+// TestWatchdogWatchesWhileShutdownWaits: the watchdog goes on until
+// Shutdown has seen every process end, so a step that holds a shutdown
+// up (here one that blocks on its cancel) is reported like any other;
+// once Shutdown has returned, the count is final.
+func TestWatchdogWatchesWhileShutdownWaits(t *testing.T) {
+	const threshold = 20 * time.Millisecond
+	slow := make(chan sched.SlowStepInfo, 4)
+	s, err := sched.New(
+		sched.WithWorkers(1),
+		sched.WithWatchdog(threshold),
+		sched.WithHooks(sched.Hooks{SlowStep: func(st sched.SlowStepInfo) { slow <- st }}),
+	)
+	require.NoError(t, err)
+	release := make(chan struct{})
+	var once sync.Once
+	let := func() { once.Do(func() { close(release) }) }
+	h, err := s.Submit(context.Background(), stepFunc(func(evs []sched.Event, out *sched.StepOutput) error {
+		for _, ev := range evs {
+			if ev.Type == sched.EventCancel {
+				<-release // cleanup that takes far too long
+				out.Done(payload.Payload{})
+			}
+		}
+		return nil
+	}), "cleanup", nil)
+	require.NoError(t, err)
+	stopped := make(chan error, 1)
+	go func() { stopped <- s.Shutdown(context.Background()) }()
+	defer let() // a failure must not leave the step, and so the shutdown, blocked
+	st := receive(t, slow, "the watchdog's report of the step holding up the shutdown")
+	require.Equal(t, h.PID(), st.PID)
+	require.Equal(t, "cleanup", st.Method)
+	require.GreaterOrEqual(t, st.Duration, threshold)
+	require.Equal(t, uint64(1), s.Stats().SlowSteps)
+	let()
+	require.NoError(t, receive(t, stopped, "Shutdown"))
+	require.Equal(t, uint64(1), s.Stats().SlowSteps, "final after Shutdown")
+	require.Empty(t, slow, "one slow step is reported once")
+}
