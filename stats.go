@@ -118,8 +118,8 @@ type MessageStats struct {
 	// Forwarded counts messages handed to the transport for processes of
 	// other nodes (see WithTransport).
 	Forwarded uint64 `json:"forwarded"`
-	// Unread counts events (messages, completions) that were queued to a
-	// process that ended before reading them.
+	// Unread counts events (messages, completions, a cancel) that were
+	// queued to a process that ended before reading them.
 	Unread uint64 `json:"unread"`
 }
 

@@ -3,6 +3,9 @@ package scheduler_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -493,6 +496,7 @@ func TestStatsYieldsCountEveryCommandWritten(t *testing.T) {
 		return s.Stats().Yields
 	}
 	assert.Equal(t, uint64(5), settled(2), "Sleep, Tell, Cancel and Reply, then a Timeout")
+	assert.Zero(t, s.Stats().Cancelled, "a Cancel of a tag not pending cancels nothing")
 	require.NoError(t, s.Tell(h.PID(), "end"))
 	_, err := waitEnd(t, s, h)
 	require.NoError(t, err)
@@ -527,4 +531,73 @@ func TestStatsSendContextGivingUpCountsNothing(t *testing.T) {
 			assert.Zero(t, s.Stats().DeadLetters, "nothing was lost: the callers were told")
 		})
 	}
+}
+
+// TestObservabilityDocDescribesEveryFigure: docs/observability.md
+// describes every figure of Stats in its tables, by field name and JSON
+// name: the top-level ones anywhere under its "Stats" heading, those of
+// a nested struct in the section headed with that struct's JSON name.
+func TestObservabilityDocDescribesEveryFigure(t *testing.T) {
+	raw, err := os.ReadFile("docs/observability.md")
+	require.NoError(t, err)
+	doc := string(raw)
+	start, end := strings.Index(doc, "\n## Stats\n"), strings.Index(doc, "\n## Publishing with expvar\n")
+	require.True(t, start >= 0 && end > start, "the Stats part of the doc")
+	stats := doc[start:end]
+	sections := strings.Split(stats, "\n### ")
+	row := func(f reflect.StructField) string {
+		return fmt.Sprintf("| `%s` (`%s`) |", f.Name, strings.Split(f.Tag.Get("json"), ",")[0])
+	}
+	var missing []string
+	top := reflect.TypeFor[sched.Stats]()
+	for i := range top.NumField() {
+		f := top.Field(i)
+		if f.Type.Kind() != reflect.Struct {
+			if !strings.Contains(stats, row(f)) {
+				missing = append(missing, f.Name)
+			}
+			continue
+		}
+		heading := fmt.Sprintf("(`%s`)", f.Tag.Get("json"))
+		var section string
+		for _, sec := range sections {
+			if first, _, _ := strings.Cut(sec, "\n"); strings.Contains(first, heading) {
+				section = sec
+			}
+		}
+		if section == "" {
+			missing = append(missing, f.Name+" (no section)")
+			continue
+		}
+		for j := range f.Type.NumField() {
+			if g := f.Type.Field(j); !strings.Contains(section, row(g)) {
+				missing = append(missing, f.Name+"."+g.Name)
+			}
+		}
+	}
+	assert.Empty(t, missing, "figures of Stats that docs/observability.md does not describe")
+}
+
+// TestStatsUnreadAtAForcedEnd: a process forced at a shutdown deadline
+// while it waits in a queue leaves its mailbox unread: Messages.Unread
+// counts every event in it, the shutdown's cancel included, and
+// DeadLetters.Unread the messages among them.
+func TestStatsUnreadAtAForcedEnd(t *testing.T) {
+	s := newScheduler(t, sched.WithWorkers(1))
+	h := submit(t, s, &probe{step: ignoreAll})
+	waitState(t, s, h.PID(), sched.StateIdle)
+	g, _ := submitGated(t, s) // holds the only worker: h waits in a queue
+	require.NoError(t, s.Tell(h.PID(), 1))
+	require.NoError(t, s.Tell(h.PID(), 2))
+	forcing, cancel := context.WithCancel(context.Background())
+	cancel()
+	stopped := make(chan error, 1)
+	go func() { stopped <- s.Shutdown(forcing) }()
+	_, err := waitEnd(t, s, h)
+	require.ErrorIs(t, err, sched.ErrForced)
+	st := s.Stats()
+	assert.Equal(t, uint64(3), st.Messages.Unread, "two messages and the cancel")
+	assert.Equal(t, sched.DeadLetterStats{Unread: 2}, st.DeadLetters, "the two messages")
+	g.open()
+	require.ErrorIs(t, receive(t, stopped, "Shutdown"), sched.ErrForced)
 }
