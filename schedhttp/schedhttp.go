@@ -33,7 +33,8 @@ import (
 
 // StatsVar is an [expvar.Var] whose String is the JSON of
 // [scheduler.Scheduler.Stats], taken afresh each time it is read. Make one
-// with [Var]; the zero StatsVar has no scheduler and must not be read.
+// with [Var]; the zero StatsVar has no scheduler and reads as JSON null,
+// so that publishing one by mistake leaves /debug/vars readable.
 type StatsVar struct {
 	s *scheduler.Scheduler
 }
@@ -60,8 +61,12 @@ func Var(s *scheduler.Scheduler) StatsVar {
 }
 
 // String returns the JSON of a fresh [scheduler.Scheduler.Stats]: exactly
-// what [encoding/json.Marshal] makes of it. Any goroutine.
+// what [encoding/json.Marshal] makes of it; null for the zero StatsVar.
+// Any goroutine.
 func (v StatsVar) String() string {
+	if v.s == nil {
+		return "null"
+	}
 	body, err := json.Marshal(v.s.Stats())
 	if err != nil { // Stats holds only integers: cannot happen
 		// Still valid JSON, so that /debug/vars stays readable.

@@ -435,6 +435,23 @@ func TestVarAfterShutdown(t *testing.T) {
 // although this package does not import expvar.
 var _ expvar.Var = schedhttp.StatsVar{}
 
+// TestZeroVarReadsAsNull: the zero StatsVar, which has no scheduler,
+// reads as JSON null rather than panicking: expvar's handler writes every
+// published variable in one response, and one that panicked would take
+// /debug/vars down for all of them.
+func TestZeroVarReadsAsNull(t *testing.T) {
+	var v schedhttp.StatsVar
+	require.NotPanics(t, func() { _ = v.String() })
+	require.Equal(t, "null", v.String())
+	name := fmt.Sprintf("scheduler_test_%d", varSeq.Add(1))
+	expvar.Publish(name, v)
+	res, body := get(t, expvar.Handler(), http.MethodGet, "/debug/vars")
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	var vars map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal([]byte(body), &vars), "/debug/vars: %s", body)
+	require.Equal(t, "null", string(vars[name]))
+}
+
 func TestNilScheduler(t *testing.T) {
 	require.PanicsWithValue(t, "schedhttp: Handler of a nil *scheduler.Scheduler", func() { schedhttp.Handler(nil) })
 	require.PanicsWithValue(t, "schedhttp: Var of a nil *scheduler.Scheduler", func() { schedhttp.Var(nil) })
