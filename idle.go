@@ -56,6 +56,12 @@ func (w *worker) park() {
 		w.spinning = false
 		s.spinning.Add(-1)
 	}
+	// Published before the worker is listed idle, so that a Stats that
+	// finds every worker parked finds the counts of their searches too:
+	// the flush as the worker ran out of work came before them. Only the
+	// counters the search changed are stored, and a park ends in a futex
+	// call anyway.
+	w.flush()
 	s.idle.push(w)
 	// Work made runnable before we were listed may have found no one to
 	// wake: look again now that wakers can see us. Timers that are due

@@ -15,10 +15,10 @@ import (
 // and never misses one alive throughout it, so it is never below zero.
 // The per-step counters (Steps, Yields, message counts, the
 // work-finding counters, and the Blocked and Idle counts) are kept by
-// each worker in plain memory and published every 64 scheduling rounds
-// and whenever the worker runs out of local work, so while a worker is
-// busy they may trail by a few dozen steps; once the scheduler is idle
-// they are exact. Figures are read one by one, not at one instant.
+// each worker in plain memory and published every 64 scheduling rounds,
+// whenever the worker runs out of local work, and before it parks, so
+// while a worker is busy they may trail by a few dozen steps; once every
+// worker is parked (IdleWorkers == Workers) they are exact. Figures are read one by one, not at one instant.
 type Stats struct {
 	Workers int `json:"workers"` // worker goroutines
 

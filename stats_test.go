@@ -601,3 +601,22 @@ func TestStatsUnreadAtAForcedEnd(t *testing.T) {
 	g.open()
 	require.ErrorIs(t, receive(t, stopped, "Shutdown"), sched.ErrForced)
 }
+
+// TestStatsExactOnceEveryWorkerParks: once every worker is parked
+// (IdleWorkers == Workers) the figures a worker publishes in batches are
+// exact, its search for work before it parked included: a Shutdown, which
+// runs nothing more, leaves every one of them as it was.
+func TestStatsExactOnceEveryWorkerParks(t *testing.T) {
+	s, err := sched.New(sched.WithWorkers(2))
+	require.NoError(t, err)
+	h := submit(t, s, &probe{step: doneWith(nil)})
+	_, err = waitEnd(t, s, h)
+	require.NoError(t, err)
+	eventually(t, "both workers to park", func() bool { return s.Stats().IdleWorkers == 2 })
+	parked := s.Stats()
+	require.NoError(t, s.Shutdown(context.Background()))
+	stopped := s.Stats()
+	parked.IdleWorkers, stopped.IdleWorkers = 0, 0 // the stop unparks them
+	assert.Equal(t, parked, stopped, "figures published by the parked workers, and after the stop")
+	assert.NotZero(t, parked.Spins, "the workers searched before they parked")
+}
