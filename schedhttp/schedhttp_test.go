@@ -15,10 +15,12 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/procsched/scheduler"
+	"github.com/procsched/scheduler/payload"
 	"github.com/procsched/scheduler/schedhttp"
 )
 
@@ -490,4 +492,54 @@ func TestNoHTTPInScheduler(t *testing.T) {
 			}
 		})
 	}
+}
+
+// initBlocker's Init waits until release is closed: a process that
+// Live counts and the listing does not show.
+type initBlocker struct {
+	waiter
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (b initBlocker) Init(context.Context, string, payload.Payloads) error {
+	close(b.entered)
+	<-b.release
+	return nil
+}
+
+// TestHandlerListingSaysHowManyItFound: the listing says how many
+// processes Processes found, those between Init and Close, which may be
+// fewer than Live: here one of two is still in its Init.
+func TestHandlerListingSaysHowManyItFound(t *testing.T) {
+	s := newScheduler(t, scheduler.WithWorkers(1))
+	listed := submit(t, s, waiter{}, "listed")
+	b := initBlocker{entered: make(chan struct{}), release: make(chan struct{})}
+	submitted := make(chan error, 1)
+	go func() {
+		_, err := s.Submit(context.Background(), b, "starting", payload.Payloads{})
+		submitted <- err
+	}()
+	within := func(ch <-chan struct{}, what string) {
+		t.Helper()
+		select {
+		case <-ch:
+		case <-time.After(timeout):
+			t.Fatalf("%s did not come within %v", what, timeout)
+		}
+	}
+	within(b.entered, "the second process's Init")
+	res, body := get(t, schedhttp.Handler(s), http.MethodGet, "/?processes=10")
+	close(b.release)
+	select {
+	case err := <-submitted:
+		require.NoError(t, err)
+	case <-time.After(timeout):
+		t.Fatalf("Submit did not return within %v", timeout)
+	}
+	require.Equal(t, http.StatusOK, res.StatusCode, "body: %s", body)
+	require.Contains(t, body, row("live", 2))
+	require.Contains(t, body, "1 of 1 processes, by PID")
+	require.Equal(t, 1, strings.Count(body, `class="proc"`))
+	require.Contains(t, body, ">"+html.EscapeString(listed.PID().String())+"<")
 }
