@@ -165,10 +165,14 @@ func WithHandler(cmd CommandID, h Handler) Option {
 // the threshold: the watchdog does not count time that its worker
 // goroutine spent waiting for a processor while other goroutines held
 // them, nor time the worker spent in the scheduler's code around the
-// step. A slow step is counted in [Stats].SlowSteps and passed to
-// [Hooks].SlowStep. Apart from that, once one process has held a worker
-// for the threshold of wall time, for whatever reason, idle workers take
-// the work queued behind it. The threshold must not be negative.
+// step; but a handler, hook or spawned child's Init that blocks the
+// worker of a process around its step, before the watchdog watched that
+// worker, is reported as a slow step of the process, as the watchdog
+// cannot tell it from the step. A slow step is counted in
+// [Stats].SlowSteps and passed to [Hooks].SlowStep. Apart from that, once
+// one process has held a worker for the threshold of wall time, for
+// whatever reason, idle workers take the work queued behind it. The
+// threshold must not be negative.
 func WithWatchdog(threshold time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if threshold < 0 {

@@ -18,7 +18,8 @@ import (
 // each worker in plain memory and published every 64 scheduling rounds,
 // whenever the worker runs out of local work, and before it parks, so
 // while a worker is busy they may trail by a few dozen steps; once every
-// worker is parked (IdleWorkers == Workers) they are exact. Figures are read one by one, not at one instant.
+// worker is parked (IdleWorkers == Workers) they are exact. Figures are
+// read one by one, not at one instant.
 type Stats struct {
 	Workers int `json:"workers"` // worker goroutines
 

@@ -279,3 +279,42 @@ func TestWatchdogWatchesWhileShutdownWaits(t *testing.T) {
 	require.Equal(t, uint64(1), s.Stats().SlowSteps, "final after Shutdown")
 	require.Empty(t, slow, "one slow step is reported once")
 }
+
+// TestWatchdogReportsHandlerBlockingItsWorker: a handler that blocks the
+// worker it runs on, which the watchdog was not watching, is reported as
+// a slow step of the process whose yield it serves: until the worker
+// passes a step boundary, the watchdog cannot tell a handler, a hook,
+// Init or Close from the step.
+func TestWatchdogReportsHandlerBlockingItsWorker(t *testing.T) {
+	const threshold = 20 * time.Millisecond
+	slow := make(chan sched.SlowStepInfo, 4)
+	reported := make(chan struct{})
+	var once sync.Once
+	let := func() { once.Do(func() { close(reported) }) }
+	defer let() // a failure must not leave the worker blocked
+	s := newScheduler(t,
+		sched.WithWorkers(1),
+		sched.WithWatchdog(threshold),
+		sched.WithHooks(sched.Hooks{SlowStep: func(st sched.SlowStepInfo) { slow <- st }}),
+		sched.WithHandler(cmdTest, func(c sched.Call) error {
+			<-reported // blocks its worker, as a handler must not
+			return c.Complete(nil, nil)
+		}))
+	h, err := s.Submit(context.Background(), stepFunc(func(evs []sched.Event, out *sched.StepOutput) error {
+		if len(evs) == 0 {
+			out.Yield(1, cmdTest, nil)
+			return nil
+		}
+		out.Done(payload.Payload{})
+		return nil
+	}), "asks", nil)
+	require.NoError(t, err)
+	st := receive(t, slow, "the watchdog's report of the blocking handler")
+	let()
+	_, err = waitEnd(t, s, h)
+	require.NoError(t, err)
+	require.Equal(t, h.PID(), st.PID)
+	require.Equal(t, "asks", st.Method)
+	require.GreaterOrEqual(t, st.Duration, threshold)
+	require.Equal(t, uint64(1), s.Stats().SlowSteps)
+}
