@@ -620,3 +620,121 @@ func TestStatsExactOnceEveryWorkerParks(t *testing.T) {
 	assert.Equal(t, parked, stopped, "figures published by the parked workers, and after the stop")
 	assert.NotZero(t, parked.Spins, "the workers searched before they parked")
 }
+
+// figures is the part of Stats that a crafted run fixes exactly once its
+// processes have ended and the workers have parked.
+type figures struct {
+	Submitted, InitFailed, Rejected, Ended, Failed, Forced, Panics   uint64
+	Accepted, Dropped, MsgRejected, Sent, Bounced, Forwarded, Unread uint64
+	DeadUnread, DeadBounces, DeadDropped, DeadLate                   uint64
+	Steps, Yields, Cancelled                                         uint64
+}
+
+func figuresOf(st sched.Stats) figures {
+	ps, ms, dl := st.Processes, st.Messages, st.DeadLetters
+	return figures{
+		ps.Submitted, ps.InitFailed, ps.Rejected, ps.Ended, ps.Failed, ps.Forced, ps.Panics,
+		ms.Accepted, ms.Dropped, ms.Rejected, ms.Sent, ms.Bounced, ms.Forwarded, ms.Unread,
+		dl.Unread, dl.Bounces, dl.Dropped, dl.LateReplies,
+		st.Steps, st.Yields, st.Cancelled,
+	}
+}
+
+// settledFigures waits until no process is live and then until every
+// worker has parked, having published its counts, and returns the
+// figures.
+func settledFigures(t *testing.T, s *sched.Scheduler) figures {
+	t.Helper()
+	eventually(t, "every process to end", func() bool { return s.Stats().Processes.Live == 0 })
+	eventually(t, "every worker to park", func() bool { st := s.Stats(); return st.IdleWorkers == st.Workers })
+	return figuresOf(s.Stats())
+}
+
+// TestStatsExactCountsOfCraftedRuns pins every count of small runs, one
+// path each: a Tell from outside, Spawn, a step's SpawnAwait and Tell,
+// starts refused for bad input, the process limit and the stop, and
+// sends from outside to a full mailbox under each policy.
+func TestStatsExactCountsOfCraftedRuns(t *testing.T) {
+	t.Run("a Tell from outside", func(t *testing.T) {
+		s := newScheduler(t, sched.WithWorkers(1))
+		h := submit(t, s, &probe{step: untilMessage})
+		waitState(t, s, h.PID(), sched.StateIdle)
+		require.NoError(t, s.Tell(h.PID(), 1))
+		_, err := waitEnd(t, s, h)
+		require.NoError(t, err)
+		assert.Equal(t, figures{Submitted: 1, Ended: 1, Accepted: 1, Steps: 2}, settledFigures(t, s))
+	})
+	t.Run("Spawn", func(t *testing.T) {
+		s := newScheduler(t, sched.WithWorkers(1))
+		_, err := s.Spawn(context.Background(), &probe{step: doneWith(nil)}, "run", nil)
+		require.NoError(t, err)
+		assert.Equal(t, figures{Submitted: 1, Ended: 1, Steps: 1}, settledFigures(t, s))
+	})
+	t.Run("a step's SpawnAwait and Tell", func(t *testing.T) {
+		s := newScheduler(t, sched.WithWorkers(1))
+		told := submit(t, s, &probe{step: untilMessage})
+		h := submit(t, s, &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+			if n == 0 {
+				out.SpawnAwait(1, &probe{step: doneWith(nil)}, "run", nil)
+				out.Tell(told.PID(), "x")
+				return nil
+			}
+			if _, ok := completionOf(evs, 1); ok {
+				out.Done(payload.Payload{})
+			}
+			return nil
+		}})
+		for _, h := range []sched.Handle{h, told} {
+			_, err := waitEnd(t, s, h)
+			require.NoError(t, err)
+		}
+		// Two steps each for the parent and the process told, one for the child.
+		assert.Equal(t, figures{Submitted: 3, Ended: 3, Accepted: 1, Sent: 1, Yields: 2, Steps: 5}, settledFigures(t, s))
+	})
+	t.Run("refused starts", func(t *testing.T) {
+		s := newScheduler(t, sched.WithWorkers(1), sched.WithMaxProcesses(1))
+		ctx := context.Background()
+		_, err := s.Submit(ctx, nil, "run", nil)
+		require.ErrorIs(t, err, sched.ErrNilProcess)
+		_, err = s.Submit(ctx, &probe{}, "", nil)
+		require.ErrorIs(t, err, sched.ErrEmptyMethod)
+		h := submit(t, s, &probe{step: untilMessage})
+		_, err = s.Submit(ctx, &probe{}, "run", nil)
+		require.ErrorIs(t, err, sched.ErrTooManyProcesses)
+		require.NoError(t, s.Tell(h.PID(), 1))
+		_, err = waitEnd(t, s, h)
+		require.NoError(t, err)
+		want := figures{Submitted: 1, Rejected: 1, Ended: 1, Accepted: 1, Steps: 2}
+		assert.Equal(t, want, settledFigures(t, s))
+		require.NoError(t, s.Shutdown(ctx))
+		_, err = s.Submit(ctx, &probe{}, "run", nil)
+		require.ErrorIs(t, err, sched.ErrClosed)
+		assert.Equal(t, want, figuresOf(s.Stats()), "after the stop, and a start it refused")
+	})
+	for _, c := range []struct {
+		policy sched.MailboxPolicy
+		want   figures // of the messages
+	}{
+		{sched.MailboxReject, figures{Accepted: 1, MsgRejected: 1}},
+		{sched.MailboxDropNewest, figures{Accepted: 1, Dropped: 1}},
+		{sched.MailboxDropOldest, figures{Accepted: 2, Dropped: 1, DeadDropped: 1}},
+	} {
+		t.Run("sends from outside to a full mailbox, "+c.policy.String(), func(t *testing.T) {
+			s := newScheduler(t, sched.WithWorkers(1))
+			g, h := submitGated(t, s, sched.Mailbox(1, c.policy))
+			require.NoError(t, s.Tell(h.PID(), note{1, 1}))
+			err := s.Tell(h.PID(), note{1, 2})
+			if c.policy != sched.MailboxDropOldest {
+				require.Error(t, err)
+			}
+			g.open()
+			require.NoError(t, s.Terminate(h.PID()))
+			_, err = waitEnd(t, s, h)
+			require.NoError(t, err)
+			got := settledFigures(t, s)
+			assert.Equal(t, figures{Submitted: 1, Ended: 1}, figures{Submitted: got.Submitted, Ended: got.Ended})
+			got.Submitted, got.Ended, got.Steps = 0, 0, 0 // the steps depend on when the cancel comes
+			assert.Equal(t, c.want, got)
+		})
+	}
+}
