@@ -48,6 +48,9 @@ type world interface {
 	// its deadline the handler ran, on the world's clock; ok is false if
 	// it had no deadline then.
 	heldContext(i int) (ctx context.Context, left time.Duration, ok bool)
+	// lateContext returns what the Context of held call i is when asked
+	// for now, not while its handler ran.
+	lateContext(i int) context.Context
 	// until runs (or waits) until cond holds; it fails the test if it
 	// never does.
 	until(cond func() bool)
@@ -63,6 +66,7 @@ type realWorld struct {
 	mu      sync.Mutex
 	handles map[relay.PID]scheduler.Handle
 	held    []scheduler.Completion
+	calls   []scheduler.Call
 	ctxs    []heldCtx
 	wake    chan struct{}
 	j       *journal
@@ -117,6 +121,7 @@ func (w *realWorld) fake(cmd scheduler.CommandID, hold bool, data any, err error
 			dl, ok := ctx.Deadline()
 			w.mu.Lock()
 			w.held = append(w.held, c.Completion())
+			w.calls = append(w.calls, c)
 			w.ctxs = append(w.ctxs, heldCtx{ctx: ctx, left: time.Until(dl), ok: ok})
 			w.mu.Unlock()
 			return nil
@@ -134,6 +139,13 @@ func (w *realWorld) heldContext(i int) (context.Context, time.Duration, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.ctxs[i].ctx, w.ctxs[i].left, w.ctxs[i].ok
+}
+
+func (w *realWorld) lateContext(i int) context.Context {
+	w.mu.Lock()
+	c := w.calls[i]
+	w.mu.Unlock()
+	return c.Context()
 }
 
 func (w *realWorld) until(cond func() bool) {
@@ -201,6 +213,12 @@ func (w *kitWorld) heldContext(i int) (context.Context, time.Duration, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.ctxs[i].ctx, w.ctxs[i].left, w.ctxs[i].ok
+}
+func (w *kitWorld) lateContext(i int) context.Context {
+	w.mu.Lock()
+	c := w.held[i]
+	w.mu.Unlock()
+	return c.Context()
 }
 func (w *kitWorld) fake(cmd scheduler.CommandID, hold bool, data any, err error) {
 	w.s.Fake(cmd, func(c schedtest.Call) error {
@@ -1280,6 +1298,54 @@ var scenarios = []scenario{
 			"handled: 1 ok ok deadline true, 2 ok ok deadline false, 3 ok ok deadline false, 4 ok ok deadline false; " +
 			"asked to stop: 1 DeadlineExceeded Timeout deadline false, 2 ok ok deadline false, 3 Canceled YieldCancelled deadline false, 4 ok ok deadline false; " +
 			"ended: 2 Canceled Canceled deadline false, 4 Canceled Ended deadline false",
+	},
+	{
+		name: "a handler's call context asked for once the yield has ended is done already, with cause Canceled until the process ends and Ended after",
+		run: func(t *testing.T, w world, j *journal) string {
+			w.fake(cmdWork, true, nil, nil)
+			p := w.start(proc(j, "p", func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+				if n == 1 {
+					out.Yield(1, cmdWork, "timed")
+					out.Yield(2, cmdWork, "cancelled")
+					out.Yield(3, cmdWork, "completed")
+					out.Yield(4, cmdWork, "left")
+					out.Tell(out.Self(), "handled") // after the handlers ran
+				}
+				for _, ev := range evs {
+					switch {
+					case ev.Data == "handled":
+						out.Timeout(1, 0)
+						out.Cancel(2)
+						out.Tell(out.Self(), "ended")
+					case ev.Data == "stop":
+						out.Done(payload.Payload{})
+					}
+				}
+				return nil
+			}), "run")
+			var r []string
+			state := func(when string, calls ...int) {
+				var b []string
+				for _, i := range calls {
+					ctx := w.lateContext(i - 1)
+					self, _ := scheduler.Self(ctx)
+					b = append(b, fmt.Sprintf("%d of %s %s %s", i, j.pid(self), errOrOK(ctx.Err()), errOrOK(context.Cause(ctx))))
+				}
+				r = append(r, when+": "+strings.Join(b, ", "))
+			}
+			w.until(func() bool { return j.has("p: message data=ended") })
+			require.NoError(t, w.completeHeld(2, "done", nil))
+			w.until(func() bool { return j.has("p: complete 3") })
+			state("yields ended", 1, 2, 3, 4)
+			require.NoError(t, w.send(p, "stop"))
+			_, err := w.result(p)
+			require.NoError(t, err)
+			state("process ended", 1, 2, 3, 4)
+			return lines(j, "p") + " | " + strings.Join(r, "; ")
+		},
+		want: "message data=handled from=p; complete 1 err=Timeout; message data=ended from=p; complete 3 data=done; message data=stop; close | " +
+			"yields ended: 1 of p Canceled Canceled, 2 of p Canceled Canceled, 3 of p Canceled Canceled, 4 of p ok ok; " +
+			"process ended: 1 of p Canceled Ended, 2 of p Canceled Ended, 3 of p Canceled Ended, 4 of p Canceled Ended",
 	},
 	{
 		name: "the process context carries the start's values, not its cancellation, and a spawned child's its parent's",

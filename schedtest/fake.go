@@ -145,14 +145,36 @@ type Call struct {
 // the cancel Shutdown sends), so cleanup work yielded on a cancel gets a
 // context that lives until the work is done. The deadline is never
 // compared with the wall clock: the context is done at it only when the
-// virtual clock reaches it and the yield times out. Every call of Context
-// for one Call returns the same context; for the zero Call it is
-// context.Background().
+// virtual clock reaches it and the yield times out.
+//
+// While the yield is outstanding, every call of Context returns the same
+// context, the one the yield's end makes done with its cause. A call made
+// once the yield is no longer pending returns a new context, done
+// already, whose cause is context.Canceled whatever ended the yield
+// ([scheduler.ErrEnded] or [scheduler.ErrForced] once the process has
+// ended), as the scheduler's does: the scheduler keeps no record of why
+// a yield ended, so code that wants the cause asks for the context while
+// the yield is pending. For the zero Call it is context.Background().
 func (c Call) Context() context.Context {
 	if c.ctx == nil {
 		return context.Background()
 	}
-	return c.ctx
+	s := c.ctx.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if pd := s.bySeq[c.ctx.seq]; pd != nil && pd.call == c.ctx {
+		return c.ctx
+	}
+	late := &callContext{s: s, p: c.ctx.p, seq: c.ctx.seq, values: c.ctx.values}
+	switch {
+	case c.ctx.p.forced:
+		late.end.End(scheduler.ErrForced)
+	case c.ctx.p.ended:
+		late.end.End(scheduler.ErrEnded)
+	default:
+		late.end.End(context.Canceled)
+	}
+	return late
 }
 
 // Complete completes the yield with data and err, as

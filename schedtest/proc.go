@@ -36,6 +36,7 @@ type proc struct {
 	cancelled bool
 	cause     error
 	ended     bool
+	forced    bool // ended by the shutdown deadline
 	result    payload.Payload
 	err       error
 	unread    int
@@ -219,7 +220,7 @@ func (s *Sim) end(p *proc, result payload.Payload, err error, forced bool) {
 	if p.ended {
 		return
 	}
-	p.ended = true
+	p.ended, p.forced = true, forced
 	p.running = false
 	if p.queued {
 		s.unready(p)
