@@ -290,3 +290,48 @@ func TestChildrenShareValuesNotState(t *testing.T) {
 	_, err = waitEnd(t, s, hp)
 	require.NoError(t, err)
 }
+
+// TestCallContextsAtAForcedEnd: at a shutdown deadline, the context of a
+// call whose yield is still pending is done with cause ErrForced, and so
+// is one asked for after; the context of a call whose yield completed
+// earlier keeps its cause, context.Canceled; the process context says
+// why the process was asked to stop, ErrShuttingDown.
+func TestCallContextsAtAForcedEnd(t *testing.T) {
+	type held struct {
+		call sched.Call
+		ctx  context.Context
+	}
+	calls := make(chan held, 2)
+	s := newScheduler(t, sched.WithHandler(cmdTest, func(c sched.Call) error {
+		calls <- held{c, c.Context()}
+		if c.Arg == "now" {
+			return c.Complete(nil, nil)
+		}
+		return nil
+	}))
+	p := &probe{step: func(_ *probe, n int, _ []sched.Event, out *sched.StepOutput) error {
+		if n == 0 {
+			out.Yield(1, cmdTest, "held")
+			out.Yield(2, cmdTest, "now")
+		}
+		return nil // ignores its cancel: forced at the deadline
+	}}
+	h := submit(t, s, p)
+	pending := receive(t, calls, "the held call")
+	completed := receive(t, calls, "the call completed at once")
+	receive(t, completed.ctx.Done(), "the completed call's context")
+	require.NoError(t, pending.ctx.Err(), "the pending call's context before the shutdown")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the deadline has passed: every process still running is forced
+	require.ErrorIs(t, s.Shutdown(ctx), sched.ErrForced)
+	_, err := h.Result()
+	require.ErrorIs(t, err, sched.ErrForced)
+
+	receive(t, pending.ctx.Done(), "the pending call's context at the forced end")
+	assert.ErrorIs(t, pending.ctx.Err(), context.Canceled)
+	assert.ErrorIs(t, context.Cause(pending.ctx), sched.ErrForced, "the pending call's context")
+	assert.ErrorIs(t, context.Cause(pending.call.Context()), sched.ErrForced, "a context asked for after the forced end")
+	assert.ErrorIs(t, context.Cause(completed.ctx), context.Canceled, "the completed call's context keeps its cause")
+	assert.ErrorIs(t, context.Cause(p.Ctx()), sched.ErrShuttingDown, "the process context")
+}

@@ -64,7 +64,10 @@ var (
 	ErrTooManyProcesses = errors.New("scheduler: too many processes")
 	// ErrForced: Shutdown's deadline passed before the process finished,
 	// so the scheduler closed it. Shutdown's own error wraps it too and
-	// says how many processes were forced.
+	// says how many processes were forced. It is also context.Cause of a
+	// handler's call context whose yield was still pending then, and of
+	// one asked for after; the process context keeps the cause of the
+	// cancel that came first ([ErrShuttingDown]).
 	ErrForced = errors.New("scheduler: forced to close at shutdown")
 	// ErrTerminated is the cause of a cancel sent by Terminate: the Error
 	// of the EventCancel, and context.Cause of the process context.
@@ -74,7 +77,10 @@ var (
 	ErrShuttingDown = errors.New("scheduler: shutting down")
 	// ErrEnded is context.Cause of the context of a process that has
 	// ended without being asked to stop, and of a handler's call context
-	// once its process has ended.
+	// whose yield was still pending when its process ended, or that was
+	// asked for after the end, unless a shutdown deadline forced the end
+	// ([ErrForced]). A call context done before the end keeps the cause
+	// it was done with.
 	ErrEnded = errors.New("scheduler: process ended")
 	// ErrShutdownStarted: Shutdown was called on one of the scheduler's
 	// own goroutines (in a Step, a handler, work given to Call.Go, a
