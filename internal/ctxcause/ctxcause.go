@@ -32,7 +32,13 @@ func Is(key any) bool { return Key != nil && key == Key }
 // cancelled context from the context package that carries the cause,
 // which context.Cause then reads. While cause is nil (the context is not
 // done) it is nil, so that context.Cause does not find some other
-// context's cause. It allocates; only context.Cause asks. Any goroutine.
+// context's cause. Two callers ask: context.Cause, and the context
+// package when it derives a context (WithCancel, AfterFunc, ...) from
+// one whose Done channel was open a moment before, which it looks up
+// the same way to find a parent of its own kind. That one gets nil, or,
+// if the context was done in between, a context whose Done is not the
+// parent's, which the context package then passes over. It allocates
+// only for a cause that is not nil. Any goroutine.
 func Value(cause error) any {
 	if cause == nil {
 		return nil

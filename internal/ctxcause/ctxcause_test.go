@@ -114,3 +114,55 @@ func TestEnding(t *testing.T) {
 		t.Errorf("the stopped function ran: %q", <-ran)
 	}
 }
+
+// asking is a context not done yet that answers context.Cause through
+// ctxcause and counts the times it is asked for Key.
+type asking struct {
+	mu    sync.Mutex
+	done  chan struct{}
+	asked int
+}
+
+func (*asking) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (a *asking) Done() <-chan struct{}     { return a.done }
+func (a *asking) Err() error {
+	select {
+	case <-a.done:
+		return context.Canceled
+	default:
+		return nil
+	}
+}
+func (a *asking) Value(key any) any {
+	if ctxcause.Is(key) {
+		a.mu.Lock()
+		a.asked++
+		a.mu.Unlock()
+		return ctxcause.Value(nil)
+	}
+	return nil
+}
+
+// TestDerivingAsksForTheKey: deriving a context from a live one asks it
+// for Key, and the nil answer makes the derived context wait for the
+// parent's Done, not for some other context's.
+func TestDerivingAsksForTheKey(t *testing.T) {
+	parent := &asking{done: make(chan struct{})}
+	child, cancel := context.WithCancel(parent)
+	defer cancel()
+	parent.mu.Lock()
+	asked := parent.asked
+	parent.mu.Unlock()
+	if asked == 0 {
+		t.Fatal("context.WithCancel did not ask its parent for context.Cause's key")
+	}
+	if child.Err() != nil {
+		t.Fatalf("the derived context is done before its parent: %v", child.Err())
+	}
+	close(parent.done)
+	select {
+	case <-child.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the derived context was not done when its parent was")
+	}
+}
