@@ -614,3 +614,43 @@ func TestRecycleForLeavesNoStartOfTheLast(t *testing.T) {
 	require.Zero(t, p.flags, "the last process's flags")
 	require.Zero(t, p.msgs, "the last process's message count")
 }
+
+// TestAskingAContextKeepsItsRecordReusable: a spawned child that asks
+// its context for Err, Value, Self and context.Cause during its life
+// leaves its record to the next child of its slot; one that asks for
+// Done has the channel made, and its record serves no later process.
+func TestAskingAContextKeepsItsRecordReusable(t *testing.T) {
+	for _, askDone := range []bool{false, true} {
+		t.Run(fmt.Sprintf("Done=%v", askDone), func(t *testing.T) {
+			s := newScheduler(t, WithWorkers(1))
+			first := &ctxProbe{ctx: make(chan context.Context, 1)}
+			var asked context.Context
+			first.step = func(_ []Event, out *StepOutput) error {
+				asked = <-first.ctx
+				if _, ok := Self(asked); !ok || asked.Err() != nil || asked.Value(recordKey{}) != nil || context.Cause(asked) != nil {
+					return fmt.Errorf("a live child's context answers Self %v, Err %v, Cause %v", ok, asked.Err(), context.Cause(asked))
+				}
+				if askDone {
+					_ = asked.Done()
+				}
+				out.Done(payload.Payload{})
+				return nil
+			}
+			second := &ctxProbe{ctx: make(chan context.Context, 1), step: func(_ []Event, out *StepOutput) error {
+				out.Done(payload.Payload{})
+				return nil
+			}}
+			h, err := s.Submit(context.Background(), oneAfterOther(first, second), "run", nil)
+			require.NoError(t, err)
+			require.NoError(t, waitEnd(t, h))
+			firstRecord, _ := spawnedCtx(t, asked, false)
+			secondRecord, _ := spawnedCtx(t, receive(t, second.ctx, "the second child's context"), false)
+			if askDone {
+				require.NotSame(t, firstRecord, secondRecord, "a record whose context made its Done channel served a later process")
+			} else {
+				require.Same(t, firstRecord, secondRecord, "asking the context for Err, Value, Self or Cause kept its record from the next child")
+			}
+			require.ErrorIs(t, context.Cause(asked), ErrEnded)
+		})
+	}
+}

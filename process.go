@@ -34,9 +34,9 @@ import (
 //     cancelled when the process is terminated, when the scheduler shuts
 //     down, and when the process ends. Its Done channel, which a context
 //     derived from it or [context.AfterFunc] asks for, is made on demand
-//     (Err, Value and [Self] make nothing): the record of a process
-//     without a Handle that asked for it then serves no later process
-//     (see [Scheduler.Spawn]), whose start allocates one.
+//     (Err, Value, [Self] and context.Cause do not make it): the record
+//     of a process without a Handle that asked for it then serves no
+//     later process (see [Scheduler.Spawn]), whose start allocates one.
 //   - Step is called repeatedly. The first call has no events; each later
 //     call gets every event that arrived since the previous call, in
 //     arrival order, and is never called with no events unless the process
