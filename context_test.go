@@ -335,3 +335,52 @@ func TestCallContextsAtAForcedEnd(t *testing.T) {
 	assert.ErrorIs(t, context.Cause(completed.ctx), context.Canceled, "the completed call's context keeps its cause")
 	assert.ErrorIs(t, context.Cause(p.Ctx()), sched.ErrShuttingDown, "the process context")
 }
+
+// closeSeer is a process that yields a command and ends on its
+// completion or a message, and reports in Close what its context and
+// its call's context say then.
+type closeSeer struct {
+	ctx    context.Context
+	closed chan [2]error
+	call   func() context.Context
+}
+
+func (c *closeSeer) Init(ctx context.Context, _ string, _ payload.Payloads) error {
+	c.ctx = ctx
+	return nil
+}
+
+func (c *closeSeer) Step(evs []sched.Event, out *sched.StepOutput) error {
+	if len(evs) == 0 {
+		out.Yield(1, cmdTest, nil) // left pending at the end
+		return nil
+	}
+	out.Done(payload.Payload{})
+	return nil
+}
+
+func (c *closeSeer) Close() { c.closed <- [2]error{c.ctx.Err(), c.call().Err()} }
+
+// TestContextsDoneAfterClose: at a process's end, Close runs first, while
+// the process context and its pending calls' contexts are still live, and
+// they are done once it has returned (ErrEnded), before the Handle
+// reports the end.
+func TestContextsDoneAfterClose(t *testing.T) {
+	calls := make(chan sched.Call, 1)
+	s := newScheduler(t, sched.WithHandler(cmdTest, func(c sched.Call) error {
+		calls <- c
+		return nil
+	}))
+	var callCtx context.Context
+	p := &closeSeer{closed: make(chan [2]error, 1), call: func() context.Context { return callCtx }}
+	h := submit(t, s, p)
+	callCtx = receive(t, calls, "the call").Context()
+	require.NoError(t, s.Tell(h.PID(), "end"))
+	_, err := waitEnd(t, s, h)
+	require.NoError(t, err)
+	inClose := receive(t, p.closed, "Close")
+	assert.NoError(t, inClose[0], "the process context during Close")
+	assert.NoError(t, inClose[1], "the pending call's context during Close")
+	assert.ErrorIs(t, context.Cause(p.ctx), sched.ErrEnded, "the process context once the Handle reports the end")
+	assert.ErrorIs(t, context.Cause(callCtx), sched.ErrEnded, "the call's context once the Handle reports the end")
+}
