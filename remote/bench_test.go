@@ -60,7 +60,7 @@ func benchNode(b *testing.B) (*Node, *peer) {
 	}
 	n := &Node{cfg: cfg, num: 1, subj: newSubjects(cfg.Cluster, 1), writer: writer{wake: make(chan struct{}, 1)}}
 	n.maxBatch.Store(512 << 10)
-	p := newPeer(n, 2, "b")
+	p := newPeer(n, 2, "b", 0)
 	p.link.state.Store(linkOpen)
 	n.peers.Store(&map[uint32]*peer{2: p})
 	n.state.Store(stateRunning)
@@ -157,7 +157,7 @@ func BenchmarkReceive(b *testing.B) {
 			continue
 		}
 		seq++
-		writeHeader(data, tSender, seq, 0)
+		writeHeader(data, tSender, 0, seq, 0)
 		n.onData(msg)
 	}
 }

@@ -303,6 +303,15 @@ func (r *reader) fixed32() uint32 {
 	return binary.LittleEndian.Uint32(b)
 }
 
+// fixed64 reads a little-endian uint64.
+func (r *reader) fixed64() uint64 {
+	b := r.bytes(8)
+	if b == nil {
+		return 0
+	}
+	return binary.LittleEndian.Uint64(b)
+}
+
 // body reads a body. Bytes, strings and payload contents are views of the
 // input, not copies: the batch a node receives is a buffer of its own,
 // never written again, and each view is handed to one recipient.

@@ -167,7 +167,7 @@ func TestBounceOfALargeMessage(t *testing.T) {
 
 	// The largest message a takes: half its window, less the batch's
 	// header and the frame's fields.
-	largest := 512<<10 - 14 - 35 - 4
+	largest := 512<<10 - remote.HeaderLen - 35 - 4
 	for _, tc := range []struct {
 		name   string
 		to     relay.PID

@@ -9,12 +9,21 @@ import (
 // (hello, heartbeat, goodbye: to every node) or on one node's control
 // subject (the rest: to that node).
 //
-//	version (1 byte) | type (1) | sender node (uint32 LE) | fields
+//	version (1 byte) | type (1) | sender node (uint32 LE) | sender run (uint64 LE) | receiver run (uint64 LE) | fields
 //	hello      flags (1) | name (uvarint length, bytes)
 //	heartbeat  name
 //	ack        name
 //	bye, down, probe, pong: no fields
 //	grant      sequence (uvarint)
+//
+// A run is the random value a node draws at each start (see Node.run): a
+// restarted node that draws the number of an earlier run still differs
+// from it by its run. The receiver run names the run a message to one
+// node is meant for (ack, direct hello, grant, down), so that one meant
+// for an earlier run of the same number is ignored; it is 0 in a message
+// to every node. A probe carries the run it looks for, or 0 when it
+// checks a number before taking it, but is answered by whoever holds
+// the number.
 const (
 	ctlHello     = 1 + iota // I am here; flagDirect: and I know you
 	ctlHeartbeat            // I am still here
@@ -31,7 +40,7 @@ const (
 const flagDirect = 1
 
 // ctlHeaderLen is the length of a control message's fixed part.
-const ctlHeaderLen = 1 + 1 + 4
+const ctlHeaderLen = 1 + 1 + 4 + 8 + 8
 
 // maxNameLen bounds a node name, which travels in every heartbeat.
 const maxNameLen = 128
@@ -40,6 +49,8 @@ const maxNameLen = 128
 type ctlMsg struct {
 	typ    byte
 	sender uint32
+	run    uint64 // the sender's run
+	to     uint64 // the receiver's run; 0: any
 	flags  byte
 	name   string
 	seq    uint64
@@ -49,6 +60,8 @@ type ctlMsg struct {
 func appendCtl(b []byte, m ctlMsg) []byte {
 	b = append(b, wireVersion, m.typ)
 	b = binary.LittleEndian.AppendUint32(b, m.sender)
+	b = binary.LittleEndian.AppendUint64(b, m.run)
+	b = binary.LittleEndian.AppendUint64(b, m.to)
 	switch m.typ {
 	case ctlHello:
 		b = append(b, m.flags)
@@ -67,10 +80,12 @@ func decodeCtl(data []byte) (ctlMsg, error) {
 	r := reader{buf: data}
 	var m ctlMsg
 	if v := r.byte(); r.err == nil && v != wireVersion {
-		r.fail("wire version %d, want %d", v, wireVersion)
+		return ctlMsg{}, versionError(v)
 	}
 	m.typ = r.byte()
 	m.sender = r.fixed32()
+	m.run = r.fixed64()
+	m.to = r.fixed64()
 	switch m.typ {
 	case ctlHello:
 		m.flags = r.byte()
@@ -90,6 +105,9 @@ func decodeCtl(data []byte) (ctlMsg, error) {
 	}
 	if r.err == nil && m.sender == 0 {
 		r.fail("sender node 0")
+	}
+	if r.err == nil && m.run == 0 {
+		r.fail("sender run 0")
 	}
 	if r.err != nil {
 		return ctlMsg{}, r.err

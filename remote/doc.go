@@ -38,7 +38,23 @@
 // it. It is the Node of every PID of its scheduler, so a PID from before
 // a restart names a number no node has any more, and a message to it
 // bounces with [ErrNodeDown] (a [scheduler.ErrProcessNotFound]) instead
-// of reaching a new process that happens to have the same ID. Names are
+// of reaching a new process that happens to have the same ID.
+//
+// With the number, each start draws a random 64-bit run value, which
+// travels in every control message and, folded with the receiver's, in
+// every batch header. A node that is gone no longer answers for its
+// number, so a restarted node may draw the number of an earlier run
+// that its peers still remember (down, or not yet found gone); the run
+// tells the two apart. A peer takes the new run for a new incarnation:
+// it declares the earlier one down if it was not yet (its waiting
+// messages come back with [ErrNodeDown]), forgets it, and joins the new
+// one; whatever of the earlier run is still on its way, a batch or a
+// control message, to or from it, is dropped, so sequence numbers,
+// grants and "you are down" of one run never apply to the other. The
+// PIDs of the earlier run then name the new one's processes, as its
+// number does: a node remembers at most 1,024 down runs besides its live
+// peers, among four billion numbers, so this happens at most about once
+// in four million restarts. Names are
 // for people and for [Spawn]: each node learns the others' names from
 // their hellos and heartbeats; [Node.Named] prints a PID with its node's
 // name, and [Node.Lookup] finds the number of a name.
@@ -72,8 +88,8 @@
 // payload). Order is decided at that one point per peer, not per worker,
 // so a process that moves between workers keeps its order.
 //
-// A batch is a 14-byte header (version, flags, sender number, sequence
-// number) and frames: a kind byte and varint fields. A frame names its
+// A batch is a 22-byte header (wire version, flags, sender number, link
+// key: the sender's run XOR the receiver's, sequence number) and frames: a kind byte and varint fields. A frame names its
 // recipient and sender by process ID alone, since the recipient is on
 // the receiving node and the sender on the sending one; the first use of
 // an ID or a text (a kind name, an error text) in a batch carries it, and
@@ -83,8 +99,18 @@
 // package's wire formats. Decoding checks every length against the bytes
 // left, so hostile input can only fail, never panic or allocate more
 // than its own size; a batch that fails to decode delivers nothing, and
-// is counted, as is one from a node that has not joined or is down, or
+// is counted, as is one from a node that has not joined or is down, one
+// from or for another run of its sender's or its receiver's number, or
 // one whose sequence number was seen already.
+//
+// A control message is a 22-byte header (wire version, type, sender
+// number, sender's run, and the receiver's run for a message to one
+// node, 0 for one to all) and its fields: a name, flags or a sequence
+// number. Both kinds start with the wire version, 2: a node drops what
+// carries another version, counting it as malformed and logging the
+// first at Error, so nodes of different versions never join, nor read
+// each other's messages; a probe is answered whatever its version, so
+// no node takes a number held by one of another version.
 //
 // # Credit
 //

@@ -29,9 +29,27 @@ func SetPublishHook(n *Node, f func(subject string, data []byte) error) {
 	n.publishHook.Store(&f)
 }
 
-// EncodeMessages encodes msgs as one batch from node sender with
-// sequence seq; each body must be one wireBody accepts.
-func EncodeMessages(sender uint32, seq uint64, msgs ...relay.Message) []byte {
+// HeaderLen is the length of a batch's header.
+const HeaderLen = headerLen
+
+// FakeRun is the run of a node played by hand with number num.
+func FakeRun(num uint32) uint64 { return uint64(num)<<32 | 0x5eed }
+
+// Run is n's run.
+func Run(n *Node) uint64 { return n.run }
+
+// runOf is n's run, or 0 for nil.
+func runOf(n *Node) uint64 {
+	if n == nil {
+		return 0
+	}
+	return n.run
+}
+
+// EncodeMessages encodes msgs as one batch from the hand-played node
+// sender (of run FakeRun(sender)) to node to with sequence seq; each body
+// must be one wireBody accepts.
+func EncodeMessages(sender uint32, to *Node, seq uint64, msgs ...relay.Message) []byte {
 	var e batchEncoder
 	e.reset()
 	for _, m := range msgs {
@@ -41,12 +59,14 @@ func EncodeMessages(sender uint32, seq uint64, msgs ...relay.Message) []byte {
 		}
 		e.message(m.To, m.From, body)
 	}
-	return append([]byte(nil), e.finish(sender, seq, 0)...)
+	return append([]byte(nil), e.finish(sender, FakeRun(sender)^runOf(to), seq, 0)...)
 }
 
-// EncodeHello encodes a hello (direct or not) or, if ack, an ack.
-func EncodeHello(sender uint32, name string, ack, direct bool) []byte {
-	m := ctlMsg{typ: ctlHello, sender: sender, name: name}
+// EncodeHello encodes a hello (direct or not) or, if ack, an ack, from
+// the hand-played node sender to the run of node to (nil: to every
+// node).
+func EncodeHello(sender uint32, name string, ack, direct bool, to *Node) []byte {
+	m := ctlMsg{typ: ctlHello, sender: sender, run: FakeRun(sender), to: runOf(to), name: name}
 	if ack {
 		m.typ = ctlAck
 	}
@@ -56,13 +76,26 @@ func EncodeHello(sender uint32, name string, ack, direct bool) []byte {
 	return appendCtl(nil, m)
 }
 
-// EncodeGrant encodes a grant of credit for every batch up to seq.
-func EncodeGrant(sender uint32, seq uint64) []byte {
-	return appendCtl(nil, ctlMsg{typ: ctlGrant, sender: sender, seq: seq})
+// EncodeGrant encodes a grant of credit for every batch up to seq, to
+// node to.
+func EncodeGrant(sender uint32, seq uint64, to *Node) []byte {
+	return appendCtl(nil, ctlMsg{typ: ctlGrant, sender: sender, run: FakeRun(sender), to: runOf(to), seq: seq})
 }
 
 // EncodeBye encodes a goodbye.
-func EncodeBye(sender uint32) []byte { return appendCtl(nil, ctlMsg{typ: ctlBye, sender: sender}) }
+func EncodeBye(sender uint32) []byte {
+	return appendCtl(nil, ctlMsg{typ: ctlBye, sender: sender, run: FakeRun(sender)})
+}
+
+// EncodeProbe encodes a probe.
+func EncodeProbe(sender uint32) []byte {
+	return appendCtl(nil, ctlMsg{typ: ctlProbe, sender: sender, run: FakeRun(sender)})
+}
+
+// EncodeDown encodes a "you are down" to the run toRun.
+func EncodeDown(sender uint32, toRun uint64) []byte {
+	return appendCtl(nil, ctlMsg{typ: ctlDown, sender: sender, run: FakeRun(sender), to: toRun})
+}
 
 // IsAck reports whether data is an ack from sender.
 func IsAck(data []byte, sender uint32) bool {
@@ -112,13 +145,14 @@ func IsDown(data []byte, sender uint32) bool {
 	return err == nil && m.typ == ctlDown && m.sender == sender
 }
 
-// EncodeMonitor encodes a batch from node sender with sequence seq that
-// asks, under request number req, to be told when target ends.
-func EncodeMonitor(sender uint32, seq, req uint64, target relay.PID) []byte {
+// EncodeMonitor encodes a batch from node sender to node to with
+// sequence seq that asks, under request number req, to be told when
+// target ends.
+func EncodeMonitor(sender uint32, to *Node, seq, req uint64, target relay.PID) []byte {
 	var e batchEncoder
 	e.reset()
 	e.monitor(req, target)
-	return append([]byte(nil), e.finish(sender, seq, 0)...)
+	return append([]byte(nil), e.finish(sender, FakeRun(sender)^runOf(to), seq, 0)...)
 }
 
 // Exited is an exited frame: the end of the process that request Req
@@ -164,10 +198,11 @@ func IsHeartbeat(data []byte, sender uint32) bool {
 	return err == nil && m.typ == ctlHeartbeat && m.sender == sender
 }
 
-// EncodeSyncMarker encodes a sync marker from sender with sequence seq.
-func EncodeSyncMarker(sender uint32, seq uint64) []byte {
+// EncodeSyncMarker encodes a sync marker from sender to node to with
+// sequence seq.
+func EncodeSyncMarker(sender uint32, to *Node, seq uint64) []byte {
 	b := make([]byte, headerLen)
-	writeHeader(b, sender, seq, flagSync)
+	writeHeader(b, sender, FakeRun(sender)^runOf(to), seq, flagSync)
 	return b
 }
 

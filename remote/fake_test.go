@@ -60,7 +60,7 @@ func tFakeUp(t testing.TB, url string, a *tNode) (f *tFake, fake uint32) {
 // the fake, but does not publish to it until the fake acks (ackBack).
 func (f *tFake) hello(n *tNode, ackBack bool) {
 	f.t.Helper()
-	f.publish(f.all, remote.EncodeHello(f.num, "fake", false, false))
+	f.publish(f.all, remote.EncodeHello(f.num, "fake", false, false, nil))
 	for m := range f.ctl {
 		if remote.IsAck(m.Data, n.Node.Node()) {
 			break
@@ -74,7 +74,7 @@ func (f *tFake) hello(n *tNode, ackBack bool) {
 // ack tells n that the fake knows it: n's link to the fake opens.
 func (f *tFake) ack(n *tNode) {
 	_, ctl, _ := remote.Subjects("test", n.Node.Node())
-	f.publish(ctl, remote.EncodeHello(f.num, "fake", true, false))
+	f.publish(ctl, remote.EncodeHello(f.num, "fake", true, false, n.Node))
 }
 
 // bye says goodbye, so that n need not wait for the fake's grants when

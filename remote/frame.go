@@ -13,7 +13,7 @@ import (
 // A batch is one NATS message on a node's data subject: a fixed header,
 // then frames, each a kind byte and varint fields.
 //
-//	header   version (1 byte) | flags (1) | sender node (uint32 LE) | sequence (uint64 LE)
+//	header   version (1 byte) | flags (1) | sender node (uint32 LE) | link key (uint64 LE) | sequence (uint64 LE)
 //	message  kindMessage  | to-ref | from-ref | body
 //	bounce   kindBounce   | from-ref (the recipient not reached) | to-ref (its sender) | code | text-ref | body
 //	spawn      kindSpawn     | request | kind-ref | method-ref | await (1 byte) | payloads
@@ -28,14 +28,22 @@ import (
 // outside any process). So a frame cannot name a process of a third node,
 // and a PID costs no node number.
 //
+// The link key is the sender's run XOR the receiver's (see control.go):
+// a receiver takes a batch only if its key is the one of the sender run
+// it knows and its own run, so that a batch of an earlier run of the
+// sender, or one meant for an earlier run of the receiver, both of which
+// share the number and the subject, is dropped instead of being taken
+// with sequence numbers of another run. It costs eight bytes a batch,
+// nothing a message.
+//
 // What repeats within a batch is sent once: an id-ref or text-ref of 1
 // carries the value and appends it to the batch's table, 2 carries it
 // without appending it, 3 and up name table entry ref-3; 0 is the zero ID
 // or the empty string. The table starts empty in every batch, so batches
 // decode independently of each other.
 const (
-	wireVersion = 1
-	headerLen   = 1 + 1 + 4 + 8
+	wireVersion = 2
+	headerLen   = 1 + 1 + 4 + 8 + 8
 
 	flagSync = 1 << 0 // the receiver grants credit up to this batch at once
 )
@@ -82,6 +90,17 @@ const (
 // errMalformed is wrapped by every decoding failure.
 var errMalformed = errors.New("remote: malformed frame")
 
+// errWireVersion is wrapped, with errMalformed, by the failure to decode
+// a batch or control message of another wire version: one from a node
+// of another release of this package, which this one cannot read.
+var errWireVersion = errors.New("remote: another wire version")
+
+// versionError is the error for a batch or control message of wire
+// version v.
+func versionError(v byte) error {
+	return fmt.Errorf("%w: %w: version %d, this node speaks %d", errMalformed, errWireVersion, v, wireVersion)
+}
+
 // batchEncoder builds one batch. Its buffers are reused from batch to
 // batch, so that encoding allocates nothing in steady state.
 type batchEncoder struct {
@@ -124,17 +143,18 @@ func (e *batchEncoder) reset() {
 func (e *batchEncoder) size() int { return len(e.buf) }
 
 // finish writes the header; the batch is then ready to publish.
-func (e *batchEncoder) finish(sender uint32, seq uint64, flags byte) []byte {
-	writeHeader(e.buf, sender, seq, flags)
+func (e *batchEncoder) finish(sender uint32, key, seq uint64, flags byte) []byte {
+	writeHeader(e.buf, sender, key, seq, flags)
 	return e.buf
 }
 
 // writeHeader writes a batch header at the start of b.
-func writeHeader(b []byte, sender uint32, seq uint64, flags byte) {
+func writeHeader(b []byte, sender uint32, key, seq uint64, flags byte) {
 	b[0] = wireVersion
 	b[1] = flags
 	binary.LittleEndian.PutUint32(b[2:], sender)
-	binary.LittleEndian.PutUint64(b[6:], seq)
+	binary.LittleEndian.PutUint64(b[6:], key)
+	binary.LittleEndian.PutUint64(b[14:], seq)
 }
 
 // Upper bounds of the encoded length of a frame's fields, for checking
@@ -288,6 +308,7 @@ func (e *batchEncoder) exited(req uint64, reason byte, code uint64, text string,
 type batchHeader struct {
 	flags  byte
 	sender uint32
+	key    uint64 // the link key: sender run XOR receiver run
 	seq    uint64
 }
 
@@ -321,12 +342,13 @@ func readHeader(data []byte) (batchHeader, error) {
 		return batchHeader{}, errMalformedf("batch of %d bytes is shorter than its header", len(data))
 	}
 	if data[0] != wireVersion {
-		return batchHeader{}, errMalformedf("wire version %d, want %d", data[0], wireVersion)
+		return batchHeader{}, versionError(data[0])
 	}
 	return batchHeader{
 		flags:  data[1],
 		sender: binary.LittleEndian.Uint32(data[2:]),
-		seq:    binary.LittleEndian.Uint64(data[6:]),
+		key:    binary.LittleEndian.Uint64(data[6:]),
+		seq:    binary.LittleEndian.Uint64(data[14:]),
 	}, nil
 }
 

@@ -75,7 +75,7 @@ func tEncode(frames []frame, seq uint64) []byte {
 			e.exited(f.req, f.reason, f.code, f.text, f.body)
 		}
 	}
-	return append([]byte(nil), e.finish(tSender, seq, 0)...)
+	return append([]byte(nil), e.finish(tSender, 0, seq, 0)...)
 }
 
 func TestBatchRoundTrip(t *testing.T) {
@@ -213,14 +213,15 @@ func TestDecodedBodiesAreCapped(t *testing.T) {
 
 func TestControlRoundTrip(t *testing.T) {
 	for _, m := range []ctlMsg{
-		{typ: ctlHello, sender: 5, flags: flagDirect, name: "node é"},
-		{typ: ctlHeartbeat, sender: 5, name: "b"},
-		{typ: ctlAck, sender: math.MaxUint32, name: "b"},
-		{typ: ctlBye, sender: 5},
-		{typ: ctlGrant, sender: 5, seq: math.MaxUint64},
-		{typ: ctlDown, sender: 5},
-		{typ: ctlProbe, sender: 5},
-		{typ: ctlPong, sender: 5},
+		{typ: ctlHello, sender: 5, run: 9, flags: flagDirect, to: 7, name: "node é"},
+		{typ: ctlHello, sender: 5, run: math.MaxUint64, name: "node é"},
+		{typ: ctlHeartbeat, sender: 5, run: 9, name: "b"},
+		{typ: ctlAck, sender: math.MaxUint32, run: 1, to: math.MaxUint64, name: "b"},
+		{typ: ctlBye, sender: 5, run: 9},
+		{typ: ctlGrant, sender: 5, run: 9, to: 3, seq: math.MaxUint64},
+		{typ: ctlDown, sender: 5, run: 9, to: 3},
+		{typ: ctlProbe, sender: 5, run: 9, to: 3},
+		{typ: ctlPong, sender: 5, run: 9},
 	} {
 		got, err := decodeCtl(appendCtl(nil, m))
 		require.NoError(t, err, "%+v", m)
@@ -228,17 +229,48 @@ func TestControlRoundTrip(t *testing.T) {
 	}
 	for name, data := range map[string][]byte{
 		"empty":          nil,
-		"sender 0":       appendCtl(nil, ctlMsg{typ: ctlBye}),
-		"unknown type":   appendCtl(nil, ctlMsg{typ: 99, sender: 1}),
-		"trailing bytes": append(appendCtl(nil, ctlMsg{typ: ctlBye, sender: 1}), 0),
-		"empty name":     appendCtl(nil, ctlMsg{typ: ctlAck, sender: 1}),
-		"bad UTF-8":      appendCtl(nil, ctlMsg{typ: ctlAck, sender: 1, name: "\xff"}),
-		"name too long":  appendCtl(nil, ctlMsg{typ: ctlAck, sender: 1, name: string(make([]byte, maxNameLen+1))}),
-		"wrong version":  append([]byte{wireVersion + 1}, appendCtl(nil, ctlMsg{typ: ctlBye, sender: 1})[1:]...),
+		"sender 0":       appendCtl(nil, ctlMsg{typ: ctlBye, run: 1}),
+		"run 0":          appendCtl(nil, ctlMsg{typ: ctlBye, sender: 1}),
+		"unknown type":   appendCtl(nil, ctlMsg{typ: 99, sender: 1, run: 1}),
+		"trailing bytes": append(appendCtl(nil, ctlMsg{typ: ctlBye, sender: 1, run: 1}), 0),
+		"short header":   appendCtl(nil, ctlMsg{typ: ctlBye, sender: 1, run: 1})[:ctlHeaderLen-1],
+		"empty name":     appendCtl(nil, ctlMsg{typ: ctlAck, sender: 1, run: 1}),
+		"bad UTF-8":      appendCtl(nil, ctlMsg{typ: ctlAck, sender: 1, run: 1, name: "\xff"}),
+		"name too long":  appendCtl(nil, ctlMsg{typ: ctlAck, sender: 1, run: 1, name: string(make([]byte, maxNameLen+1))}),
 	} {
 		_, err := decodeCtl(data)
 		assert.ErrorIs(t, err, errMalformed, name)
+		assert.NotErrorIs(t, err, errWireVersion, name)
 	}
+}
+
+// TestOtherWireVersionsRefused: a control message or batch of another
+// wire version, the first release's (whose control header had no runs
+// and whose batch header no link key) or a later one, fails to decode
+// with an error matching errWireVersion as well as errMalformed, whatever
+// follows its first byte, so that it is never read as this version's.
+func TestOtherWireVersionsRefused(t *testing.T) {
+	hello := appendCtl(nil, ctlMsg{typ: ctlHello, sender: 5, run: 9, name: "b"})
+	batch := tEncode(tFrames()[:1], 1)
+	v1Hello := []byte{1, ctlHello, 5, 0, 0, 0, 0, 1, 'b'}
+	v1Batch := append([]byte{1, 0, 2, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0}, batch[headerLen:]...)
+	for _, v := range []byte{0, 1, wireVersion + 1, 255} {
+		if v == wireVersion {
+			continue
+		}
+		data := append([]byte{v}, hello[1:]...)
+		_, err := decodeCtl(data)
+		assert.ErrorIs(t, err, errWireVersion, "control message of version %d", v)
+		assert.ErrorIs(t, err, errMalformed, "control message of version %d", v)
+		data = append([]byte{v}, batch[1:]...)
+		_, err = readHeader(data)
+		assert.ErrorIs(t, err, errWireVersion, "batch of version %d", v)
+		assert.ErrorIs(t, err, errMalformed, "batch of version %d", v)
+	}
+	_, err := decodeCtl(v1Hello)
+	assert.ErrorIs(t, err, errWireVersion, "a hello of the first release")
+	_, err = readHeader(v1Batch)
+	assert.ErrorIs(t, err, errWireVersion, "a batch of the first release")
 }
 
 func TestWireBody(t *testing.T) {

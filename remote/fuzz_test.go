@@ -15,7 +15,7 @@ func FuzzDecodeBatch(f *testing.F) {
 		f.Add(tEncode(all[i:i+1], uint64(i)))
 	}
 	marker := make([]byte, headerLen)
-	writeHeader(marker, tSender, 9, flagSync)
+	writeHeader(marker, tSender, 0, 9, flagSync)
 	f.Add(marker)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if _, err := readHeader(data); err != nil {

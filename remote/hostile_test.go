@@ -31,32 +31,33 @@ func TestHostileFrames(t *testing.T) {
 
 	f := tFakePeer(t, srv.ClientURL(), fake)
 	_, _, bData := remote.Subjects("test", b.Node.Node())
+	bNode := b.Node
 	publish := f.publish
 
 	// Before joining: dropped.
-	publish(bData, remote.EncodeMessages(fake, 1, msg("too early")))
+	publish(bData, remote.EncodeMessages(fake, bNode, 1, msg("too early")))
 	tEventually(t, func() bool { return b.Stats().Dropped.UnknownSender == 1 }, "b drops the batch of a node that has not joined")
 
 	f.hello(b, true)
 
-	publish(bData, remote.EncodeMessages(fake, 1, msg("one")))
-	publish(bData, remote.EncodeMessages(fake, 2, msg("two")))
-	publish(bData, remote.EncodeMessages(fake, 5, msg("five")))      // 3 and 4 never come
-	publish(bData, remote.EncodeMessages(fake, 2, msg("two again"))) // a duplicate
-	bad := remote.EncodeMessages(fake, 6, msg("in a corrupt batch"))
+	publish(bData, remote.EncodeMessages(fake, bNode, 1, msg("one")))
+	publish(bData, remote.EncodeMessages(fake, bNode, 2, msg("two")))
+	publish(bData, remote.EncodeMessages(fake, bNode, 5, msg("five")))      // 3 and 4 never come
+	publish(bData, remote.EncodeMessages(fake, bNode, 2, msg("two again"))) // a duplicate
+	bad := remote.EncodeMessages(fake, bNode, 6, msg("in a corrupt batch"))
 	publish(bData, append(bad, 0xff)) // a good frame, then garbage
 	publish(f.all, []byte("not a control message"))
 	nobody := relay.PID{Node: b.Node.Node(), ID: 1 << 40}
-	publish(bData, remote.EncodeMessages(fake, 7, relay.Message{From: from, To: nobody, Data: "to nobody"}))
+	publish(bData, remote.EncodeMessages(fake, bNode, 7, relay.Message{From: from, To: nobody, Data: "to nobody"}))
 	rng := rand.New(rand.NewPCG(1, 2))
 	for seq := uint64(8); seq < 1008; seq++ {
-		junk := remote.EncodeMessages(fake, seq)
+		junk := remote.EncodeMessages(fake, bNode, seq)
 		for range rng.IntN(64) {
 			junk = append(junk, byte(rng.Uint32()))
 		}
 		publish(bData, junk)
 	}
-	publish(bData, remote.EncodeMessages(fake, 1008, msg("last")))
+	publish(bData, remote.EncodeMessages(fake, bNode, 1008, msg("last")))
 
 	for _, want := range []string{"one", "two", "five", "last"} {
 		ev := tRecv(t, got, want)
@@ -118,10 +119,10 @@ func TestReusedMonitorNumber(t *testing.T) {
 	}
 	first, second := named("first"), named("second")
 	recv, got := tCollector(t, b.S, 1)
-	f.publish(bData, remote.EncodeMonitor(fake, 1, 7, first.PID()))
-	f.publish(bData, remote.EncodeMonitor(fake, 2, 7, second.PID()))
+	f.publish(bData, remote.EncodeMonitor(fake, b.Node, 1, 7, first.PID()))
+	f.publish(bData, remote.EncodeMonitor(fake, b.Node, 2, 7, second.PID()))
 	// b has served both requests once it delivers what follows them.
-	f.publish(bData, remote.EncodeMessages(fake, 3, relay.Message{From: relay.PID{Node: fake, ID: 1}, To: recv.PID(), Data: "after"}))
+	f.publish(bData, remote.EncodeMessages(fake, b.Node, 3, relay.Message{From: relay.PID{Node: fake, ID: 1}, To: recv.PID(), Data: "after"}))
 	tRecv(t, got, "the message after the requests")
 	assert.Equal(t, 1, b.Stats().MonitorsHeld, "one request number, one monitor")
 
@@ -168,7 +169,7 @@ func TestGrantOfABatchThatFailsToLeave(t *testing.T) {
 			return nil
 		}
 		first = true // the writer goroutine's alone
-		if err := f.nc.Publish(aCtl, remote.EncodeGrant(fake, math.MaxUint64)); err != nil {
+		if err := f.nc.Publish(aCtl, remote.EncodeGrant(fake, math.MaxUint64, a.Node)); err != nil {
 			hookErrs <- err
 			return failure
 		}

@@ -12,7 +12,8 @@ import (
 // onData takes a batch from another node; NATS calls it on the data
 // subscription's goroutine, one batch at a time, in the order each
 // sender published them. A batch is dropped, and counted, when it cannot
-// be decoded, when its sender has not joined or is down, or when its
+// be decoded, when its sender has not joined or is down, when it is from
+// or for another run of its sender's or this node's number, or when its
 // sequence shows it was taken already; nothing in a dropped batch is
 // delivered.
 func (n *Node) onData(msg *nats.Msg) {
@@ -22,13 +23,22 @@ func (n *Node) onData(msg *nats.Msg) {
 	data := msg.Data
 	h, err := readHeader(data)
 	if err != nil {
-		n.counts.dropped[dropMalformed].Add(1)
+		n.dropMalformed(data, err)
 		return
 	}
 	p := n.peer(h.sender)
 	switch {
 	case p == nil:
 		n.counts.dropped[dropUnknownSender].Add(1)
+		return
+	case h.key != p.link.key:
+		// From or for another run of the number: one that p replaced
+		// is down, any other unknown.
+		if h.key == p.prevRun^n.run {
+			n.counts.dropped[dropDownSender].Add(1)
+		} else {
+			n.counts.dropped[dropUnknownSender].Add(1)
+		}
 		return
 	case p.link.state.Load() == linkDown:
 		n.counts.dropped[dropDownSender].Add(1)
@@ -58,7 +68,7 @@ func (n *Node) onData(msg *nats.Msg) {
 	p.ungranted += len(data)
 	if h.flags&flagSync != 0 || p.ungranted >= n.cfg.Window/4 {
 		p.ungranted = 0
-		n.publishCtl(ctlSubject(n.subj.prefix, p.num), ctlMsg{typ: ctlGrant, seq: h.seq})
+		n.tellPeer(p, ctlMsg{typ: ctlGrant, seq: h.seq})
 	}
 }
 

@@ -27,6 +27,7 @@ type link struct {
 	n       *Node
 	peer    *peer
 	subject string // the peer's data subject
+	key     uint64 // the link key of batches to and from the peer's run (see frame.go)
 
 	// state is linkJoining, linkOpen or linkDown. Written with mu held;
 	// loaded without it by the receive path, which only needs to see a
@@ -381,7 +382,7 @@ func (l *link) flush() {
 			break
 		}
 		l.mu.Unlock()
-		err := l.n.publish(l.subject, b.enc.finish(l.n.num, seq, flags))
+		err := l.n.publish(l.subject, b.enc.finish(l.n.num, l.key, seq, flags))
 		l.mu.Lock()
 		switch {
 		case l.state.Load() != linkOpen:
@@ -418,7 +419,7 @@ func (l *link) flush() {
 	if sync {
 		l.wantSync = false
 		l.seq++
-		writeHeader(marker[:], l.n.num, l.seq, flagSync)
+		writeHeader(marker[:], l.n.num, l.key, l.seq, flagSync)
 	}
 	l.mu.Unlock()
 	if sync {

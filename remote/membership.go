@@ -5,17 +5,25 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/procsched/scheduler/relay"
 )
 
 // peer is another node incarnation this node has heard of.
 type peer struct {
 	num  uint32
+	run  uint64 // the run of the node (see control.go)
 	name string
 	link link
+	// prevRun is the run of the earlier incarnation with this number
+	// that this one replaced, if any: its messages still on their way
+	// are ignored. Immutable.
+	prevRun uint64
 
 	// lastHeard is the time (ns since the Unix epoch) of the last message
 	// from the peer. Stored by the control and data goroutines and the
@@ -34,9 +42,9 @@ type peer struct {
 }
 
 // newPeer returns a peer of n whose link is joining.
-func newPeer(n *Node, num uint32, name string) *peer {
-	p := &peer{num: num, name: name}
-	p.link = link{n: n, peer: p, subject: dataSubject(n.subj.prefix, num)}
+func newPeer(n *Node, num uint32, name string, run uint64) *peer {
+	p := &peer{num: num, name: name, run: run}
+	p.link = link{n: n, peer: p, subject: dataSubject(n.subj.prefix, num), key: run ^ n.run}
 	p.link.state.Store(linkJoining)
 	return p
 }
@@ -92,16 +100,20 @@ const maxTombstones = 1024
 // the subscription it came on (the node's own control subject, or the
 // cluster's).
 func (n *Node) onControl(msg *nats.Msg) {
-	m, err := decodeCtl(msg.Data)
-	if err != nil {
-		n.counts.dropped[dropMalformed].Add(1)
+	if msg.Reply != "" {
+		// A probe, the only request: answered whatever it holds, even in
+		// another wire version, so that any node checking this number
+		// finds it taken.
+		var buf [ctlHeaderLen]byte
+		_ = msg.Respond(appendCtl(buf[:0], ctlMsg{typ: ctlPong, sender: n.num, run: n.run}))
 		return
 	}
-	if m.typ == ctlProbe {
-		if msg.Reply != "" {
-			var buf [ctlHeaderLen]byte
-			_ = msg.Respond(appendCtl(buf[:0], ctlMsg{typ: ctlPong, sender: n.num}))
-		}
+	m, err := decodeCtl(msg.Data)
+	if err != nil {
+		n.dropMalformed(msg.Data, err)
+		return
+	}
+	if m.typ == ctlProbe || m.typ == ctlPong {
 		return
 	}
 	if m.sender == n.num || m.name == n.cfg.Name {
@@ -113,6 +125,9 @@ func (n *Node) onControl(msg *nats.Msg) {
 		}
 		return // our own broadcast, or a clash
 	}
+	if m.to != n.run && (m.to != 0 || addressed(m)) {
+		return // meant for an earlier run of this node's number
+	}
 	if n.state.Load() < stateRunning {
 		return
 	}
@@ -120,15 +135,44 @@ func (n *Node) onControl(msg *nats.Msg) {
 	switch m.typ {
 	case ctlHello, ctlHeartbeat, ctlAck:
 		n.onHello(m, now)
+		return
+	}
+	// The rest concern the run they come from only.
+	p := n.peer(m.sender)
+	if p == nil || p.run != m.run {
+		return
+	}
+	switch m.typ {
 	case ctlBye:
-		n.declareDown(m.sender, errGoodbye, false)
+		n.declareDown(p, errGoodbye, false)
 	case ctlDown:
-		n.declareDown(m.sender, errDeclaredUs, false)
+		n.declareDown(p, errDeclaredUs, false)
 	case ctlGrant:
-		if p := n.peer(m.sender); p != nil {
-			p.heardFrom(now)
-			p.link.grant(m.seq)
-		}
+		p.heardFrom(now)
+		p.link.grant(m.seq)
+	}
+}
+
+// addressed reports whether m is meant for one run of one node: an
+// ack, a direct hello, a grant or a "you are down".
+func addressed(m ctlMsg) bool {
+	switch m.typ {
+	case ctlAck, ctlGrant, ctlDown:
+		return true
+	case ctlHello:
+		return m.flags&flagDirect != 0
+	}
+	return false
+}
+
+// dropMalformed counts a batch or control message that did not decode,
+// and logs, once per version, one of a wire version this node does not
+// speak: such a node can never join, and nothing else would say why.
+// Any goroutine.
+func (n *Node) dropMalformed(data []byte, err error) {
+	n.counts.dropped[dropMalformed].Add(1)
+	if errors.Is(err, errWireVersion) && n.loggedVersion.Swap(uint32(data[0])+1) != uint32(data[0])+1 {
+		n.logf(slog.LevelError, "remote: a node of another wire version is in the cluster; its messages are dropped", "node", n.num, "name", n.cfg.Name, "error", err.Error())
 	}
 }
 
@@ -147,20 +191,43 @@ func (n *Node) onControl(msg *nats.Msg) {
 //   - every heartbeat, a node sends a direct hello to each peer whose
 //     link is not open yet, so that a lost message only delays joining.
 //
+// A sender is known by its number and its run: one with a known number
+// and another run is a new incarnation that drew the number of an
+// earlier one (which is declared down if it was not yet, and
+// forgotten), except that the messages of the run it replaced, which
+// may still be on their way, are ignored.
+//
 // Control goroutines (the two control subscriptions may run it at once;
 // registration is under n.mu).
 func (n *Node) onHello(m ctlMsg, now int64) {
 	n.mu.Lock()
 	p := n.peer(m.sender)
-	var replaced *peer
+	if p != nil && p.run != m.run && m.run == p.prevRun {
+		n.mu.Unlock()
+		return // from the run p replaced
+	}
+	var replaced, earlier *peer // the live incarnation of the name, the earlier run of the number
+	var earlierWaiting []relay.Message
+	var earlierErr error
 	isNew := false
-	if p == nil {
+	if p == nil || p.run != m.run {
 		if n.closing() {
 			n.mu.Unlock()
 			return
 		}
+		np := newPeer(n, m.sender, m.name, m.run)
+		if p != nil {
+			earlier, np.prevRun = p, p.run
+			earlierErr = fmt.Errorf("%w: node %q (%d): %v", ErrNodeDown, p.name, p.num, errNewRun)
+			var live bool
+			earlierWaiting, live = p.link.fail(earlierErr)
+			n.forgetRun(p)
+			if !live {
+				earlier = nil // down already: forgotten, nothing more to do
+			}
+		}
+		p = np
 		replaced = n.byName[m.name]
-		p = newPeer(n, m.sender, m.name)
 		peers := maps.Clone(*n.peers.Load())
 		peers[p.num] = p
 		n.peers.Store(&peers)
@@ -168,6 +235,9 @@ func (n *Node) onHello(m ctlMsg, now int64) {
 		isNew = true
 	}
 	n.mu.Unlock()
+	if earlier != nil {
+		n.wentDown(earlier, earlierWaiting, earlierErr, errNewRun, false)
+	}
 	if p.name != m.name {
 		n.counts.conflicts.Add(1)
 		n.logf(slog.LevelError, "remote: two nodes use one number", "node", p.num, "name", p.name, "other", m.name)
@@ -177,29 +247,53 @@ func (n *Node) onHello(m ctlMsg, now int64) {
 		// A node declared down stays down: tell it, so that it declares
 		// this node down too, and both sides fail their sends instead of
 		// one of them sending into silence.
-		n.publishCtl(ctlSubject(n.subj.prefix, p.num), ctlMsg{typ: ctlDown})
+		n.tellPeer(p, ctlMsg{typ: ctlDown})
 		return
 	}
 	p.heardFrom(now)
-	if replaced != nil {
-		n.declareDown(replaced.num, fmt.Errorf("it restarted as node %d", p.num), true)
+	if replaced != nil && replaced != p {
+		n.declareDown(replaced, fmt.Errorf("it restarted as node %d", p.num), true)
 	}
-	to := ctlSubject(n.subj.prefix, p.num)
 	switch m.typ {
 	case ctlHello:
 		if m.flags&flagDirect != 0 {
 			n.open(p)
 		}
-		n.publishCtl(to, ctlMsg{typ: ctlAck})
+		n.tellPeer(p, ctlMsg{typ: ctlAck})
 	case ctlAck:
 		if n.open(p) {
-			n.publishCtl(to, ctlMsg{typ: ctlAck})
+			n.tellPeer(p, ctlMsg{typ: ctlAck})
 		}
 	case ctlHeartbeat:
 		if isNew {
-			n.publishCtl(to, ctlMsg{typ: ctlHello, flags: flagDirect})
+			n.tellPeer(p, ctlMsg{typ: ctlHello, flags: flagDirect})
 		}
 	}
+}
+
+// errNewRun is why a peer is declared down when a new run of its node
+// number says hello.
+var errNewRun = errors.New("it restarted: a new run took its number")
+
+// tellPeer sends control message m to peer p's run. Any goroutine.
+func (n *Node) tellPeer(p *peer, m ctlMsg) {
+	m.to = p.run
+	n.publishCtl(ctlSubject(n.subj.prefix, p.num), m)
+}
+
+// forgetRun removes p, which a new run of its number replaces, from the
+// down peers if it is there, keeping its counts, and from the names.
+// Called with n.mu held.
+func (n *Node) forgetRun(p *peer) {
+	if i := slices.Index(n.downs, p); i >= 0 {
+		n.downs = slices.Delete(n.downs, i, i+1)
+	}
+	if n.byName[p.name] == p {
+		delete(n.byName, p.name)
+	}
+	p.link.mu.Lock()
+	n.retired.add(&p.link.counts)
+	p.link.mu.Unlock()
 }
 
 // open opens the link to p and reports whether it was not open yet.
@@ -217,16 +311,12 @@ func (n *Node) open(p *peer) bool {
 	return true
 }
 
-// declareDown declares peer num down for reason: sends to it fail from
+// declareDown declares peer p down for reason: sends to it fail from
 // now on, the messages waiting for it go back to their senders, and its
 // pending spawns and monitors complete with ErrNodeDown. tell: let the
 // peer know, in case it is alive and only this node lost it. Any
 // goroutine; a peer is declared down once.
-func (n *Node) declareDown(num uint32, reason error, tell bool) {
-	p := n.peer(num)
-	if p == nil {
-		return
-	}
+func (n *Node) declareDown(p *peer, reason error, tell bool) {
 	err := fmt.Errorf("%w: node %q (%d): %v", ErrNodeDown, p.name, p.num, reason)
 	waiting, ok := p.link.fail(err)
 	if !ok {
@@ -236,11 +326,17 @@ func (n *Node) declareDown(num uint32, reason error, tell bool) {
 	if n.byName[p.name] == p {
 		delete(n.byName, p.name)
 	}
-	n.downs = append(n.downs, num)
+	if n.peer(p.num) != p {
+		// A new run of its number replaced it meanwhile, and forgot it.
+		n.mu.Unlock()
+		n.wentDown(p, waiting, err, reason, false)
+		return
+	}
+	n.downs = append(n.downs, p)
 	if len(n.downs) > maxTombstones {
+		old := n.downs[0]
 		peers := maps.Clone(*n.peers.Load())
-		old := peers[n.downs[0]]
-		delete(peers, n.downs[0])
+		delete(peers, old.num)
 		n.peers.Store(&peers)
 		n.downs = n.downs[1:]
 		old.link.mu.Lock()
@@ -248,12 +344,20 @@ func (n *Node) declareDown(num uint32, reason error, tell bool) {
 		old.link.mu.Unlock()
 	}
 	n.mu.Unlock()
+	n.wentDown(p, waiting, err, reason, tell)
+}
+
+// wentDown does what follows p's link failing with err for reason: the
+// messages that were waiting go back, its requests complete, the
+// monitors held for it stop, and the hooks and waiters hear of it. Any
+// goroutine, holding no lock.
+func (n *Node) wentDown(p *peer, waiting []relay.Message, err, reason error, tell bool) {
 	n.counts.lost.Add(1)
 	n.returnAll(p, waiting, err)
-	n.pending.failPeer(num, err)
-	n.held.stopPeer(num)
+	n.pending.failPeer(p, err)
+	n.held.stopPeer(p)
 	if tell {
-		n.publishCtl(ctlSubject(n.subj.prefix, num), ctlMsg{typ: ctlDown})
+		n.tellPeer(p, ctlMsg{typ: ctlDown})
 	}
 	n.logf(slog.LevelInfo, "remote: peer down", "peer", p.name, "node", p.num, "reason", reason.Error())
 	if h := n.cfg.Hooks.PeerDown; h != nil {
@@ -299,14 +403,14 @@ func (n *Node) tick(now int64) {
 		case linkDown:
 			continue
 		case linkJoining:
-			n.publishCtl(ctlSubject(n.subj.prefix, p.num), ctlMsg{typ: ctlHello, flags: flagDirect})
+			n.tellPeer(p, ctlMsg{typ: ctlHello, flags: flagDirect})
 		case linkOpen:
 			p.link.syncIfOverdue(now, hb)
 		}
 		silent := now - p.lastHeard.Load()
 		switch {
 		case silent > int64(n.cfg.FailureTimeout):
-			n.declareDown(p.num, fmt.Errorf("silent for %v", time.Duration(silent).Round(time.Millisecond)), true)
+			n.declareDown(p, fmt.Errorf("silent for %v", time.Duration(silent).Round(time.Millisecond)), true)
 		case silent > 2*hb:
 			n.probe(p, now)
 		}
@@ -332,7 +436,7 @@ func (n *Node) probe(p *peer, now int64) {
 		defer n.wg.Done()
 		defer p.probing.Store(false)
 		var buf [ctlHeaderLen]byte
-		_, err := n.nc.Request(ctlSubject(n.subj.prefix, p.num), appendCtl(buf[:0], ctlMsg{typ: ctlProbe, sender: n.num}), n.cfg.Heartbeat)
+		_, err := n.nc.Request(ctlSubject(n.subj.prefix, p.num), appendCtl(buf[:0], ctlMsg{typ: ctlProbe, sender: n.num, run: n.run, to: p.run}), n.cfg.Heartbeat)
 		switch {
 		case err == nil:
 			if p.link.paused.Load() {
@@ -340,7 +444,7 @@ func (n *Node) probe(p *peer, now int64) {
 			}
 		case errors.Is(err, nats.ErrNoResponders):
 			if time.Now().UnixNano() >= n.probesFrom.Load() && !n.closing() {
-				n.declareDown(p.num, errNoOneAnswers, true)
+				n.declareDown(p, errNoOneAnswers, true)
 			}
 		}
 	}()

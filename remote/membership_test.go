@@ -56,7 +56,7 @@ func TestDownPeerStaysDown(t *testing.T) {
 	f, fake := tFakeUp(t, srv.ClientURL(), a)
 	f.bye(a)
 
-	f.publish(f.all, remote.EncodeHello(fake, "fake", false, false))
+	f.publish(f.all, remote.EncodeHello(fake, "fake", false, false, nil))
 	for {
 		m := tRecv(t, f.ctl, "a to tell the fake it is down")
 		if remote.IsDown(m.Data, a.Node.Node()) {
@@ -104,7 +104,7 @@ func TestForgottenIncarnationsKeepTheirCounts(t *testing.T) {
 	defer func() { close(stopDraining); <-drained }()
 	for i := range uint32(more) {
 		num := first + 1 + i
-		f.publish(f.all, remote.EncodeHello(num, fmt.Sprint("fake", num), false, false))
+		f.publish(f.all, remote.EncodeHello(num, fmt.Sprint("fake", num), false, false, nil))
 		f.publish(f.all, remote.EncodeBye(num))
 	}
 	tEventually(t, func() bool { return a.Stats().Peers.Lost == more+1 }, "every fake is declared down (%+v)", a.Stats())

@@ -84,7 +84,7 @@ func (n *Node) monitor(pid relay.PID, f func(scheduler.Exit)) uint64 {
 		gone(fmt.Errorf("%w: node %d of %v", ErrUnknownNode, pid.Node, pid))
 		return 0
 	}
-	req := n.pending.add(&pendingReq{peer: p.num, kind: kindMonitor, target: pid, done: func(_ relay.PID, data any, err error) {
+	req := n.pending.add(&pendingReq{peer: p, kind: kindMonitor, target: pid, done: func(_ relay.PID, data any, err error) {
 		if err != nil {
 			gone(err)
 			return
@@ -119,9 +119,7 @@ func (n *Node) forget(req uint64) bool {
 		return false
 	}
 	if r.kind == kindMonitor || r.await {
-		if p := n.peer(r.peer); p != nil {
-			_ = p.link.sendDemonitor(req) // a peer that is down holds nothing
-		}
+		_ = r.peer.link.sendDemonitor(req) // a peer that is down holds nothing
 	}
 	return true
 }
@@ -134,7 +132,7 @@ func (n *Node) serveMonitor(p *peer, f *frame) {
 // serveDemonitor drops the monitor a peer no longer wants. Data
 // goroutine.
 func (n *Node) serveDemonitor(p *peer, f *frame) {
-	n.held.stop(heldKey{p.num, f.req})
+	n.held.stop(heldKey{p, f.req})
 }
 
 // hold watches local process pid for request req of peer p, and sends
@@ -143,7 +141,7 @@ func (n *Node) serveDemonitor(p *peer, f *frame) {
 // up, and its Handle still has its result. A monitor held for req of p
 // already is stopped first (see heldTable.reserve). Any goroutine.
 func (n *Node) hold(p *peer, req uint64, pid relay.PID, h scheduler.Handle) {
-	key := heldKey{p.num, req}
+	key := heldKey{p, req}
 	m := n.held.reserve(key)
 	if m == nil {
 		n.sendExit(p, req, scheduler.Exit{PID: pid, Reason: scheduler.ExitGone, Err: n.notRunning()})
@@ -201,7 +199,7 @@ func (n *Node) sendExit(p *peer, req uint64, e scheduler.Exit) {
 
 // heldKey names a monitor this node holds for a peer.
 type heldKey struct {
-	peer uint32
+	peer *peer // the incarnation that asked
 	req  uint64
 }
 
@@ -310,9 +308,9 @@ func (t *heldTable) stopWhere(match func(heldKey) bool) {
 	}
 }
 
-// stopPeer stops the monitors held for peer num.
-func (t *heldTable) stopPeer(num uint32) {
-	t.stopWhere(func(k heldKey) bool { return k.peer == num })
+// stopPeer stops the monitors held for peer p.
+func (t *heldTable) stopPeer(p *peer) {
+	t.stopWhere(func(k heldKey) bool { return k.peer == p })
 }
 
 // close stops every monitor and refuses new ones.
@@ -344,9 +342,9 @@ type pendingTable struct {
 
 // pendingReq is a request waiting for its answer.
 type pendingReq struct {
-	peer  uint32 // the node asked
-	kind  byte   // kindSpawn or kindMonitor
-	await bool   // a spawn that waits for the child's end
+	peer  *peer // the incarnation asked
+	kind  byte  // kindSpawn or kindMonitor
+	await bool  // a spawn that waits for the child's end
 	// target is the process watched, or the child of an awaited spawn
 	// once it has started. Guarded by the table's mu.
 	target relay.PID
@@ -390,7 +388,7 @@ func (t *pendingTable) len() int {
 func (t *pendingTable) answer(p *peer, f *frame) {
 	t.mu.Lock()
 	r := t.m[f.req]
-	if r == nil || r.peer != p.num {
+	if r == nil || r.peer != p {
 		t.mu.Unlock()
 		return
 	}
@@ -430,9 +428,9 @@ func (t *pendingTable) answer(p *peer, f *frame) {
 	}
 }
 
-// failPeer completes every request to peer num with err.
-func (t *pendingTable) failPeer(num uint32, err error) {
-	t.failWhere(func(r *pendingReq) bool { return r.peer == num }, err)
+// failPeer completes every request to peer p with err.
+func (t *pendingTable) failPeer(p *peer, err error) {
+	t.failWhere(func(r *pendingReq) bool { return r.peer == p }, err)
 }
 
 // failAll completes every request with err.

@@ -36,8 +36,12 @@ import (
 //
 // All methods are safe for concurrent use.
 type Node struct {
-	cfg  Config
-	num  uint32 // this incarnation's number: the Node of its PIDs
+	cfg Config
+	num uint32 // this incarnation's number: the Node of its PIDs
+	// run is a random nonzero value drawn with num, which tells this run
+	// apart from an earlier one that drew the same number and that peers
+	// may still remember (see control.go).
+	run  uint64
 	nc   *nats.Conn
 	subj subjects
 	log  *slog.Logger // nil: silent
@@ -59,7 +63,7 @@ type Node struct {
 	// copy-on-write with mu held; loaded without a lock on every send.
 	peers  atomic.Pointer[map[uint32]*peer]
 	byName map[string]*peer // guarded by mu: the live incarnation of each name
-	downs  []uint32         // guarded by mu: down peers, oldest first
+	downs  []*peer          // guarded by mu: down peers, oldest first
 	// retired holds the counters of the peers forgotten, so that totals
 	// do not shrink. Guarded by mu.
 	retired linkCounts
@@ -77,6 +81,10 @@ type Node struct {
 	// giving the peers time to reconnect too. Stored by the reconnect
 	// handler, loaded by the heartbeat goroutine and probes; it orders nothing else.
 	probesFrom atomic.Int64
+	// loggedVersion is one more than the last foreign wire version
+	// logged (see dropMalformed), so that a node of another version is
+	// logged once, not at each of its heartbeats.
+	loggedVersion atomic.Uint32
 	// cutOff is set while the heartbeat goroutine finds the connection
 	// down, until it finds it back. Heartbeat goroutine only.
 	cutOff bool
@@ -157,6 +165,15 @@ func dataSubject(prefix string, num uint32) string {
 // make numbers collide.
 var randomNode = rand.Uint32
 
+// newRun draws a run value: random, nonzero.
+func newRun() uint64 {
+	for {
+		if r := rand.Uint64(); r != 0 {
+			return r
+		}
+	}
+}
+
 // maxNumberTries bounds the attempts to find a free incarnation number.
 const maxNumberTries = 8
 
@@ -194,6 +211,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.setMaxBatch()
+	n.run = newRun()
 	if n.num, err = n.pickNumber(newSubjects(cfg.Cluster, 0).prefix); err != nil {
 		n.nc.Close()
 		return nil, err
@@ -272,7 +290,7 @@ func (n *Node) pickNumber(prefix string) (uint32, error) {
 		if num == 0 {
 			continue
 		}
-		probe := appendCtl(nil, ctlMsg{typ: ctlProbe, sender: num})
+		probe := appendCtl(nil, ctlMsg{typ: ctlProbe, sender: num, run: n.run})
 		_, err := n.nc.Request(ctlSubject(prefix, num), probe, max(n.cfg.Heartbeat, minNumberCheck))
 		switch {
 		case errors.Is(err, nats.ErrNoResponders):
@@ -292,7 +310,9 @@ func (n *Node) pickNumber(prefix string) (uint32, error) {
 
 // Node returns this node's number, the Node of its scheduler's PIDs. It
 // is drawn anew by each [New], so that PIDs of an earlier run of the
-// node never reach a process of this one.
+// node reach no process of this one, unless it draws the number of that
+// run (see "Nodes, incarnations and names" in the package
+// documentation).
 func (n *Node) Node() uint32 { return n.num }
 
 // Name returns this node's name.
@@ -480,7 +500,7 @@ func (n *Node) peer(num uint32) *peer {
 // publishCtl sends a control message, best effort: a lost one is made up
 // for by the next heartbeat or retry. Any goroutine.
 func (n *Node) publishCtl(subject string, m ctlMsg) {
-	m.sender, m.name = n.num, n.cfg.Name
+	m.sender, m.run, m.name = n.num, n.run, n.cfg.Name
 	var buf [64 + maxNameLen]byte
 	_ = n.nc.Publish(subject, appendCtl(buf[:0], m))
 }

@@ -241,7 +241,7 @@ func (n *Node) spawn(sp Spawn, submit submitFunc, done func(from relay.PID, data
 		done(relay.PID{}, nil, err)
 		return nil
 	}
-	req := n.pending.add(&pendingReq{peer: p.num, kind: kindSpawn, await: sp.Await, done: done})
+	req := n.pending.add(&pendingReq{peer: p, kind: kindSpawn, await: sp.Await, done: done})
 	if err := p.link.sendSpawn(req, sp.Kind, sp.Method, sp.Await, input); err != nil {
 		if n.pending.remove(req) != nil {
 			done(relay.PID{}, nil, err)

@@ -99,10 +99,13 @@ type Reasons struct {
 
 // Drops counts what arrived and was not used.
 type Drops struct {
-	// Malformed batches and control messages, which failed to decode.
+	// Malformed batches and control messages, which failed to decode
+	// (those of another wire version among them).
 	Malformed uint64 `json:"malformed"`
 	// UnknownSender and DownSender count batches from a node that has
-	// not joined, or is down.
+	// not joined, or is down. A batch from or for another run of a
+	// known number counts as from a down sender if it is of the run a
+	// new one replaced, and as from an unknown one otherwise.
 	UnknownSender uint64 `json:"unknownSender"`
 	DownSender    uint64 `json:"downSender"` // see UnknownSender
 	// Batches that arrived a second time.

@@ -15,7 +15,7 @@ func TestStatsCountsAPeerForgottenMeanwhile(t *testing.T) {
 	n := &Node{byName: map[string]*peer{}, notifyCh: make(chan struct{})}
 	all := map[uint32]*peer{}
 	for num := uint32(1); num <= peers; num++ {
-		p := newPeer(n, num, "")
+		p := newPeer(n, num, "", 0)
 		p.link.state.Store(linkOpen)
 		p.link.counts.frames = 1
 		all[num] = p
@@ -23,13 +23,14 @@ func TestStatsCountsAPeerForgottenMeanwhile(t *testing.T) {
 	n.peers.Store(&all)
 	gone := errors.New("declared down by the test")
 	for num := uint32(1); num < peers; num++ {
-		n.declareDown(num, gone, false)
+		n.declareDown(all[num], gone, false)
 	}
 	if got := n.Stats().Sent; got != peers {
 		t.Fatalf("Sent is %d before any peer is forgotten, not %d", got, peers)
 	}
 
-	forget := func() { n.declareDown(peers, gone, false) } // forgets peer 1
+	last := all[peers]
+	forget := func() { n.declareDown(last, gone, false) } // forgets peer 1
 	n.statsHook.Store(&forget)
 	st := n.Stats()
 	n.statsHook.Store(nil)

@@ -66,7 +66,7 @@ func TestStatsCountFramesBatchesAndBytes(t *testing.T) {
 		frames += uint64(len(msgs))
 		batches++
 		bytes += uint64(len(m.Data))
-		f.publish(aCtl, remote.EncodeGrant(fake, batches))
+		f.publish(aCtl, remote.EncodeGrant(fake, batches, a.Node))
 	}
 	tEventually(t, func() bool { return a.Stats().Sent == 3 && a.Stats().InFlight == 0 }, "a counts the frames and has them granted")
 	st := a.Stats()
@@ -78,11 +78,11 @@ func TestStatsCountFramesBatchesAndBytes(t *testing.T) {
 	// a grants at once, after counting both.
 	recv, got := tCollector(t, a.S, 2)
 	from := relay.PID{Node: fake, ID: 7}
-	batch := remote.EncodeMessages(fake, 1,
+	batch := remote.EncodeMessages(fake, a.Node, 1,
 		relay.Message{From: from, To: recv.PID(), Data: "x"},
 		relay.Message{From: from, To: recv.PID(), Data: "y"})
 	f.publish(aData, batch)
-	f.publish(aData, remote.EncodeSyncMarker(fake, 2))
+	f.publish(aData, remote.EncodeSyncMarker(fake, a.Node, 2))
 	for {
 		if seq, ok := remote.GrantOf(tRecv(t, f.ctl, "a's grant").Data, a.Node.Node()); ok && seq == 2 {
 			break
@@ -93,7 +93,7 @@ func TestStatsCountFramesBatchesAndBytes(t *testing.T) {
 	st = a.Stats()
 	assert.Equal(t, uint64(2), st.Received, "frames taken")
 	assert.Equal(t, uint64(2), st.BatchesReceived, "the batch and the sync marker")
-	assert.Equal(t, uint64(len(batch)+14), st.BytesReceived, "the batch's bytes and the sync marker's")
+	assert.Equal(t, uint64(len(batch)+remote.HeaderLen), st.BytesReceived, "the batch's bytes and the sync marker's")
 }
 
 // TestDropsAndPeerCounts: Joined and Lost count peers that came up and
@@ -127,7 +127,7 @@ func TestDropsAndPeerCounts(t *testing.T) {
 	for i := range msgs {
 		msgs[i] = relay.Message{From: from, To: ended.PID(), Data: make([]byte, 4<<10)}
 	}
-	f.publish(aData, remote.EncodeMessages(f.num, 1, msgs...))
+	f.publish(aData, remote.EncodeMessages(f.num, a.Node, 1, msgs...))
 	tEventually(t, func() bool { return a.Stats().BouncedBack.NotFound == n }, "a bounces every message (%+v)", a.Stats().BouncedBack)
 	overflow := a.Stats().Dropped.Overflow
 	assert.Positive(t, overflow, "the way back was full")
@@ -147,7 +147,7 @@ func TestDropsAndPeerCounts(t *testing.T) {
 	assert.Equal(t, remote.PeerStats{Up: 1, Joined: 1}, st.Peers)
 
 	f.bye(a)
-	f.publish(aData, remote.EncodeMessages(f.num, 2, relay.Message{From: from, To: ended.PID(), Data: "after its goodbye"}))
+	f.publish(aData, remote.EncodeMessages(f.num, a.Node, 2, relay.Message{From: from, To: ended.PID(), Data: "after its goodbye"}))
 	tEventually(t, func() bool { return a.Stats().Dropped.DownSender == 1 }, "a drops the batch of a peer declared down")
 	st = a.Stats()
 	assert.Equal(t, remote.PeerStats{Down: 1, Joined: 1, Lost: 1}, st.Peers)
