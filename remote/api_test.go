@@ -316,3 +316,31 @@ func TestWaitPeerAndLookup(t *testing.T) {
 	assert.True(t, ok)
 	assert.Equal(t, b2.Node.Node(), num)
 }
+
+// TestClosedNodeKnowsNoPeers: once Close has begun, a node knows no
+// peer: Lookup finds none, WaitPeer returns ErrClosed at once for a peer
+// that was up and wakes a WaitPeer waiting for one with it, and Spawn
+// fails with ErrClosed; its own name is still its own number.
+func TestClosedNodeKnowsNoPeers(t *testing.T) {
+	_, a, b := tTwoNodes(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), tWait)
+	defer cancel()
+	waiting := make(chan error, 1)
+	go func() {
+		_, err := a.WaitPeer(ctx, "nobody")
+		waiting <- err
+	}()
+
+	require.NoError(t, a.Close(ctx))
+	_, ok := a.Lookup("b")
+	assert.False(t, ok, "a closed node knows no peer")
+	num, ok := a.Lookup("a")
+	assert.True(t, ok, "its own name")
+	assert.Equal(t, a.Node.Node(), num)
+	_, err := a.WaitPeer(ctx, "b")
+	assert.ErrorIs(t, err, remote.ErrClosed, "WaitPeer for a peer that was up")
+	assert.ErrorIs(t, tRecv(t, waiting, "the waiting WaitPeer to return"), remote.ErrClosed)
+	_, err = a.Spawn(ctx, "b", "echo", "run", nil)
+	assert.ErrorIs(t, err, remote.ErrClosed)
+	assert.Equal(t, "a", tRecv(t, b.Down, "b to see a leave").Name)
+}

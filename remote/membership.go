@@ -462,10 +462,15 @@ func (n *Node) Peers() []Peer {
 
 // Lookup returns the number of the live node named name: this node, or
 // a peer heard from and not declared down (one still joining included;
-// [Node.WaitPeer] waits until it is up).
+// [Node.WaitPeer] waits until it is up). From Close on, and once the
+// NATS connection has closed for good, the node knows no peer: only its
+// own name is found.
 func (n *Node) Lookup(name string) (uint32, bool) {
 	if name == n.cfg.Name {
 		return n.num, true
+	}
+	if n.gone() {
+		return 0, false
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -476,8 +481,11 @@ func (n *Node) Lookup(name string) (uint32, bool) {
 }
 
 // livePeer returns the live peer named name, or an error wrapping
-// ErrUnknownNode. Any goroutine.
+// ErrUnknownNode, or ErrClosed once the node is gone. Any goroutine.
 func (n *Node) livePeer(name string) (*peer, error) {
+	if n.gone() {
+		return nil, fmt.Errorf("%w: node %q is closed or has lost its NATS connection for good", ErrClosed, n.cfg.Name)
+	}
 	n.mu.Lock()
 	p := n.byName[name]
 	n.mu.Unlock()

@@ -45,13 +45,19 @@ func (n *Node) Named(pid relay.PID) NamedPID {
 // WaitPeer waits until a node named name is up and returns its number,
 // or returns ctx's error. A peer up already is returned even if ctx has
 // ended; this node's own name returns its own number at once, as
-// [Node.Lookup] does, since [Spawn] takes it for this node.
+// [Node.Lookup] does, since [Spawn] takes it for this node. From Close
+// on, and once the NATS connection has closed for good, the node knows
+// no peer: WaitPeer returns an error wrapping [ErrClosed], at once or as
+// soon as that happens while it waits.
 func (n *Node) WaitPeer(ctx context.Context, name string) (uint32, error) {
 	if name == n.cfg.Name {
 		return n.num, nil
 	}
 	for {
 		ch := n.changes()
+		if n.gone() {
+			return 0, fmt.Errorf("%w: waiting for node %q: node %q is closed", ErrClosed, name, n.cfg.Name)
+		}
 		n.mu.Lock()
 		p := n.byName[name]
 		n.mu.Unlock()

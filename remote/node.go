@@ -254,6 +254,7 @@ func (n *Node) connect() (*nats.Conn, error) {
 		nats.ClosedHandler(func(c *nats.Conn) {
 			n.closedOnce.Do(func() { close(n.connClosed) })
 			n.onClosed()
+			n.notify() // WaitPeer returns, even on a node not started
 			if user.ClosedCB != nil {
 				user.ClosedCB(c)
 			}
@@ -403,6 +404,20 @@ func (n *Node) running() bool { return n.state.Load() == stateRunning }
 
 // closing reports whether Close has begun.
 func (n *Node) closing() bool { return n.state.Load() >= stateClosing }
+
+// gone reports whether the node is done with its peers: Close has begun,
+// or the NATS connection has closed for good. Any goroutine.
+func (n *Node) gone() bool {
+	if n.closing() {
+		return true
+	}
+	select {
+	case <-n.connClosed:
+		return true
+	default:
+		return false
+	}
+}
 
 // notRunning is the error for a send when the node is not running.
 func (n *Node) notRunning() error {
@@ -589,13 +604,12 @@ func (n *Node) onClosed() {
 	}
 	n.logf(slog.LevelError, "remote: the NATS connection closed", "node", n.num, "name", n.cfg.Name)
 	n.failEverything(fmt.Errorf("%w: node %q lost its NATS connection for good", ErrClosed, n.cfg.Name))
-	n.notify()
 }
 
 // failEverything fails what this node still holds for its peers, with
 // err: each link's waiting messages go back to their senders, later
-// sends to it fail, the pending requests complete, and the monitors held
-// for peers stop. Called by Close and by onClosed; a second call finds
+// sends to it fail, the pending requests complete, the monitors held
+// for peers stop, and no name finds a peer any more. Called by Close and by onClosed; a second call finds
 // nothing left.
 func (n *Node) failEverything(err error) {
 	for _, p := range *n.peers.Load() {
@@ -605,6 +619,10 @@ func (n *Node) failEverything(err error) {
 	}
 	n.pending.failAll(err)
 	n.held.close()
+	n.mu.Lock()
+	clear(n.byName) // it knows no peer any more: Lookup finds none
+	n.mu.Unlock()
+	n.notify()
 }
 
 // notify wakes everyone waiting for a change (a peer up or down, or
@@ -656,11 +674,13 @@ func (n *Node) Close(ctx context.Context) error {
 	if n.state.CompareAndSwap(stateNew, stateClosed) {
 		n.nc.Close()
 		<-n.connClosed
+		n.notify() // WaitPeer returns
 		return nil
 	}
 	if !n.state.CompareAndSwap(stateRunning, stateClosing) {
 		return fmt.Errorf("%w: Close called twice or during Start", ErrClosed)
 	}
+	n.notify() // WaitPeer returns
 	var err error
 	for _, p := range *n.peers.Load() {
 		p.link.requestSync()
