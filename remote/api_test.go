@@ -344,3 +344,52 @@ func TestClosedNodeKnowsNoPeers(t *testing.T) {
 	assert.ErrorIs(t, err, remote.ErrClosed)
 	assert.Equal(t, "a", tRecv(t, b.Down, "b to see a leave").Name)
 }
+
+// TestStartOnAnotherScheduler: a Start that failed after claiming the
+// spawn command on one scheduler leaves the node tied to it while it
+// runs: Start with another scheduler of the same node number is refused
+// (that one's processes would otherwise yield spawns to a node serving
+// another scheduler, and an awaited spawn of a child here would be
+// watched there), and Start with the first still works. Once the first
+// has shut down, its claim no longer matters, and Start with another
+// works.
+func TestStartOnAnotherScheduler(t *testing.T) {
+	srv := tServer(t)
+	failStart := func(t *testing.T, node *remote.Node, s *scheduler.Scheduler) {
+		t.Helper()
+		ending := &tEndsWhileWaiting{Context: context.Background(), done: make(chan struct{})}
+		close(ending.done)
+		require.ErrorIs(t, node.Start(ending, s), context.Canceled)
+	}
+	another := func(t *testing.T, node *remote.Node) *scheduler.Scheduler {
+		t.Helper()
+		s, err := scheduler.New(scheduler.WithNode(node.Node()), scheduler.WithTransport(node))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = s.Shutdown(context.Background()) })
+		return s
+	}
+
+	t.Run("refused while the first runs", func(t *testing.T) {
+		node, s := tUnstarted(t, remote.Config{Cluster: "test", Name: "a", URL: srv.ClientURL()})
+		failStart(t, node, s)
+		err := node.Start(t.Context(), another(t, node))
+		assert.ErrorIs(t, err, remote.ErrInvalidConfig, "Start with another scheduler while the first runs")
+		require.NoError(t, node.Start(t.Context(), s), "Start with the first")
+		ev := tYield(t, s, node.SpawnCommand(), remote.Spawn{Kind: "nope", Method: "run"})
+		assert.ErrorIs(t, ev.Error, remote.ErrUnknownKind, "the spawn handler serves the first")
+	})
+
+	t.Run("allowed once the first has shut down", func(t *testing.T) {
+		node, err := remote.New(remote.Config{Cluster: "test", Name: "b", URL: srv.ClientURL()})
+		require.NoError(t, err)
+		first, err := scheduler.New(scheduler.WithNode(node.Node()), scheduler.WithTransport(node))
+		require.NoError(t, err)
+		failStart(t, node, first)
+		require.NoError(t, first.Shutdown(t.Context()))
+		s := another(t, node)
+		t.Cleanup(func() { assert.NoError(t, node.Close(context.Background())) }) // before s shuts down
+		require.NoError(t, node.Start(t.Context(), s), "Start with another scheduler once the first has shut down")
+		ev := tYield(t, s, node.SpawnCommand(), remote.Spawn{Kind: "nope", Method: "run"})
+		assert.ErrorIs(t, ev.Error, remote.ErrUnknownKind, "the spawn handler serves the second")
+	})
+}

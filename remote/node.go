@@ -338,7 +338,11 @@ func (n *Node) Name() string { return n.cfg.Name }
 // subscriptions it made undone and nothing started; the spawn handler
 // stays claimed on s, failing spawns with [ErrClosed] until a Start
 // succeeds. Either way the node is left not started, for another Start
-// or for Close. Start on a node started already, being started, or
+// or for Close. Once a Start has claimed the spawn command on s, a Start
+// with another scheduler (of the same node number) is refused with an
+// error wrapping [ErrInvalidConfig] while s has not shut down, since
+// s's processes would yield their spawns to a node serving another
+// scheduler; once s has shut down, it is allowed. Start on a node started already, being started, or
 // closed returns an error wrapping [ErrClosed] and changes nothing.
 func (n *Node) Start(ctx context.Context, s *scheduler.Scheduler) error {
 	if s == nil {
@@ -352,6 +356,19 @@ func (n *Node) Start(ctx context.Context, s *scheduler.Scheduler) error {
 	}
 	if !n.state.CompareAndSwap(stateNew, stateStarting) {
 		return fmt.Errorf("%w: Start called twice or after Close", ErrClosed)
+	}
+	if n.claimedOn != nil && n.claimedOn != s {
+		// The spawn command is claimed on another scheduler of this
+		// number, by a Start that failed: its processes would yield
+		// spawns to a node serving s. That claim matters no more once
+		// that scheduler has shut down, which it tells by refusing
+		// every registration with ErrClosed (a claim of a claimed
+		// command changes nothing).
+		if err := n.claimedOn.ClaimHandler(n.cfg.SpawnCommand, n.handleSpawn); !errors.Is(err, scheduler.ErrClosed) {
+			n.state.Store(stateNew)
+			return fmt.Errorf("%w: the node's spawn command is claimed on another scheduler, which still runs: start the node with that one, or shut it down first", ErrInvalidConfig)
+		}
+		n.claimedOn = nil
 	}
 	if n.claimedOn != s {
 		if err := s.ClaimHandler(n.cfg.SpawnCommand, n.handleSpawn); err != nil {
