@@ -223,3 +223,27 @@ func SetFlushTimeout(d time.Duration) (restore func()) {
 	flushTimeout = d
 	return func() { flushTimeout = old }
 }
+
+// SetDataPendingLimits makes the nodes started from now on let at most
+// msgs batches and bytes bytes wait in their NATS client, until the
+// returned function restores NATS's own limits.
+func SetDataPendingLimits(msgs, bytes int) (restore func()) {
+	old := dataPendingLimits
+	dataPendingLimits.msgs, dataPendingLimits.bytes = msgs, bytes
+	return func() { dataPendingLimits = old }
+}
+
+// DataPending is the number of batches waiting in n's NATS client for
+// its data subscription, or -1 if n has none.
+func DataPending(n *Node) int {
+	for _, sub := range n.subs {
+		if sub.Subject == n.subj.data {
+			msgs, _, err := sub.Pending()
+			if err != nil {
+				return -1
+			}
+			return msgs
+		}
+	}
+	return -1
+}

@@ -392,6 +392,11 @@ func (n *Node) Start(ctx context.Context, s *scheduler.Scheduler) error {
 			break
 		}
 		subs = append(subs, x)
+		if l := dataPendingLimits; sub.subject == n.subj.data && l.msgs != 0 {
+			if err = x.SetPendingLimits(l.msgs, l.bytes); err != nil {
+				break
+			}
+		}
 	}
 	if err == nil {
 		err = n.flush(ctx)
@@ -771,6 +776,12 @@ func (n *Node) drain(ctx context.Context) error {
 	}
 	return nil
 }
+
+// dataPendingLimits, if its message count is not zero, replaces NATS's
+// limits of what may wait in the client for the data subscription (see
+// nats.Subscription.SetPendingLimits): tests make a slow consumer with
+// a tiny one. Read by Start.
+var dataPendingLimits struct{ msgs, bytes int }
 
 // flushTimeout bounds a flush whose context has no deadline: NATS's own
 // Flush waits as long. A variable so that tests can shorten it.

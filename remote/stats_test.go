@@ -153,3 +153,38 @@ func TestDropsAndPeerCounts(t *testing.T) {
 	assert.Equal(t, remote.PeerStats{Down: 1, Joined: 1, Lost: 1}, st.Peers)
 	assert.Equal(t, uint64(n), st.BouncedBack.NotFound, "nothing of the dropped batch was delivered")
 }
+
+// TestSlowConsumerIsCounted: when more batches wait in a node's NATS
+// client than its subscription may hold (here two, while the node takes
+// none), NATS drops the rest and reports a slow consumer, which the node
+// counts; the batches lost show as a gap once it takes batches again.
+func TestSlowConsumerIsCounted(t *testing.T) {
+	srv := tServer(t)
+	restore := remote.SetDataPendingLimits(2, 1<<20)
+	a := tStart(t, srv.ClientURL(), "a", func(cfg *remote.Config) { cfg.FailureTimeout = time.Minute })
+	restore()
+	recv, got := tCollector(t, a.S, 16)
+	f, fake := tFakeUp(t, srv.ClientURL(), a)
+	_, _, aData := remote.Subjects("test", a.Node.Node())
+	msg := func(body string) relay.Message {
+		return relay.Message{From: relay.PID{Node: fake, ID: 1}, To: recv.PID(), Data: body}
+	}
+
+	open := tHoldInbound(t, a)
+	for seq := uint64(1); seq <= 8; seq++ {
+		f.publish(aData, remote.EncodeMessages(fake, a.Node, seq, msg("held")))
+	}
+	tEventually(t, func() bool { return a.Stats().SlowConsumers > 0 }, "a counts the slow consumer NATS reports (%+v)", a.Stats())
+	open()
+	// The last batch finds room once those kept have been taken.
+	tEventually(t, func() bool { return remote.DataPending(a.Node) == 0 }, "a takes the batches kept")
+	f.publish(aData, remote.EncodeMessages(fake, a.Node, 9, msg("last")))
+	for {
+		if ev := tRecv(t, got, "the messages a kept, then the last"); ev.Data == "last" {
+			break
+		}
+	}
+	st := a.Stats()
+	assert.Positive(t, st.Gaps, "the batches NATS dropped are a gap")
+	assert.Less(t, st.BatchesReceived, uint64(9), "not every batch was taken")
+}
