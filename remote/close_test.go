@@ -380,3 +380,31 @@ func TestStartAndCloseOutOfOrder(t *testing.T) {
 	_, err = node.WaitPeer(ctx, "c")
 	assert.NoError(t, err, "its own name")
 }
+
+// TestNodeNumberHeldBySomeoneSilentIsTaken: on a server that reports
+// "no responders", a number whose control subject someone holds without
+// answering the check (a node of another wire version, or one too busy
+// to answer within the check) is taken, and the node draws again.
+func TestNodeNumberHeldBySomeoneSilentIsTaken(t *testing.T) {
+	srv := tServer(t)
+	const taken = 4242
+	holder, err := nats.Connect(srv.ClientURL())
+	require.NoError(t, err)
+	defer holder.Close()
+	_, ctl, _ := remote.Subjects("test", taken)
+	_, err = holder.Subscribe(ctl, func(*nats.Msg) {}) // never answers
+	require.NoError(t, err)
+	require.NoError(t, holder.Flush())
+
+	draws := []uint32{taken, taken + 1}
+	restore := remote.SetRandomNode(func() uint32 {
+		v := draws[0]
+		draws = draws[1:]
+		return v
+	})
+	defer restore()
+	node, err := remote.New(remote.Config{Cluster: "test", Name: "b", URL: srv.ClientURL()})
+	require.NoError(t, err)
+	defer func() { _ = node.Close(context.Background()) }()
+	assert.Equal(t, uint32(taken+1), node.Node(), "the number someone holds is not taken")
+}

@@ -34,8 +34,7 @@
 // # Nodes, incarnations and names
 //
 // A node's number is its incarnation: a random nonzero 32-bit number
-// drawn at each start, after asking the bus whether anyone answers for
-// it. It is the Node of every PID of its scheduler, so a PID from before
+// drawn at each start, after asking the bus whether anyone holds it. It is the Node of every PID of its scheduler, so a PID from before
 // a restart names a number no node has any more, and a message to it
 // bounces with [ErrNodeDown] (a [scheduler.ErrProcessNotFound]) instead
 // of reaching a new process that happens to have the same ID.
@@ -54,10 +53,11 @@
 // PIDs of the earlier run then name the new one's processes, as its
 // number does: a node remembers at most 1,024 down runs besides its live
 // peers, among four billion numbers, so this happens at most about once
-// in four million restarts. Names are
-// for people and for [Spawn]: each node learns the others' names from
-// their hellos and heartbeats; [Node.Named] prints a PID with its node's
-// name, and [Node.Lookup] finds the number of a name.
+// in four million restarts.
+//
+// Names are for people and for [Spawn]: each node learns the others'
+// names from their hellos and heartbeats; [Node.Named] prints a PID with
+// its node's name, and [Node.Lookup] finds the number of a name.
 //
 // # Subjects
 //
@@ -109,8 +109,10 @@
 // number. Both kinds start with the wire version, 2: a node drops what
 // carries another version, counting it as malformed and logging the
 // first at Error, so nodes of different versions never join, nor read
-// each other's messages; a probe is answered whatever its version, so
-// no node takes a number held by one of another version.
+// each other's messages. A probe is answered whatever its version, and
+// a number someone holds without answering counts as taken (on a server
+// that reports "no responders"), so no node takes a number held by one
+// of another version.
 //
 // # Credit
 //

@@ -183,9 +183,9 @@ const maxNumberTries = 8
 const minNumberCheck = time.Second
 
 // New connects to NATS and picks this node's incarnation number: a random
-// nonzero number that no node of the cluster answers for (it waits for
-// an answer a heartbeat, and at least a second, unless the server says
-// at once that no one is subscribed for the number). It does not
+// nonzero number that no one of the cluster is subscribed for (the
+// server says so at once; a server too old to say so makes New wait a
+// heartbeat, and at least a second, for an answer). It does not
 // join the cluster yet: create the scheduler with [scheduler.WithNode]
 // of [Node.Node] and [scheduler.WithTransport] of the node, then call
 // [Node.Start]. Config errors wrap [ErrInvalidConfig]; a failure to
@@ -283,8 +283,9 @@ func (n *Node) setMaxBatch() {
 
 // pickNumber finds an incarnation number no node answers for. A number
 // is free when the server says that no one is subscribed for it, or, on
-// a server that does not say so, when no one answers within a heartbeat
-// and at least minNumberCheck.
+// a server that does not say so (one without headers, which "no
+// responders" needs), when no one answers within a heartbeat and at
+// least minNumberCheck.
 func (n *Node) pickNumber(prefix string) (uint32, error) {
 	for range maxNumberTries {
 		num := randomNode()
@@ -298,6 +299,11 @@ func (n *Node) pickNumber(prefix string) (uint32, error) {
 			return num, nil
 		case err == nil:
 			continue // taken
+		case errors.Is(err, nats.ErrTimeout) && n.nc.HeadersSupported():
+			// The server reports "no responders", so someone holds the
+			// number without answering: a node of another wire
+			// version, or one too busy to answer in time.
+			continue
 		case errors.Is(err, nats.ErrTimeout):
 			// A server that does not report "no responders"; the
 			// number is taken only if someone answered.
