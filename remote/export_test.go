@@ -233,17 +233,18 @@ func SetDataPendingLimits(msgs, bytes int) (restore func()) {
 	return func() { dataPendingLimits = old }
 }
 
-// DataPending is the number of batches waiting in n's NATS client for
-// its data subscription, or -1 if n has none.
-func DataPending(n *Node) int {
+// DataQueue returns how many batches wait in n's NATS client for its
+// data subscription and how many it dropped, or -1s if n has none.
+func DataQueue(n *Node) (pending, dropped int) {
 	for _, sub := range n.subs {
 		if sub.Subject == n.subj.data {
 			msgs, _, err := sub.Pending()
-			if err != nil {
-				return -1
+			d, derr := sub.Dropped()
+			if err != nil || derr != nil {
+				return -1, -1
 			}
-			return msgs
+			return msgs, d
 		}
 	}
-	return -1
+	return -1, -1
 }

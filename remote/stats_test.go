@@ -1,6 +1,7 @@
 package remote_test
 
 import (
+	"sync"
 	"testing"
 	"time"
 
@@ -155,30 +156,55 @@ func TestDropsAndPeerCounts(t *testing.T) {
 }
 
 // TestSlowConsumerIsCounted: when more batches wait in a node's NATS
-// client than its subscription may hold (here two, while the node takes
-// none), NATS drops the rest and reports a slow consumer, which the node
+// client than its subscription may hold (here two, the one the node is
+// held on included), NATS drops the rest and reports a slow consumer, which the node
 // counts; the batches lost show as a gap once it takes batches again.
 func TestSlowConsumerIsCounted(t *testing.T) {
+	const batches = 8
 	srv := tServer(t)
 	restore := remote.SetDataPendingLimits(2, 1<<20)
 	a := tStart(t, srv.ClientURL(), "a", func(cfg *remote.Config) { cfg.FailureTimeout = time.Minute })
 	restore()
-	recv, got := tCollector(t, a.S, 16)
+	recv, got := tCollector(t, a.S, batches+1)
 	f, fake := tFakeUp(t, srv.ClientURL(), a)
 	_, _, aData := remote.Subjects("test", a.Node.Node())
 	msg := func(body string) relay.Message {
 		return relay.Message{From: relay.PID{Node: fake, ID: 1}, To: recv.PID(), Data: body}
 	}
 
-	open := tHoldInbound(t, a)
-	for seq := uint64(1); seq <= 8; seq++ {
+	// a takes the first batch and holds it; NATS counts it waiting until
+	// a returns, so one more waits and the rest are dropped.
+	entered, gate := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	remote.SetInboundHook(a.Node, func() {
+		once.Do(func() {
+			close(entered)
+			<-gate
+		})
+	})
+	t.Cleanup(func() {
+		select {
+		case <-gate:
+		default:
+			close(gate)
+		}
+	})
+	for seq := uint64(1); seq <= batches; seq++ {
 		f.publish(aData, remote.EncodeMessages(fake, a.Node, seq, msg("held")))
 	}
+	tRecv(t, entered, "a to take the first batch")
+	tEventually(t, func() bool {
+		pending, dropped := remote.DataQueue(a.Node)
+		return pending+dropped == batches
+	}, "every batch waits or is dropped")
+	_, dropped := remote.DataQueue(a.Node)
+	require.Positive(t, dropped)
 	tEventually(t, func() bool { return a.Stats().SlowConsumers > 0 }, "a counts the slow consumer NATS reports (%+v)", a.Stats())
-	open()
-	// The last batch finds room once those kept have been taken.
-	tEventually(t, func() bool { return remote.DataPending(a.Node) == 0 }, "a takes the batches kept")
-	f.publish(aData, remote.EncodeMessages(fake, a.Node, 9, msg("last")))
+	close(gate)
+	// The last batch finds room once those kept have been taken: all
+	// of them, since NATS counts one as waiting until a returns from it.
+	tEventually(t, func() bool { pending, _ := remote.DataQueue(a.Node); return pending == 0 }, "a takes the batches kept")
+	f.publish(aData, remote.EncodeMessages(fake, a.Node, batches+1, msg("last")))
 	for {
 		if ev := tRecv(t, got, "the messages a kept, then the last"); ev.Data == "last" {
 			break
@@ -186,5 +212,5 @@ func TestSlowConsumerIsCounted(t *testing.T) {
 	}
 	st := a.Stats()
 	assert.Positive(t, st.Gaps, "the batches NATS dropped are a gap")
-	assert.Less(t, st.BatchesReceived, uint64(9), "not every batch was taken")
+	assert.Equal(t, uint64(batches+1-dropped), st.BatchesReceived, "every batch NATS did not drop is taken")
 }
