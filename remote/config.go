@@ -73,8 +73,9 @@ type Config struct {
 	// Hooks are called when peers come and go.
 	Hooks Hooks
 	// Logger, if set, receives peers coming and going at Info,
-	// malformed batches dropped at Warn, and conflicts (see Name) and
-	// the NATS connection closing for good at Error.
+	// malformed batches dropped at Warn, and conflicts (see Name), the
+	// first message of a node of another wire version, and the NATS
+	// connection closing for good at Error.
 	Logger *slog.Logger
 }
 
