@@ -26,9 +26,13 @@ type Failure struct {
 // the scenario fails, with its report and how to replay it (with
 // [SeedEnv], or with [Replay] given the same options). The scenario
 // asserts through [Sim.T]; a Fatal there ends only that seed's run. A
-// Skip there (Skip, Skipf or SkipNow) ends the exploration: tb is
-// skipped, with what the scenario logged, the seed, and how many seeds
-// passed before it; a run that failed before it skipped is a failure.
+// panic in the scenario's own code (a process's panic is its error, as
+// on the scheduler) fails the seed too, with the panic's value and the
+// calls that led to it, instead of ending the test binary without a
+// word of the seed. A Skip there (Skip, Skipf or SkipNow) ends the
+// exploration: tb is skipped, with what the scenario logged, the seed,
+// and how many seeds passed before it; a run that failed before it
+// skipped is a failure.
 // With [SeedEnv] set, only that seed runs; without it, seeds must be at
 // least 1, or the test fails (running no seed would pass whatever the
 // scenario does).
@@ -117,6 +121,13 @@ func run(tb testing.TB, seed uint64, scenario func(*Sim), opts []Option) (f Fail
 	go func() {
 		defer close(done)
 		defer r.runCleanups()
+		// A panic fails the seed instead of the test binary, which would
+		// end without saying at which seed.
+		defer func() {
+			if v := recover(); v != nil {
+				r.panicked(v)
+			}
+		}()
 		s = New(r, append(opts[:len(opts):len(opts)], WithSeed(seed))...)
 		scenario(s)
 	}()
@@ -232,6 +243,35 @@ func (r *recorder) runCleanups() {
 		f()
 	}
 }
+
+// panicked fails the run with the panic's value v and the stack of calls
+// that panicked, from the panicking call down to the scenario. Called by
+// the function that recovered the panic. The stack lists functions,
+// files and lines only, no argument values or goroutine numbers, so that
+// a seed's report is the same at every run.
+func (r *recorder) panicked(v any) {
+	r.Errorf("panic: %v", v)
+	pcs := make([]uintptr, 64)
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(1, pcs)])
+	inPanic := true // the frames of the recovery and the panic, down to gopanic
+	for more := true; more; {
+		var f runtime.Frame
+		f, more = frames.Next()
+		switch {
+		case inPanic:
+			inPanic = f.Function != "runtime.gopanic"
+		case strings.HasPrefix(f.Function, thisPackage+".run."):
+			return // the kit's goroutine that runs the scenario
+		case !strings.HasPrefix(f.Function, "runtime."):
+			r.add("  " + f.Function)
+			r.add(fmt.Sprintf("      %s:%d", f.File, f.Line))
+		}
+	}
+}
+
+// thisPackage is the import path of this package, as function names in
+// a stack begin with it.
+const thisPackage = "github.com/procsched/scheduler/schedtest"
 
 func (r *recorder) add(line string) {
 	r.mu.Lock()

@@ -420,3 +420,50 @@ func TestExploreNeedsASeed(t *testing.T) {
 	require.Equal(t, uint64(3), f.Seed)
 	require.Equal(t, 1, ran)
 }
+
+// TestExploreReportsAPanicAtItsSeed checks that a scenario that panics
+// (its own code, not a process's: the kit turns those into errors) fails
+// at that seed with the panic's value and where it happened, instead of
+// taking the test binary down without naming the seed: no later seed
+// runs, the seed's cleanups run (the simulation is shut down, so its
+// processes are closed), and the report is the same at every replay of
+// the seed.
+func TestExploreReportsAPanicAtItsSeed(t *testing.T) {
+	var runs []uint64
+	closed := map[uint64]bool{}
+	scenario := func(s *schedtest.Sim) {
+		seed := s.Seed()
+		runs = append(runs, seed)
+		s.Start(&closer{closed: func() { closed[seed] = true }}, "run", nil)
+		s.RunUntilIdle()
+		s.T().Log("before the panic")
+		if seed == 2 {
+			var m map[string]int
+			m["boom"]++ // a runtime error
+		}
+	}
+	f, ok := schedtest.Sweep(t, 5, scenario)
+	require.True(t, ok, "the panic at seed 2 was not reported")
+	require.Equal(t, uint64(2), f.Seed)
+	require.Equal(t, []uint64{1, 2}, runs, "no seed runs after the one that panicked")
+	require.True(t, closed[2], "the seed's simulation was not shut down after the panic")
+	require.True(t, strings.HasPrefix(f.Output, "  before the panic\n  panic: assignment to entry in nil map\n"), f.Output)
+	require.Contains(t, f.Output, "schedtest_test.TestExploreReportsAPanicAtItsSeed.func", "where it panicked")
+	require.Contains(t, f.Output, "explore_test.go:", "the file and line")
+	require.NotContains(t, f.Output, "runtime.gopanic", "the panic machinery is not where it happened")
+	again, ok := schedtest.Check(t, 2, scenario)
+	require.True(t, ok)
+	require.Equal(t, f.Output, again.Output, "the replay reports something else")
+
+	r := runTB(t, func(tb *recTB) { schedtest.Explore(tb, 5, scenario) })
+	require.True(t, r.Failed())
+	require.Contains(t, r.text(), "schedtest: the scenario fails at seed 2:\n  before the panic\n  panic: assignment to entry in nil map")
+	require.Contains(t, r.text(), "SCHEDTEST_SEED=2")
+}
+
+// closer is a process that waits for ever and calls closed from Close.
+type closer struct{ closed func() }
+
+func (c *closer) Init(context.Context, string, payload.Payloads) error { return nil }
+func (c *closer) Step([]scheduler.Event, *scheduler.StepOutput) error  { return nil }
+func (c *closer) Close()                                               { c.closed() }
