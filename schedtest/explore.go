@@ -1,7 +1,9 @@
 package schedtest
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"os"
 	"regexp"
 	"runtime"
@@ -116,11 +118,12 @@ func skip(tb testing.TB, seed uint64, passed int, output string) {
 // with the run's report in f.
 func run(tb testing.TB, seed uint64, scenario func(*Sim), opts []Option) (f Failure, failed, skipped bool) {
 	r := &recorder{TB: tb}
+	r.ctx, r.cancel = context.WithCancel(tb.Context())
 	var s *Sim
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		defer r.runCleanups()
+		defer r.end()
 		// A panic fails the seed instead of the test binary, which would
 		// end without saying at which seed.
 		defer func() {
@@ -158,17 +161,65 @@ func Replay(tb testing.TB, seed uint64, scenario func(*Sim), opts ...Option) {
 	scenario(New(tb, append(opts[:len(opts):len(opts)], WithSeed(seed))...))
 }
 
-// recorder is the testing.TB a seed's run reports to: it keeps the log,
-// the failure and the skip instead of failing or skipping the test, and
-// runs the cleanups at the end of the seed's run. Methods it does not
+// recorder is the testing.TB a seed's run reports to: it keeps the log
+// (what Output writes too), the failure and the skip instead of failing
+// or skipping the test, and ends its Context and runs the cleanups at the
+// end of the seed's run, as a test does at its end. Methods it does not
 // override go to the real test.
 type recorder struct {
 	testing.TB
+	ctx    context.Context
+	cancel context.CancelFunc
+
 	mu       sync.Mutex // guards the fields below
 	failed   bool
 	skipped  bool
 	lines    []string
+	partial  string // what Output was given after its last newline
 	cleanups []func()
+}
+
+// Context returns the seed's context: done when the seed's run ends,
+// before its cleanups run.
+func (r *recorder) Context() context.Context { return r.ctx }
+
+// Output returns a writer to the seed's log: each line written is a line
+// of the log, as Log writes it; a line left unfinished is one once Log is
+// called or the run ends.
+func (r *recorder) Output() io.Writer { return outputWriter{r} }
+
+type outputWriter struct{ r *recorder }
+
+func (w outputWriter) Write(b []byte) (int, error) {
+	r := w.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	text := r.partial + string(b)
+	for {
+		i := strings.IndexByte(text, '\n')
+		if i < 0 {
+			break
+		}
+		r.lines = append(r.lines, text[:i])
+		text = text[i+1:]
+	}
+	r.partial = text
+	return len(b), nil
+}
+
+// flush makes a line of what Output was given after its last newline.
+// Called with r.mu held.
+func (r *recorder) flush() {
+	if r.partial != "" {
+		r.lines = append(r.lines, r.partial)
+		r.partial = ""
+	}
+}
+
+// end ends the seed's run: its context, then its cleanups.
+func (r *recorder) end() {
+	r.cancel()
+	r.runCleanups()
 }
 
 func (r *recorder) Helper() {}
@@ -276,12 +327,14 @@ const thisPackage = "github.com/procsched/scheduler/schedtest"
 func (r *recorder) add(line string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.flush()
 	r.lines = append(r.lines, strings.TrimRight(line, "\n"))
 }
 
 func (r *recorder) output() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.flush()
 	if len(r.lines) == 0 {
 		return ""
 	}

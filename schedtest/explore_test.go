@@ -467,3 +467,58 @@ type closer struct{ closed func() }
 func (c *closer) Init(context.Context, string, payload.Payloads) error { return nil }
 func (c *closer) Step([]scheduler.Event, *scheduler.StepOutput) error  { return nil }
 func (c *closer) Close()                                               { c.closed() }
+
+// TestSeedRunContextEndsWithTheSeed checks Sim.T's Context under Check
+// and Explore: as a test's, it is not done while the seed's run goes on
+// and is done before the seed's cleanups run, so a cleanup may wait for
+// what stops on it, as it may in a test. Each seed gets its own.
+func TestSeedRunContextEndsWithTheSeed(t *testing.T) {
+	var ctxs []context.Context
+	scenario := func(s *schedtest.Sim) {
+		tb := s.T()
+		ctx := tb.Context()
+		ctxs = append(ctxs, ctx)
+		if err := ctx.Err(); err != nil {
+			tb.Fatalf("the seed's context is done while the seed runs: %v", err)
+		}
+		stopped := make(chan struct{})
+		go func() {
+			<-ctx.Done()
+			close(stopped)
+		}()
+		tb.Cleanup(func() {
+			select {
+			case <-stopped:
+			case <-time.After(10 * time.Second):
+				tb.Error("the seed's context was not done when its cleanups ran")
+			}
+		})
+	}
+	f, failed := schedtest.Check(t, 1, scenario)
+	require.False(t, failed, f.Output)
+	r := runTB(t, func(tb *recTB) { schedtest.Explore(tb, 3, scenario) })
+	require.False(t, r.Failed(), r.text())
+	require.Len(t, ctxs, 4)
+	for i, ctx := range ctxs {
+		require.Error(t, ctx.Err(), "seed run %d", i)
+	}
+	require.NoError(t, t.Context().Err(), "the test's own context is not done by a seed's")
+}
+
+// TestSeedRunOutputIsPartOfItsReport checks Sim.T's Output under Check:
+// what is written there is part of the seed's report, in order with its
+// Log lines, as it is part of a test's log, and a line left unfinished
+// ends where the next Log line or the run ends.
+func TestSeedRunOutputIsPartOfItsReport(t *testing.T) {
+	f, failed := schedtest.Check(t, 1, func(s *schedtest.Sim) {
+		tb := s.T()
+		fmt.Fprint(tb.Output(), "written ")
+		fmt.Fprintln(tb.Output(), "in two")
+		fmt.Fprint(tb.Output(), "two lines\nand half")
+		tb.Log("logged")
+		fmt.Fprint(tb.Output(), "unfinished")
+		tb.Fail()
+	})
+	require.True(t, failed)
+	require.True(t, strings.HasPrefix(f.Output, "  written in two\n  two lines\n  and half\n  logged\n  unfinished\n"), f.Output)
+}

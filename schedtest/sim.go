@@ -225,6 +225,11 @@ func New(tb testing.TB, opts ...Option) *Sim {
 // T returns the test the simulation reports to: the one given to [New], or
 // the seed's own under [Explore], [Sweep] and [Check], whose Fatal ends
 // only the seed's run and whose Skip skips the test there (see Explore).
+// The seed's own test is to the seed's run what a test is to its
+// function: what its Log, Error and Output write is the seed's report,
+// its Cleanup functions run when the seed's run ends, and its Context is
+// done then, before they run. Its other methods (Name, TempDir, Setenv,
+// ...) are the test's.
 func (s *Sim) T() testing.TB { return s.tb }
 
 // Seed returns the seed of the simulation's choices (0 without
