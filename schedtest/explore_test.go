@@ -522,3 +522,46 @@ func TestSeedRunOutputIsPartOfItsReport(t *testing.T) {
 	require.True(t, failed)
 	require.True(t, strings.HasPrefix(f.Output, "  written in two\n  two lines\n  and half\n  logged\n  unfinished\n"), f.Output)
 }
+
+// TestTraceListsTheYieldsCarriedOut checks that Trace lists, as its doc
+// says, which yield was carried out, besides the steps and the timers:
+// with a seed the yields of different processes interleave, and the
+// report of a failing seed must show in which order. Each yield is
+// listed once, after its step, in the order written, with what it went
+// to; its argument is not shown (it may print differently from run to
+// run).
+func TestTraceListsTheYieldsCarriedOut(t *testing.T) {
+	for _, opts := range [][]schedtest.Option{nil, {schedtest.WithSeed(7)}} {
+		s := schedtest.New(t, opts...)
+		s.Fake(cmdWork, schedtest.Reply("ok"))
+		b := s.Start(idle(), "b", nil)
+		require.NoError(t, s.Register("b", b))
+		a := s.Start(stepper(func(n int, _ []scheduler.Event, out *scheduler.StepOutput) error {
+			if n == 1 {
+				out.Tell(b, &struct{}{})
+				out.TellName("b", 2)
+				out.Yield(3, cmdWork, nil)
+				out.Sleep(4, time.Millisecond)
+				out.Timeout(4, time.Microsecond)
+			}
+			return nil
+		}), "a", nil)
+		s.RunUntilIdleAdvancing()
+		var got []string
+		for _, line := range s.Trace() {
+			_, what, _ := strings.Cut(line, ": ")
+			if strings.HasPrefix(what, "step "+a.String()) || strings.HasPrefix(what, "carry out "+a.String()) {
+				got = append(got, what)
+			}
+		}
+		require.Equal(t, []string{
+			"step " + a.String() + " (0 events)",
+			"carry out " + a.String() + "'s Tell to " + b.String(),
+			"carry out " + a.String() + `'s TellName to "b"`,
+			"carry out " + a.String() + fmt.Sprintf("'s Command %d tag 3", cmdWork),
+			"carry out " + a.String() + "'s Sleep tag 4 until +1ms deadline +1µs",
+			"step " + a.String() + " (1 events)", // the command's answer
+			"step " + a.String() + " (1 events)", // the Sleep's timeout
+		}, got, "with options %v", opts)
+	}
+}

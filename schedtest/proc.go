@@ -484,6 +484,7 @@ func (s *Sim) releaseDelayed(afterTimer bool) bool {
 
 // carry carries out one yield y of p's step.
 func (s *Sim) carry(p *proc, y *bridge.Yield) {
+	s.note("carry out %v's %s", p.pid, describe(y))
 	switch y.Kind {
 	case bridge.KindTell:
 		s.tell(p, y.To, y.Arg)
@@ -562,6 +563,45 @@ func (s *Sim) carry(p *proc, y *bridge.Yield) {
 	case bridge.KindCommand:
 		s.command(p, y)
 	}
+}
+
+// describe names the yield y for the trace: its kind, where it goes and
+// its tag, not its argument, which may print differently from run to run
+// (a pointer, a map).
+func describe(y *bridge.Yield) string {
+	d := describeKind(y)
+	if y.Kind == bridge.KindSleep {
+		d += fmt.Sprintf(" until +%v", y.When-1)
+	}
+	if y.Deadline != 0 {
+		d += fmt.Sprintf(" deadline +%v", y.Deadline-1)
+	}
+	return d
+}
+
+// describeKind is describe without the times.
+func describeKind(y *bridge.Yield) string {
+	k := YieldKind(y.Kind)
+	switch y.Kind {
+	case bridge.KindTell:
+		return fmt.Sprintf("%v to %v", k, y.To)
+	case bridge.KindTellName:
+		return fmt.Sprintf("%v to %q", k, y.Name)
+	case bridge.KindReply:
+		return fmt.Sprintf("%v to %v", k, y.To)
+	case bridge.KindMonitor:
+		return fmt.Sprintf("%v of %v tag %d", k, y.To, y.Tag)
+	case bridge.KindRequest:
+		if y.Name != "" {
+			return fmt.Sprintf("%v to %q tag %d", k, y.Name, y.Tag)
+		}
+		return fmt.Sprintf("%v to %v tag %d", k, y.To, y.Tag)
+	case bridge.KindCommand:
+		return fmt.Sprintf("%v %d tag %d", k, y.Cmd, y.Tag)
+	case bridge.KindSpawn, bridge.KindSpawnAwait:
+		return fmt.Sprintf("%v %T %q tag %d", k, y.Child, y.Method, y.Tag)
+	}
+	return fmt.Sprintf("%v tag %d", k, y.Tag)
 }
 
 // tell sends msg from p to to; an undeliverable message bounces back.
