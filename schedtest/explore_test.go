@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -564,4 +565,143 @@ func TestTraceListsTheYieldsCarriedOut(t *testing.T) {
 			"step " + a.String() + " (1 events)", // the Sleep's timeout
 		}, got, "with options %v", opts)
 	}
+}
+
+// TestTheSameSeedGivesTheSameJournal checks the determinism WithSeed
+// promises where a map, a goroutine or the number of CPUs could break
+// it: a process watched by several monitors and requests at its end,
+// names, a probe, spawns, a request answered from a step, timers set for
+// one instant by several processes, Cancel, Continue, and all three
+// faults. The journal is every scheduling decision (Trace, read before
+// every action through RunUntil's condition) and every event each
+// process got and when; under one seed it is the same on every run, run
+// by Check in its own goroutine or by the test, with GOMAXPROCS 1, 2 or
+// 8.
+func TestTheSameSeedGivesTheSameJournal(t *testing.T) {
+	faults := schedtest.WithFaults(schedtest.Faults{FailYield: 0.1, DelayCompletion: 0.3, Terminate: 0.02})
+	scenario := func(journal *strings.Builder) func(*schedtest.Sim) {
+		return func(s *schedtest.Sim) {
+			s.Fake(cmdWork, schedtest.Reply("ok"))
+			probe := s.Probe()
+			logEvents := func(who string, evs []scheduler.Event) {
+				for _, ev := range evs {
+					fmt.Fprintf(journal, "%s@%v: %v %v %v %v\n", who, s.Now().Sub(schedtest.Epoch), ev.Type, ev.Tag, ev.From, ev.Error)
+				}
+			}
+			// The watched process answers requests and ends on "quit".
+			watched := s.Start(stepper(func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+				logEvents("watched", evs)
+				for _, ev := range evs {
+					if req, ok := ev.Data.(scheduler.Request); ok {
+						out.Reply(req.ReplyTo, req.Body, nil)
+						out.Tell(probe.PID(), req.Body)
+					}
+					if ev.Data == "quit" {
+						out.Done(payload.Of("quit"))
+					}
+				}
+				return nil
+			}), "watched", nil)
+			if err := s.Register("watched", watched); err != nil {
+				s.T().Fatal(err)
+			}
+			var pids []relay.PID
+			for i := range 5 {
+				who := fmt.Sprint("w", i)
+				pids = append(pids, s.Start(stepper(func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+					logEvents(who, evs)
+					for _, ev := range evs {
+						if ev.Type == scheduler.EventCancel {
+							out.Done(payload.Of(who))
+							return nil
+						}
+					}
+					switch n {
+					case 1:
+						out.Monitor(1, watched)
+						out.RequestName(2, "watched", who)
+						out.Sleep(3, time.Millisecond) // every worker's at one instant
+						out.Yield(4, cmdWork, i)
+						out.Spawn(5, &child{name: who}, "run", nil)
+						if i%2 == 0 {
+							out.Yield(6, cmdWork, nil)
+							out.Cancel(6)
+						}
+					case 2:
+						out.Continue()
+					case 3:
+						out.Tell(watched, "hello from "+who)
+						if i == 4 {
+							out.Tell(watched, "quit")
+						}
+					}
+					return nil
+				}), who, nil))
+			}
+			check := func() bool {
+				fmt.Fprintf(journal, "--\n%s\n", strings.Join(s.Trace(), "\n"))
+				return false
+			}
+			s.RunUntil(check)
+			s.Advance(time.Millisecond)
+			s.RunUntil(check)
+			s.RunUntilIdleAdvancing()
+			if err := s.Shutdown(); err != nil {
+				s.T().Errorf("Shutdown: %v", err)
+			}
+			for _, p := range append(pids, watched) {
+				res, err := s.Result(p)
+				fmt.Fprintf(journal, "%v: %v %v\n", p, res.Value(), err)
+			}
+			fmt.Fprintf(journal, "probe: %v\nfaults: %q\nclock: %v\n", len(probe.Received()), s.Injected(), s.Now().Sub(schedtest.Epoch))
+		}
+	}
+	byCheck := func(seed uint64) string {
+		var b strings.Builder
+		f, failed := schedtest.Check(t, seed, scenario(&b), faults)
+		require.False(t, failed, "seed %d: %s", seed, f.Output)
+		return b.String()
+	}
+	byTest := func(seed uint64) string {
+		var b strings.Builder
+		scenario(&b)(schedtest.New(t, schedtest.WithSeed(seed), faults))
+		return b.String()
+	}
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	runs := map[string]bool{}
+	for seed := uint64(1); seed <= 8; seed++ {
+		runtime.GOMAXPROCS(1)
+		want := byCheck(seed)
+		runs[want] = true
+		for _, procs := range []int{1, 2, 8} {
+			runtime.GOMAXPROCS(procs)
+			for range 3 {
+				sameJournal(t, want, byCheck(seed), "seed %d, GOMAXPROCS %d, under Check", seed, procs)
+				sameJournal(t, want, byTest(seed), "seed %d, GOMAXPROCS %d, in the test's goroutine", seed, procs)
+			}
+		}
+	}
+	require.Greater(t, len(runs), 4, "the seeds barely change the run")
+}
+
+// sameJournal fails the test at the first line where journal got differs
+// from want, showing that line and the five before it.
+func sameJournal(t *testing.T, want, got string, format string, args ...any) {
+	t.Helper()
+	if want == got {
+		return
+	}
+	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
+	i := 0
+	for i < len(w) && i < len(g) && w[i] == g[i] {
+		i++
+	}
+	line := func(ls []string) string {
+		if i < len(ls) {
+			return ls[i]
+		}
+		return "(the end)"
+	}
+	t.Fatalf("%s: the journals differ at line %d:\n  want %s\n  got  %s\nafter:\n  %s", fmt.Sprintf(format, args...),
+		i+1, line(w), line(g), strings.Join(w[max(0, i-5):i], "\n  "))
 }
