@@ -589,10 +589,12 @@ func (s *Sim) RunUntil(cond func() bool) bool {
 // Advance moves the virtual clock forward by d, firing the timers due on
 // the way in order, each at its own time, and running the simulation
 // until idle after each, so that a timer set by a process woken on the
-// way fires too if it is due within d. The clock ends instead of
-// wrapping: a d that would take it past its end (some 292 years after
-// [Epoch]) takes it to the end, and a Sleep or deadline too far for the
-// clock never fires, as on the scheduler.
+// way fires too if it is due within d. Timers due at one instant fire
+// in the order they were set; with [WithSeed], one at a time, and what
+// the first woke may run before the next fires. The clock ends instead
+// of wrapping: a d that would take it past its end (some 292 years
+// after [Epoch]) takes it to the end, and a Sleep or deadline too far
+// for the clock never fires, as on the scheduler.
 func (s *Sim) Advance(d time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -605,8 +607,7 @@ func (s *Sim) Advance(d time.Duration) {
 		if !ok || e.when > target {
 			break
 		}
-		s.now = max(s.now, e.when)
-		s.fireDue()
+		s.reach(e.when)
 		s.runIdle(nil)
 	}
 	s.now = target
@@ -652,7 +653,22 @@ func (s *Sim) runAdvancing(limit int64) bool {
 		if limit >= 0 && e.when > limit {
 			return true
 		}
-		s.now = max(s.now, e.when)
+		s.reach(e.when)
+	}
+}
+
+// reach moves the clock to when, the time of the earliest timer, and
+// fires the timers due then. Without a seed they all fire at once, before
+// anything else happens. With one, the run that follows fires them, one
+// at a time, each a choice among the other things to do: a process woken
+// by the first may step before the next fires, as on the scheduler,
+// whose workers fire the timers of different shards apart. (They fire at
+// once there too if the clock is there already: a run that stopped with
+// a timer due, at the step bound of a Shutdown, would find it again.)
+func (s *Sim) reach(when int64) {
+	due := when <= s.now
+	s.now = max(s.now, when)
+	if !s.cfg.seeded || due {
 		s.fireDue()
 	}
 }

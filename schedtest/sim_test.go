@@ -12,6 +12,7 @@ import (
 
 	"github.com/procsched/scheduler"
 	"github.com/procsched/scheduler/payload"
+	"github.com/procsched/scheduler/relay"
 	"github.com/procsched/scheduler/schedtest"
 )
 
@@ -276,4 +277,66 @@ func TestTellWhereAnEarlierStepsYieldWas(t *testing.T) {
 	require.Equal(t, uint64(7), ys[0].Tag)
 	require.False(t, ys[0].Deadline.IsZero(), "the Sleep had the Timeout's deadline")
 	require.Equal(t, schedtest.Yield{Step: 2, Kind: schedtest.KindTell, Arg: "after", To: probe.PID()}, ys[1])
+}
+
+// TestSeedsStepBetweenTimersOfOneInstant checks that with a seed, timers
+// due at one instant fire one at a time, each a choice among the other
+// things to do, as WithSeed says of a due timer, when the clock gets there
+// by Advance, RunUntilIdleAdvancing or Shutdown: a process woken by the
+// first may step, and send, before the second fires, as on the
+// scheduler, whose workers fire the timers of different shards apart.
+// Two processes sleep until the same instant, and the one woken tells
+// the other it woke: some seed has the other told before its own timer
+// fires.
+func TestSeedsStepBetweenTimersOfOneInstant(t *testing.T) {
+	ways := map[string]func(s *schedtest.Sim){
+		"Advance":               func(s *schedtest.Sim) { s.Advance(time.Second) },
+		"RunUntilIdleAdvancing": func(s *schedtest.Sim) { s.RunUntilIdleAdvancing() },
+		"Shutdown": func(s *schedtest.Sim) {
+			if err := s.Shutdown(); err != nil {
+				s.T().Errorf("Shutdown: %v", err)
+			}
+		},
+	}
+	for name, move := range ways {
+		t.Run(name, func(t *testing.T) {
+			scenario := func(s *schedtest.Sim) {
+				var got [2][]string // what each process got, in order
+				var pids [2]relay.PID
+				for i := range pids {
+					pids[i] = s.Start(stepper(func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+						for _, ev := range evs {
+							switch ev.Type {
+							case scheduler.EventYieldComplete:
+								got[i] = append(got[i], "woke")
+								out.Tell(pids[1-i], "told")
+							case scheduler.EventMessage:
+								got[i] = append(got[i], "told")
+							}
+						}
+						if n == 1 {
+							out.Sleep(1, time.Millisecond)
+						}
+						if len(got[i]) == 2 {
+							out.Done(payload.Payload{})
+						}
+						return nil
+					}), "sleeper", nil)
+				}
+				s.RunUntilIdle()
+				move(s)
+				for i, g := range got {
+					if len(g) != 2 {
+						s.T().Fatalf("process %d got %q: want woken and told", i, g)
+					}
+					if g[0] == "told" {
+						s.T().Errorf("process %d was told before its own timer fired", i)
+					}
+				}
+			}
+			f, ok := schedtest.Sweep(t, 100, scenario)
+			require.True(t, ok, "no seed lets a woken process step between two timers of one instant")
+			require.Contains(t, f.Output, "was told before its own timer fired")
+		})
+	}
 }
