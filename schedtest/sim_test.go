@@ -3,6 +3,7 @@ package schedtest_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -338,5 +339,42 @@ func TestSeedsStepBetweenTimersOfOneInstant(t *testing.T) {
 			require.True(t, ok, "no seed lets a woken process step between two timers of one instant")
 			require.Contains(t, f.Output, "was told before its own timer fired")
 		})
+	}
+}
+
+// TestTimersOfOneInstantFireInTheOrderSet checks what Advance's doc says
+// of timers due at one instant: they fire in the order they were set,
+// without a seed and under every seed, as the trace shows (the Sleeps
+// carried out, then the timers fired).
+func TestTimersOfOneInstantFireInTheOrderSet(t *testing.T) {
+	for seed := range uint64(30) {
+		var opts []schedtest.Option
+		if seed > 0 {
+			opts = append(opts, schedtest.WithSeed(seed))
+		}
+		s := schedtest.New(t, opts...)
+		for range 4 {
+			s.Start(stepper(func(n int, _ []scheduler.Event, out *scheduler.StepOutput) error {
+				if n == 1 {
+					out.Sleep(1, time.Millisecond)
+				}
+				return nil
+			}), "sleeper", nil)
+		}
+		s.RunUntilIdle()
+		var set, fired []string
+		for _, line := range s.Trace() {
+			if _, rest, ok := strings.Cut(line, "carry out "); ok {
+				set = append(set, strings.TrimSuffix(rest, "'s Sleep tag 1 until +1ms"))
+			}
+		}
+		s.Advance(time.Second)
+		for _, line := range s.Trace() {
+			if _, rest, ok := strings.Cut(line, "timer of "); ok {
+				fired = append(fired, strings.TrimSuffix(rest, " tag 1 fires"))
+			}
+		}
+		require.Len(t, set, 4, "seed %d", seed)
+		require.Equal(t, set, fired, "seed %d", seed)
 	}
 }
