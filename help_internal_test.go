@@ -236,12 +236,13 @@ func TestCallerHelpShutdownInStep(t *testing.T) {
 	require.NoError(t, s.Shutdown(ctx))
 }
 
-// TestCallerHelpOptionLimits checks that WithCallerHelp is refused with
-// as many workers as a run word can name: the helper's runs name it by
-// the ID after the last worker's.
+// TestCallerHelpOptionLimits checks that WithCallerHelp is accepted with
+// the most workers, and that the helper's ID, after the last worker's,
+// is one a run word can name.
 func TestCallerHelpOptionLimits(t *testing.T) {
-	_, err := New(WithWorkers(maxWorkers), WithCallerHelp())
-	require.ErrorIs(t, err, ErrInvalidOption)
+	s := newScheduler(t, WithWorkers(maxWorkers), WithCallerHelp())
+	require.Equal(t, maxWorkers, s.helper.id, "the helper's ID")
+	require.LessOrEqual(t, uint64(s.helper.id), workerMask, "the helper's ID does not fit a run word")
 }
 
 // TestHelperSeqBase checks the helper's yield sequence numbers: above

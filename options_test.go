@@ -27,7 +27,9 @@ func TestOptions(t *testing.T) {
 	}{
 		{"WithWorkers(0)", sched.WithWorkers(0), sched.ErrInvalidOption},
 		{"WithWorkers(-1)", sched.WithWorkers(-1), sched.ErrInvalidOption},
-		{"WithWorkers(65537)", sched.WithWorkers(65537), sched.ErrInvalidOption},
+		{"WithWorkers(1025)", sched.WithWorkers(1025), sched.ErrInvalidOption},
+		{"WithWorkers(65536)", sched.WithWorkers(65536), sched.ErrInvalidOption},
+		{"WithWorkers(MaxInt)", sched.WithWorkers(math.MaxInt), sched.ErrInvalidOption},
 		{"WithGlobalBatch(-1)", sched.WithGlobalBatch(-1), sched.ErrInvalidOption},
 		{"WithStepBudget(0)", sched.WithStepBudget(0), sched.ErrInvalidOption},
 		{"WithStepBudget(-5)", sched.WithStepBudget(-5), sched.ErrInvalidOption},
@@ -76,6 +78,16 @@ func TestOptions(t *testing.T) {
 		st := s.Stats()
 		assert.Equal(t, 3, st.Workers)
 		assert.Len(t, st.WorkerQueues, 3)
+	})
+
+	// The most workers are accepted, and the scheduler runs with them
+	// and stops.
+	t.Run("WithWorkers(1024)", func(t *testing.T) {
+		s := newScheduler(t, sched.WithWorkers(1024))
+		assert.Equal(t, 1024, s.Stats().Workers)
+		h := submit(t, s, &probe{step: doneWith(nil)})
+		_, err := waitEnd(t, s, h)
+		require.NoError(t, err)
 	})
 
 	// The largest batch is accepted, and the scheduler runs with it.

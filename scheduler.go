@@ -102,10 +102,6 @@ func New(opts ...Option) (*Scheduler, error) {
 			return nil, err
 		}
 	}
-	if cfg.callerHelp && cfg.workers >= maxWorkers {
-		// The helper's runs name it by the ID after the last worker's.
-		return nil, fmt.Errorf("%w: WithCallerHelp with WithWorkers(%d): need at most %d workers", ErrInvalidOption, cfg.workers, maxWorkers-1)
-	}
 	s := &Scheduler{
 		node:        cfg.node,
 		stepBudget:  cfg.stepBudget,
