@@ -55,7 +55,7 @@ const (
 )
 
 // maxGlobalBatch is the largest batch WithGlobalBatch accepts: a worker
-// allocates its batch's room in New, 512 KiB at this size.
+// that takes a batch this large holds room for it, 512 KiB.
 const maxGlobalBatch = 1 << 16
 
 // maxWorkers is the most workers WithWorkers accepts, and the most the
@@ -145,7 +145,10 @@ func WithStepBudget(n int) Option {
 
 // WithGlobalBatch sets the most processes a worker moves from the global
 // queue into its own queue at once (default [DefaultGlobalBatch]). n must
-// be from 1 to 65536: each worker holds room for a batch from the start.
+// be from 1 to 65536. A worker takes a fair share of what is queued, at
+// most n, and holds room for the batches it takes, grown as it takes
+// larger ones (8 bytes a process), so that a large n costs memory only
+// on the workers that take such batches.
 func WithGlobalBatch(n int) Option {
 	return optionFunc(func(c *config) error {
 		if n < 1 || n > maxGlobalBatch {

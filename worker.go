@@ -310,7 +310,7 @@ func newWorker(s *Scheduler, id int) *worker {
 		deferDue: noLater,
 		rng:      uint64(id)*0x9E3779B97F4A7C15 + 1,
 		seq:      uint64(id) + 1,
-		batch:    make([]*proc, s.globalBatch),
+		batch:    make([]*proc, min(s.globalBatch, DefaultGlobalBatch)), // grown by popGlobal
 	}
 	for i := range w.queued {
 		w.queued[i].pos = -1 // no position yet: see queuedTag
@@ -902,14 +902,17 @@ func (w *worker) popGlobal() *proc {
 	if q.Empty() {
 		return nil
 	}
-	batch := w.batch
+	want := w.s.globalBatch
 	if !w.s.fixedBatch {
 		// Take a fair share of what is queued, as the Go runtime does:
 		// enough to keep busy, not so much that other workers find
 		// nothing.
-		batch = batch[:min(q.Len()/len(w.s.workers)+1, len(batch))]
+		want = min(q.Len()/len(w.s.workers)+1, want)
 	}
-	n := q.PopInto(batch)
+	if want > len(w.batch) {
+		w.growBatch(want)
+	}
+	n := q.PopInto(w.batch[:want])
 	if n == 0 {
 		return nil
 	}
@@ -944,6 +947,16 @@ func (w *worker) popGlobal() *proc {
 		w.s.wakeWorker() // others may share the batch
 	}
 	return p
+}
+
+// growBatch makes the worker's room for a batch from the global queue
+// hold at least want processes: twice what it held, up to
+// WithGlobalBatch. The room starts at the default batch and grows only
+// as larger batches are taken, so that a large WithGlobalBatch costs
+// memory only on the workers, and at the times, that take such batches.
+// Owner only.
+func (w *worker) growBatch(want int) {
+	w.batch = make([]*proc, min(max(want, 2*len(w.batch)), w.s.globalBatch))
 }
 
 // steal takes half of a victim's queue, trying every other worker once,

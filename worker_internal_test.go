@@ -604,6 +604,35 @@ func TestPopGlobalKeepsTheQueueOrder(t *testing.T) {
 	}
 }
 
+// A worker's room for a batch from the global queue follows the batches
+// it takes, up to WithGlobalBatch, instead of being made whole in New:
+// with the largest batch, the workers would hold 512 KiB each from the
+// start. A batch larger than the default is still taken whole.
+func TestGlobalBatchRoomFollowsUse(t *testing.T) {
+	s := newScheduler(t, WithWorkers(4), WithGlobalBatch(maxGlobalBatch), WithWatchdog(0))
+	for _, w := range s.workers {
+		require.LessOrEqual(t, cap(w.batch), DefaultGlobalBatch, "worker %d's batch room after New, with WithGlobalBatch(%d)", w.id, maxGlobalBatch)
+	}
+
+	const queued, batch = 1000, 600
+	s = &Scheduler{globalBatch: batch}
+	w, _ := twoIdleWorkersOf(s)
+	for i := range queued {
+		p := new(proc)
+		p.id.Store(uint64(i + 1))
+		s.global.Push(p)
+	}
+	want := min(queued/2+1, batch) // the fair share of two workers
+	require.Equal(t, uint64(1), w.popGlobal().id.Load(), "the oldest first")
+	require.Equal(t, want-1, w.dq.Len(), "processes moved to the deque")
+	require.Equal(t, queued-want, s.global.Len(), "processes left on the global queue")
+	require.LessOrEqual(t, cap(w.batch), batch, "the batch room beyond WithGlobalBatch")
+	for i := range w.dq.Len() {
+		require.Equal(t, uint64(i+2), w.dq.PopBottom().id.Load(), "the ID of the next process from the deque")
+	}
+	require.Equal(t, uint64(want+1), w.popGlobal().id.Load(), "the oldest left, in the next batch")
+}
+
 // A parent put aside for maxDeferTicks is direct again before those put
 // aside after it, with the events it held, and the others stay aside
 // with theirs, in order.
