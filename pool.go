@@ -91,10 +91,11 @@ type pool struct {
 	s   *Scheduler
 	cfg poolConfig
 
-	mu      sync.Mutex // guards tasks, running and closed
+	mu      sync.Mutex // guards tasks, running, busy and closed
 	tasks   []poolTask // FIFO; tasks[head:] are queued
 	head    int
-	running int
+	running int  // pool goroutines
+	busy    int  // pool goroutines that have taken a task and not come back for the next
 	closed  bool // set by the stopper before it waits for the goroutines
 
 	done, rejected, skipped atomic.Uint64 // for Stats; added to by pool goroutines and Go
@@ -139,7 +140,7 @@ func (p *pool) submit(t poolTask) error {
 		p.mu.Unlock()
 		return ErrClosed
 	}
-	if len(p.tasks)-p.head >= p.cfg.queue && p.cfg.policy == PoolReject {
+	if p.cfg.policy == PoolReject && p.running >= p.cfg.size && p.waiting() >= p.cfg.queue {
 		p.mu.Unlock()
 		p.rejected.Add(1)
 		return fmt.Errorf("%w: %d tasks queued", ErrPoolFull, p.cfg.queue)
@@ -157,6 +158,14 @@ func (p *pool) submit(t poolTask) error {
 	return nil
 }
 
+// waiting returns the number of queued tasks that no pool goroutine is
+// about to take: a goroutine started for a task, or come back from one,
+// takes the next task without waiting, so the tasks queued for those
+// goroutines do not wait and take no room in the queue. With p.mu held.
+func (p *pool) waiting() int {
+	return max(0, len(p.tasks)-p.head-(p.running-p.busy))
+}
+
 // close refuses new tasks. The stopper calls it before it waits for the
 // scheduler's goroutines, so that no pool goroutine is added to the wait
 // group during that wait.
@@ -171,8 +180,8 @@ func (p *pool) run() {
 	defer p.s.wg.Done()
 	id := p.s.addOwnGoroutine()
 	defer p.s.removeOwnGoroutine(id)
+	p.mu.Lock()
 	for {
-		p.mu.Lock()
 		if p.head == len(p.tasks) {
 			p.running--
 			p.tasks, p.head = p.tasks[:0], 0
@@ -187,8 +196,11 @@ func (p *pool) run() {
 			clear(p.tasks[n:])
 			p.tasks, p.head = p.tasks[:n], 0
 		}
+		p.busy++
 		p.mu.Unlock()
 		p.runTask(t)
+		p.mu.Lock()
+		p.busy--
 	}
 }
 
@@ -231,7 +243,7 @@ func (p *pool) protect(t poolTask, ctx context.Context) (data any, err error) {
 // Any goroutine.
 func (p *pool) stats() PoolStats {
 	p.mu.Lock()
-	n, running := len(p.tasks)-p.head, p.running
+	n, running := p.waiting(), p.running
 	p.mu.Unlock()
 	queued := min(n, p.cfg.queue)
 	return PoolStats{

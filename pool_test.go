@@ -137,6 +137,53 @@ func TestBlockingPool(t *testing.T) {
 		}
 	})
 
+	// Tasks handed to the pool in a row, while it has goroutines to
+	// spare, each get one: none of them waits, so none counts against
+	// the queue, however soon the next comes after the goroutine for the
+	// last was started. With size 2 and a queue of 1, three tasks given
+	// at once are two running and one queued, and only a fourth is
+	// refused.
+	t.Run("tasks given goroutines do not fill the queue", func(t *testing.T) {
+		gate := make(chan struct{})
+		release := sync.OnceFunc(func() { close(gate) })
+		var running, peak atomic.Int32
+		gated := poolHandler(gate, &running, &peak)
+		goErrs := make(chan error, 4)
+		s := newScheduler(t, sched.WithBlockingPool(2, 1, sched.PoolReject), sched.WithHandler(cmdTest, func(c sched.Call) error {
+			err := gated(c)
+			goErrs <- err
+			return err
+		}))
+		t.Cleanup(release) // before the scheduler's shutdown, on failure too
+		var failed []error
+		h := submit(t, s, &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+			if n == 0 {
+				for tag := range uint64(4) {
+					out.Yield(tag+1, cmdTest, tag+1) // the handlers run one after another, on the worker
+				}
+			}
+			for _, ev := range evs {
+				if ev.Type == sched.EventYieldComplete {
+					failed = append(failed, ev.Error)
+					if len(failed) == 4 {
+						out.Done(payload.Payload{})
+					}
+				}
+			}
+			return nil
+		}})
+		for i := range 3 {
+			require.NoError(t, receive(t, goErrs, "Call.Go's error"), "task %d of 3 given at once to a pool of 2 goroutines and a queue of 1", i+1)
+		}
+		require.ErrorIs(t, receive(t, goErrs, "Call.Go's error"), sched.ErrPoolFull, "the fourth task")
+		release()
+		_, err := waitEnd(t, s, h)
+		require.NoError(t, err)
+		st := s.Stats().Pool
+		assert.Equal(t, uint64(3), st.Done, "tasks run")
+		assert.Equal(t, uint64(1), st.Rejected, "tasks refused")
+	})
+
 	t.Run("a panic completes the yield with a PanicError", func(t *testing.T) {
 		s := newScheduler(t, sched.WithHandler(cmdTest, func(c sched.Call) error {
 			return c.Go(func(context.Context) (any, error) { panic("blocking boom") })
