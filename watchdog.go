@@ -145,23 +145,29 @@ func newWatchdog(s *Scheduler, threshold time.Duration, hook func(SlowStepInfo))
 func (wd *watchdog) run() {
 	defer wd.s.wg.Done()
 	_ = wd.s.addOwnGoroutine()
-	base := wd.interval
-	interval := base
+	interval := wd.interval
 	t := time.NewTimer(interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-t.C:
-			if wd.check() {
-				interval = base
-			} else {
-				interval = min(2*interval, maxIdleBackoff*base)
-			}
+			interval = wd.nextInterval(interval, wd.check())
 			t.Reset(interval)
 		case <-wd.quit:
 			return
 		}
 	}
+}
+
+// nextInterval returns the time to the next sample after a sample taken
+// interval after the one before, which found a worker busy or not: the
+// base interval while one is, else twice the last, at most
+// maxIdleBackoff times the base. Watchdog goroutine only.
+func (wd *watchdog) nextInterval(interval time.Duration, busy bool) time.Duration {
+	if busy {
+		return wd.interval
+	}
+	return min(2*interval, maxIdleBackoff*wd.interval)
 }
 
 // unwatchAfter is how many samples in a row must see a worker's beat move
