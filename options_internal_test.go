@@ -1,8 +1,10 @@
 package scheduler
 
 import (
+	"math"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -16,4 +18,25 @@ func TestDefaultWorkersAtMostTheLimit(t *testing.T) {
 	require.Equal(t, maxWorkers, defaultConfig().workers, "the default with GOMAXPROCS %d", maxWorkers+1)
 	runtime.GOMAXPROCS(3)
 	require.Equal(t, 3, defaultConfig().workers, "the default with GOMAXPROCS 3")
+}
+
+// The watchdog's sampling interval stays a positive duration at every
+// threshold WithWatchdog accepts, the longest included: while every
+// worker is idle it doubles up to maxIdleBackoff times the base, and
+// that bound must not wrap around to a negative duration, which would
+// make the watchdog's timer fire at once, every time.
+func TestWatchdogIntervalAtEveryThreshold(t *testing.T) {
+	for _, threshold := range []time.Duration{time.Nanosecond, DefaultWatchdogThreshold, time.Hour, math.MaxInt64 / 16, math.MaxInt64 / 4, math.MaxInt64} {
+		wd := newWatchdog(&Scheduler{}, threshold, nil)
+		base := wd.interval
+		require.Positive(t, base, "threshold %v: the base interval", threshold)
+		interval := base
+		for i := range 2 * maxIdleBackoff {
+			next := wd.nextInterval(interval, false)
+			require.GreaterOrEqual(t, next, interval, "threshold %v: idle sample %d shortened the interval from %v", threshold, i, interval)
+			require.LessOrEqual(t, next/maxIdleBackoff, base, "threshold %v: idle sample %d: %v is beyond %d times the base %v", threshold, i, next, maxIdleBackoff, base)
+			interval = next
+		}
+		require.Equal(t, base, wd.nextInterval(interval, true), "threshold %v: a busy sample goes back to the base", threshold)
+	}
 }

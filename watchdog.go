@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"math"
 	"runtime/metrics"
 	"sync/atomic"
 	"time"
@@ -162,12 +163,21 @@ func (wd *watchdog) run() {
 // nextInterval returns the time to the next sample after a sample taken
 // interval after the one before, which found a worker busy or not: the
 // base interval while one is, else twice the last, at most
-// maxIdleBackoff times the base. Watchdog goroutine only.
+// maxIdleBackoff times the base, and at most the longest Duration: with
+// the longest thresholds those products would wrap around to negative
+// durations, which fire at once. Watchdog goroutine only.
 func (wd *watchdog) nextInterval(interval time.Duration, busy bool) time.Duration {
 	if busy {
 		return wd.interval
 	}
-	return min(2*interval, maxIdleBackoff*wd.interval)
+	limit := time.Duration(math.MaxInt64)
+	if wd.interval <= limit/maxIdleBackoff {
+		limit = maxIdleBackoff * wd.interval
+	}
+	if interval >= limit/2 {
+		return limit
+	}
+	return 2 * interval
 }
 
 // unwatchAfter is how many samples in a row must see a worker's beat move
