@@ -9,7 +9,12 @@ import (
 	"github.com/procsched/scheduler/relay"
 )
 
-// Option configures a [Scheduler] in [New].
+// Option configures a [Scheduler] in [New]. New applies its options in
+// order, and where two set the same thing the later wins: of two
+// WithWorkers the second counts, a second [WithHooks] replaces every hook
+// the first set (it does not add to them), and of two [WithHandler] for
+// one command the second's handler is registered. A nil Option is
+// ignored.
 type Option interface {
 	apply(*config) error
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -128,6 +129,27 @@ func TestOptions(t *testing.T) {
 			assert.GreaterOrEqual(t, st.Steps, uint64(10))
 		}
 	})
+}
+
+// Options apply in order and the later of two that set the same thing
+// wins: a second WithWorkers, a second WithHooks (replacing every hook of
+// the first, not adding to them), a second WithHandler for one command.
+func TestOptionsLaterWins(t *testing.T) {
+	var starts, ends atomic.Int32
+	s := newScheduler(t,
+		sched.WithWorkers(2), sched.WithWorkers(3),
+		sched.WithHooks(sched.Hooks{Start: func(sched.StartInfo) { starts.Add(1) }}),
+		sched.WithHooks(sched.Hooks{End: func(sched.EndInfo) { ends.Add(1) }}),
+		sched.WithHandler(cmdTest, func(c sched.Call) error { return c.Complete("first", nil) }),
+		sched.WithHandler(cmdTest, func(c sched.Call) error { return c.Complete("second", nil) }),
+	)
+	assert.Equal(t, 3, s.Stats().Workers, "workers")
+	h := submit(t, s, &probe{step: yieldOnce(1, func(out *sched.StepOutput) { out.Yield(1, cmdTest, nil) })})
+	res, err := waitEnd(t, s, h)
+	require.NoError(t, err)
+	assert.Equal(t, "second", res.Value(), "the handler registered")
+	assert.Equal(t, int32(1), ends.Load(), "End hooks called (the second WithHooks')")
+	assert.Equal(t, int32(0), starts.Load(), "Start hooks called (the first WithHooks')")
 }
 
 // logCapture is a slog handler that keeps records.
