@@ -29,7 +29,7 @@ func TestWatchdogIntervalAtEveryThreshold(t *testing.T) {
 	for _, threshold := range []time.Duration{time.Nanosecond, DefaultWatchdogThreshold, time.Hour, math.MaxInt64 / 16, math.MaxInt64 / 4, math.MaxInt64} {
 		wd := newWatchdog(&Scheduler{}, threshold, nil)
 		base := wd.interval
-		require.Positive(t, base, "threshold %v: the base interval", threshold)
+		require.Equal(t, max(threshold/4, time.Millisecond), base, "threshold %v: the base interval, a quarter of it but at least a millisecond", threshold)
 		interval := base
 		for i := range 2 * maxIdleBackoff {
 			next := wd.nextInterval(interval, false)
