@@ -41,6 +41,13 @@ func TestOptions(t *testing.T) {
 		{"WithHandler(the last reserved ID)", sched.WithHandler(sched.FirstUserCommand-1, h), sched.ErrInvalidCommand},
 		{"WithHandler(FirstUserCommand-1)", sched.WithHandler(sched.FirstUserCommand-1, h), sched.ErrInvalidCommand},
 		{"WithHandler(nil)", sched.WithHandler(cmdTest, nil), sched.ErrInvalidCommand},
+		{"WithHandler(65537)", sched.WithHandler(1<<16+1, h), sched.ErrInvalidCommand},
+		{"WithWatchdog(-1)", sched.WithWatchdog(-1), sched.ErrInvalidOption},
+		{"WithMaxProcesses(0)", sched.WithMaxProcesses(0), sched.ErrInvalidOption},
+		{"WithMailbox(-1)", sched.WithMailbox(-1, sched.MailboxReject), sched.ErrInvalidOption},
+		{"WithMailbox(an unknown policy)", sched.WithMailbox(1, sched.MailboxPolicy(3)), sched.ErrInvalidOption},
+		{"WithBlockingPool(-1, 1)", sched.WithBlockingPool(-1, 1, sched.PoolWait), sched.ErrInvalidOption},
+		{"WithTransport(nil)", sched.WithTransport(nil), sched.ErrInvalidOption},
 	}
 	for _, tt := range bad {
 		t.Run(tt.name, func(t *testing.T) {
@@ -89,6 +96,42 @@ func TestOptions(t *testing.T) {
 		h := submit(t, s, &probe{step: doneWith(nil)})
 		_, err := waitEnd(t, s, h)
 		require.NoError(t, err)
+	})
+
+	// The largest values each option accepts are taken, and a process
+	// that messages itself, sleeps and yields a command runs to its end
+	// under them all.
+	t.Run("the largest values", func(t *testing.T) {
+		s := newScheduler(t,
+			sched.WithNode(math.MaxUint32),
+			sched.WithStepBudget(math.MaxInt),
+			sched.WithWatchdog(math.MaxInt64),
+			sched.WithMaxProcesses(math.MaxInt),
+			sched.WithMailbox(math.MaxInt, sched.MailboxDropOldest),
+			sched.WithBlockingPool(math.MaxInt, math.MaxInt, sched.PoolReject),
+			sched.WithHandler(1<<16, func(c sched.Call) error {
+				return c.Go(func(context.Context) (any, error) { return "done", nil })
+			}),
+		)
+		h := submit(t, s, &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+			switch n {
+			case 0:
+				out.Tell(out.Self(), "hello")
+			case 1:
+				out.Sleep(1, time.Millisecond)
+			case 2:
+				out.Yield(2, 1<<16, nil)
+			default:
+				if ev, ok := completionOf(evs, 2); ok {
+					out.Done(ev.Result())
+				}
+			}
+			return nil
+		}})
+		res, err := waitEnd(t, s, h)
+		require.NoError(t, err)
+		assert.Equal(t, "done", res.Value())
+		assert.Equal(t, uint32(math.MaxUint32), h.PID().Node)
 	})
 
 	// The largest batch is accepted, and the scheduler runs with it.
