@@ -8,8 +8,26 @@ FUZZTIME         ?= 10s
 BENCHCOUNT       ?= 6
 STRESS_TIMEOUT   ?= 60m
 
-# Nested modules (each has its own go.mod) are tested like the root module.
+# Nested modules (each has its own go.mod) are tested like the root module;
+# one with a Makefile of its own is tested by its `test` target.
 NESTED_MODULES := $(patsubst %/go.mod,%,$(wildcard */go.mod))
+NESTED_MAKE    := $(patsubst %/Makefile,%,$(wildcard $(NESTED_MODULES:=/Makefile)))
+NESTED_PLAIN   := $(filter-out $(NESTED_MAKE),$(NESTED_MODULES))
+
+# The recipe lines of a nested module's tests. make runs a line that calls
+# a sub-make even under `make -n`, so that the sub-make can print its
+# commands (the `+` before the sub-makes' line says so); the go commands
+# are therefore kept off that line.
+define test-plain-module
+	@echo "== module $(1)"
+	cd $(1) && $(GO) vet ./... && $(GO) test -race -shuffle=on -timeout 10m ./...
+
+endef
+define test-make-module
+	@echo "== module $(1)"
+	$(MAKE) -C $(1) test GO=$(GO)
+
+endef
 
 .PHONY: all test browser stress bench microbench fuzz lint example example-remote
 
@@ -25,11 +43,8 @@ test:
 	@command -v chromium >/dev/null 2>&1 || $(MAKE) browser
 	$(GO) vet ./...
 	PROCSCHED_BROWSER="$$(command -v chromium)" $(GO) test -race -shuffle=on -timeout 10m ./...
-	@set -e; for m in $(NESTED_MODULES); do \
-		echo "== module $$m"; \
-		if [ -f $$m/Makefile ]; then $(MAKE) -C $$m test GO=$(GO); \
-		else (cd $$m && $(GO) vet ./... && $(GO) test -race -shuffle=on -timeout 10m ./...); fi; \
-	done
+	$(foreach m,$(NESTED_PLAIN),$(call test-plain-module,$(m)))
+	+$(foreach m,$(NESTED_MAKE),$(call test-make-module,$(m)))
 
 ## browser: headless Chromium for the debug page's browser test
 ## (schedhttp/), installed from Debian's packages when it is not on PATH.
