@@ -14,23 +14,49 @@ import (
 	"github.com/procsched/scheduler/relay"
 )
 
-// greeter is a process with one entry point, "greet", that answers its
-// input with a greeting.
+// greeter is a process with one entry point, "greet": it waits 10ms,
+// then answers its input with a greeting.
 type greeter struct{ name string }
 
-func (g *greeter) Init(_ context.Context, method string, input payload.Payloads) error {
+func (g *greeter) Init(ctx context.Context, method string, in payload.Payloads) error {
 	if method != "greet" {
 		return fmt.Errorf("greeter has no method %q: %w", method, scheduler.ErrUnknownMethod)
 	}
-	return input.Decode(&g.name)
+	return in.Decode(&g.name) // the entry point's input
 }
 
-func (g *greeter) Step(_ []scheduler.Event, out *scheduler.StepOutput) error {
+func (g *greeter) Step(events []scheduler.Event, out *scheduler.StepOutput) error {
+	if len(events) == 0 { // first step: wait 10ms without holding a goroutine
+		out.Sleep(1, 10*time.Millisecond)
+		return nil
+	}
 	out.Done(payload.Of("hello, " + g.name))
 	return nil
 }
 
 func (g *greeter) Close() {}
+
+// A process in a few lines, as the README shows it: submitted with its
+// input, waited for through its Handle, and a Shutdown with a deadline
+// when the program ends.
+func Example() {
+	ctx := context.Background()
+	s, _ := scheduler.New()
+	defer func() {
+		// Give processes 10 s to finish on their cancel, then force the rest:
+		// without a deadline, one process that ignores its cancel would keep
+		// Shutdown waiting forever.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := s.Shutdown(ctx); err != nil {
+			log.Print(err) // wraps scheduler.ErrForced: some processes were forced
+		}
+	}()
+	h, _ := s.Submit(ctx, &greeter{}, "greet", payload.Values("world"))
+	res, err := h.Wait(ctx) // res holds "hello, world"
+	fmt.Println(res.Value(), err)
+	// Output: hello, world <nil>
+}
 
 func ExampleScheduler() {
 	s, err := scheduler.New()

@@ -12,6 +12,18 @@ import (
 	"github.com/procsched/scheduler/schedtest"
 )
 
+// TestWorkflowAnswered: a service that answers at once gives its quote
+// as the result (docs/testing.md opens with this test).
+func TestWorkflowAnswered(t *testing.T) {
+	s := schedtest.New(t)                 // shut down at the end of the test
+	s.Fake(cmdQuote, schedtest.Reply(42)) // or Fail(err), Never(), FakeLater(cmd)
+	pid := s.Start(&workflow{timeout: time.Second, maxAttempts: 3}, "quote", payload.Values("book"))
+	s.RunUntilIdleAdvancing() // run; jump to each timer when idle
+	res, err := s.Result(pid)
+	require.NoError(t, err)
+	require.Equal(t, 42, res.Value())
+}
+
 // TestWorkflowTimesOut: the pricing service never answers, so every
 // attempt times out; three one-hour timeouts pass in virtual time.
 func TestWorkflowTimesOut(t *testing.T) {
