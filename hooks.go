@@ -21,10 +21,14 @@ type Hooks struct {
 	// Start is called once per process, after its Init succeeded and
 	// before its first step: on the goroutine that called Submit or
 	// Spawn (which run Init there), or on the worker (or helping caller:
-	// see [WithCallerHelp]) that carried out a step's spawn. On the
-	// goroutine that called Submit or Spawn it must not call Shutdown,
-	// as Init must not: the process it reports is queued only once the
-	// hook returns, and Shutdown would wait for it to end.
+	// see [WithCallerHelp]) that carried out a step's spawn. The
+	// process it reports is published only once the hook returns, as
+	// after Init: until then a message to it, a Terminate or a name for
+	// it is refused with [ErrProcessNotFound], and nothing, not even a
+	// shutdown deadline, can end it, so its End hook always comes after
+	// its Start hook. On the goroutine that called Submit or Spawn the
+	// hook must not call Shutdown, as Init must not: Shutdown would wait
+	// for the process to end, whatever its deadline.
 	Start func(StartInfo)
 	// End is called once per process that started, after Close returned
 	// and before its Handle reports the end: on the worker that ran its

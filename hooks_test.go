@@ -318,3 +318,38 @@ func TestHooksMayCallTheScheduler(t *testing.T) {
 	assert.GreaterOrEqual(t, calls["DeadLetter"], 1, "DeadLetter")
 	assert.Equal(t, 3, calls["End"], "End")
 }
+
+// TestStartHookSeesItsProcessUnpublished: the process a Start hook
+// reports is published once the hook returns, as after Init: from the
+// hook, a message to it, a Terminate and a name for it are refused with
+// ErrProcessNotFound, and a Monitor of it reports ExitGone. Once Submit
+// has returned, all of them reach it.
+func TestStartHookSeesItsProcessUnpublished(t *testing.T) {
+	type seen struct{ tell, terminate, register error }
+	var s *sched.Scheduler
+	seenc := make(chan seen, 1)
+	exits := make(chan sched.Exit, 1)
+	s = newScheduler(t, sched.WithHooks(sched.Hooks{Start: func(i sched.StartInfo) {
+		seenc <- seen{
+			tell:      s.Tell(i.PID, "from the Start hook"),
+			terminate: s.Terminate(i.PID),
+			register:  s.Register("started", i.PID),
+		}
+		s.Monitor(i.PID, func(x sched.Exit) { exits <- x })
+	}}))
+	p := &probe{step: untilMessage}
+	h := submit(t, s, p)
+	got := receive(t, seenc, "the Start hook")
+	require.ErrorIs(t, got.tell, sched.ErrProcessNotFound, "Tell from the Start hook")
+	require.ErrorIs(t, got.terminate, sched.ErrProcessNotFound, "Terminate from the Start hook")
+	require.ErrorIs(t, got.register, sched.ErrProcessNotFound, "Register from the Start hook")
+	assert.Equal(t, sched.ExitGone, receive(t, exits, "the Start hook's monitor").Reason)
+
+	require.NoError(t, s.Register("started", h.PID()))
+	require.NoError(t, s.Tell(h.PID(), "after Submit"))
+	res, err := waitEnd(t, s, h)
+	require.NoError(t, err)
+	assert.Equal(t, "after Submit", res.Value(), "the first message read")
+	assert.Empty(t, p.EventsOf(sched.EventCancel), "no Terminate reached it")
+	requireLifecycle(t, p)
+}

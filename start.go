@@ -392,6 +392,14 @@ func (s *Scheduler) start(id uint64, values context.Context, inherit *procExtra,
 	if s.hooks.End != nil {
 		pr.timing().started = s.coarse.now()
 	}
+	// The Start hook runs before the process is published, as Init
+	// does: a shutdown deadline's walk of the table (see tryForce) cannot
+	// find it and end it, running its Close and End hook, while the hook
+	// still runs, and nothing else can reach it before its start is
+	// reported.
+	if s.hooks.Start != nil {
+		s.hooks.Start(StartInfo{PID: pr.pid(), Method: method})
+	}
 	if reused {
 		pr.state.Store(stReady) // in its slot already: this publishes it
 	} else {
@@ -401,9 +409,6 @@ func (s *Scheduler) start(id uint64, values context.Context, inherit *procExtra,
 	// table before this process was published; deliver its cancel here.
 	if s.closing() {
 		_, _ = pr.terminate(pfShutdownCancel, id) // pr is Ready and about to be queued
-	}
-	if s.hooks.Start != nil {
-		s.hooks.Start(StartInfo{PID: pr.pid(), Method: method})
 	}
 	return pr, nil
 }

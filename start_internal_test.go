@@ -151,3 +151,75 @@ func TestStartPublishedAfterShutdownBeganIsCancelled(t *testing.T) {
 		})
 	}
 }
+
+// TestStartHookComesBeforeAForcedEnd checks that a process whose Start
+// hook is still running when a shutdown deadline forces what is alive
+// is not forced before the hook has returned: its End hook (and its
+// Close) come after its Start hook, and Shutdown waits for the hook and
+// then forces the process. The stopper's walk of the table is made
+// here too, as the stopper makes it, once the deadline has passed:
+// without the rule, that walk finds the process published, and ends it
+// under the running hook.
+func TestStartHookComesBeforeAForcedEnd(t *testing.T) {
+	inStart, release := make(chan struct{}), make(chan struct{})
+	var startReturned, endBeforeStart atomic.Bool
+	ended := make(chan EndInfo, 1)
+	s := newScheduler(t, WithHooks(Hooks{
+		Start: func(StartInfo) {
+			close(inStart)
+			<-release
+			startReturned.Store(true)
+		},
+		End: func(e EndInfo) {
+			if !startReturned.Load() {
+				endBeforeStart.Store(true)
+			}
+			ended <- e
+		},
+	}))
+	var closes atomic.Int32
+	p := &closeCounter{closes: &closes}
+	submitted := make(chan Handle, 1)
+	go func() {
+		h, err := s.Submit(context.Background(), p, "run", nil)
+		if err != nil {
+			t.Errorf("Submit: %v", err)
+		}
+		submitted <- h
+	}()
+	receive(t, inStart, "the Start hook")
+
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	shut := make(chan error, 1)
+	go func() { shut <- s.Shutdown(done) }()
+	eventually(t, "the shutdown deadline to force", s.forcing)
+	s.table.forEach(s.tryForce) // as the stopper does at the deadline
+	select {
+	case e := <-ended:
+		close(release)
+		t.Fatalf("the process was forced (End hook %+v) while its Start hook ran", e)
+	case err := <-shut:
+		close(release)
+		t.Fatalf("Shutdown returned %v while a Start hook ran", err)
+	default:
+	}
+	require.Zero(t, closes.Load(), "Close ran while the Start hook ran")
+
+	close(release)
+	h := receive(t, submitted, "Submit")
+	require.ErrorIs(t, receive(t, shut, "Shutdown"), ErrForced)
+	require.ErrorIs(t, waitEnd(t, h), ErrForced)
+	e := receive(t, ended, "the End hook")
+	require.True(t, e.Forced)
+	require.False(t, endBeforeStart.Load(), "End hook before the Start hook returned")
+	require.Equal(t, int32(1), closes.Load(), "Close calls")
+}
+
+// closeCounter is a process that waits for events, ignoring its
+// cancel, and counts its Close calls.
+type closeCounter struct{ closes *atomic.Int32 }
+
+func (closeCounter) Init(context.Context, string, payload.Payloads) error { return nil }
+func (closeCounter) Step([]Event, *StepOutput) error                      { return nil }
+func (c closeCounter) Close()                                             { c.closes.Add(1) }
