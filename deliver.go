@@ -308,11 +308,20 @@ func (s *Scheduler) letGo(c completed) {
 	}
 }
 
-// Terminate asks process pid to finish: it gets an [EventCancel] and its
-// context is cancelled. The process may still yield cleanup commands,
-// which are served; it ends when it says so. Terminating twice is not an
-// error. It returns an error wrapping [ErrProcessNotFound] if the process
-// has ended and [ErrClosed] after Shutdown.
+// Terminate asks process pid to finish: it gets an [EventCancel] whose
+// Error is [ErrTerminated], and its context is cancelled with that cause.
+// The process may still yield cleanup commands, which are served; it ends
+// when it says so. A process gets one EventCancel at most: terminating
+// twice, or a process that Shutdown has cancelled, is not an error and
+// sends nothing more. A Terminate made while a step runs (the process's
+// own included) reaches the next step; if that step was the last, the
+// cancel counts as unread ([MessageStats].Unread).
+//
+// It returns an error wrapping [ErrProcessNotFound] if the process is not
+// live: it has ended (from the return of its final step on, while its
+// Close runs too), or it is not published yet (its Init, or the Start
+// hook, is running; see [Process]); and [ErrClosed] once Shutdown has
+// returned.
 func (s *Scheduler) Terminate(pid relay.PID) error {
 	if s.phase.Load() == phaseStopped {
 		return ErrClosed

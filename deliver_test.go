@@ -472,6 +472,120 @@ func TestTerminate(t *testing.T) {
 		s := newScheduler(t)
 		require.ErrorIs(t, s.Terminate(relay.PID{ID: 1<<32 | 77}), sched.ErrProcessNotFound)
 	})
+
+	t.Run("after Shutdown's cancel: nothing more", func(t *testing.T) {
+		s := newScheduler(t)
+		// The process ignores the cancel and finishes on a message.
+		p := &probe{step: func(_ *probe, _ int, evs []sched.Event, out *sched.StepOutput) error {
+			for _, ev := range evs {
+				if ev.Type == sched.EventMessage {
+					out.Done(payload.Payload{})
+				}
+			}
+			return nil
+		}}
+		h := submit(t, s, p)
+		waitState(t, s, h.PID(), sched.StateIdle)
+		shut := shutdownAsync(t, s, context.Background())
+		eventually(t, "Shutdown's cancel", func() bool { return len(p.EventsOf(sched.EventCancel)) > 0 })
+		require.NoError(t, s.Terminate(h.PID()), "Terminate of a process Shutdown cancelled")
+		require.NoError(t, s.Tell(h.PID(), "end"))
+		_, err := waitEnd(t, s, h)
+		require.NoError(t, err)
+		require.NoError(t, receive(t, shut, "Shutdown"))
+		evs := p.EventsOf(sched.EventCancel)
+		require.Len(t, evs, 1, "cancel events")
+		assert.ErrorIs(t, evs[0].Error, sched.ErrShuttingDown)
+		requireLifecycle(t, p)
+	})
+
+	t.Run("from its Init: not published yet", func(t *testing.T) {
+		s := newScheduler(t)
+		initErr := make(chan error, 1)
+		p := &probe{step: untilMessage, init: func(ctx context.Context, _ string, _ payload.Payloads) error {
+			self, _ := sched.Self(ctx)
+			initErr <- s.Terminate(self)
+			return nil
+		}}
+		h := submit(t, s, p)
+		require.ErrorIs(t, receive(t, initErr, "Init's Terminate"), sched.ErrProcessNotFound)
+		require.NoError(t, s.Tell(h.PID(), "first"))
+		res, err := waitEnd(t, s, h)
+		require.NoError(t, err)
+		assert.Equal(t, "first", res.Value(), "the process ran on, uncancelled")
+		assert.Empty(t, p.EventsOf(sched.EventCancel))
+		assert.ErrorIs(t, context.Cause(p.Ctx()), sched.ErrEnded, "ended, not terminated")
+		requireLifecycle(t, p)
+	})
+
+	t.Run("from its own step: the next step gets the cancel", func(t *testing.T) {
+		s := newScheduler(t)
+		stepErr := make(chan error, 1)
+		p := &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+			if n == 0 {
+				stepErr <- s.Terminate(out.Self())
+				return nil
+			}
+			if hasCancel(evs) {
+				out.Done(payload.Of("cancelled"))
+			}
+			return nil
+		}}
+		h := submit(t, s, p)
+		require.NoError(t, receive(t, stepErr, "the step's Terminate"))
+		res, err := waitEnd(t, s, h)
+		require.NoError(t, err)
+		assert.Equal(t, "cancelled", res.Value())
+		batches := p.Batches()
+		require.Len(t, batches, 2, "steps")
+		require.Len(t, batches[1], 1, "the second step's events")
+		assert.ErrorIs(t, batches[1][0].Error, sched.ErrTerminated)
+		assert.ErrorIs(t, context.Cause(p.Ctx()), sched.ErrTerminated)
+		requireLifecycle(t, p)
+	})
+
+	t.Run("during the final step: the cancel is left unread", func(t *testing.T) {
+		s := newScheduler(t)
+		inStep, finish := make(chan struct{}), make(chan struct{})
+		p := &probe{step: func(_ *probe, n int, _ []sched.Event, out *sched.StepOutput) error {
+			if n == 1 { // at the first message
+				close(inStep)
+				<-finish
+				out.Done(payload.Of("done"))
+			}
+			return nil
+		}}
+		h := submit(t, s, p)
+		require.NoError(t, s.Tell(h.PID(), "go"))
+		receive(t, inStep, "the final step")
+		require.NoError(t, s.Terminate(h.PID()), "Terminate while the final step runs")
+		close(finish)
+		res, err := waitEnd(t, s, h)
+		require.NoError(t, err)
+		assert.Equal(t, "done", res.Value())
+		assert.Empty(t, p.EventsOf(sched.EventCancel), "no step saw the cancel")
+		assert.Equal(t, uint64(1), s.Stats().Messages.Unread, "the cancel, unread")
+		assert.ErrorIs(t, context.Cause(p.Ctx()), sched.ErrTerminated, "the context keeps the cancel's cause")
+		require.ErrorIs(t, s.Terminate(h.PID()), sched.ErrProcessNotFound, "Terminate after the end")
+		requireLifecycle(t, p)
+	})
+
+	t.Run("from its Close: it has ended", func(t *testing.T) {
+		s := newScheduler(t)
+		closeErr := make(chan error, 1)
+		var pid relay.PID
+		p := &probe{step: untilMessage}
+		p.close = func() { closeErr <- s.Terminate(pid) }
+		h := submit(t, s, p)
+		pid = h.PID()
+		require.NoError(t, s.Tell(pid, "end"))
+		require.ErrorIs(t, receive(t, closeErr, "Close's Terminate"), sched.ErrProcessNotFound)
+		_, err := waitEnd(t, s, h)
+		require.NoError(t, err)
+		assert.Empty(t, p.EventsOf(sched.EventCancel))
+		assert.ErrorIs(t, context.Cause(p.Ctx()), sched.ErrEnded, "ended, not terminated")
+		requireLifecycle(t, p)
+	})
 }
 
 // startRally starts two processes a and b stepped by step and, once

@@ -21,8 +21,9 @@ import (
 //     the entry point the caller chose and its input. An error ends the
 //     process before it ever runs; wrap [ErrUnknownMethod] for entry
 //     points the process does not have. Init should be quick and must not
-//     block. The process is published only once Init returns: until then
-//     a message to it or a name for it is refused with
+//     block. The process is published only once Init returns (and the
+//     Start hook, if set: see [Hooks]): until then a message to it, a
+//     [Scheduler.Terminate] of it or a name for it is refused with
 //     [ErrProcessNotFound], and a monitor of it completes at once with
 //     [ExitGone], so a process that tells itself something or registers
 //     a name does so in its first step, and one that hands out its PID
