@@ -657,6 +657,7 @@ func TestBuiltins(t *testing.T) {
 			check: func(t *testing.T, _ *sched.Scheduler, e *dispatchEnv, ev sched.Event) {
 				require.ErrorIs(t, ev.Error, sched.ErrInit)
 				require.ErrorIs(t, ev.Error, childErr)
+				assert.True(t, ev.From.IsZero(), "From of a child that did not start")
 				assert.Equal(t, 1, e.child.Closes())
 				assert.Zero(t, e.child.Steps())
 			},

@@ -311,8 +311,10 @@ func TestMailboxOptionsValidated(t *testing.T) {
 	_, err = sched.New(sched.WithMailbox(1, sched.MailboxPolicy(9)))
 	require.ErrorIs(t, err, sched.ErrInvalidOption)
 	s := newScheduler(t)
-	_, err = s.Submit(context.Background(), &probe{}, "run", nil, sched.Mailbox(-3, sched.MailboxReject))
+	refused := &probe{}
+	_, err = s.Submit(context.Background(), refused, "run", nil, sched.Mailbox(-3, sched.MailboxReject))
 	require.ErrorIs(t, err, sched.ErrInvalidOption)
+	require.Zero(t, refused.Inits(), "Init of a start refused for its option")
 	require.Equal(t, "drop-oldest", sched.MailboxDropOldest.String())
 }
 

@@ -209,18 +209,24 @@ func (o *StepOutput) Tell(to relay.PID, msg any) {
 
 // Spawn starts a child process after Step returns: Init is called with
 // method and input on this worker, and the child is queued here. The yield
-// completes with the child's [relay.PID] as From (Data is nil), or with
-// Init's error. The children a step spawns are started in the order
-// written; another worker may not take a child until the step's later
-// spawns have started too.
+// completes with the child's [relay.PID] as From (Data is nil) once the
+// child has started. A child that does not start completes it at once,
+// From the zero PID, with an error that says why: [ErrInit] wrapping
+// Init's error (the child's Close has run, on this worker),
+// [ErrNilProcess], [ErrEmptyMethod], [ErrTooManyProcesses] (see
+// [WithMaxProcesses]), or [ErrClosed] once Shutdown has begun. The
+// children a step spawns are started in the order written; another
+// worker may not take a child until the step's later spawns have started
+// too.
 func (o *StepOutput) Spawn(tag uint64, child Process, method string, input payload.Payloads) {
 	o.spawn(tag, child, method, input, yieldSpawn)
 }
 
 // SpawnAwait is [StepOutput.Spawn] that completes when the child finishes:
 // the completion's [Event.Result] is the child's result (its Data is the
-// result's value: see [Event]), Error its error, and From its PID, as for
-// Spawn. A failing Init completes it at once.
+// result's value: see [Event]), Error its error, and From its PID. A
+// child that does not start completes it at once, as it completes a
+// Spawn.
 //
 // The child's end reaches the parent at once or, while the worker it
 // ended on holds the parent for its next run, when that run starts.

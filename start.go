@@ -21,7 +21,10 @@ import (
 // If Init fails or panics, Submit calls p.Close and returns an error
 // wrapping [ErrInit] and Init's error; the process never runs. Submit also
 // fails with [ErrNilProcess], [ErrEmptyMethod], [ErrNilContext], ctx's
-// error if ctx is already done, and [ErrClosed] once Shutdown has begun.
+// error if ctx is already done, [ErrInvalidOption] for an option out of
+// range, [ErrTooManyProcesses] beyond [WithMaxProcesses] (or when the
+// process table is full), and [ErrClosed] once Shutdown has begun; Init
+// is not called then.
 //
 // ctx bounds the submission only: the process context carries ctx's
 // values but not its cancellation (see [Process]).
