@@ -30,7 +30,8 @@ func (h Handle) PID() relay.PID {
 // are free, its monitors have been told (a process's monitor yield has
 // completed; a [Scheduler.Monitor] function has been started in its own
 // goroutine, which may not have run yet), and the messages it left unread
-// have gone to the DeadLetter hook.
+// have gone to the DeadLetter hook. The zero Handle's channel is closed:
+// there is no process to wait for.
 func (h Handle) Done() <-chan struct{} {
 	if h.p == nil {
 		return closedChan
@@ -42,7 +43,7 @@ func (h Handle) Done() <-chan struct{} {
 // process's result and error (a [PanicError] if it panicked, [ErrForced]
 // if a shutdown deadline closed it), or ctx's error; a nil ctx is refused
 // with [ErrNilContext]. A process that has already ended gives its result
-// even if ctx is done.
+// even if ctx is done. The zero Handle gives [ErrProcessNotFound] at once.
 func (h Handle) Wait(ctx context.Context) (payload.Payload, error) {
 	if ctx == nil {
 		return payload.Payload{}, fmt.Errorf("%w: Handle.Wait", ErrNilContext)
