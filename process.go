@@ -173,8 +173,9 @@ func (o *StepOutput) Done(result payload.Payload) {
 
 // DoneAfter is [StepOutput.Done] for a process that stops partway through
 // its batch: it has read the first n events, and the rest count as unread
-// ([MessageStats].Unread), as events still queued at its end do. n is
-// clamped to the batch.
+// ([MessageStats].Unread), as events still queued at its end do, also if
+// the step then fails (returns an error or panics, which ends the process
+// with that failure instead of the result). n is clamped to the batch.
 func (o *StepOutput) DoneAfter(n int, result payload.Payload) {
 	o.Done(result)
 	o.read = max(n, 0)

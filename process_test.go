@@ -158,3 +158,61 @@ func TestEndedOnceTheFinalYieldsAreCarriedOut(t *testing.T) {
 	assert.Equal(t, 1, p.Steps())
 	requireLifecycle(t, p)
 }
+
+// TestDoneAfterThenFailureLeavesTheRestUnread: a step that says with
+// DoneAfter how far it read its batch, and then fails (returns an error
+// or panics), ends the process with its failure, and the events after
+// those it read count as unread, as they do after DoneAfter alone: the
+// messages among them go to the DeadLetter hook. The failure does not
+// make them read.
+func TestDoneAfterThenFailureLeavesTheRestUnread(t *testing.T) {
+	failure := testError("failed partway")
+	for _, end := range []struct {
+		name string
+		fail func() error
+		want error
+	}{
+		{"an error", func() error { return failure }, failure},
+		{"a panic", func() error { panic("failed partway") }, sched.ErrPanic},
+	} {
+		t.Run(end.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var dead []any
+			// Without the watchdog a panic takes the worker's plain path
+			// (see worker.step) every time, not sometimes the watched one.
+			s := newScheduler(t, sched.WithWatchdog(0), sched.WithHooks(sched.Hooks{DeadLetter: func(d sched.DeadLetter) {
+				mu.Lock()
+				defer mu.Unlock()
+				if d.Reason == sched.DeadUnread {
+					dead = append(dead, d.Message.Data)
+				}
+			}}))
+			inFirst, gate := make(chan struct{}), make(chan struct{})
+			p := &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+				if n == 0 {
+					close(inFirst)
+					<-gate // the three messages come meanwhile: one batch
+					return nil
+				}
+				out.DoneAfter(1, payload.Of("partway"))
+				return end.fail()
+			}}
+			h := submit(t, s, p)
+			receive(t, inFirst, "the first step")
+			for i := 1; i <= 3; i++ {
+				require.NoError(t, s.Tell(h.PID(), i))
+			}
+			close(gate)
+			_, err := waitEnd(t, s, h)
+			require.ErrorIs(t, err, end.want)
+			batches := p.Batches()
+			require.Len(t, batches, 2, "steps")
+			require.Len(t, batches[1], 3, "the second step's batch")
+			assert.Equal(t, uint64(2), s.Stats().Messages.Unread, "the events after the one read")
+			mu.Lock()
+			defer mu.Unlock()
+			assert.Equal(t, []any{2, 3}, dead, "dead letters of the unread messages")
+			requireLifecycle(t, p)
+		})
+	}
+}
