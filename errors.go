@@ -12,8 +12,9 @@ import (
 // Sentinel errors. Every error the scheduler returns or delivers wraps one
 // of these, so callers test them with [errors.Is].
 var (
-	// ErrClosed: the scheduler is shutting down or shut down. Submit
-	// returns it from the start of Shutdown; Send, Tell, CompleteYield and
+	// ErrClosed: the scheduler is shutting down or shut down. Submit,
+	// Spawn and Call.Submit return it from the start of Shutdown, and a
+	// step's spawn completes with it then; Send, Tell, CompleteYield and
 	// Terminate return it once Shutdown has returned.
 	ErrClosed = errors.New("scheduler: closed")
 	// ErrProcessNotFound: no live process has that PID. It never existed,
