@@ -980,6 +980,28 @@ var scenarios = []scenario{
 		want: "message data=0 from=p; message data=1 from=p; message data=2 from=p; close; result 3; unread 4",
 	},
 	{
+		name: "DoneAfter then a failure leaves the rest of the batch unread",
+		run: func(t *testing.T, w world, j *journal) string {
+			failed := errors.New("failed partway")
+			p := w.start(proc(j, "p", func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+				switch n {
+				case 1:
+					for i := range 3 {
+						out.Tell(out.Self(), i)
+					}
+				case 2:
+					out.DoneAfter(1, payload.Of(len(evs)))
+					return failed
+				}
+				return nil
+			}), "run")
+			_, err := w.result(p)
+			require.ErrorIs(t, err, failed)
+			return fmt.Sprintf("%s; unread %d", lines(j, "p"), w.unread())
+		},
+		want: "message data=0 from=p; message data=1 from=p; message data=2 from=p; close; unread 2",
+	},
+	{
 		name: "Terminate delivers a cancel, then the process ends",
 		run: func(t *testing.T, w world, j *journal) string {
 			var cause error

@@ -169,15 +169,17 @@ func (s *Sim) stepOnce(p *proc) {
 		p.yields = append(p.yields, s.record(p, y))
 	}
 	p.cont = s.read.Status == bridge.StatusContinue
+	// The events after DoneAfter's count are unread however the step
+	// ends, as the scheduler counts them.
+	unread := 0
+	if s.read.Status == bridge.StatusDone && s.read.Read >= 0 && s.read.Read < batch {
+		unread = batch - s.read.Read
+	}
 	switch {
 	case err != nil:
-		p.final = &ending{err: err}
+		p.final = &ending{err: err, unread: unread}
 	case s.read.Status == bridge.StatusDone:
-		f := &ending{result: s.read.Result}
-		if s.read.Read >= 0 && s.read.Read < batch {
-			f.unread = batch - s.read.Read
-		}
-		p.final = f
+		p.final = &ending{result: s.read.Result, unread: unread}
 	case p.cancelled:
 		// Asked to stop already: a termination would do nothing, so none
 		// is injected (and none drawn).
