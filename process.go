@@ -157,6 +157,8 @@ func (o *StepOutput) Continue() {
 
 // Done ends the process with result once this step returns; nothing
 // written after it in the same step (Continue included) can undo that.
+// A step that fails after Done (returns an error or panics) ends the
+// process all the same, with that failure instead of the result.
 // The step is taken to have read every event of its batch. Yields
 // written in the same step are still carried out (a final Tell is
 // delivered, a child is started), but their completions reach no one. A
