@@ -325,7 +325,10 @@ func TestHooksMayCallTheScheduler(t *testing.T) {
 // ErrProcessNotFound, and a Monitor of it reports ExitGone. Once Submit
 // has returned, all of them reach it.
 func TestStartHookSeesItsProcessUnpublished(t *testing.T) {
-	type seen struct{ tell, terminate, register error }
+	type seen struct {
+		tell, terminate, register error
+		live                      int64 // Stats' count
+	}
 	var s *sched.Scheduler
 	seenc := make(chan seen, 1)
 	exits := make(chan sched.Exit, 1)
@@ -334,6 +337,11 @@ func TestStartHookSeesItsProcessUnpublished(t *testing.T) {
 			tell:      s.Tell(i.PID, "from the Start hook"),
 			terminate: s.Terminate(i.PID),
 			register:  s.Register("started", i.PID),
+			live:      s.Stats().Processes.Live,
+		}
+		_, listed := findProcess(s, i.PID)
+		if listed {
+			t.Errorf("Processes lists %v from its Start hook", i.PID)
 		}
 		s.Monitor(i.PID, func(x sched.Exit) { exits <- x })
 	}}))
@@ -344,6 +352,7 @@ func TestStartHookSeesItsProcessUnpublished(t *testing.T) {
 	require.ErrorIs(t, got.terminate, sched.ErrProcessNotFound, "Terminate from the Start hook")
 	require.ErrorIs(t, got.register, sched.ErrProcessNotFound, "Register from the Start hook")
 	assert.Equal(t, sched.ExitGone, receive(t, exits, "the Start hook's monitor").Reason)
+	assert.Equal(t, int64(1), got.live, "Stats counts the process live from its Start hook")
 
 	require.NoError(t, s.Register("started", h.PID()))
 	require.NoError(t, s.Tell(h.PID(), "after Submit"))

@@ -20,9 +20,10 @@ type ProcessInfo struct {
 }
 
 // Processes returns a description of every process between its Init and
-// its end, ordered by PID: published (its Init has returned, see
-// [Process]) and not ended (its Close not called). [Stats] counts in Live
-// the processes whose Init or Close is running as well, so while
+// its end, ordered by PID: published (its Init, and the Start hook if
+// set, have returned, see [Process]) and not ended (its Close not
+// called). [Stats] counts in Live the processes whose Init, Start hook or
+// Close is running as well, so while
 // processes start and end the listing may be shorter than Live. It walks
 // the whole process table, so it costs time proportional to the number
 // of processes: it is for debugging, not for monitoring.

@@ -73,9 +73,10 @@ type Stats struct {
 
 // ProcessStats counts processes.
 type ProcessStats struct {
-	// Live counts processes started and not yet ended, those whose Init
-	// or Close is running included; [Scheduler.Processes] lists neither,
-	// so it may list fewer processes than Live counts.
+	// Live counts processes started and not yet ended, those whose Init,
+	// Start hook or Close is running included; [Scheduler.Processes]
+	// lists none of those, so it may list fewer processes than Live
+	// counts.
 	// A process is counted out once its Close has returned, just before
 	// the rest of its end is delivered: its unread messages to the
 	// DeadLetter hook, its monitors, its Handle or awaiting parent. So
