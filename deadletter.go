@@ -31,7 +31,8 @@ const (
 	// sender was outside any process, so nobody could get it back.
 	DeadDropped
 	// DeadLateReply: an answer to a request whose asker no longer waits
-	// for it (timed out, cancelled, answered, or ended).
+	// for it (timed out, cancelled, answered, or ended), or a process's
+	// answer ([StepOutput.Reply]) to a ReplyTo that names no request.
 	DeadLateReply
 	deadReasons
 )
@@ -66,7 +67,7 @@ type DeadLetterStats struct {
 	Unread      uint64 `json:"unread"`      // messages left unread when their recipient ended
 	Bounces     uint64 `json:"bounces"`     // bounces whose sender had ended or could not be reached, and returned requests nobody waited for
 	Dropped     uint64 `json:"dropped"`     // dropped by a full mailbox, from senders outside any process
-	LateReplies uint64 `json:"lateReplies"` // answers nobody waited for any more
+	LateReplies uint64 `json:"lateReplies"` // answers nobody waited for any more, or that a process gave to no request
 }
 
 // deadLetter counts msg as a dead letter for reason and passes it to the

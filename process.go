@@ -306,7 +306,8 @@ func (o *StepOutput) RequestName(tag uint64, name string, body any) {
 // Reply answers a request this process received (the ReplyTo of its
 // [Request]): the asking yield completes with data and err, and this
 // process as From. There is no completion: an answer nobody waits for
-// any more is a dead letter ([DeadLateReply]).
+// any more is a dead letter ([DeadLateReply]), and so is one to a ReplyTo
+// that names no request (the zero one), which no process can be told of.
 func (o *StepOutput) Reply(to ReplyTo, data any, err error) {
 	*o.add() = yield{arg: data, kind: yieldReply, to: to.PID, when: int64(to.Seq), err: err}
 }

@@ -59,9 +59,16 @@ func (s *Scheduler) Reply(to ReplyTo, data any, err error) error {
 }
 
 // reply completes the asking yield named by to, with From set to from.
+// A ReplyTo without the yield's number names no request: a caller of
+// Scheduler.Reply or Send gets the error, but a step's Reply (on a
+// worker, v.w, and not through a Call) has nobody to tell, so its answer
+// is a dead letter, as one that comes too late is.
 // Any goroutine.
 func (s *Scheduler) reply(to ReplyTo, from relay.PID, data any, err error, v via) error {
 	if to.Seq == 0 {
+		if v.worker() != nil {
+			s.deadLetter(relay.Message{From: from, To: to.PID, Data: data, Err: err}, DeadLateReply, v)
+		}
 		return fmt.Errorf("%w: the zero ReplyTo", ErrYieldNotPending)
 	}
 	// Once the scheduler has stopped, an answer for another node is

@@ -348,6 +348,31 @@ func TestLateAnswerIsADeadLetter(t *testing.T) {
 	assert.Empty(t, asker.EventsOf(sched.EventMessage), "the late answer reached the asker")
 }
 
+// TestAnswerToNoRequestIsADeadLetter: a step's Reply to a ReplyTo that
+// names no request (the zero one, or one without the asking yield's
+// number) reaches nobody, and its process is not told (a Reply has no
+// completion): it is a dead letter, as an answer nobody waits for any
+// more is, not an answer lost without a trace.
+func TestAnswerToNoRequestIsADeadLetter(t *testing.T) {
+	var dl deadLetterLog
+	s := newScheduler(t, sched.WithHooks(sched.Hooks{DeadLetter: dl.hook}))
+	failed := testError("no answer")
+	h := submit(t, s, &probe{step: func(_ *probe, _ int, _ []sched.Event, out *sched.StepOutput) error {
+		out.Reply(sched.ReplyTo{}, "nobody asked", nil)
+		out.Reply(sched.ReplyTo{PID: out.Self()}, nil, failed)
+		out.Done(payload.Payload{})
+		return nil
+	}})
+	_, err := waitEnd(t, s, h)
+	require.NoError(t, err)
+	assert.Equal(t, []sched.DeadLetter{
+		{Message: relay.Message{From: h.PID(), Data: "nobody asked"}, Reason: sched.DeadLateReply},
+		{Message: relay.Message{From: h.PID(), To: h.PID(), Err: failed}, Reason: sched.DeadLateReply},
+	}, dl.all())
+	eventually(t, "the dead letters counted", func() bool { return s.Stats().DeadLetters.LateReplies >= 2 })
+	assert.Equal(t, uint64(2), s.Stats().DeadLetters.LateReplies)
+}
+
 // TestAnswerTakenThenCancelled: an answer that comes while the asker's
 // step runs is taken (Reply returns nil); when that step cancels the
 // request, the answer is dropped with the other completions of the tag:
