@@ -597,6 +597,47 @@ func TestHandleReplaces(t *testing.T) {
 	assert.Equal(t, "new", res.Value())
 }
 
+// TestYieldsWithoutACompletion: Tell, TellName, Reply, Cancel and a
+// Timeout of a yield of an earlier step complete nothing of their own:
+// the step that wrote them (with a Sleep to end on) gets the Sleep's
+// completion and the messages, and no completion with the tags Cancel
+// and Timeout name.
+func TestYieldsWithoutACompletion(t *testing.T) {
+	s := newScheduler(t)
+	p := &probe{step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+		switch n {
+		case 0:
+			out.Sleep(1, time.Hour)
+		case 1:
+			out.Tell(out.Self(), "told")
+			out.TellName("a name nobody has", "bounced")
+			out.Reply(sched.ReplyTo{}, "to nobody", nil)
+			out.Cancel(7) // not pending
+			out.Timeout(1, 2*time.Hour)
+			out.Sleep(2, 0)
+		default:
+			if _, ok := completionOf(evs, 2); ok {
+				out.Done(payload.Payload{})
+			}
+		}
+		return nil
+	}}
+	h := submit(t, s, p)
+	require.NoError(t, s.Tell(h.PID(), "go"))
+	_, err := waitEnd(t, s, h)
+	require.NoError(t, err)
+	var tags []uint64
+	for _, ev := range p.EventsOf(sched.EventYieldComplete) {
+		tags = append(tags, ev.Tag)
+	}
+	assert.Equal(t, []uint64{2}, tags, "completions")
+	var messages []any
+	for _, ev := range p.EventsOf(sched.EventMessage) {
+		messages = append(messages, ev.Data)
+	}
+	assert.ElementsMatch(t, []any{"go", "told", "bounced"}, messages)
+}
+
 // TestBuiltins: spawn and send, through the typed helpers and the
 // generic Yield form. The parent yields at its first step with tag 1 and
 // finishes with the completion event as its result.

@@ -118,9 +118,13 @@ const (
 // StepOutput is where [Process.Step] writes what the process wants next:
 // a status (wait, the default; [StepOutput.Continue]; or
 // [StepOutput.Done]) and any number of yields, commands for the scheduler
-// and its handlers to carry out once Step returns. Each yield (except
-// [StepOutput.Tell]) completes later with an [EventYieldComplete] that
-// carries its tag.
+// and its handlers to carry out once Step returns. Each yield completes
+// later with an [EventYieldComplete] that carries its tag, except those
+// that complete nothing of their own: [StepOutput.Tell] and
+// [StepOutput.TellName] (only an undeliverable message comes back),
+// [StepOutput.Reply] (it completes the asker's yield), and
+// [StepOutput.Cancel] and a [StepOutput.Timeout] of a yield of an
+// earlier step (they act on that yield).
 //
 // The scheduler owns the StepOutput and reuses it for every step, so
 // writing a status or the usual one or two yields does not allocate. It is
