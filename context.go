@@ -415,7 +415,10 @@ func newCallContext(p *proc, seq uint64, ts *timerService) *callContext {
 }
 
 // Deadline implements context.Context: the deadline the process gave the
-// yield (StepOutput.Timeout), if any.
+// yield (StepOutput.Timeout), if any, while the yield is pending; a later
+// Timeout replaces it. Once the yield is no longer pending (a deadline
+// that passed included) there is none: the deadline goes with the
+// yield's timer. Err and context.Cause still say why it ended.
 func (c *callContext) Deadline() (time.Time, bool) {
 	when, _, deadline, ok := c.ts.lookup(c.seq)
 	if !ok || !deadline {

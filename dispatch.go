@@ -42,13 +42,17 @@ type Call struct {
 // Shutdown sends): cleanup work a process yields on its cancel gets a
 // context that lives until the work is done or the shutdown deadline
 // passes. A yield the process cancels ([StepOutput.Cancel]) ends it with
-// cause [ErrYieldCancelled]. For the zero Call it is
-// context.Background(). Making it costs an allocation, and asking it for
-// Done a channel. While the yield is pending, every call of Context for
-// it returns the same context, the one the yield's end makes done; a
-// call made once the yield is no longer pending returns a new context,
-// done already, whose cause is context.Canceled whatever ended the
-// yield ([ErrEnded] or [ErrForced] once the process has ended).
+// cause [ErrYieldCancelled]. Its Deadline is the one the process gave
+// the yield ([StepOutput.Timeout]), while the yield is pending: a later
+// Timeout replaces it, and once the yield is no longer pending, a
+// deadline that passed included, Deadline reports none. For the zero
+// Call it is context.Background(). Making it costs an allocation, and
+// asking it for Done a channel. While the yield is pending, every call
+// of Context for it returns the same context, the one the yield's end
+// makes done; a call made once the yield is no longer pending returns a
+// new context, done already, whose cause is context.Canceled whatever
+// ended the yield ([ErrEnded] or [ErrForced] once the process has
+// ended).
 func (c Call) Context() context.Context {
 	if c.ctx == nil {
 		return context.Background()

@@ -62,6 +62,8 @@ func TestTimeout(t *testing.T) {
 		receive(t, ctx.Done(), "the call's context")
 		assert.ErrorIs(t, ctx.Err(), context.DeadlineExceeded)
 		assert.ErrorIs(t, context.Cause(ctx), sched.ErrTimeout)
+		_, ok = ctx.Deadline()
+		assert.False(t, ok, "a deadline once the yield is no longer pending")
 		assert.ErrorIs(t, c.Complete("late", nil), sched.ErrProcessNotFound)
 	})
 
