@@ -246,9 +246,17 @@ func (w *worker) dispatch(p *proc, waits bool) {
 			w.spawn(p, y, child)
 		case yieldTimer:
 			if seq := w.register(p, y, w.newSeq()); seq != 0 {
-				if y.deadline != 0 && y.deadline < y.when {
+				switch {
+				case y.deadline == 0:
+					w.arm(p, seq, y.when, false, 0)
+				case y.deadline <= w.s.timers.now():
+					// Passed already, as registerWithin finds it for
+					// the other yields: the Sleep completes with
+					// ErrTimeout at once, whatever its own time.
+					w.expire(p, seq)
+				case y.deadline < y.when:
 					w.arm(p, seq, y.deadline, true, y.when) // the deadline comes first
-				} else {
+				default:
 					w.arm(p, seq, y.when, false, 0)
 				}
 			}

@@ -348,8 +348,15 @@ func (o *StepOutput) Cancel(tag uint64) {
 // later Timeout of the same yield replaces its deadline, and a Sleep
 // keeps its own time if that comes before the latest deadline, whatever
 // earlier deadlines it was given. A tag that is not pending: nothing
-// happens. d of zero or less completes the
-// yield at once with ErrTimeout, before any of its work starts.
+// happens.
+//
+// A deadline that has passed when the step's yields are carried out (d
+// of zero or less always has) completes a yield written in this step at
+// once with ErrTimeout, before any of its work starts: a handler is not
+// called, a request not sent, a child not started, and a Sleep completes
+// with ErrTimeout whatever its own time. Given to a yield pending from an
+// earlier step, it completes it at once with ErrTimeout, unless that is a
+// Sleep whose own time came first and which may then complete as a Sleep.
 func (o *StepOutput) Timeout(tag uint64, d time.Duration) {
 	// Through Add and Sub, as Sleep's deadline is: they saturate where
 	// a sum of durations would wrap, and a deadline too far for the clock

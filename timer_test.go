@@ -613,3 +613,43 @@ func TestTimeoutsOfAnyLength(t *testing.T) {
 	}
 	assert.Equal(t, 0, s.Stats().Timers, "timers left")
 }
+
+// TestTimeoutOfZeroOrLessOfASleep: a Timeout of zero or less given to a
+// Sleep written in the same step completes it at once with ErrTimeout,
+// as it does every other yield, whatever the Sleep's own time: its
+// deadline has passed before the Sleep is carried out. So does any
+// deadline of the step that has passed by then. Only a deadline still to
+// come leaves a Sleep whose own time comes first (here, one that has
+// passed) to complete as a Sleep.
+func TestTimeoutOfZeroOrLessOfASleep(t *testing.T) {
+	s := newScheduler(t)
+	for _, tt := range []struct {
+		name         string
+		sleep, bound time.Duration
+		timeout      bool
+	}{
+		{"both zero", 0, 0, true},
+		{"the deadline before the Sleep's time, both passed", -time.Hour, -2 * time.Hour, true},
+		{"the Sleep's time before the deadline, both passed", -2 * time.Hour, -time.Hour, true},
+		{"a Sleep to come", time.Hour, 0, true},
+		{"a Sleep passed, a deadline to come", -time.Hour, time.Hour, false},
+	} {
+		p := &probe{step: yieldOnce(1, func(out *sched.StepOutput) {
+			out.Sleep(1, tt.sleep)
+			out.Timeout(1, tt.bound)
+		})}
+		_, err := waitEnd(t, s, submit(t, s, p))
+		if tt.timeout {
+			assert.ErrorIs(t, err, sched.ErrTimeout, tt.name)
+		} else {
+			assert.NoError(t, err, tt.name)
+		}
+	}
+	p := &probe{step: yieldOnce(1, func(out *sched.StepOutput) {
+		out.SleepUntil(1, time.Time{}) // as far back as the clock goes
+		out.Timeout(1, math.MinInt64)
+	})}
+	_, err := waitEnd(t, s, submit(t, s, p))
+	assert.ErrorIs(t, err, sched.ErrTimeout, "the earliest Sleep and Timeout")
+	eventually(t, "no timer left", func() bool { return s.Stats().Timers == 0 })
+}

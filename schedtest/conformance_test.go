@@ -1236,6 +1236,34 @@ var scenarios = []scenario{
 		want: "close; complete 1 err=Timeout; complete 2 err=Timeout; complete 3; message data=next from=p",
 	},
 	{
+		name: "a Timeout of zero or less of a Sleep of the same step",
+		run: func(t *testing.T, w world, j *journal) string {
+			p := w.start(proc(j, "p", func(n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+				if n == 1 {
+					out.Sleep(1, 0)
+					out.Timeout(1, 0)
+					out.Sleep(2, -time.Hour)
+					out.Timeout(2, -2*time.Hour)
+					out.Sleep(3, -2*time.Hour)
+					out.Timeout(3, -time.Hour)
+					out.Sleep(4, time.Hour)
+					out.Timeout(4, 0)
+					out.Sleep(5, -time.Hour)
+					out.Timeout(5, time.Hour) // to come: the Sleep's time, passed, comes first
+				}
+				if j.has("p: complete 1") && j.has("p: complete 2") && j.has("p: complete 3") &&
+					j.has("p: complete 4") && j.has("p: complete 5") {
+					out.Done(payload.Payload{})
+				}
+				return nil
+			}), "run")
+			_, err := w.result(p)
+			require.NoError(t, err)
+			return sortedLines(j, "p")
+		},
+		want: "close; complete 1 err=Timeout; complete 2 err=Timeout; complete 3 err=Timeout; complete 4 err=Timeout; complete 5",
+	},
+	{
 		name:  "a shutdown deadline forces what has not ended by then",
 		grace: 300 * time.Millisecond,
 		run: func(t *testing.T, w world, j *journal) string {

@@ -521,9 +521,14 @@ func (s *Sim) carry(p *proc, y *bridge.Yield) {
 			return
 		}
 		pd.sleepAt = int64(y.When)
-		if y.Deadline != 0 && y.Deadline < y.When {
+		switch {
+		case y.Deadline == 0:
+			s.setTimer(pd, int64(y.When), false)
+		case int64(y.Deadline) <= s.now:
+			s.expire(pd) // passed already, whatever the Sleep's own time, as on the scheduler
+		case y.Deadline < y.When:
 			s.setTimer(pd, int64(y.Deadline), true)
-		} else {
+		default:
 			s.setTimer(pd, int64(y.When), false)
 		}
 	case bridge.KindMonitor:
