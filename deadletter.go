@@ -19,7 +19,9 @@ type DeadLetterReason uint8
 const (
 	// DeadUnread: the recipient ended before reading it: it was still in
 	// the mailbox, or after the point where the final step stopped
-	// reading (StepOutput.DoneAfter).
+	// reading (StepOutput.DoneAfter). A request (see [Request]) whose
+	// asker still waits for the answer is not one: the asker learns of
+	// the end ([ErrNoReply]).
 	DeadUnread DeadLetterReason = iota + 1
 	// DeadBounce: it came back undelivered to a sender that has ended,
 	// or to a sender on another node that it cannot reach (there is no
@@ -80,12 +82,39 @@ func (s *Scheduler) deadLetter(msg relay.Message, reason DeadLetterReason, v via
 }
 
 // deadUnread reports the messages among events, left unread by the
-// process to that ended, as dead letters. Any goroutine.
-func (s *Scheduler) deadUnread(to relay.PID, events []Event, v via) {
+// process to, whose record is p, that ended, as dead letters; but for a
+// request whose asker is told of that end (see proc.toldOfEnd). Any
+// goroutine, without p.mu.
+func (s *Scheduler) deadUnread(p *proc, to relay.PID, events []Event, v via) {
 	for i := range events {
 		ev := &events[i]
-		if ev.Type == EventMessage {
-			s.deadLetter(relay.Message{From: ev.From, To: to, Data: ev.data(), Err: ev.Error}, DeadUnread, v)
+		if ev.Type != EventMessage {
+			continue
 		}
+		if req, ok := ev.Data.(Request); ok && p.toldOfEnd(req.ReplyTo, s.node) {
+			continue
+		}
+		s.deadLetter(relay.Message{From: ev.From, To: to, Data: ev.data(), Err: ev.Error}, DeadUnread, v)
 	}
+}
+
+// toldOfEnd reports whether the asking yield to watches p, as a request
+// does its replier (see worker.request): the end of p, unless the yield
+// completes first, completes it with ErrNoReply (see notifyEnd), so the
+// asker learns that its request went unanswered, and the request left
+// unread is no dead letter, as one that comes back undelivered to an
+// asker that waits is none (see requestReturned). node is p's node.
+// Any goroutine, without p.mu.
+func (p *proc) toldOfEnd(to ReplyTo, node uint32) bool {
+	if to.PID.Node != node || to.Seq == 0 {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	x := p.live()
+	if x == nil || x.monitors == nil {
+		return false
+	}
+	watcher, ok := x.monitors.get(to.Seq)
+	return ok && watcher == to.PID.ID|monitorRequest
 }

@@ -373,6 +373,103 @@ func TestAnswerToNoRequestIsADeadLetter(t *testing.T) {
 	assert.Equal(t, uint64(2), s.Stats().DeadLetters.LateReplies)
 }
 
+// TestUnreadRequest: a request its replier leaves unread when it ends,
+// in its mailbox or past the point where its last step stopped reading,
+// counts as unread; its asker, if it still waits, learns of it (the
+// request completes with ErrNoReply), so it is no dead letter, as a
+// request that comes back undelivered to an asker that waits is none.
+// Only when the asker waits no more does the request reach nobody: then
+// it is a dead letter (DeadUnread).
+func TestUnreadRequest(t *testing.T) {
+	// blocked starts a replier whose second step (on a message) blocks
+	// until release is closed and then ends, leaving what came meanwhile
+	// in its mailbox.
+	blocked := func(t *testing.T, s *sched.Scheduler) (replier sched.Handle, release chan struct{}) {
+		inStep := make(chan struct{})
+		release = make(chan struct{})
+		replier = submit(t, s, &probe{step: func(_ *probe, n int, _ []sched.Event, out *sched.StepOutput) error {
+			if n == 1 {
+				close(inStep)
+				<-release
+				out.Done(payload.Payload{})
+			}
+			return nil
+		}})
+		require.NoError(t, s.Tell(replier.PID(), "block"))
+		receive(t, inStep, "the blocked step")
+		return replier, release
+	}
+	queued := func(t *testing.T, s *sched.Scheduler, pid relay.PID) {
+		eventually(t, "the request queued", func() bool {
+			info, ok := findProcess(s, pid)
+			return ok && info.Queued > 0
+		})
+	}
+	unread := func(t *testing.T, s *sched.Scheduler) uint64 {
+		eventually(t, "the unread request counted", func() bool { return s.Stats().Messages.Unread >= 1 })
+		return s.Stats().Messages.Unread
+	}
+
+	t.Run("in the mailbox, its asker waiting", func(t *testing.T) {
+		var dl deadLetterLog
+		s := newScheduler(t, sched.WithHooks(sched.Hooks{DeadLetter: dl.hook}))
+		replier, release := blocked(t, s)
+		asker := submit(t, s, newAsker(func(out *sched.StepOutput) { out.Request(1, replier.PID(), "q") }))
+		queued(t, s, replier.PID())
+		close(release)
+		ev := answerOf(t, s, asker)
+		assert.ErrorIs(t, ev.Error, sched.ErrNoReply)
+		_, err := waitEnd(t, s, replier)
+		require.NoError(t, err)
+		assert.Equal(t, uint64(1), unread(t, s))
+		assert.Empty(t, dl.all(), "dead letters")
+	})
+
+	t.Run("past where the last step stopped reading, its asker waiting", func(t *testing.T) {
+		var dl deadLetterLog
+		s := newScheduler(t, sched.WithHooks(sched.Hooks{DeadLetter: dl.hook}))
+		replier := submit(t, s, &probe{step: func(_ *probe, _ int, evs []sched.Event, out *sched.StepOutput) error {
+			for _, ev := range evs {
+				if _, ok := ev.Data.(sched.Request); ok {
+					out.DoneAfter(0, payload.Payload{})
+				}
+			}
+			return nil
+		}})
+		ev := answerOf(t, s, submit(t, s, newAsker(func(out *sched.StepOutput) { out.Request(1, replier.PID(), "q") })))
+		assert.ErrorIs(t, ev.Error, sched.ErrNoReply)
+		_, err := waitEnd(t, s, replier)
+		require.NoError(t, err)
+		assert.Equal(t, uint64(1), unread(t, s))
+		assert.Empty(t, dl.all(), "dead letters")
+	})
+
+	t.Run("its asker waiting no more", func(t *testing.T) {
+		var dl deadLetterLog
+		s := newScheduler(t, sched.WithHooks(sched.Hooks{DeadLetter: dl.hook}))
+		replier, release := blocked(t, s)
+		asker := submit(t, s, &probe{step: func(_ *probe, _ int, _ []sched.Event, out *sched.StepOutput) error {
+			out.Request(1, replier.PID(), "q")
+			out.Done(payload.Payload{}) // does not wait for the answer
+			return nil
+		}})
+		_, err := waitEnd(t, s, asker)
+		require.NoError(t, err)
+		queued(t, s, replier.PID())
+		close(release)
+		_, err = waitEnd(t, s, replier)
+		require.NoError(t, err)
+		got := dl.all()
+		require.Len(t, got, 1, "dead letters")
+		assert.Equal(t, sched.DeadUnread, got[0].Reason)
+		req, ok := got[0].Message.Data.(sched.Request)
+		require.True(t, ok, "the dead letter is the request: %#v", got[0].Message.Data)
+		assert.Equal(t, "q", req.Body)
+		assert.Equal(t, asker.PID(), got[0].Message.From)
+		assert.Equal(t, uint64(1), unread(t, s))
+	})
+}
+
 // TestAnswerTakenThenCancelled: an answer that comes while the asker's
 // step runs is taken (Reply returns nil); when that step cancels the
 // request, the answer is dropped with the other completions of the tag:

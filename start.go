@@ -621,7 +621,7 @@ func (s *Scheduler) finishClosed(p *proc, v via, result payload.Payload, err err
 	p.close(&c, result, err, forced, next)
 	if n := len(c.unread); n > 0 {
 		s.countN(v, cUnread, uint64(n))
-		s.deadUnread(pid, c.unread, v)
+		s.deadUnread(p, pid, c.unread, v)
 	}
 	c.recycle(w.pendingCache())
 	// Names, monitors: frozen now that the process is closed. A reused

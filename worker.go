@@ -468,7 +468,7 @@ func (w *worker) recoverStepPanic() {
 func (w *worker) unreadAfterFailure(p *proc, batch int) {
 	if n := w.out.unread(batch); n > 0 {
 		w.countN(cUnread, uint64(n))
-		w.s.deadUnread(p.pid(), w.events[batch-n:batch], via{w: w})
+		w.s.deadUnread(p, p.pid(), w.events[batch-n:batch], via{w: w})
 	}
 }
 
@@ -1124,7 +1124,7 @@ func (w *worker) run(p *proc) {
 			// The completions it was claimed with go unread, as they would
 			// have in its mailbox.
 			w.countN(cUnread, uint64(n))
-			s.deadUnread(p.pid(), w.events, via{w: w})
+			s.deadUnread(p, p.pid(), w.events, via{w: w})
 			w.events = w.events[:0]
 		}
 		w.force(p)
@@ -1165,7 +1165,7 @@ func (w *worker) run(p *proc) {
 		if status == statusDone {
 			if n := w.out.unread(batch); n > 0 {
 				w.countN(cUnread, uint64(n))
-				s.deadUnread(p.pid(), w.events[batch-n:batch], via{w: w})
+				s.deadUnread(p, p.pid(), w.events[batch-n:batch], via{w: w})
 			}
 			w.endDone(p)
 			return
