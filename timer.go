@@ -617,8 +617,10 @@ func (w *worker) fireBatch(sh *timerShard, now int64) (popped int, queued, more 
 	own := w.ownTimers
 	due := own.due[:0]
 	sh.mu.Lock()
+	// The same process, whether the entries are Sleeps or deadlines:
+	// timerDeadline is masked off.
 	for len(sh.heap) > 0 && sh.heap[0].when <= now &&
-		(len(due) < timerBatch || sh.heap[0].pid == due[len(due)-1].pid) {
+		(len(due) < timerBatch || (sh.heap[0].pid^due[len(due)-1].pid)&^timerDeadline == 0) {
 		due = append(due, sh.removeAt(0))
 	}
 	more = len(sh.heap) > 0 && sh.heap[0].when <= now

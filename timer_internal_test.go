@@ -623,3 +623,37 @@ func TestSleepsKeptOnlyWhilePending(t *testing.T) {
 	expect(0, "once its process ended")
 	require.Empty(t, wrong)
 }
+
+// TestFireBatchKeepsAProcessTogether: a batch of due timers that has
+// reached timerBatch goes on while the next due timer is the same
+// process's, a deadline as well as a Sleep (an entry's pid marks a
+// deadline with timerDeadline), so that a batch never splits the timers
+// of one process at its end. The processes are none the table has, so
+// nothing completes: only the batch's size is looked at.
+func TestFireBatchKeepsAProcessTogether(t *testing.T) {
+	s := newScheduler(t, WithWorkers(1))
+	w := &worker{s: s, ownTimers: new(timerShard)}
+	w.ownTimers.init()
+	var sh timerShard
+	sh.init()
+	const other, p = uint64(1) << 40, uint64(1)<<40 + 1
+	seq := uint64(0)
+	add := func(when int64, pid uint64) {
+		seq++
+		sh.push(timerEntry{when: when, pid: pid, seq: seq})
+	}
+	for range timerBatch - 1 {
+		add(5, other)
+	}
+	add(5, p)               // a Sleep of p, the batch's last place
+	add(6, p|timerDeadline) // a deadline of p, due too
+	add(6, p)               // and another Sleep of p
+	add(7, other)
+	sh.publish()
+	popped, _, more := w.fireBatch(&sh, 10)
+	require.Equal(t, timerBatch+2, popped, "a batch takes every due timer of its last process")
+	require.True(t, more, "the other process's timer is left for the next batch")
+	popped, _, more = w.fireBatch(&sh, 10)
+	require.Equal(t, 1, popped)
+	require.False(t, more)
+}
