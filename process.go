@@ -328,7 +328,8 @@ func (o *StepOutput) Reply(to ReplyTo, data any, err error) {
 // while this step ran was taken, its Reply returned nil, and it is
 // dropped with no dead letter), and a SpawnAwait
 // stops waiting for its child, which runs on. Cancelling a tag that is
-// not pending does nothing; the tag may be yielded again at once.
+// not pending, and whose completion did not arrive while this step ran,
+// does nothing; the tag may be yielded again at once.
 func (o *StepOutput) Cancel(tag uint64) {
 	*o.add() = yield{tag: tag, kind: yieldCancel}
 }
