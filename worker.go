@@ -113,8 +113,8 @@ type worker struct {
 	tellClaimed bool
 	// later holds a process that used up its step budget while others
 	// were queued on this worker: it waits behind them (see requeue)
-	// until laterDue or until the queue is empty, and then goes to the
-	// global queue. Only the owner stores into it; the owner takes it
+	// until laterDue, until the queue is empty or until another process
+	// uses up its budget, and then goes to the global queue. Only the owner stores into it; the owner takes it
 	// with a CompareAndSwap, and so may an idle worker while this one is
 	// stalled (see steal), so exactly one of them gets the process; the
 	// store and the winning CompareAndSwap hand the process over as a
@@ -1439,18 +1439,22 @@ func (w *worker) settle(p *proc, running, next uint64) bool {
 // requeue puts p, still Running, behind other work: on the global queue,
 // where every worker looks within globalCheckInterval ticks. If processes
 // are queued on this worker, p first waits behind them in the later slot,
-// for as many ticks as there are of them or until the queue is empty
-// (see findLocal): a process that keeps continuing and wakes others with
+// for as many ticks as there are of them, until the queue is empty (see
+// findLocal) or until another process uses up its budget here: a process that keeps continuing and wakes others with
 // its messages (one telling a thousand receivers in turn) would otherwise
 // be back after globalCheckInterval ticks, and with one worker the
 // receivers it woke last would take every turn in between while the
 // others gathered hundreds of messages each. One process waits there at a
-// time; while it does, the next one goes straight to the global queue.
+// time: one that waits there when p uses up its budget used up its own
+// first, and goes to the global queue ahead of p. Were p to go there
+// ahead of it, the global queue's next turn could give p its worker
+// again at once, a second budget in a row while the others waited.
 // Worker only, with p Running.
 func (w *worker) requeue(p *proc) {
 	p.state.Store(stReady)
 	w.count(cRequeues)
-	if n := w.dq.Len() + w.held.Len(); n > 0 && w.later.Load() == nil && !w.s.unfair {
+	w.releaseLater()
+	if n := w.dq.Len() + w.held.Len(); n > 0 && !w.s.unfair {
 		w.laterDue = w.tick + uint64(n)
 		w.later.Store(p)
 		return

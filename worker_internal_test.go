@@ -760,3 +760,64 @@ func TestWorkerYieldsWhileEveryProcessorRunsAWorker(t *testing.T) {
 		})
 	}
 }
+
+// TestStepBudgetBoundsARun: a process that keeps continuing makes at
+// most a budget's worth of steps in a row on its worker while others
+// wait there, and, with others waiting, all of it: the log of who
+// stepped, in the order the one worker ran them, falls into stretches
+// of one process each, the longest exactly the budget. A process that
+// used up its budget while another waited in the later slot, had it
+// gone to the global queue ahead of that one, would be taken back by
+// the global queue's next turn and make two budgets' worth in a row
+// (2 steps with a budget of 1, 6 with 3). The processes start together,
+// queued while the worker is held, and end after stepsInAll steps in
+// all.
+func TestStepBudgetBoundsARun(t *testing.T) {
+	for _, budget := range []int{1, 3, 16} {
+		t.Run(fmt.Sprint(budget), func(t *testing.T) {
+			log := continuingLog(t, budget, 3)
+			longest := 0
+			for k := 0; k < len(log); {
+				j := k
+				for j < len(log) && log[j] == log[k] {
+					j++
+				}
+				require.LessOrEqual(t, j-k, budget, "process %d made %d steps in a row from step %d", log[k], j-k, k)
+				longest = max(longest, j-k)
+				k = j
+			}
+			require.Equal(t, budget, longest, "the longest stretch of one process's steps")
+		})
+	}
+}
+
+// continuingLog runs n processes that keep continuing on one worker
+// with the step budget given, and returns who made each of the first
+// stepsInAll steps, in the order the worker ran them. The processes are
+// queued while the worker is held, so they start together, and end once
+// stepsInAll steps are made in all.
+func continuingLog(t *testing.T, budget, n int) []int {
+	const stepsInAll = 3000
+	s := newScheduler(t, WithWorkers(1), WithStepBudget(budget), WithWatchdog(0))
+	release := holdWorker(t, s)
+	var log []int // appended to by the one worker's steps; read once all have ended
+	hs := make([]Handle, n)
+	for i := range hs {
+		h, err := s.Submit(context.Background(), stepFunc(func(_ []Event, out *StepOutput) error {
+			log = append(log, i)
+			if len(log) >= stepsInAll {
+				out.Done(payload.Payload{})
+				return nil
+			}
+			out.Continue()
+			return nil
+		}), "hot", nil)
+		require.NoError(t, err)
+		hs[i] = h
+	}
+	release()
+	for _, h := range hs {
+		require.NoError(t, waitEnd(t, h))
+	}
+	return log[:stepsInAll] // each process takes a last step once the count is reached
+}
