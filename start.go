@@ -23,8 +23,8 @@ import (
 // fails with [ErrNilProcess], [ErrEmptyMethod], [ErrNilContext], ctx's
 // error if ctx is already done, [ErrInvalidOption] for an option out of
 // range, [ErrTooManyProcesses] beyond [WithMaxProcesses] (or when the
-// process table is full), and [ErrClosed] once Shutdown has begun; Init
-// is not called then.
+// process table is full; at once: it does not wait for a process to
+// end), and [ErrClosed] once Shutdown has begun; Init is not called then.
 //
 // ctx bounds the submission only: the process context carries ctx's
 // values but not its cancellation (see [Process]).
