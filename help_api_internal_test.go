@@ -1175,3 +1175,53 @@ func TestCallerHelpHookPanicLeavesNoWreck(t *testing.T) {
 	release()
 	eventually(t, "every leaf to run", func() bool { return ran.Load() == manyStarts })
 }
+
+// initFunc is a process whose Init calls init and whose one step ends
+// it.
+type initFunc func()
+
+func (f initFunc) Init(context.Context, string, payload.Payloads) error { f(); return nil }
+func (initFunc) Step(_ []Event, out *StepOutput) error {
+	out.Done(payload.Payload{})
+	return nil
+}
+func (initFunc) Close() {}
+
+// TestCallerHelpRunsSpawnedInitsAndStartHook checks what WithCallerHelp
+// says runs on a helping caller besides steps: the Init of a child that
+// a step it runs spawns, and the Start hook of that child, as a worker
+// runs them for the steps it runs.
+func TestCallerHelpRunsSpawnedInitsAndStartHook(t *testing.T) {
+	var caller atomic.Uint64
+	var hooksOnCaller, initsOnCaller atomic.Int64
+	hooks := Hooks{Start: func(si StartInfo) {
+		if si.Method == "child" && goroutineID() == caller.Load() {
+			hooksOnCaller.Add(1)
+		}
+	}}
+	s := newScheduler(t, WithWorkers(1), WithWatchdog(0), WithCallerHelp(), WithHooks(hooks))
+	release := holdWorker(t, s)
+	caller.Store(goroutineID())
+	child := initFunc(func() {
+		if goroutineID() == caller.Load() {
+			initsOnCaller.Add(1)
+		}
+	})
+	hs := helpedRuns(t, s, manyStarts, func(i int, hs helpedSteps) Process {
+		return numbered(func(n int, _ []Event, out *StepOutput) error {
+			if n == 0 {
+				hs.count()
+				out.SpawnAwait(1, child, "child", nil)
+				return nil
+			}
+			out.Done(payload.Of(i))
+			return nil
+		})
+	})
+	require.Positive(t, initsOnCaller.Load(), "no spawned child's Init ran on the helping caller")
+	require.Positive(t, hooksOnCaller.Load(), "no spawned child's Start hook ran on the helping caller")
+	release()
+	for i, h := range hs {
+		require.Equal(t, i, waitInt(t, h, i), "process %d's result", i)
+	}
+}

@@ -241,8 +241,9 @@ func WithMaxProcesses(n int) Option {
 // docs/benchmarks.md has the measurements.
 //
 // The price is that Submit and Spawn then run other processes' steps,
-// and their Close, the handlers of their commands and the End hook, on
-// the caller's goroutine, before they return:
+// and their Close, the handlers of their commands, the Init of the
+// children their steps spawn and the Start and End hooks, on the
+// caller's goroutine, before they return:
 //
 //   - A caller must not hold a lock (or anything else) that a step may
 //     wait for, since the step would wait for the caller that runs it.
