@@ -114,11 +114,11 @@ type worker struct {
 	// later holds a process that used up its step budget while others
 	// were queued on this worker: it waits behind them (see requeue)
 	// until laterDue, until the queue is empty or until another process
-	// uses up its budget, and then goes to the global queue. Only the owner stores into it; the owner takes it
-	// with a CompareAndSwap, and so may an idle worker while this one is
-	// stalled (see steal), so exactly one of them gets the process; the
-	// store and the winning CompareAndSwap hand the process over as a
-	// queue would.
+	// uses up its budget, and then goes to the global queue. Only the
+	// owner stores into it; the owner takes it with a CompareAndSwap, and
+	// so may an idle worker while this one is stalled (see steal), so
+	// exactly one of them gets the process; the store and the winning
+	// CompareAndSwap hand the process over as a queue would.
 	later atomic.Pointer[proc]
 	// laterDue is the tick at which later goes to the global queue: the
 	// tick it was set at plus the length of the queue then; noLater while
@@ -1440,11 +1440,12 @@ func (w *worker) settle(p *proc, running, next uint64) bool {
 // where every worker looks within globalCheckInterval ticks. If processes
 // are queued on this worker, p first waits behind them in the later slot,
 // for as many ticks as there are of them, until the queue is empty (see
-// findLocal) or until another process uses up its budget here: a process that keeps continuing and wakes others with
-// its messages (one telling a thousand receivers in turn) would otherwise
-// be back after globalCheckInterval ticks, and with one worker the
-// receivers it woke last would take every turn in between while the
-// others gathered hundreds of messages each. One process waits there at a
+// findLocal) or until another process uses up its budget here: a
+// process that keeps continuing and wakes others with its messages (one
+// telling a thousand receivers in turn) would otherwise be back after
+// globalCheckInterval ticks, and with one worker the receivers it woke
+// last would take every turn in between while the others gathered
+// hundreds of messages each. One process waits there at a
 // time: one that waits there when p uses up its budget used up its own
 // first, and goes to the global queue ahead of p. Were p to go there
 // ahead of it, the global queue's next turn could give p its worker
