@@ -375,18 +375,24 @@ func TestTransport(t *testing.T) {
 	})
 }
 
+// ignoresCancel returns a process that reads a cancel like any event and
+// ends on the first message it is told, so that a test sees each cancel
+// it gets before ending it.
+func ignoresCancel() *probe {
+	return &probe{step: func(_ *probe, _ int, evs []sched.Event, out *sched.StepOutput) error {
+		for _, ev := range evs {
+			if ev.Type == sched.EventMessage {
+				out.Done(payload.Payload{})
+			}
+		}
+		return nil
+	}}
+}
+
 func TestTerminate(t *testing.T) {
 	t.Run("cancel is delivered once", func(t *testing.T) {
 		s := newScheduler(t)
-		// The process ignores the cancel and finishes on a message.
-		p := &probe{step: func(_ *probe, _ int, evs []sched.Event, out *sched.StepOutput) error {
-			for _, ev := range evs {
-				if ev.Type == sched.EventMessage {
-					out.Done(payload.Payload{})
-				}
-			}
-			return nil
-		}}
+		p := ignoresCancel()
 		h := submit(t, s, p)
 		require.NoError(t, s.Terminate(h.PID()))
 		require.NoError(t, s.Terminate(h.PID()), "second Terminate")
@@ -402,15 +408,7 @@ func TestTerminate(t *testing.T) {
 
 	t.Run("Shutdown after Terminate sends no second cancel", func(t *testing.T) {
 		s := newScheduler(t)
-		// The process ignores the cancel and finishes on a message.
-		p := &probe{step: func(_ *probe, _ int, evs []sched.Event, out *sched.StepOutput) error {
-			for _, ev := range evs {
-				if ev.Type == sched.EventMessage {
-					out.Done(payload.Payload{})
-				}
-			}
-			return nil
-		}}
+		p := ignoresCancel()
 		h := submit(t, s, p)
 		require.NoError(t, s.Terminate(h.PID()))
 		eventually(t, "the cancel event", func() bool { return len(p.EventsOf(sched.EventCancel)) > 0 })
@@ -475,15 +473,7 @@ func TestTerminate(t *testing.T) {
 
 	t.Run("after Shutdown's cancel: nothing more", func(t *testing.T) {
 		s := newScheduler(t)
-		// The process ignores the cancel and finishes on a message.
-		p := &probe{step: func(_ *probe, _ int, evs []sched.Event, out *sched.StepOutput) error {
-			for _, ev := range evs {
-				if ev.Type == sched.EventMessage {
-					out.Done(payload.Payload{})
-				}
-			}
-			return nil
-		}}
+		p := ignoresCancel()
 		h := submit(t, s, p)
 		waitState(t, s, h.PID(), sched.StateIdle)
 		shut := shutdownAsync(t, s, context.Background())
