@@ -248,3 +248,9 @@ func DataQueue(n *Node) (pending, dropped int) {
 	}
 	return -1, -1
 }
+
+// EncodeByeOf encodes a goodbye from node n in its own run: published
+// by hand, it makes n's peers declare n down while n runs on.
+func EncodeByeOf(n *Node) []byte {
+	return appendCtl(nil, ctlMsg{typ: ctlBye, sender: n.num, run: n.run, name: n.cfg.Name})
+}

@@ -139,12 +139,20 @@ func (n *Node) serveDemonitor(p *peer, f *frame) {
 // the peer its exit when it ends. h, if not zero, is pid's Handle: a
 // process started for an awaited spawn may end before the watch is set
 // up, and its Handle still has its result. A monitor held for req of p
-// already is stopped first (see heldTable.reserve). Any goroutine.
+// already is stopped first (see heldTable.reserve). Nothing is held for
+// a peer that is down: the data goroutine may serve a request of p while
+// another goroutine declares p down and stops what is held for it, so
+// the link is checked once the monitor is reserved, where that stop
+// would find it. Any goroutine.
 func (n *Node) hold(p *peer, req uint64, pid relay.PID, h scheduler.Handle) {
 	key := heldKey{p, req}
 	m := n.held.reserve(key)
 	if m == nil {
 		n.sendExit(p, req, scheduler.Exit{PID: pid, Reason: scheduler.ExitGone, Err: n.notRunning()})
+		return
+	}
+	if p.link.state.Load() == linkDown {
+		n.held.take(key, m)
 		return
 	}
 	stop := n.sched.Monitor(pid, func(e scheduler.Exit) {
