@@ -201,7 +201,12 @@
 // of another node arrives as the same [scheduler.Request], its body by
 // the same rule, and the answer ([scheduler.StepOutput.Reply]) goes back
 // as a [scheduler.Reply], its error as an [*Error]; so request and reply
-// work across nodes as within one. Anything else, or a Go value JSON cannot encode, is
+// work across nodes as within one, but for the watch of the replier: a
+// request to a process of another node is not told when that process
+// ends without answering, or its node goes down, once it has the
+// request, and waits for its [scheduler.StepOutput.Timeout] (give every
+// such request one; a monitor of the replier tells of its end at once).
+// Anything else as a body, or a Go value JSON cannot encode, is
 // refused at the sender with [ErrNotEncodable] (wrapping
 // [payload.ErrEncode] for the latter). An answer whose data cannot
 // cross, or is too large, is refused so too, and the asker's request

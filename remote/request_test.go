@@ -308,3 +308,77 @@ func tHoldingReplier(t testing.TB, s *scheduler.Scheduler, answer string) schedu
 		return nil
 	})
 }
+
+// TestRemoteReplierIsNotWatched pins what a request to a process of
+// another node does not do that a local one does: it does not watch the
+// replier. A replier there that ends without answering, or whose node
+// goes down once it has the request, leaves the request waiting until
+// its Timeout (ErrTimeout), where a local replier's end completes it at
+// once with ErrNoReply; the asker's node keeps nothing for it. A request
+// sent after the replier ended still completes at once, with the
+// failure its node reports.
+func TestRemoteReplierIsNotWatched(t *testing.T) {
+	srv, a, b := tTwoNodes(t, nil)
+	// ask submits to a a process that requests "question" of to, with a
+	// timeout far longer than an exit takes to cross, and ends with the
+	// completion.
+	ask := func(to relay.PID) scheduler.Handle {
+		return tSubmit(t, a.S, func(_ *tProc, n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+			if n == 0 {
+				out.Request(1, to, "question")
+				out.Timeout(1, 2*time.Second)
+				return nil
+			}
+			for _, ev := range evs {
+				if ev.Type == scheduler.EventYieldComplete {
+					out.Done(payload.Of(ev))
+				}
+			}
+			return nil
+		})
+	}
+	completion := func(h scheduler.Handle) scheduler.Event {
+		t.Helper()
+		res, err := tWaitResult(t, h)
+		require.NoError(t, err)
+		return res.Value().(scheduler.Event)
+	}
+
+	t.Run("the replier ends without answering", func(t *testing.T) {
+		replier, got := tCollector(t, b.S, 1)
+		asker := ask(replier.PID())
+		_, isRequest := tRecv(t, got, "the request").Data.(scheduler.Request)
+		require.True(t, isRequest)
+		require.NoError(t, b.S.Terminate(replier.PID()))
+		_, err := tWaitResult(t, replier)
+		require.NoError(t, err)
+		ev := completion(asker)
+		assert.ErrorIs(t, ev.Error, scheduler.ErrTimeout)
+		assert.NotErrorIs(t, ev.Error, scheduler.ErrNoReply)
+		assert.Zero(t, a.Stats().Pending)
+		assert.Zero(t, b.Stats().MonitorsHeld)
+
+		ev = completion(ask(replier.PID()))
+		assert.ErrorIs(t, ev.Error, scheduler.ErrProcessNotFound, "a request to the ended replier")
+		assert.NotErrorIs(t, ev.Error, scheduler.ErrTimeout)
+	})
+
+	t.Run("the replier's node goes down", func(t *testing.T) {
+		c := tStart(t, srv.ClientURL(), "c", nil)
+		tJoin(t, a, c)
+		replier, got := tCollector(t, c.S, 1)
+		asker := ask(replier.PID())
+		_, isRequest := tRecv(t, got, "the request").Data.(scheduler.Request)
+		require.True(t, isRequest)
+		c.stop(t)
+		for p := tRecv(t, a.Down, "a to see c leave"); p.Name != "c"; p = tRecv(t, a.Down, "a to see c leave") {
+		}
+		ev := completion(asker)
+		assert.ErrorIs(t, ev.Error, scheduler.ErrTimeout)
+		assert.NotErrorIs(t, ev.Error, remote.ErrNodeDown)
+		assert.Zero(t, a.Stats().Pending)
+
+		ev = completion(ask(replier.PID()))
+		assert.ErrorIs(t, ev.Error, remote.ErrNodeDown, "a request to a process of the down node")
+	})
+}
