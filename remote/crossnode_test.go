@@ -5,9 +5,11 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	scheduler "github.com/procsched/scheduler"
+	"github.com/procsched/scheduler/payload"
 	"github.com/procsched/scheduler/remote"
 )
 
@@ -48,4 +50,92 @@ func TestNothingHeldForAPeerDownMeanwhile(t *testing.T) {
 	close(gate)
 	tEventually(t, func() bool { return len(b.S.Processes()) == 1 }, "the child to start (%d processes)", len(b.S.Processes()))
 	tEventually(t, func() bool { return b.Stats().MonitorsHeld == 0 }, "b holds nothing for a, which is down (%d held)", b.Stats().MonitorsHeld)
+}
+
+// TestMonitorAndSpawnRefusedForBackpressure: a monitor of a process of
+// another node, or a spawn there, that finds too much waiting for that
+// node is refused as a message is: the monitor completes at once with
+// ExitGone and ErrBackpressure (an ErrMailboxFull), though the process
+// may be alive, and the spawn fails with ErrBackpressure; nothing is
+// left pending for either. A monitor that was taken still completes
+// with how the process ended once the node takes what waits.
+func TestMonitorAndSpawnRefusedForBackpressure(t *testing.T) {
+	srv := tServer(t)
+	a := tStart(t, srv.ClientURL(), "a", func(cfg *remote.Config) { cfg.Window, cfg.MaxBuffered = 8<<10, 16<<10 })
+	b := tStart(t, srv.ClientURL(), "b", nil)
+	tJoin(t, a, b)
+	tRegister(t, b)
+	target, _ := tCollector(t, b.S, 1)
+	sink := tSubmit(t, b.S, func(_ *tProc, _ int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+		for _, ev := range evs {
+			if ev.Type == scheduler.EventCancel {
+				out.Done(payload.Payload{})
+			}
+		}
+		return nil
+	})
+
+	// b takes nothing, and a's way to it fills, to the last few bytes.
+	open := tHoldInbound(t, b)
+	fill := func() {
+		for _, body := range []any{make([]byte, 1<<10), []byte{1}, nil} {
+			for {
+				err := a.S.Tell(sink.PID(), body)
+				if err != nil {
+					require.ErrorIs(t, err, remote.ErrBackpressure)
+					break
+				}
+			}
+		}
+	}
+	fill()
+	// Once a's writer has used the window and stalls, nothing leaves the
+	// buffer: fill what it had taken out meanwhile.
+	tEventually(t, func() bool { return a.Stats().CreditStalls > 0 }, "a's link stalls for credit")
+	fill()
+
+	// Two monitors: the room left takes one at most.
+	completions := make(chan scheduler.Event, 2)
+	tSubmit(t, a.S, func(_ *tProc, n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+		if n == 0 {
+			out.Monitor(1, target.PID())
+			out.Monitor(2, target.PID())
+		}
+		for _, ev := range evs {
+			switch ev.Type {
+			case scheduler.EventYieldComplete:
+				completions <- ev
+			case scheduler.EventCancel:
+				out.Done(payload.Payload{})
+			}
+		}
+		return nil
+	})
+	ev := tRecv(t, completions, "a monitor refused")
+	e := ev.Data.(scheduler.Exit)
+	assert.Equal(t, scheduler.ExitGone, e.Reason)
+	assert.ErrorIs(t, e.Err, remote.ErrBackpressure)
+	assert.ErrorIs(t, e.Err, scheduler.ErrMailboxFull)
+	assert.Equal(t, target.PID(), e.PID)
+	refused := ev.Tag
+
+	sp := tYield(t, a.S, a.SpawnCommand(), remote.Spawn{Node: "b", Kind: "echo", Method: "run", Input: payload.Payloads{payload.Bytes(make([]byte, 1<<10))}, Await: true})
+	assert.ErrorIs(t, sp.Error, remote.ErrBackpressure)
+	assert.ErrorIs(t, sp.Error, scheduler.ErrMailboxFull)
+
+	// The other monitor was taken (pending) or refused too.
+	taken := a.Stats().Pending
+	require.LessOrEqual(t, taken, 1)
+	open()
+	tEventually(t, func() bool { return b.Stats().MonitorsHeld == taken }, "b holds the monitor taken (%d of %d)", b.Stats().MonitorsHeld, taken)
+	require.NoError(t, b.S.Terminate(target.PID()))
+	ev = tRecv(t, completions, "the other monitor")
+	assert.NotEqual(t, refused, ev.Tag, "the refused monitor completed twice")
+	if e := ev.Data.(scheduler.Exit); taken == 1 {
+		assert.Equal(t, scheduler.ExitTerminated, e.Reason, "the monitor taken is told how the process ended")
+	} else {
+		assert.Equal(t, scheduler.ExitGone, e.Reason, "the other monitor, refused too")
+		assert.ErrorIs(t, e.Err, remote.ErrBackpressure)
+	}
+	tEventually(t, func() bool { return a.Stats().Pending == 0 && b.Stats().MonitorsHeld == 0 }, "nothing left (a has %d pending, b holds %d)", a.Stats().Pending, b.Stats().MonitorsHeld)
 }

@@ -238,7 +238,10 @@
 // [scheduler.RemoteMonitor], asks the process's node to watch it with its
 // scheduler's own monitor, and completes the yield with the
 // [scheduler.Exit] that node reports, or with [scheduler.ExitGone] and
-// [ErrNodeDown] when the node goes down first. A monitor or a spawn the
+// [ErrNodeDown] when the node goes down first. A monitor or a spawn
+// request is sent as a message is: one that finds too much waiting for
+// its node is refused at once with [ErrBackpressure] (a monitor then
+// completes with ExitGone, though its process may be alive). A monitor or a spawn the
 // process cancels or times out, or whose process ends, is forgotten at
 // once, here and, for a monitor or an awaited spawn's watch of its
 // child, on the other node (the node waits on the yield's call context

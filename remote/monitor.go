@@ -27,7 +27,10 @@ var _ scheduler.RemoteMonitor = (*Node)(nil)
 // [scheduler.RemoteMonitor], and the scheduler calls it on a worker. The
 // monitor completes with the process's [scheduler.Exit] when it ends, or
 // with [scheduler.ExitGone] when it is not alive, when its node is
-// unknown or goes down ([ErrNodeDown]), or when this node closes. A
+// unknown or goes down ([ErrNodeDown]), or when this node closes; and
+// at once with ExitGone and [ErrBackpressure] when too much waits for
+// that node to take the request: the process may be alive then, and a
+// monitor set again later may succeed. A
 // monitor the process cancels, or one whose process ends, is forgotten
 // on the other node at once.
 func (n *Node) MonitorRemote(c scheduler.Call) error {
@@ -46,7 +49,10 @@ func (n *Node) MonitorRemote(c scheduler.Call) error {
 // how it ended: a process of this node's scheduler (as
 // [scheduler.Scheduler.Monitor]) or of another node. f gets
 // [scheduler.ExitGone] if the process is not alive, its node is unknown
-// or goes down first (Err wraps [ErrNodeDown]), or this node closes. It
+// or goes down first (Err wraps [ErrNodeDown]), or this node closes;
+// and with ExitGone and [ErrBackpressure], at once, if too much waits
+// for the process's node to take the request, though the process may
+// be alive. It
 // returns stop, which forgets the monitor, here and on the other node,
 // and reports whether it did so before f was called. Any goroutine. A
 // nil f is a programming error: Monitor panics at once.

@@ -24,7 +24,9 @@ import (
 // Await it completes when the process ends, with its result (read with
 // [scheduler.Event.Result]) and its error as Error, and From its PID, as
 // [scheduler.StepOutput.SpawnAwait] does. It fails with an error wrapping
-// [ErrUnknownNode], [ErrNodeDown], [ErrUnknownKind], [ErrNotEncodable]
+// [ErrUnknownNode], [ErrNodeDown], [ErrBackpressure] (too much waits for
+// that node: nothing was asked, so a later spawn may succeed),
+// [ErrUnknownKind], [ErrNotEncodable]
 // (an input that cannot cross, or, with Await, a result that cannot
 // cross back: a Go value JSON cannot encode, or one too large for a
 // batch), or the error of the
