@@ -59,7 +59,9 @@ type Config struct {
 	// peer (default [DefaultMaxBuffered]). A send beyond it fails with
 	// [ErrBackpressure], and a message larger than it with
 	// [ErrNotEncodable]. Messages returned to senders on that peer may
-	// use as much again before they are dropped.
+	// use as much again before they are dropped. The few bytes that tell
+	// the peer a monitor is no longer wanted go whatever waits, so that
+	// it does not keep the monitor.
 	MaxBuffered int
 
 	// SpawnCommand is the command ID the node's [Spawn] handler is

@@ -139,3 +139,74 @@ func TestMonitorAndSpawnRefusedForBackpressure(t *testing.T) {
 	}
 	tEventually(t, func() bool { return a.Stats().Pending == 0 && b.Stats().MonitorsHeld == 0 }, "nothing left (a has %d pending, b holds %d)", a.Stats().Pending, b.Stats().MonitorsHeld)
 }
+
+// TestCancelledMonitorsForgottenWhateverWaits: a cancelled monitor is
+// forgotten on the other node even when the way there is full, of
+// messages and of the answers that may go beyond them: the demonitor
+// that tells it so is a few bytes per monitor that was taken, and is
+// never refused for room.
+func TestCancelledMonitorsForgottenWhateverWaits(t *testing.T) {
+	const monitors = 3000
+	srv := tServer(t)
+	a := tStart(t, srv.ClientURL(), "a", func(cfg *remote.Config) { cfg.Window, cfg.MaxBuffered = 4<<10, 4<<10 })
+	b := tStart(t, srv.ClientURL(), "b", nil)
+	tJoin(t, a, b)
+	target, _ := tCollector(t, b.S, 1)
+	sink := tSubmit(t, b.S, func(_ *tProc, _ int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+		for _, ev := range evs {
+			if ev.Type == scheduler.EventCancel {
+				out.Done(payload.Payload{})
+			}
+		}
+		return nil
+	})
+	// The watcher sets its monitors a chunk at a time, each when told
+	// "more", so that none finds a's buffer full.
+	const chunk = 250
+	set := 0
+	watcher := tSubmit(t, a.S, func(_ *tProc, _ int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+		for _, ev := range evs {
+			switch {
+			case ev.Type == scheduler.EventYieldComplete:
+				t.Errorf("a monitor completed: %v", ev)
+			case ev.Type == scheduler.EventMessage && ev.Data == "more":
+				for range chunk {
+					set++
+					out.Monitor(uint64(set), target.PID())
+				}
+			case ev.Type == scheduler.EventMessage && ev.Data == "cancel":
+				for i := range monitors {
+					out.Cancel(uint64(i + 1))
+				}
+			case ev.Type == scheduler.EventCancel:
+				out.Done(payload.Payload{})
+			}
+		}
+		return nil
+	})
+	for held := chunk; held <= monitors; held += chunk {
+		require.NoError(t, a.S.Tell(watcher.PID(), "more"))
+		tEventually(t, func() bool { return b.Stats().MonitorsHeld == held }, "b holds %d monitors", held)
+	}
+
+	// b takes nothing, and a's way to it fills with messages.
+	open := tHoldInbound(t, b)
+	fill := func() {
+		for _, body := range []any{make([]byte, 1<<10), []byte{1}, nil} {
+			for {
+				err := a.S.Tell(sink.PID(), body)
+				if err != nil {
+					require.ErrorIs(t, err, remote.ErrBackpressure)
+					break
+				}
+			}
+		}
+	}
+	fill()
+	tEventually(t, func() bool { return a.Stats().CreditStalls > 0 }, "a's link stalls for credit")
+	fill()
+	require.NoError(t, a.S.Tell(watcher.PID(), "cancel"))
+	tEventually(t, func() bool { return a.Stats().Pending == 0 }, "a forgets the cancelled monitors (%d)", a.Stats().Pending)
+	open()
+	tEventually(t, func() bool { return b.Stats().MonitorsHeld == 0 }, "b forgets the cancelled monitors")
+}

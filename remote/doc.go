@@ -132,7 +132,9 @@
 // it fails at once with [ErrBackpressure], which matches
 // [scheduler.ErrMailboxFull], so a sender handles a congested node as it
 // handles a full mailbox with the reject policy. Messages going back to
-// their senders may use the same amount again before they are dropped.
+// their senders may use the same amount again before they are dropped;
+// a demonitor, a few bytes for a monitor the peer holds and this node
+// has forgotten, is never refused for room.
 //
 // # Membership and failure detection
 //

@@ -99,13 +99,29 @@ type sentBatch struct {
 // filled while one is published is the steady state.
 const maxSpare = 2
 
+// room says how much of a link's buffer a frame may fill.
+type room uint8
+
+const (
+	// roomSend: messages, and spawn and monitor requests, fill the
+	// buffer up to MaxBuffered.
+	roomSend room = iota
+	// roomAnswer: frames that answer something the peer sent (bounces,
+	// replies, spawn answers, exits) may fill it to twice MaxBuffered.
+	roomAnswer
+	// roomAlways: a demonitor, a few bytes for a monitor or awaited
+	// spawn the peer was sent and this node has forgotten, is never
+	// refused for room: refused, it would leave the peer holding that
+	// monitor until the process ends.
+	roomAlways
+)
+
 // reserve returns the batch to append a frame of at most bound bytes to,
 // after checking the link's state and limits: a frame larger than a
-// batch or than the buffer's limit fails with ErrNotEncodable, one that
-// does not fit in what is left of the buffer with ErrBackpressure.
-// Priority frames (bounces and replies, which answer something the peer
-// sent) may fill the buffer to twice its limit. Called with l.mu held.
-func (l *link) reserve(bound int, priority bool) (*outBatch, error) {
+// batch, or than the buffer's limit for its room r, fails with
+// ErrNotEncodable, one that does not fit in what is left of the buffer
+// with ErrBackpressure. Called with l.mu held.
+func (l *link) reserve(bound int, r room) (*outBatch, error) {
 	if l.state.Load() == linkDown {
 		return nil, l.reason
 	}
@@ -113,16 +129,18 @@ func (l *link) reserve(bound int, priority bool) (*outBatch, error) {
 	if bound > maxBatch-headerLen {
 		return nil, fmt.Errorf("%w: a frame of up to %d bytes exceeds the largest batch of %d", ErrNotEncodable, bound, maxBatch)
 	}
-	limit := l.n.cfg.MaxBuffered
-	if priority {
-		limit = priorityLimit(limit)
-	}
-	if bound > limit {
-		// It could never wait for the peer, however empty the buffer.
-		return nil, fmt.Errorf("%w: a frame of up to %d bytes exceeds the %d bytes that may wait for a node", ErrNotEncodable, bound, limit)
-	}
-	if l.buffered+bound > limit {
-		return nil, fmt.Errorf("%w: %d bytes waiting for node %q", ErrBackpressure, l.buffered, l.peer.name)
+	if r != roomAlways {
+		limit := l.n.cfg.MaxBuffered
+		if r == roomAnswer {
+			limit = priorityLimit(limit)
+		}
+		if bound > limit {
+			// It could never wait for the peer, however empty the buffer.
+			return nil, fmt.Errorf("%w: a frame of up to %d bytes exceeds the %d bytes that may wait for a node", ErrNotEncodable, bound, limit)
+		}
+		if l.buffered+bound > limit {
+			return nil, fmt.Errorf("%w: %d bytes waiting for node %q", ErrBackpressure, l.buffered, l.peer.name)
+		}
 	}
 	b := l.open
 	if b != nil && b.enc.size()+bound > maxBatch {
@@ -165,7 +183,7 @@ func (l *link) canPublish() bool { return l.state.Load() == linkOpen && !l.pause
 func (l *link) sendMessage(msg relay.Message, body any) error {
 	bound := messageBound(bodySize(body), "")
 	l.mu.Lock()
-	b, err := l.reserve(bound, false)
+	b, err := l.reserve(bound, roomSend)
 	if err != nil {
 		l.mu.Unlock()
 		return err
@@ -192,7 +210,7 @@ func priorityLimit(maxBuffered int) int {
 // may use the room of bounces (see reserve). Any goroutine.
 func (l *link) sendRefusedAnswer(from, to relay.PID, reply scheduler.Reply) error {
 	reply.Err = clipError(reply.Err, l.largestAnswer()-messageBound(bodySize(scheduler.Reply{To: reply.To}), "")-maxCodeLen)
-	return l.add(messageBound(bodySize(reply), ""), true, func(e *batchEncoder) {
+	return l.add(messageBound(bodySize(reply), ""), roomAnswer, func(e *batchEncoder) {
 		e.message(to, from, reply)
 	})
 }
@@ -216,7 +234,7 @@ func (l *link) sendBounce(from, to relay.PID, cause error, body any) error {
 		}
 	}
 	text = clipText(text, largest-messageBound(bodySize(body), ""))
-	return l.add(messageBound(bodySize(body), text), true, func(e *batchEncoder) {
+	return l.add(messageBound(bodySize(body), text), roomAnswer, func(e *batchEncoder) {
 		e.bounce(from, to, code, text, body)
 	})
 }
@@ -258,7 +276,7 @@ func clipText(s string, room int) string {
 // sendSpawn appends a spawn request; input is in wire form. Any
 // goroutine.
 func (l *link) sendSpawn(req uint64, kind, method string, await bool, input payload.Payloads) error {
-	return l.add(spawnBound(kind, method, input), false, func(e *batchEncoder) {
+	return l.add(spawnBound(kind, method, input), roomSend, func(e *batchEncoder) {
 		e.spawn(req, kind, method, await, input)
 	})
 }
@@ -269,7 +287,7 @@ func (l *link) sendSpawn(req uint64, kind, method string, await bool, input payl
 func (l *link) sendSpawned(req uint64, child relay.PID, cause error) error {
 	code, text := errorCode(cause), errorText(cause)
 	text = clipText(text, l.largestAnswer()-replyBound("", 0))
-	return l.add(replyBound(text, 0), true, func(e *batchEncoder) {
+	return l.add(replyBound(text, 0), roomAnswer, func(e *batchEncoder) {
 		e.spawned(req, child, code, text)
 	})
 }
@@ -277,13 +295,13 @@ func (l *link) sendSpawned(req uint64, child relay.PID, cause error) error {
 // sendMonitor appends a request to be told when target ends. Any
 // goroutine.
 func (l *link) sendMonitor(req uint64, target relay.PID) error {
-	return l.add(replyBound("", 0), false, func(e *batchEncoder) { e.monitor(req, target) })
+	return l.add(replyBound("", 0), roomSend, func(e *batchEncoder) { e.monitor(req, target) })
 }
 
-// sendDemonitor appends a request to forget the monitor of req. Any
-// goroutine.
+// sendDemonitor appends a request to forget the monitor of req, which
+// only a link that is down refuses. Any goroutine.
 func (l *link) sendDemonitor(req uint64) error {
-	return l.add(replyBound("", 0), true, func(e *batchEncoder) { e.demonitor(req) })
+	return l.add(replyBound("", 0), roomAlways, func(e *batchEncoder) { e.demonitor(req) })
 }
 
 // sendExit appends the end of the process that request req of the peer
@@ -292,17 +310,17 @@ func (l *link) sendDemonitor(req uint64) error {
 func (l *link) sendExit(req uint64, reason scheduler.ExitReason, cause error, result any) error {
 	code, text := errorCode(cause), errorText(cause)
 	text = clipText(text, l.largestAnswer()-replyBound("", bodySize(result)))
-	return l.add(replyBound(text, bodySize(result)), true, func(e *batchEncoder) {
+	return l.add(replyBound(text, bodySize(result)), roomAnswer, func(e *batchEncoder) {
 		e.exited(req, byte(reason), code, text, result)
 	})
 }
 
-// add appends one frame, of at most bound bytes, written by encode; a
-// priority frame answers something the peer sent (see reserve). Any
-// goroutine; it never blocks but on l.mu.
-func (l *link) add(bound int, priority bool, encode func(*batchEncoder)) error {
+// add appends one frame, of at most bound bytes, written by encode, in
+// room r of the buffer (see reserve). Any goroutine; it never blocks but
+// on l.mu.
+func (l *link) add(bound int, r room, encode func(*batchEncoder)) error {
 	l.mu.Lock()
-	b, err := l.reserve(bound, priority)
+	b, err := l.reserve(bound, r)
 	if err != nil {
 		l.mu.Unlock()
 		return err
