@@ -59,9 +59,13 @@ type Config struct {
 	// peer (default [DefaultMaxBuffered]). A send beyond it fails with
 	// [ErrBackpressure], and a message larger than it with
 	// [ErrNotEncodable]. Messages returned to senders on that peer may
-	// use as much again before they are dropped. The few bytes that tell
-	// the peer a monitor is no longer wanted go whatever waits, so that
-	// it does not keep the monitor.
+	// use as much again before they are dropped. What ends a monitor or
+	// a spawn goes whatever waits, so that no node waits or holds for
+	// ever: the few bytes that tell the peer a monitor is no longer
+	// wanted, and, once the room of answers is full too, the answer to
+	// a spawn and the end of a watched process, without the result
+	// (the error then matches [ErrBackpressure]) and with at most 1 KiB
+	// of error text.
 	MaxBuffered int
 
 	// SpawnCommand is the command ID the node's [Spawn] handler is

@@ -1,6 +1,7 @@
 package remote_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -10,6 +11,7 @@ import (
 
 	scheduler "github.com/procsched/scheduler"
 	"github.com/procsched/scheduler/payload"
+	"github.com/procsched/scheduler/relay"
 	"github.com/procsched/scheduler/remote"
 )
 
@@ -209,4 +211,115 @@ func TestCancelledMonitorsForgottenWhateverWaits(t *testing.T) {
 	tEventually(t, func() bool { return a.Stats().Pending == 0 }, "a forgets the cancelled monitors (%d)", a.Stats().Pending)
 	open()
 	tEventually(t, func() bool { return b.Stats().MonitorsHeld == 0 }, "b forgets the cancelled monitors")
+}
+
+// TestExitWhenTheWayBackIsFull: the end of a process watched from
+// another node reaches the watcher even when the way back is full, of
+// messages and of the answers that may go beyond them: without its
+// result, and with an error matching ErrBackpressure that says why, as
+// a result too large to cross comes with ErrNotEncodable; an awaited
+// spawn fails so. The watcher is told once, and neither node keeps
+// anything of the monitor. The answer to a spawn goes back all the
+// same too.
+func TestExitWhenTheWayBackIsFull(t *testing.T) {
+	srv := tServer(t)
+	a := tStart(t, srv.ClientURL(), "a", nil)
+	b := tStart(t, srv.ClientURL(), "b", func(cfg *remote.Config) { cfg.Window, cfg.MaxBuffered = 8<<10, 16<<10 })
+	tJoin(t, a, b)
+	// kib ends when told, with a result of a KiB.
+	kib := func(_ *tProc, _ int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+		for _, ev := range evs {
+			if ev.Type == scheduler.EventMessage || ev.Type == scheduler.EventCancel {
+				out.Done(payload.Bytes(make([]byte, 1<<10)))
+			}
+		}
+		return nil
+	}
+	require.NoError(t, b.Register("kib", func() scheduler.Process { return &tProc{step: kib} }))
+	target := tSubmit(t, b.S, kib)
+	exits := make(chan scheduler.Exit, 2)
+	a.Monitor(target.PID(), func(e scheduler.Exit) { exits <- e })
+	awaiting := tYielder(t, a.S, a.SpawnCommand(), remote.Spawn{Node: "b", Kind: "kib", Method: "run", Await: true})
+	tEventually(t, func() bool { return b.Stats().MonitorsHeld == 2 }, "b holds the monitor and the awaited spawn's watch")
+	var child relay.PID
+	for _, p := range b.S.Processes() {
+		if p.PID != target.PID() {
+			child = p.PID
+		}
+	}
+	require.NotZero(t, child.ID, "the awaited child")
+
+	// a takes nothing, and b's way to it fills with messages...
+	open := tHoldInbound(t, a)
+	sink := tSubmit(t, a.S, func(_ *tProc, _ int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+		for _, ev := range evs {
+			if ev.Type == scheduler.EventCancel {
+				out.Done(payload.Payload{})
+			}
+		}
+		return nil
+	})
+	fill := func() {
+		for _, body := range []any{make([]byte, 1<<10), []byte{1}, nil} {
+			for {
+				err := b.S.Tell(sink.PID(), body)
+				if err != nil {
+					require.ErrorIs(t, err, remote.ErrBackpressure)
+					break
+				}
+			}
+		}
+	}
+	fill()
+	tEventually(t, func() bool { return b.Stats().CreditStalls > 0 }, "b's link stalls for credit")
+	fill()
+	// ... and with bounces, until b drops some.
+	ended := tSubmit(t, b.S, func(_ *tProc, _ int, _ []scheduler.Event, out *scheduler.StepOutput) error {
+		out.Done(payload.Payload{})
+		return nil
+	})
+	_, err := tWaitResult(t, ended)
+	require.NoError(t, err)
+	const flood = 64
+	tFlood(t, a.S, ended.PID(), flood)
+	tEventually(t, func() bool { return b.Stats().BouncedBack.NotFound == flood }, "b bounces the flood")
+	require.NotZero(t, b.Stats().Dropped.Overflow, "the way back is full")
+
+	require.NoError(t, b.S.Tell(target.PID(), "end"))
+	require.NoError(t, b.S.Tell(child, "end"))
+	tEventually(t, func() bool { return b.Stats().MonitorsHeld == 0 }, "b sends the ends")
+
+	// A spawn b refuses now, with an error as long as the KiB that each
+	// bounce took: its answer must go back as well.
+	st := b.Stats()
+	kind := strings.Repeat("k", 1<<10)
+	spawning := tYielder(t, a.S, a.SpawnCommand(), remote.Spawn{Node: "b", Kind: kind, Method: "run"})
+	tEventually(t, func() bool {
+		now := b.Stats()
+		return now.Buffered > st.Buffered || now.Dropped.Overflow > st.Dropped.Overflow
+	}, "b to answer the spawn")
+	open()
+	e := tRecv(t, exits, "the end of the watched process")
+	assert.Equal(t, target.PID(), e.PID)
+	assert.Equal(t, scheduler.ExitDone, e.Reason)
+	assert.ErrorIs(t, e.Err, remote.ErrBackpressure)
+	assert.True(t, e.Result.IsZero(), "the result did not cross")
+	res, err := tWaitResult(t, spawning)
+	require.NoError(t, err)
+	ev := res.Value().(scheduler.Event)
+	assert.ErrorIs(t, ev.Error, remote.ErrUnknownKind)
+	assert.ErrorContains(t, ev.Error, "kkkk", "the start of b's error")
+	res, err = tWaitResult(t, awaiting)
+	require.NoError(t, err)
+	ev = res.Value().(scheduler.Event)
+	assert.ErrorIs(t, ev.Error, remote.ErrBackpressure, "the awaited spawn")
+	assert.Nil(t, ev.Data)
+	assert.Equal(t, child, ev.From)
+	tEventually(t, func() bool { return a.Stats().Pending == 0 }, "a keeps nothing of the monitor and the spawns")
+	select {
+	case e := <-exits:
+		t.Fatalf("told twice: %v", e)
+	default:
+	}
+	assert.Equal(t, st.Dropped.Overflow, b.Stats().Dropped.Overflow, "neither the end nor the answer was dropped")
 }

@@ -132,9 +132,12 @@
 // it fails at once with [ErrBackpressure], which matches
 // [scheduler.ErrMailboxFull], so a sender handles a congested node as it
 // handles a full mailbox with the reject policy. Messages going back to
-// their senders may use the same amount again before they are dropped;
-// a demonitor, a few bytes for a monitor the peer holds and this node
-// has forgotten, is never refused for room.
+// their senders may use the same amount again before they are dropped.
+// What ends a monitor or a spawn is never refused for room: a demonitor,
+// a few bytes for a monitor the peer holds and this node has forgotten;
+// and, once the room of answers is full, the answer to a spawn and the
+// end of a watched process, without the result (the error then matches
+// [ErrBackpressure]) and with at most 1 KiB of error text.
 //
 // # Membership and failure detection
 //

@@ -109,12 +109,19 @@ const (
 	// roomAnswer: frames that answer something the peer sent (bounces,
 	// replies, spawn answers, exits) may fill it to twice MaxBuffered.
 	roomAnswer
-	// roomAlways: a demonitor, a few bytes for a monitor or awaited
-	// spawn the peer was sent and this node has forgotten, is never
-	// refused for room: refused, it would leave the peer holding that
-	// monitor until the process ends.
+	// roomAlways: frames that end a monitor or a spawn, one each, are
+	// never refused for room, for one refused would leave a node waiting
+	// or holding for ever: a demonitor, a few bytes for a monitor or
+	// awaited spawn the peer was sent and this node has forgotten; and,
+	// when the room of answers is full, the answer to a spawn and the
+	// exit of a watched process, without a result and with an error text
+	// of at most alwaysText bytes.
 	roomAlways
 )
+
+// alwaysText bounds the error text of an exit or a spawn's answer sent
+// in roomAlways.
+const alwaysText = 1 << 10
 
 // reserve returns the batch to append a frame of at most bound bytes to,
 // after checking the link's state and limits: a frame larger than a
@@ -245,6 +252,16 @@ func (l *link) largestAnswer() int {
 	return min(int(l.n.maxBatch.Load())-headerLen, priorityLimit(l.n.cfg.MaxBuffered))
 }
 
+// answerText is the bound of an answer's frame in room r, for the
+// shortening of its error text: the largest answer, or, in roomAlways,
+// an empty one and alwaysText. Any goroutine.
+func (l *link) answerText(r room) int {
+	if r == roomAlways {
+		return replyBound("", 0) + alwaysText
+	}
+	return l.largestAnswer()
+}
+
 // clipError returns err, or, if its text does not fit in room (see
 // clipText), an error matching the same sentinels with its text
 // shortened.
@@ -281,13 +298,14 @@ func (l *link) sendSpawn(req uint64, kind, method string, await bool, input payl
 	})
 }
 
-// sendSpawned appends the answer to a spawn request: child started, or
-// cause says why not, its text shortened if the frame would not fit a
-// batch. Any goroutine.
-func (l *link) sendSpawned(req uint64, child relay.PID, cause error) error {
+// sendSpawned appends the answer to a spawn request, in room r (roomAnswer
+// or roomAlways): child started, or cause says why not, its text
+// shortened if the frame would not fit a batch, or to alwaysText in
+// roomAlways. Any goroutine.
+func (l *link) sendSpawned(req uint64, child relay.PID, cause error, r room) error {
 	code, text := errorCode(cause), errorText(cause)
-	text = clipText(text, l.largestAnswer()-replyBound("", 0))
-	return l.add(replyBound(text, 0), roomAnswer, func(e *batchEncoder) {
+	text = clipText(text, l.answerText(r)-replyBound("", 0))
+	return l.add(replyBound(text, 0), r, func(e *batchEncoder) {
 		e.spawned(req, child, code, text)
 	})
 }
@@ -305,12 +323,14 @@ func (l *link) sendDemonitor(req uint64) error {
 }
 
 // sendExit appends the end of the process that request req of the peer
-// monitors or awaits; result is in wire form. The error's text is
-// shortened if the frame would not fit a batch. Any goroutine.
-func (l *link) sendExit(req uint64, reason scheduler.ExitReason, cause error, result any) error {
+// monitors or awaits, in room r (roomAnswer, or roomAlways with a nil
+// result); result is in wire form. The error's text is shortened if the
+// frame would not fit a batch, or to alwaysText in roomAlways. Any
+// goroutine.
+func (l *link) sendExit(req uint64, reason scheduler.ExitReason, cause error, result any, r room) error {
 	code, text := errorCode(cause), errorText(cause)
-	text = clipText(text, l.largestAnswer()-replyBound("", bodySize(result)))
-	return l.add(replyBound(text, bodySize(result)), roomAnswer, func(e *batchEncoder) {
+	text = clipText(text, l.answerText(r)-replyBound("", bodySize(result)))
+	return l.add(replyBound(text, bodySize(result)), r, func(e *batchEncoder) {
 		e.exited(req, byte(reason), code, text, result)
 	})
 }

@@ -202,9 +202,16 @@ func (n *Node) sendExit(p *peer, req uint64, e scheduler.Exit) {
 			cause = errors.Join(cause, fmt.Errorf("the result cannot cross: %w", err))
 		}
 	}
-	err := p.link.sendExit(req, e.Reason, cause, body)
-	if body != nil && errors.Is(err, ErrNotEncodable) {
-		err = p.link.sendExit(req, e.Reason, errors.Join(cause, fmt.Errorf("the result cannot cross: %w", err)), nil)
+	err := p.link.sendExit(req, e.Reason, cause, body, roomAnswer)
+	if body != nil && (errors.Is(err, ErrNotEncodable) || errors.Is(err, ErrBackpressure)) {
+		cause = errors.Join(cause, fmt.Errorf("the result cannot cross: %w", err))
+		err = p.link.sendExit(req, e.Reason, cause, nil, roomAnswer)
+	}
+	if errors.Is(err, ErrBackpressure) {
+		// The room of answers is full: the watcher still hears of the
+		// end, which it would otherwise wait for until its node or this
+		// one goes down.
+		err = p.link.sendExit(req, e.Reason, cause, nil, roomAlways)
 	}
 	if err != nil {
 		n.counts.dropped[dropOverflow].Add(1)

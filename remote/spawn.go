@@ -25,12 +25,12 @@ import (
 // [scheduler.Event.Result]) and its error as Error, and From its PID, as
 // [scheduler.StepOutput.SpawnAwait] does. It fails with an error wrapping
 // [ErrUnknownNode], [ErrNodeDown], [ErrBackpressure] (too much waits for
-// that node: nothing was asked, so a later spawn may succeed),
-// [ErrUnknownKind], [ErrNotEncodable]
-// (an input that cannot cross, or, with Await, a result that cannot
-// cross back: a Go value JSON cannot encode, or one too large for a
-// batch), or the error of the
-// process's Init on the target node (an [*Error] matching
+// that node: nothing was asked, so a later spawn may succeed; or, with
+// Await, too much waited to go back when the child ended, and its
+// result was left out), [ErrUnknownKind], [ErrNotEncodable] (an input
+// that cannot cross, or, with Await, a result that cannot cross back: a
+// Go value JSON cannot encode, or one too large for a batch), or the
+// error of the process's Init on the target node (an [*Error] matching
 // [scheduler.ErrInit]).
 //
 // A yield that stops waiting (cancelled, timed out, or its process
@@ -256,11 +256,12 @@ func (n *Node) spawn(sp Spawn, submit submitFunc, done func(from relay.PID, data
 // awaited is the completion of an awaited spawn whose child ended with e,
 // as a local SpawnAwait completes: the child's result and its own error
 // (none if it finished with Done, asked to stop or not), or, if the
-// result could not cross from the child's node, the error saying so.
+// result could not cross from the child's node (it could not be encoded
+// or was too large, or the way back was full), the error saying so.
 func awaited(e scheduler.Exit) (any, error) {
 	switch e.Reason {
 	case scheduler.ExitDone, scheduler.ExitTerminated:
-		if errors.Is(e.Err, ErrNotEncodable) {
+		if errors.Is(e.Err, ErrNotEncodable) || errors.Is(e.Err, ErrBackpressure) {
 			return nil, e.Err
 		}
 		return e.Result, nil
@@ -275,7 +276,13 @@ func awaited(e scheduler.Exit) (any, error) {
 // when it ends. Data goroutine.
 func (n *Node) serveSpawn(p *peer, f *frame) {
 	h, err := n.startLocal(f.name, f.method, f.input, n.submit)
-	if p.link.sendSpawned(f.req, h.PID(), err) != nil {
+	serr := p.link.sendSpawned(f.req, h.PID(), err, roomAnswer)
+	if errors.Is(serr, ErrBackpressure) {
+		// The room of answers is full: the answer goes all the same, or
+		// the peer would wait for it until one of the nodes goes down.
+		serr = p.link.sendSpawned(f.req, h.PID(), err, roomAlways)
+	}
+	if serr != nil {
 		n.counts.dropped[dropOverflow].Add(1)
 	}
 	if err == nil && f.await {
