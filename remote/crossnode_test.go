@@ -323,3 +323,27 @@ func TestExitWhenTheWayBackIsFull(t *testing.T) {
 	}
 	assert.Equal(t, st.Dropped.Overflow, b.Stats().Dropped.Overflow, "neither the end nor the answer was dropped")
 }
+
+// TestNamesAreEachNodesOwn: a process name is its scheduler's own: a
+// name registered on another node is not found by TellName, RequestName
+// or Lookup here (ErrNameNotFound), while the PID it names is reached
+// from here as any other.
+func TestNamesAreEachNodesOwn(t *testing.T) {
+	_, a, b := tTwoNodes(t, nil)
+	svc, got := tCollector(t, b.S, 1)
+	require.NoError(t, b.S.Register("svc", svc.PID()))
+
+	err := a.S.TellName("svc", "hello")
+	assert.ErrorIs(t, err, scheduler.ErrNameNotFound, "TellName of b's name")
+	_, err = a.S.Lookup("svc")
+	assert.ErrorIs(t, err, scheduler.ErrNameNotFound, "Lookup of b's name")
+	ev := tFirst(t, a.S, scheduler.EventYieldComplete, func(out *scheduler.StepOutput) { out.RequestName(1, "svc", "question") })
+	assert.ErrorIs(t, ev.Error, scheduler.ErrNameNotFound, "RequestName of b's name")
+	ev = tFirst(t, a.S, scheduler.EventMessage, func(out *scheduler.StepOutput) { out.TellName("svc", "hello") })
+	assert.ErrorIs(t, ev.Error, scheduler.ErrNameNotFound, "a step's TellName of b's name comes back")
+
+	pid, err := b.S.Lookup("svc")
+	require.NoError(t, err)
+	require.NoError(t, a.S.Tell(pid, "by PID"))
+	assert.Equal(t, "by PID", tRecv(t, got, "the message by PID").Data)
+}

@@ -57,7 +57,10 @@
 //
 // Names are for people and for [Spawn]: each node learns the others'
 // names from their hellos and heartbeats; [Node.Named] prints a PID with
-// its node's name, and [Node.Lookup] finds the number of a name.
+// its node's name, and [Node.Lookup] finds the number of a name. Process
+// names ([scheduler.Scheduler.Register]) do not cross: TellName and
+// RequestName find processes of their own node only, and a process of
+// another node is reached by its PID.
 //
 // # Subjects
 //
