@@ -3,6 +3,7 @@ package remote_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -346,4 +347,44 @@ func TestNamesAreEachNodesOwn(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, a.S.Tell(pid, "by PID"))
 	assert.Equal(t, "by PID", tRecv(t, got, "the message by PID").Data)
+}
+
+// TestMonitorForgottenWhenTheWatcherStopsWaiting: a monitor of a process
+// of another node whose yield times out, or whose watcher ends, is
+// forgotten on both nodes at once, as a cancelled one is (heartbeats an
+// hour apart: nothing else would make b forget it).
+func TestMonitorForgottenWhenTheWatcherStopsWaiting(t *testing.T) {
+	_, a, b := tTwoNodes(t, func(cfg *remote.Config) {
+		cfg.Heartbeat = time.Hour
+		cfg.FailureTimeout = 3 * time.Hour
+	})
+	target, _ := tCollector(t, b.S, 1)
+
+	t.Run("timed out", func(t *testing.T) {
+		ev := tFirst(t, a.S, scheduler.EventYieldComplete, func(out *scheduler.StepOutput) {
+			out.Monitor(1, target.PID())
+			out.Timeout(1, 50*time.Millisecond)
+		})
+		assert.ErrorIs(t, ev.Error, scheduler.ErrTimeout)
+		tEventually(t, func() bool { return a.Stats().Pending == 0 && b.Stats().MonitorsHeld == 0 }, "both nodes forget the monitor")
+	})
+
+	t.Run("the watcher ends", func(t *testing.T) {
+		watcher := tSubmit(t, a.S, func(_ *tProc, n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+			if n == 0 {
+				out.Monitor(1, target.PID())
+			}
+			for _, ev := range evs {
+				if ev.Type == scheduler.EventMessage {
+					out.Done(payload.Payload{})
+				}
+			}
+			return nil
+		})
+		tEventually(t, func() bool { return b.Stats().MonitorsHeld == 1 }, "b holds the monitor")
+		require.NoError(t, a.S.Tell(watcher.PID(), "end"))
+		_, err := tWaitResult(t, watcher)
+		require.NoError(t, err)
+		tEventually(t, func() bool { return a.Stats().Pending == 0 && b.Stats().MonitorsHeld == 0 }, "both nodes forget the monitor")
+	})
 }
