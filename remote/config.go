@@ -63,9 +63,10 @@ type Config struct {
 	// a spawn goes whatever waits, so that no node waits or holds for
 	// ever: the few bytes that tell the peer a monitor is no longer
 	// wanted, and, once the room of answers is full too, the answer to
-	// a spawn and the end of a watched process, without the result
-	// (the error then matches [ErrBackpressure]) and with at most 1 KiB
-	// of error text.
+	// a spawn, the end of a watched process (the error then matches
+	// [ErrBackpressure]) and the answer to a request that replaces one
+	// refused, without the result or data and with at most 1 KiB of
+	// error text.
 	MaxBuffered int
 
 	// SpawnCommand is the command ID the node's [Spawn] handler is

@@ -138,9 +138,10 @@
 // their senders may use the same amount again before they are dropped.
 // What ends a monitor or a spawn is never refused for room: a demonitor,
 // a few bytes for a monitor the peer holds and this node has forgotten;
-// and, once the room of answers is full, the answer to a spawn and the
-// end of a watched process, without the result (the error then matches
-// [ErrBackpressure]) and with at most 1 KiB of error text.
+// and, once the room of answers is full, the answer to a spawn, the end
+// of a watched process (the error then matches [ErrBackpressure]) and
+// the answer to a request that replaces one refused, without the result
+// or data and with at most 1 KiB of error text.
 //
 // # Membership and failure detection
 //

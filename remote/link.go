@@ -109,18 +109,19 @@ const (
 	// roomAnswer: frames that answer something the peer sent (bounces,
 	// replies, spawn answers, exits) may fill it to twice MaxBuffered.
 	roomAnswer
-	// roomAlways: frames that end a monitor or a spawn, one each, are
-	// never refused for room, for one refused would leave a node waiting
-	// or holding for ever: a demonitor, a few bytes for a monitor or
-	// awaited spawn the peer was sent and this node has forgotten; and,
-	// when the room of answers is full, the answer to a spawn and the
-	// exit of a watched process, without a result and with an error text
-	// of at most alwaysText bytes.
+	// roomAlways: frames that end a monitor, a spawn or a request, one
+	// each, are never refused for room, for one refused would leave a
+	// node waiting or holding for ever: a demonitor, a few bytes for a
+	// monitor or awaited spawn the peer was sent and this node has
+	// forgotten; and, when the room of answers is full, the answer to a
+	// spawn, the exit of a watched process and the answer that replaces
+	// one refused, without a result or data and with an error text of at
+	// most alwaysText bytes.
 	roomAlways
 )
 
-// alwaysText bounds the error text of an exit or a spawn's answer sent
-// in roomAlways.
+// alwaysText bounds the error text of an exit, a spawn's answer or a
+// refused answer's replacement sent in roomAlways.
 const alwaysText = 1 << 10
 
 // reserve returns the batch to append a frame of at most bound bytes to,
@@ -213,11 +214,17 @@ func priorityLimit(maxBuffered int) int {
 }
 
 // sendRefusedAnswer appends a message frame from from to to carrying
-// reply, an answer that replaces one refused: it answers the peer, so it
-// may use the room of bounces (see reserve). Any goroutine.
-func (l *link) sendRefusedAnswer(from, to relay.PID, reply scheduler.Reply) error {
-	reply.Err = clipError(reply.Err, l.largestAnswer()-messageBound(bodySize(scheduler.Reply{To: reply.To}), "")-maxCodeLen)
-	return l.add(messageBound(bodySize(reply), ""), roomAnswer, func(e *batchEncoder) {
+// reply, an answer without data that replaces one refused, in room r
+// (roomAnswer, or roomAlways with its error's text shortened to
+// alwaysText): it answers the peer, so it may use the room of bounces
+// (see reserve). Any goroutine.
+func (l *link) sendRefusedAnswer(from, to relay.PID, reply scheduler.Reply, r room) error {
+	textRoom := alwaysText
+	if r != roomAlways {
+		textRoom = l.largestAnswer() - messageBound(bodySize(scheduler.Reply{To: reply.To}), "") - maxCodeLen
+	}
+	reply.Err = clipError(reply.Err, textRoom)
+	return l.add(messageBound(bodySize(reply), ""), r, func(e *batchEncoder) {
 		e.message(to, from, reply)
 	})
 }

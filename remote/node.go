@@ -524,14 +524,19 @@ func (n *Node) send(msg relay.Message) error {
 // ([scheduler.Reply]) refused with err, that it was: an answer refused
 // would leave its asker waiting. The asker gets the reason instead, as
 // the answer's error, in a frame that answers the peer (see
-// link.reserve). Any goroutine.
+// link.reserve), or, when the room of answers is full, in one that is
+// never refused for room. Any goroutine.
 func (n *Node) answerRefused(p *peer, msg relay.Message, err error) {
 	reply, ok := msg.Data.(scheduler.Reply)
 	if !ok || !(errors.Is(err, ErrNotEncodable) || errors.Is(err, ErrBackpressure)) {
 		return
 	}
 	reply.Data, reply.Err = nil, errors.Join(reply.Err, fmt.Errorf("the answer was refused: %w", err))
-	_ = p.link.sendRefusedAnswer(msg.From, msg.To, reply)
+	if errors.Is(p.link.sendRefusedAnswer(msg.From, msg.To, reply, roomAnswer), ErrBackpressure) {
+		// The room of answers is full too: the asker would wait for its
+		// timeout, or for ever.
+		_ = p.link.sendRefusedAnswer(msg.From, msg.To, reply, roomAlways)
+	}
 }
 
 // peer returns the peer with number num, live or down, or nil. Any

@@ -382,3 +382,100 @@ func TestRemoteReplierIsNotWatched(t *testing.T) {
 		assert.ErrorIs(t, ev.Error, remote.ErrNodeDown, "a request to a process of the down node")
 	})
 }
+
+// TestRefusedAnswerWhenTheWayBackIsFull: an answer refused because too
+// much waits for the asker's node still completes the asker's request
+// with ErrBackpressure when the room of answers beyond the messages is
+// full too: the replacement goes whatever waits, its error's text
+// shortened to a KiB (here the replier's own error is twice as long),
+// and the asker does not wait for its timeout.
+func TestRefusedAnswerWhenTheWayBackIsFull(t *testing.T) {
+	srv := tServer(t)
+	a := tStart(t, srv.ClientURL(), "a", nil)
+	b := tStart(t, srv.ClientURL(), "b", func(cfg *remote.Config) { cfg.Window, cfg.MaxBuffered = 8<<10, 16<<10 })
+	tJoin(t, a, b)
+	var held []scheduler.ReplyTo
+	replier := tSubmit(t, b.S, func(_ *tProc, _ int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+		for _, ev := range evs {
+			switch req, ok := ev.Data.(scheduler.Request); {
+			case ev.Type == scheduler.EventCancel:
+				out.Done(payload.Payload{})
+			case ok:
+				held = append(held, req.ReplyTo)
+			case ev.Data == "answer now":
+				for _, to := range held {
+					out.Reply(to, "the answer", errors.New(strings.Repeat("e", 2<<10)))
+				}
+			}
+		}
+		return nil
+	})
+	asking := tSubmit(t, a.S, func(_ *tProc, n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+		if n == 0 {
+			out.Request(1, replier.PID(), "question")
+			out.Timeout(1, tWait/3) // a bound on a hang, not a synchronisation
+			return nil
+		}
+		for _, ev := range evs {
+			if ev.Type == scheduler.EventYieldComplete {
+				out.Done(payload.Of(ev))
+			}
+		}
+		return nil
+	})
+	tEventually(t, func() bool { return b.Stats().Received > 0 }, "b has the request")
+
+	// a takes nothing, and b's way to it fills with messages...
+	open := tHoldInbound(t, a)
+	sink := tSubmit(t, a.S, func(_ *tProc, _ int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+		for _, ev := range evs {
+			if ev.Type == scheduler.EventCancel {
+				out.Done(payload.Payload{})
+			}
+		}
+		return nil
+	})
+	fill := func() {
+		for _, body := range []any{make([]byte, 1<<10), []byte{1}, nil} {
+			for {
+				err := b.S.Tell(sink.PID(), body)
+				if err != nil {
+					require.ErrorIs(t, err, remote.ErrBackpressure)
+					break
+				}
+			}
+		}
+	}
+	fill()
+	tEventually(t, func() bool { return b.Stats().CreditStalls > 0 }, "b's link stalls for credit")
+	fill()
+	// ... and with bounces of a KiB, until b drops some.
+	ended := tSubmit(t, b.S, func(_ *tProc, _ int, _ []scheduler.Event, out *scheduler.StepOutput) error {
+		out.Done(payload.Payload{})
+		return nil
+	})
+	_, err := tWaitResult(t, ended)
+	require.NoError(t, err)
+	const flood = 64
+	tFlood(t, a.S, ended.PID(), flood)
+	tEventually(t, func() bool { return b.Stats().BouncedBack.NotFound == flood }, "b bounces the flood")
+	require.NotZero(t, b.Stats().Dropped.Overflow, "the way back is full")
+
+	overflow := b.Stats().Dropped.Overflow
+	refused := b.Stats().Refused.Backpressure
+	require.NoError(t, b.S.Tell(replier.PID(), "answer now"))
+	tEventually(t, func() bool { return b.Stats().Refused.Backpressure > refused }, "b refuses the answer")
+	open()
+
+	res, err := tWaitResult(t, asking)
+	require.NoError(t, err)
+	ev := res.Value().(scheduler.Event)
+	assert.ErrorIs(t, ev.Error, remote.ErrBackpressure)
+	assert.NotErrorIs(t, ev.Error, scheduler.ErrTimeout)
+	assert.Equal(t, replier.PID(), ev.From)
+	var rerr *remote.Error
+	require.True(t, errors.As(ev.Error, &rerr), "reported by b: %v", ev.Error)
+	assert.True(t, strings.HasPrefix(rerr.Text, "eee"), "the answer's error, shortened: %.20q", rerr.Text)
+	assert.LessOrEqual(t, len(rerr.Text), 1<<10)
+	assert.Equal(t, overflow, b.Stats().Dropped.Overflow, "the replacement was not dropped")
+}

@@ -110,10 +110,10 @@ type Drops struct {
 	DownSender    uint64 `json:"downSender"` // see UnknownSender
 	// Batches that arrived a second time.
 	Duplicate uint64 `json:"duplicate"`
-	// Bounces and answers to requests that could not be queued because
-	// the way back was full or down; the answer to a spawn and the end
-	// of a watched process only when it was down (when it is full they
-	// go without the result, see [Config].MaxBuffered).
+	// Bounces that could not be queued because the way back was full or
+	// down, and answers to spawns and ends of watched processes that
+	// could not because it was down (when it is full these go without
+	// the result, see [Config].MaxBuffered).
 	Overflow uint64 `json:"overflow"`
 }
 
