@@ -59,9 +59,9 @@ type Config struct {
 	// peer (default [DefaultMaxBuffered]). A send beyond it fails with
 	// [ErrBackpressure], and a message larger than it with
 	// [ErrNotEncodable]. Messages returned to senders on that peer may
-	// use as much again before they are dropped. What ends a monitor or
-	// a spawn goes whatever waits, so that no node waits or holds for
-	// ever: the few bytes that tell the peer a monitor is no longer
+	// use as much again before they are dropped. What ends a monitor, a
+	// spawn or a request goes whatever waits, so that no node waits or
+	// holds for ever: the few bytes that tell the peer a monitor is no longer
 	// wanted, and, once the room of answers is full too, the answer to
 	// a spawn, the end of a watched process (the error then matches
 	// [ErrBackpressure]) and the answer to a request that replaces one
