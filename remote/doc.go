@@ -137,12 +137,12 @@
 // handles a full mailbox with the reject policy. Messages going back to
 // their senders may use the same amount again before they are dropped.
 // What ends a monitor, a spawn or a request is never refused for room, so
-// that no node waits or holds for ever: a demonitor,
-// a few bytes for a monitor the peer holds and this node has forgotten;
-// and, once the room of answers is full, the answer to a spawn, the end
-// of a watched process (the error then matches [ErrBackpressure]) and
-// the answer to a request that replaces one refused, without the result
-// or data and with at most 1 KiB of error text.
+// that no node waits or holds for ever: a demonitor, a few bytes for a
+// monitor the peer holds and this node has forgotten; and, once the room
+// of answers is full, the answer to a spawn, the end of a watched
+// process (the error then matches [ErrBackpressure]) and the answer to a
+// request that replaces one refused, without the result or data and with
+// at most 1 KiB of error text.
 //
 // # Membership and failure detection
 //
