@@ -219,11 +219,11 @@ func priorityLimit(maxBuffered int) int {
 // alwaysText): it answers the peer, so it may use the room of bounces
 // (see reserve). Any goroutine.
 func (l *link) sendRefusedAnswer(from, to relay.PID, reply scheduler.Reply, r room) error {
-	textRoom := alwaysText
-	if r != roomAlways {
-		textRoom = l.largestAnswer() - messageBound(bodySize(scheduler.Reply{To: reply.To}), "") - maxCodeLen
+	largest := l.largestAnswer()
+	if r == roomAlways {
+		largest = min(messageBound(bodySize(scheduler.Reply{To: reply.To}), "")+maxCodeLen+alwaysText, int(l.n.maxBatch.Load())-headerLen)
 	}
-	reply.Err = clipError(reply.Err, textRoom)
+	reply.Err = clipError(reply.Err, largest-messageBound(bodySize(scheduler.Reply{To: reply.To}), "")-maxCodeLen)
 	return l.add(messageBound(bodySize(reply), ""), r, func(e *batchEncoder) {
 		e.message(to, from, reply)
 	})
@@ -261,10 +261,10 @@ func (l *link) largestAnswer() int {
 
 // answerText is the bound of an answer's frame in room r, for the
 // shortening of its error text: the largest answer, or, in roomAlways,
-// an empty one and alwaysText. Any goroutine.
+// an empty one and alwaysText, within the largest batch. Any goroutine.
 func (l *link) answerText(r room) int {
 	if r == roomAlways {
-		return replyBound("", 0) + alwaysText
+		return min(replyBound("", 0)+alwaysText, int(l.n.maxBatch.Load())-headerLen)
 	}
 	return l.largestAnswer()
 }
