@@ -1,6 +1,7 @@
 package remote_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -387,4 +388,91 @@ func TestMonitorForgottenWhenTheWatcherStopsWaiting(t *testing.T) {
 		require.NoError(t, err)
 		tEventually(t, func() bool { return a.Stats().Pending == 0 && b.Stats().MonitorsHeld == 0 }, "both nodes forget the monitor")
 	})
+}
+
+// TestExitWhenTheWayBackIsFullOnASmallServer: on a server whose maximum
+// payload is about a KiB, the end of a watched process still reaches the
+// watcher when the way back is full: its error's text is shortened to
+// what a batch takes there, not only to a KiB.
+func TestExitWhenTheWayBackIsFullOnASmallServer(t *testing.T) {
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, NoLog: true, NoSigs: true, MaxPayload: 1 << 10})
+	require.NoError(t, err)
+	srv.Start()
+	require.True(t, srv.ReadyForConnections(tWait))
+	t.Cleanup(func() { tStopServer(srv) })
+	a := tStart(t, srv.ClientURL(), "a", nil)
+	b := tStart(t, srv.ClientURL(), "b", func(cfg *remote.Config) { cfg.Window, cfg.MaxBuffered = 8<<10, 16<<10 })
+	tJoin(t, a, b)
+	// target fails when told, with an error of two KiB.
+	target := tSubmit(t, b.S, func(_ *tProc, _ int, evs []scheduler.Event, _ *scheduler.StepOutput) error {
+		for _, ev := range evs {
+			if ev.Type == scheduler.EventMessage || ev.Type == scheduler.EventCancel {
+				return errors.New(strings.Repeat("x", 2<<10))
+			}
+		}
+		return nil
+	})
+	exits := make(chan scheduler.Exit, 1)
+	a.Monitor(target.PID(), func(e scheduler.Exit) { exits <- e })
+	tEventually(t, func() bool { return b.Stats().MonitorsHeld == 1 }, "b holds the monitor")
+
+	// a takes nothing, and b's way to it fills with messages...
+	open := tHoldInbound(t, a)
+	sink := tSubmit(t, a.S, func(_ *tProc, _ int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+		for _, ev := range evs {
+			if ev.Type == scheduler.EventCancel {
+				out.Done(payload.Payload{})
+			}
+		}
+		return nil
+	})
+	fill := func() {
+		for _, body := range []any{make([]byte, 512), []byte{1}, nil} {
+			for {
+				err := b.S.Tell(sink.PID(), body)
+				if err != nil {
+					require.ErrorIs(t, err, remote.ErrBackpressure)
+					break
+				}
+			}
+		}
+	}
+	fill()
+	tEventually(t, func() bool { return b.Stats().CreditStalls > 0 }, "b's link stalls for credit")
+	fill()
+	// ... and with bounces of half a KiB, until b drops some.
+	ended := tSubmit(t, b.S, func(_ *tProc, _ int, _ []scheduler.Event, out *scheduler.StepOutput) error {
+		out.Done(payload.Payload{})
+		return nil
+	})
+	_, err = tWaitResult(t, ended)
+	require.NoError(t, err)
+	const flood = 128
+	tSubmit(t, a.S, func(_ *tProc, n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+		if n == 0 {
+			for range flood {
+				out.Tell(ended.PID(), make([]byte, 512))
+			}
+		}
+		for _, ev := range evs {
+			if ev.Type == scheduler.EventCancel {
+				out.Done(payload.Payload{})
+			}
+		}
+		return nil
+	})
+	tEventually(t, func() bool { return b.Stats().BouncedBack.NotFound == flood }, "b bounces the flood")
+	require.NotZero(t, b.Stats().Dropped.Overflow, "the way back is full")
+	overflow := b.Stats().Dropped.Overflow
+
+	require.NoError(t, b.S.Tell(target.PID(), "fail"))
+	tEventually(t, func() bool { return b.Stats().MonitorsHeld == 0 }, "b sends the end")
+	open()
+	e := tRecv(t, exits, "the end of the watched process")
+	assert.Equal(t, scheduler.ExitFailed, e.Reason)
+	var rerr *remote.Error
+	require.True(t, errors.As(e.Err, &rerr), "the error, from b: %v", e.Err)
+	assert.True(t, strings.HasPrefix(rerr.Text, "xxx"), "the start of the error: %.20q", rerr.Text)
+	assert.Less(t, len(rerr.Text), 1<<10, "shortened to what a batch takes")
+	assert.Equal(t, overflow, b.Stats().Dropped.Overflow, "the end was not dropped")
 }
