@@ -72,7 +72,9 @@ func bridgeReadOutput(out any, st *bridge.Step) {
 		case yieldMonitor:
 			b.Kind, b.To = bridge.KindMonitor, y.to
 		case yieldRequest:
-			b.Kind, b.To, b.Name = bridge.KindRequest, y.to, y.method
+			b.Kind, b.To = bridge.KindRequest, y.to
+		case yieldRequestName:
+			b.Kind, b.Name, b.ByName = bridge.KindRequest, y.method, true
 		case yieldReply:
 			b.Kind, b.To, b.ReplySeq, b.Err = bridge.KindReply, y.to, uint64(y.when), y.err
 		case yieldCancel:

@@ -274,10 +274,10 @@ func (w *worker) dispatch(p *proc, waits bool) {
 			if seq := w.registerWithin(p, y, w.newSeq()); seq != 0 {
 				w.monitor(p, y.tag, seq, y.to)
 			}
-		case yieldRequest:
+		case yieldRequest, yieldRequestName:
 			if seq := w.registerWithin(p, y, w.newSeq()); seq != 0 {
 				to := y.to
-				if y.method != "" {
+				if y.kind == yieldRequestName {
 					var err error
 					if to, err = w.s.Lookup(y.method); err != nil {
 						w.completeNow(p, seq, nil, err)

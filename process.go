@@ -102,17 +102,18 @@ type yield struct {
 type yieldKind uint8
 
 const (
-	yieldGeneric    yieldKind = iota // a user command: cmd and arg say everything
-	yieldTell                        // Tell: arg is the message, to the recipient; no completion
-	yieldSpawn                       // Spawn: arg is the Process, method and input typed
-	yieldSpawnAwait                  // SpawnAwait: as yieldSpawn, completion at the child's end
-	yieldTimer                       // Sleep/SleepUntil: when is the deadline
-	yieldTellName                    // TellName: Arg is the message, method the name; no completion
-	yieldMonitor                     // Monitor: to is the watched process
-	yieldRequest                     // Request, RequestName: Arg is the body, to (or the name in method) the replier
-	yieldReply                       // Reply: to and when name the asking yield, Arg and err the answer; no completion
-	yieldCancel                      // Cancel: tag is the yield to cancel; no completion
-	yieldTimeout                     // Timeout of a yield of an earlier step: tag and deadline; no completion
+	yieldGeneric     yieldKind = iota // a user command: cmd and arg say everything
+	yieldTell                         // Tell: arg is the message, to the recipient; no completion
+	yieldSpawn                        // Spawn: arg is the Process, method and input typed
+	yieldSpawnAwait                   // SpawnAwait: as yieldSpawn, completion at the child's end
+	yieldTimer                        // Sleep/SleepUntil: when is the deadline
+	yieldTellName                     // TellName: Arg is the message, method the name; no completion
+	yieldMonitor                      // Monitor: to is the watched process
+	yieldRequest                      // Request: Arg is the body, to the replier
+	yieldRequestName                  // RequestName: as yieldRequest, with the replier's name in method
+	yieldReply                        // Reply: to and when name the asking yield, Arg and err the answer; no completion
+	yieldCancel                       // Cancel: tag is the yield to cancel; no completion
+	yieldTimeout                      // Timeout of a yield of an earlier step: tag and deadline; no completion
 )
 
 // StepOutput is where [Process.Step] writes what the process wants next:
@@ -302,9 +303,10 @@ func (o *StepOutput) Request(tag uint64, to relay.PID, body any) {
 
 // RequestName is [StepOutput.Request] to the process registered under
 // name; if no process has it, the yield completes with an error wrapping
-// [ErrNameNotFound].
+// [ErrNameNotFound]. No process has the empty name, which
+// [Scheduler.Register] refuses.
 func (o *StepOutput) RequestName(tag uint64, name string, body any) {
-	*o.add() = yield{tag: tag, arg: body, kind: yieldRequest, method: name}
+	*o.add() = yield{tag: tag, arg: body, kind: yieldRequestName, method: name}
 }
 
 // Reply answers a request this process received (the ReplyTo of its
@@ -372,7 +374,7 @@ func (o *StepOutput) Timeout(tag uint64, d time.Duration) {
 			continue
 		}
 		switch y.kind {
-		case yieldGeneric, yieldSpawn, yieldSpawnAwait, yieldTimer, yieldMonitor, yieldRequest:
+		case yieldGeneric, yieldSpawn, yieldSpawnAwait, yieldTimer, yieldMonitor, yieldRequest, yieldRequestName:
 			y.deadline = when
 			return
 		}

@@ -80,6 +80,10 @@ func TestRequest(t *testing.T) {
 		s := newScheduler(t)
 		ev := answerOf(t, s, submit(t, s, newAsker(func(out *sched.StepOutput) { out.RequestName(1, "nobody", 1) })))
 		assert.ErrorIs(t, ev.Error, sched.ErrNameNotFound)
+		// No process has the empty name (Register refuses it), so a
+		// RequestName of it finds nobody: it is not a Request to the zero PID.
+		ev = answerOf(t, s, submit(t, s, newAsker(func(out *sched.StepOutput) { out.RequestName(1, "", 1) })))
+		assert.ErrorIs(t, ev.Error, sched.ErrNameNotFound, "RequestName of the empty name")
 		ev = answerOf(t, s, submit(t, s, newAsker(func(out *sched.StepOutput) { out.Request(1, relay.PID{ID: 1<<32 | 3}, 1) })))
 		assert.ErrorIs(t, ev.Error, sched.ErrProcessNotFound)
 		gate := make(chan struct{})

@@ -1716,7 +1716,7 @@ var scenarios = []scenario{
 			"result result; unread 5; late ProcessNotFound; unread after 5; failer boom; panicker Panic",
 	},
 	{
-		name: "Unregister releases a name whichever process holds it; TellName and RequestName to a released name find nobody",
+		name: "Unregister releases a name whichever process holds it; TellName and RequestName to a released name, or to the empty one, find nobody",
 		run: func(t *testing.T, w world, j *journal) string {
 			var rec calls
 			note := rec.note
@@ -1741,8 +1741,9 @@ var scenarios = []scenario{
 				if n == 1 {
 					out.TellName("gone", "hi")
 					out.RequestName(1, "gone", "ping")
+					out.RequestName(2, "", "ping") // no process has the empty name
 				}
-				if j.has("c: message") && j.has("c: complete 1") {
+				if j.has("c: message") && j.has("c: complete 1") && j.has("c: complete 2") {
 					out.Done(payload.Payload{})
 				}
 				return nil
@@ -1758,7 +1759,7 @@ var scenarios = []scenario{
 			note("unregister svc after shutdown", w.unregister("svc"))
 			return sortedLines(j, "c") + " | " + rec.String()
 		},
-		want: "close; complete 1 err=NameNotFound; message data=hi err=NameNotFound | register svc a ok; unregister svc ok; lookup svc outside NameNotFound; " +
+		want: "close; complete 1 err=NameNotFound; complete 2 err=NameNotFound; message data=hi err=NameNotFound | register svc a ok; unregister svc ok; lookup svc outside NameNotFound; " +
 			"unregister svc again NameNotFound; register svc b ok; lookup svc b ok; unregister svc, meant for a ok; lookup svc outside NameNotFound; " +
 			"register gone b ok; unregister gone ok; register svc b again ok; unregister svc after b's end NameNotFound; shutdown ok; unregister svc after shutdown Closed",
 	},

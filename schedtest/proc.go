@@ -546,7 +546,7 @@ func (s *Sim) carry(p *proc, y *bridge.Yield) {
 			return
 		}
 		to := y.To
-		if y.Name != "" {
+		if y.ByName {
 			var err error
 			if to, err = s.lookup(y.Name); err != nil {
 				s.completeNow(pd, scheduler.Event{Error: err})
@@ -599,7 +599,7 @@ func describeKind(y *bridge.Yield) string {
 	case bridge.KindMonitor:
 		return fmt.Sprintf("%v of %v tag %d", k, y.To, y.Tag)
 	case bridge.KindRequest:
-		if y.Name != "" {
+		if y.ByName {
 			return fmt.Sprintf("%v to %q tag %d", k, y.Name, y.Tag)
 		}
 		return fmt.Sprintf("%v to %v tag %d", k, y.To, y.Tag)

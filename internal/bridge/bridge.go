@@ -39,6 +39,9 @@ type Yield struct {
 	Arg  any       // the command's argument, the message, the request body, the reply's data
 	To   relay.PID // Tell, Monitor, Request: the other process; Reply: the asker
 	Name string    // TellName, RequestName: the name
+	// ByName: a RequestName, whose replier is the process named Name
+	// (which may be empty), not To.
+	ByName bool
 
 	Child  any              // Spawn, SpawnAwait: the child Process (nil for a nil Process)
 	Method string           // Spawn, SpawnAwait: the entry point
