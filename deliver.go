@@ -349,6 +349,17 @@ func (s *Scheduler) Terminate(pid relay.PID) error {
 // transport never makes a sender wait. Nor do a message returned
 // undelivered and a [Reply] to msg.To, which are handled as Send handles
 // them.
+//
+// Called on one of the scheduler's own goroutines (in a Step, Close, a
+// handler while it runs on its worker, a hook, or the Init of a child a
+// step spawns), or by a process that a caller helping the scheduler runs
+// (see [WithCallerHelp]), it does not wait: such code must not block, and
+// the worker it holds may be the one that has to run the recipient (a
+// process that sends to itself, or the only worker, would wait forever).
+// A full mailbox then refuses the message at once with an error wrapping
+// [ErrMailboxFull], whatever its policy and ctx, having delivered
+// nothing. Work given to [Call.Go] runs on the blocking pool, whose
+// goroutines are there to block, and waits as any other caller does.
 func (s *Scheduler) SendContext(ctx context.Context, msg relay.Message) error {
 	if ctx == nil {
 		return fmt.Errorf("%w: SendContext", ErrNilContext)
@@ -360,14 +371,15 @@ func (s *Scheduler) SendContext(ctx context.Context, msg relay.Message) error {
 }
 
 // TellContext is [Scheduler.Tell] that waits for room in a full mailbox
-// until ctx is done, as [Scheduler.SendContext] does.
+// until ctx is done, as [Scheduler.SendContext] does, and as it does not
+// wait on the scheduler's own goroutines.
 func (s *Scheduler) TellContext(ctx context.Context, to relay.PID, msg any) error {
 	return s.deliverWait(ctx, relay.PID{}, to, msg)
 }
 
-// deliverWait delivers a message from outside the scheduler, waiting for
-// room in a full mailbox.
-// Any goroutine outside the scheduler's own.
+// deliverWait delivers a message, waiting for room in a full mailbox
+// unless the caller cannot wait (see cannotWait).
+// Any goroutine.
 func (s *Scheduler) deliverWait(ctx context.Context, from, to relay.PID, msg any) error {
 	if ctx == nil {
 		return fmt.Errorf("%w: SendContext or TellContext", ErrNilContext)
@@ -376,6 +388,10 @@ func (s *Scheduler) deliverWait(ctx context.Context, from, to relay.PID, msg any
 		room, err := s.deliverOrWait(from, to, msg)
 		if room == nil {
 			return err
+		}
+		// Full. Asked only now, at a cost no send with room pays.
+		if s.cannotWait() {
+			return fmt.Errorf("%w: %v: SendContext and TellContext do not wait for room on the scheduler's own goroutines", ErrMailboxFull, to)
 		}
 		// Full: ctx bounds the wait, which a ctx done already ends at
 		// once, even if room was made since.

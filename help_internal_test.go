@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -234,6 +235,50 @@ func TestCallerHelpShutdownInStep(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	require.NoError(t, s.Shutdown(ctx))
+}
+
+// TestCallerHelpSendContextInStep checks that SendContext and
+// TellContext called by a step that a helping caller runs do not wait
+// for room in a full mailbox, as on a worker: here the step's own, which
+// only the step's return can drain. They return an error wrapping
+// ErrMailboxFull at once; their contexts end after a second, so that a
+// wait shows as that error instead.
+func TestCallerHelpSendContextInStep(t *testing.T) {
+	s := newScheduler(t, WithWorkers(1), WithWatchdog(0), WithCallerHelp())
+	release := holdWorker(t, s)
+	defer release()
+	sent := make(chan []error, 1)
+	var asked atomic.Bool
+	started := make(chan error, 1)
+	go func() {
+		caller := goroutineID()
+		for range manyStarts {
+			_, err := s.Spawn(context.Background(), stepFunc(func(evs []Event, out *StepOutput) error {
+				if goroutineID() == caller && asked.CompareAndSwap(false, true) {
+					self := out.Self()
+					ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+					defer cancel()
+					sent <- []error{
+						s.Tell(self, "fills the mailbox"),
+						s.SendContext(ctx, relay.Message{To: self, Data: "more"}),
+						s.TellContext(ctx, self, "more"),
+					}
+				}
+				out.Done(payload.Payload{})
+				return nil
+			}), "leaf", nil, Mailbox(1, MailboxReject))
+			if err != nil {
+				started <- err
+				return
+			}
+		}
+		started <- nil
+	}()
+	errs := receive(t, sent, "the sends of a step on the helping caller")
+	require.NoError(t, errs[0], "Tell")
+	require.ErrorIs(t, errs[1], ErrMailboxFull, "SendContext")
+	require.ErrorIs(t, errs[2], ErrMailboxFull, "TellContext")
+	require.NoError(t, receive(t, started, "the starts"))
 }
 
 // TestCallerHelpOptionLimits checks that WithCallerHelp is accepted with

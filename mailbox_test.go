@@ -425,3 +425,91 @@ func TestSendContextWithADoneContext(t *testing.T) {
 		})
 	}
 }
+
+// TestSendContextOnAWorkerDoesNotWait: code that runs on a worker (a
+// Step, a handler) must not block, and a worker that waited for room
+// could be the one that has to make it, so SendContext and TellContext
+// called there to a full mailbox do not wait: they return an error
+// wrapping ErrMailboxFull at once, having delivered nothing, whatever the
+// mailbox's policy and the context. Work a handler gives to Call.Go runs
+// on the blocking pool, whose goroutines are there to block: there they
+// wait for room as any caller does. The contexts of the calls on the
+// worker end after a second, so that a wait shows as their error rather
+// than as a hung test.
+func TestSendContextOnAWorkerDoesNotWait(t *testing.T) {
+	const (
+		cmdSend = cmdTest
+		cmdGo   = cmdTest2
+	)
+	s := newScheduler(t, sched.WithWorkers(2))
+	g, h := submitGated(t, s, sched.Mailbox(1, sched.MailboxDropOldest))
+	require.NoError(t, s.Tell(h.PID(), note{0, 0}))
+	full := h.PID()
+
+	// sendBoth calls SendContext and TellContext to the full mailbox and
+	// returns what each returned.
+	sendBoth := func(seq int) []error {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		return []error{
+			s.SendContext(ctx, relay.Message{To: full, Data: note{1, seq}}),
+			s.TellContext(ctx, full, note{1, seq + 1}),
+		}
+	}
+	onWorker := make(chan []error, 2)
+	require.NoError(t, s.SetHandler(cmdSend, func(c sched.Call) error {
+		onWorker <- sendBoth(2)
+		return c.Complete(nil, nil)
+	}))
+	require.NoError(t, s.SetHandler(cmdGo, func(c sched.Call) error {
+		return c.Go(func(context.Context) (any, error) {
+			return nil, s.SendContext(context.Background(), relay.Message{To: full, Data: note{2, 0}})
+		})
+	}))
+	sender := submit(t, s, stepFunc(func(evs []sched.Event, out *sched.StepOutput) error {
+		if len(evs) == 0 {
+			onWorker <- sendBoth(0)
+			out.Yield(1, cmdSend, nil)
+			return nil
+		}
+		out.Done(payload.Payload{})
+		return nil
+	}))
+	for _, where := range []string{"in a step", "in a handler"} {
+		errs := receive(t, onWorker, "the sends "+where)
+		for i, name := range []string{"SendContext", "TellContext"} {
+			require.ErrorIs(t, errs[i], sched.ErrMailboxFull, "%s %s", name, where)
+			require.NotErrorIs(t, errs[i], context.DeadlineExceeded, "%s %s waited", name, where)
+		}
+	}
+	_, err := waitEnd(t, s, sender)
+	require.NoError(t, err)
+	g.open()
+	require.NoError(t, s.Terminate(h.PID()))
+	_, err = waitEnd(t, s, h)
+	require.NoError(t, err)
+	require.Equal(t, []note{{0, 0}}, g.received(), "the sends on the worker delivered nothing")
+
+	// On the blocking pool: it waits for room, and delivers. (A process
+	// of its own: a refused send leaves the mark a waiting one leaves.)
+	g, h = submitGated(t, s, sched.Mailbox(1, sched.MailboxDropOldest))
+	require.NoError(t, s.Tell(h.PID(), note{0, 0}))
+	full = h.PID()
+	pooled := submit(t, s, stepFunc(func(evs []sched.Event, out *sched.StepOutput) error {
+		if len(evs) == 0 {
+			out.Yield(1, cmdGo, nil)
+			return nil
+		}
+		out.Done(payload.Of(evs[0].Error))
+		return nil
+	}))
+	eventually(t, "the pool's SendContext to wait for room", func() bool { return sched.SendersWaitForRoom(s, full) })
+	g.open() // the process drains the first message: room
+	res, err := waitEnd(t, s, pooled)
+	require.NoError(t, err)
+	require.Nil(t, res.Value(), "the pool's SendContext")
+	require.NoError(t, s.Terminate(full))
+	_, err = waitEnd(t, s, h)
+	require.NoError(t, err)
+	require.Equal(t, []note{{0, 0}, {2, 0}}, g.received(), "the pool's message was delivered")
+}

@@ -178,8 +178,8 @@ func (p *pool) close() {
 // run is a pool goroutine: it runs queued tasks until none is left.
 func (p *pool) run() {
 	defer p.s.wg.Done()
-	id := p.s.addOwnGoroutine()
-	defer p.s.removeOwnGoroutine(id)
+	id := p.s.addBlockingGoroutine()
+	defer p.s.removeBlockingGoroutine(id)
 	p.mu.Lock()
 	for {
 		if p.head == len(p.tasks) {

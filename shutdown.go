@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 
 	"github.com/procsched/scheduler/payload"
@@ -51,13 +52,16 @@ type shutdown struct {
 	// waiting Shutdown returns then.
 	stopped chan struct{}
 	// own lists the IDs of the scheduler's own goroutines (workers,
-	// watchdog, stopper, blocking pool): a Shutdown called on one of them
-	// cannot wait for the stop, since its caller is part of what must
-	// stop. Added to by each of those goroutines as it starts; read by
-	// Shutdown. Goroutine IDs are never reused, so an ID left behind by
-	// a goroutine that exited names nobody.
-	ownMu sync.Mutex
-	own   []uint64
+	// watchdog, stopper), and blocking those of its blocking pool: a
+	// Shutdown called on one of them cannot wait for the stop, since its
+	// caller is part of what must stop. Added to by each of those
+	// goroutines as it starts; read by Shutdown, and by a SendContext
+	// that finds a mailbox full (see cannotWait). Goroutine IDs are never
+	// reused, so an ID left behind by a goroutine that exited names
+	// nobody.
+	ownMu    sync.Mutex
+	own      []uint64
+	blocking []uint64
 }
 
 // newShutdown returns the shutdown state of a new scheduler, running. Called by New.
@@ -251,7 +255,8 @@ func (s *Scheduler) tryForce(p *proc) {
 
 // addOwnGoroutine records the calling goroutine as one of the
 // scheduler's own (see shutdown.own) and returns its ID. Called by each
-// such goroutine as it starts.
+// such goroutine as it starts, but for the blocking pool's (see
+// addBlockingGoroutine).
 func (s *Scheduler) addOwnGoroutine() uint64 {
 	id := goroutineID()
 	s.sd.ownMu.Lock()
@@ -260,35 +265,55 @@ func (s *Scheduler) addOwnGoroutine() uint64 {
 	return id
 }
 
-// removeOwnGoroutine forgets the goroutine id, which is exiting. Called
-// by goroutines that come and go while the scheduler runs (the blocking
-// pool's), so that the list does not grow.
-func (s *Scheduler) removeOwnGoroutine(id uint64) {
+// addBlockingGoroutine records the calling goroutine, one of the
+// blocking pool's, as one of the scheduler's own (see shutdown.blocking)
+// and returns its ID, for removeBlockingGoroutine. Called by each pool
+// goroutine as it starts.
+func (s *Scheduler) addBlockingGoroutine() uint64 {
+	id := goroutineID()
 	s.sd.ownMu.Lock()
-	for i, own := range s.sd.own {
-		if own == id {
-			last := len(s.sd.own) - 1
-			s.sd.own[i] = s.sd.own[last]
-			s.sd.own = s.sd.own[:last]
-			break
-		}
+	s.sd.blocking = append(s.sd.blocking, id)
+	s.sd.ownMu.Unlock()
+	return id
+}
+
+// removeBlockingGoroutine forgets the pool goroutine id, which is
+// exiting: pool goroutines come and go while the scheduler runs, and the
+// list must not grow.
+func (s *Scheduler) removeBlockingGoroutine(id uint64) {
+	s.sd.ownMu.Lock()
+	if i := slices.Index(s.sd.blocking, id); i >= 0 {
+		last := len(s.sd.blocking) - 1
+		s.sd.blocking[i] = s.sd.blocking[last]
+		s.sd.blocking = s.sd.blocking[:last]
 	}
 	s.sd.ownMu.Unlock()
 }
 
 // onOwnGoroutine reports whether the caller runs on one of the
-// scheduler's own goroutines. Any goroutine; it costs a stack read, which
-// is why only Shutdown asks.
+// scheduler's own goroutines, the blocking pool's included. Any
+// goroutine; it costs a stack read, which is why only Shutdown asks.
 func (s *Scheduler) onOwnGoroutine() bool {
 	id := goroutineID()
 	s.sd.ownMu.Lock()
 	defer s.sd.ownMu.Unlock()
-	for _, own := range s.sd.own {
-		if own == id {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(s.sd.own, id) || slices.Contains(s.sd.blocking, id)
+}
+
+// cannotWait reports whether the caller must not wait for a process to
+// make room in its mailbox: it runs on one of the scheduler's own
+// goroutines but for the blocking pool's, which are there to block (a
+// worker, which may be the one that has to run the process; the
+// stopper, which closes processes at a forced shutdown; the watchdog),
+// or it is a process that a helping caller runs (see onHelper). Any
+// goroutine; it costs a stack read or two, so only a SendContext or
+// TellContext that found a mailbox full asks.
+func (s *Scheduler) cannotWait() bool {
+	id := goroutineID()
+	s.sd.ownMu.Lock()
+	own := slices.Contains(s.sd.own, id)
+	s.sd.ownMu.Unlock()
+	return own || s.onHelper()
 }
 
 // goroutineID returns the calling goroutine's ID, read from the first

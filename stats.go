@@ -104,7 +104,7 @@ type ProcessStats struct {
 type MessageStats struct {
 	Accepted uint64 `json:"accepted"` // accepted for delivery: queued in a mailbox, or handed over with the receiver
 	Dropped  uint64 `json:"dropped"`  // dropped by a full mailbox's policy (new or old)
-	Rejected uint64 `json:"rejected"` // refused by a full mailbox (MailboxReject); not a SendContext that gave up waiting for room
+	Rejected uint64 `json:"rejected"` // refused by a full mailbox (MailboxReject); not a SendContext that gave up waiting for room, or that would not wait on a worker
 	// Sent counts messages sent by processes: every StepOutput.Tell and
 	// TellName, delivered or not (one that comes back counts in Bounced
 	// too), and every Request and RequestName whose receiver was found.
