@@ -44,6 +44,14 @@ func (h Handle) Done() <-chan struct{} {
 // if a shutdown deadline closed it), or ctx's error; a nil ctx is refused
 // with [ErrNilContext]. A process that has already ended gives its result
 // even if ctx is done. The zero Handle gives [ErrProcessNotFound] at once.
+//
+// Wait blocks, so the code of a process (its Init, Step and Close, the
+// handlers of its yields) must not call it, and nothing checks that it
+// does not: a process waiting for its own end gets only ctx's error, or,
+// with a ctx that is never done, waits for good, and keeps Shutdown
+// waiting for it; waiting for another process holds the worker. A step
+// waits for another process with [StepOutput.SpawnAwait],
+// [StepOutput.Monitor] or [StepOutput.Request] instead.
 func (h Handle) Wait(ctx context.Context) (payload.Payload, error) {
 	if ctx == nil {
 		return payload.Payload{}, fmt.Errorf("%w: Handle.Wait", ErrNilContext)

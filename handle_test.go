@@ -3,6 +3,8 @@ package scheduler_test
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"runtime"
 	"sync"
 	"testing"
@@ -247,4 +249,32 @@ func TestHandleAfterShutdown(t *testing.T) {
 	h, err := s.Submit(context.Background(), &probe{step: ignoreAll}, "run", nil)
 	require.ErrorIs(t, err, sched.ErrClosed)
 	assert.Equal(t, sched.Handle{}, h, "Submit refused gives the zero Handle")
+}
+
+// TestWaitInItsOwnStep pins what Wait's doc says of a process that waits
+// for its own end: it cannot end while its step waits, so Wait gives
+// ctx's error (here a ctx done already, so that the test cannot hang),
+// and the process goes on as if it had not asked.
+func TestWaitInItsOwnStep(t *testing.T) {
+	s := newScheduler(t)
+	handles := make(chan sched.Handle, 1)
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	h := submit(t, s, stepFunc(func(evs []sched.Event, out *sched.StepOutput) error {
+		if len(evs) == 0 {
+			return nil // waits for its Handle
+		}
+		own := <-handles
+		_, err := own.Wait(done)
+		_, result := own.Result()
+		out.Done(payload.Payload{})
+		if !errors.Is(err, context.Canceled) || !errors.Is(result, sched.ErrNotEnded) {
+			return fmt.Errorf("Wait gave %v and Result %v in the process's own step", err, result)
+		}
+		return nil
+	}))
+	handles <- h
+	require.NoError(t, s.Tell(h.PID(), "your Handle is there"))
+	_, err := waitEnd(t, s, h)
+	require.NoError(t, err)
 }

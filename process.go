@@ -54,6 +54,15 @@ import (
 //
 // A panic in any of the three methods ends the process with a [PanicError];
 // the scheduler keeps serving every other process.
+//
+// A Process value serves one process at a time, and that is the caller's
+// to keep: the scheduler does not look for a value among the live
+// processes, which would cost every start. A value started again while
+// its process lives becomes a second process, with a PID, Init, steps
+// and Close of its own, whose methods may run at the same time as the
+// first's, on another worker: the value then needs locks after all. Once
+// its Close has returned, a value may be started again, as a new process
+// with a new Init.
 type Process interface {
 	Init(ctx context.Context, method string, input payload.Payloads) error
 	Step(events []Event, out *StepOutput) error
@@ -129,7 +138,14 @@ const (
 //
 // The scheduler owns the StepOutput and reuses it for every step, so
 // writing a status or the usual one or two yields does not allocate. It is
-// valid only during Step.
+// valid only during Step, and keeping it past Step is the caller's
+// mistake to avoid: checking each use would cost every yield. Once Step
+// has returned, the StepOutput is the output of whatever step its worker
+// runs next, which may be another process's. What the worker's own
+// goroutine writes into it between steps (a Close that uses it, say) is
+// dropped when the next step starts; what another goroutine writes while
+// a step runs is a data race, and may be carried out as that step's, for
+// the process that step belongs to.
 type StepOutput struct {
 	self   relay.PID
 	status status

@@ -1,7 +1,9 @@
 package scheduler_test
 
 import (
+	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -215,4 +217,123 @@ func TestDoneAfterThenFailureLeavesTheRestUnread(t *testing.T) {
 			requireLifecycle(t, p)
 		})
 	}
+}
+
+// reentered is a process that counts its Inits and Closes across every
+// process it serves, and notes when two of its steps overlap; each step
+// ends its process with the number of Inits so far.
+type reentered struct {
+	inits, closes, steps, overlaps atomic.Int32
+	gate                           chan struct{} // if not nil, a step waits on it
+}
+
+func (r *reentered) Init(context.Context, string, payload.Payloads) error {
+	r.inits.Add(1)
+	return nil
+}
+
+func (r *reentered) Step(_ []sched.Event, out *sched.StepOutput) error {
+	if r.steps.Add(1) > 1 {
+		r.overlaps.Add(1)
+	}
+	if r.gate != nil {
+		<-r.gate
+	}
+	r.steps.Add(-1)
+	out.Done(payload.Of(int(r.inits.Load())))
+	return nil
+}
+
+func (r *reentered) Close() { r.closes.Add(1) }
+
+// TestOneProcessValueStartedTwice pins what the Process doc says of a
+// value started again: nothing refuses it. Started twice at once, it is
+// two processes, with a PID, an Init, steps and a Close each, whose
+// steps run at the same time on two workers (the first step of one waits
+// until the other's has begun). Started again after its Close, it is a
+// new process with a new Init.
+func TestOneProcessValueStartedTwice(t *testing.T) {
+	s := newScheduler(t, sched.WithWorkers(2))
+	gate := make(chan struct{})
+	r := &reentered{gate: gate}
+	var opened sync.Once
+	open := func() { opened.Do(func() { close(gate) }) }
+	t.Cleanup(open) // a failure must not leave a step waiting: Shutdown would wait for it
+	h1, err := s.Submit(context.Background(), r, "run", nil)
+	require.NoError(t, err, "the first start")
+	h2, err := s.Submit(context.Background(), r, "run", nil)
+	require.NoError(t, err, "the second start of the same value")
+	require.NotEqual(t, h1.PID(), h2.PID())
+	eventually(t, "the two steps to overlap", func() bool { return r.overlaps.Load() > 0 })
+	open()
+	for _, h := range []sched.Handle{h1, h2} {
+		res, err := waitEnd(t, s, h)
+		require.NoError(t, err)
+		require.Equal(t, 2, res.Value(), "Inits when %v ended", h.PID())
+	}
+	require.Equal(t, int32(2), r.closes.Load(), "Closes")
+
+	r.gate = nil
+	h3 := submit(t, s, r)
+	res, err := waitEnd(t, s, h3)
+	require.NoError(t, err)
+	require.Equal(t, 3, res.Value(), "Inits once started again after its Close")
+	require.Equal(t, int32(3), r.closes.Load(), "Closes")
+}
+
+// TestStepOutputKeptPastItsStep pins what StepOutput's doc says of one
+// kept after its Step returned and written on the worker between steps
+// (here by the process's Close, on the worker that ran its last step,
+// which then starts another process): what is written is dropped as the
+// worker's next step starts, another process's here, which neither
+// carries it out nor is changed by it.
+func TestStepOutputKeptPastItsStep(t *testing.T) {
+	s := newScheduler(t, sched.WithWorkers(1))
+	got := make(chan any, 4)
+	observer := submit(t, s, stepFunc(func(evs []sched.Event, out *sched.StepOutput) error {
+		for _, ev := range evs {
+			switch ev.Type {
+			case sched.EventCancel:
+				out.Done(payload.Payload{})
+			case sched.EventMessage:
+				got <- ev.Data
+			}
+		}
+		return nil
+	}))
+	next := stepFunc(func(evs []sched.Event, out *sched.StepOutput) error {
+		if len(evs) == 0 {
+			out.Tell(observer.PID(), "the next step's own")
+			return nil // it waits: a Continue left in its output would step it again
+		}
+		out.Done(payload.Payload{}) // its cancel
+		return nil
+	})
+	started := make(chan sched.Handle, 1)
+	var kept *sched.StepOutput
+	keeper := submit(t, s, &probe{
+		step: func(_ *probe, _ int, _ []sched.Event, out *sched.StepOutput) error {
+			kept = out
+			out.Done(payload.Payload{})
+			return nil
+		},
+		close: func() {
+			kept.Tell(observer.PID(), "told through a kept StepOutput")
+			kept.Yield(1, cmdTest, nil)
+			h, err := s.Submit(context.Background(), next, "run", nil)
+			require.NoError(t, err)
+			started <- h
+		},
+	})
+	_, err := waitEnd(t, s, keeper)
+	require.NoError(t, err)
+	h := receive(t, started, "the next process")
+	require.Equal(t, "the next step's own", receive(t, got, "the next step's message"))
+	require.NoError(t, s.Tell(observer.PID(), "after"))
+	require.Equal(t, "after", receive(t, got, "the test's message"), "what reached the observer in between")
+	require.NoError(t, s.Terminate(h.PID()))
+	res, err := waitEnd(t, s, h)
+	require.NoError(t, err, "the next process")
+	require.Nil(t, res.Value())
+	require.NoError(t, s.Terminate(observer.PID()))
 }
