@@ -393,3 +393,25 @@ func TestStartOnAnotherScheduler(t *testing.T) {
 		assert.ErrorIs(t, ev.Error, remote.ErrUnknownKind, "the spawn handler serves the second")
 	})
 }
+
+// TestNilContextRefused: every method of a Node that takes a context
+// refuses a nil one with an error wrapping scheduler.ErrNilContext and
+// does nothing, as the scheduler's own methods do: Start leaves the node
+// to start and Close leaves it running (the test's cleanup closes it).
+// They used to panic on the nil context, Close halfway through.
+func TestNilContextRefused(t *testing.T) {
+	srv := tServer(t)
+	var nilCtx context.Context
+	node, s := tUnstarted(t, remote.Config{Cluster: "test", Name: "a", URL: srv.ClientURL()})
+	refused := func(what string, call func() error) {
+		t.Helper()
+		var err error
+		require.NotPanics(t, func() { err = call() }, what)
+		require.ErrorIs(t, err, scheduler.ErrNilContext, what)
+	}
+	refused("Start", func() error { return node.Start(nilCtx, s) })
+	require.NoError(t, node.Start(t.Context(), s), "Start after the refused one")
+	refused("Close", func() error { return node.Close(nilCtx) })
+	refused("WaitPeer", func() error { _, err := node.WaitPeer(nilCtx, "b"); return err })
+	refused("Spawn", func() error { _, err := node.Spawn(nilCtx, "a", "kind", "run", nil); return err })
+}

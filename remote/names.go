@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	scheduler "github.com/procsched/scheduler"
 	"github.com/procsched/scheduler/relay"
 )
 
@@ -48,8 +49,12 @@ func (n *Node) Named(pid relay.PID) NamedPID {
 // [Node.Lookup] does, since [Spawn] takes it for this node. From Close
 // on, and once the NATS connection has closed for good, the node knows
 // no peer: WaitPeer returns an error wrapping [ErrClosed], at once or as
-// soon as that happens while it waits.
+// soon as that happens while it waits. A nil ctx is refused with an
+// error wrapping [scheduler.ErrNilContext].
 func (n *Node) WaitPeer(ctx context.Context, name string) (uint32, error) {
+	if ctx == nil {
+		return 0, fmt.Errorf("%w: WaitPeer", scheduler.ErrNilContext)
+	}
 	if name == n.cfg.Name {
 		return n.num, nil
 	}

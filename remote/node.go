@@ -349,8 +349,13 @@ func (n *Node) Name() string { return n.cfg.Name }
 // error wrapping [ErrInvalidConfig] while s has not shut down, since
 // s's processes would yield their spawns to a node serving another
 // scheduler; once s has shut down, it is allowed. Start on a node started already, being started, or
-// closed returns an error wrapping [ErrClosed] and changes nothing.
+// closed returns an error wrapping [ErrClosed] and changes nothing. A nil
+// ctx is refused with an error wrapping [scheduler.ErrNilContext], and
+// nothing is done.
 func (n *Node) Start(ctx context.Context, s *scheduler.Scheduler) error {
+	if ctx == nil {
+		return fmt.Errorf("%w: Start", scheduler.ErrNilContext)
+	}
 	if s == nil {
 		return fmt.Errorf("%w: Start with a nil scheduler", ErrInvalidConfig)
 	}
@@ -702,8 +707,12 @@ func (n *Node) progressed() {
 // its silence. After the connection closed for good (which sends report
 // with ErrClosed) there is nothing to confirm. The node is closed either
 // way. A second Close, or one during Start, returns an error wrapping
-// [ErrClosed].
+// [ErrClosed]. A nil ctx is refused with an error wrapping
+// [scheduler.ErrNilContext], and the node is left as it was.
 func (n *Node) Close(ctx context.Context) error {
+	if ctx == nil {
+		return fmt.Errorf("%w: Close", scheduler.ErrNilContext)
+	}
 	if n.state.CompareAndSwap(stateNew, stateClosed) {
 		n.nc.Close()
 		<-n.connClosed

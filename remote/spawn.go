@@ -155,8 +155,12 @@ func (n *Node) handleSpawn(c scheduler.Call) error {
 // pending; but the request has left, and the process the other node
 // starts for it runs on, unknown here, as the child of a cancelled
 // SpawnAwait does: its answer is dropped when it comes. Either way the
-// error wraps ctx's. Any goroutine.
+// error wraps ctx's. A nil ctx is refused with an error wrapping
+// [scheduler.ErrNilContext], and nothing is sent. Any goroutine.
 func (n *Node) Spawn(ctx context.Context, node, kind, method string, input payload.Payloads) (relay.PID, error) {
+	if ctx == nil {
+		return relay.PID{}, fmt.Errorf("%w: Spawn", scheduler.ErrNilContext)
+	}
 	stopped := func() error {
 		return fmt.Errorf("remote: spawning %q on node %q: %w", kind, node, ctx.Err())
 	}
