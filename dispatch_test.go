@@ -1990,3 +1990,57 @@ func TestEventsComeInTheOrderTheyArrived(t *testing.T) {
 	}
 	assert.Equal(t, []string{"end 3", "between", "end 1", "end 2"}, got, "the batch after the held step")
 }
+
+// TestCompletionRacedFromManyGoroutines: one Completion completed at once
+// from many goroutines completes its yield once, as its doc says: one
+// Complete returns nil, every other an error wrapping
+// ErrYieldNotPending, and the process, alive throughout, gets one event.
+func TestCompletionRacedFromManyGoroutines(t *testing.T) {
+	const racers = 8
+	s := newScheduler(t)
+	comps := make(chan sched.Completion, 1)
+	require.NoError(t, s.SetHandler(cmdTest, func(c sched.Call) error { comps <- c.Completion(); return nil }))
+	events := make(chan []sched.Event, 4)
+	h := submit(t, s, stepFunc(func(evs []sched.Event, out *sched.StepOutput) error {
+		switch {
+		case len(evs) == 0:
+			out.Yield(1, cmdTest, nil)
+		case hasCancel(evs):
+			out.Done(payload.Payload{})
+		default:
+			events <- slices.Clone(evs)
+		}
+		return nil
+	}))
+	c := receive(t, comps, "the handler's Completion")
+	start := make(chan struct{})
+	errs := make([]error, racers)
+	var wg sync.WaitGroup
+	for i := range racers {
+		wg.Go(func() {
+			<-start
+			errs[i] = c.Complete(i, nil)
+		})
+	}
+	close(start)
+	wg.Wait()
+	won := 0
+	for i, err := range errs {
+		if err == nil {
+			won++
+			continue
+		}
+		require.ErrorIs(t, err, sched.ErrYieldNotPending, "racer %d", i)
+	}
+	require.Equal(t, 1, won, "Completes that returned nil")
+	evs := receive(t, events, "the completion")
+	require.Len(t, evs, 1, "events of the step after the race")
+	require.Equal(t, sched.EventYieldComplete, evs[0].Type)
+	require.NoError(t, s.Tell(h.PID(), "after"))
+	evs = receive(t, events, "the message after the race")
+	require.Len(t, evs, 1, "events of the next step: no second completion came")
+	require.Equal(t, "after", evs[0].Data)
+	require.NoError(t, s.Terminate(h.PID()))
+	_, err := waitEnd(t, s, h)
+	require.NoError(t, err)
+}
