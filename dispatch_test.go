@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -95,6 +96,9 @@ func TestYieldFailures(t *testing.T) {
 	}{
 		{name: "no handler", cmd: cmdTest2, want: sched.ErrUnknownCommand},
 		{name: "a reserved ID", cmd: sched.FirstUserCommand - 1, want: sched.ErrInvalidCommand},
+		{name: "the largest ID, with no handler", cmd: 1 << 16, want: sched.ErrUnknownCommand},
+		{name: "an ID above the largest, which no handler can have", cmd: 1<<16 + 1, want: sched.ErrUnknownCommand},
+		{name: "the largest CommandID", cmd: math.MaxUint32, want: sched.ErrUnknownCommand},
 		{name: "handler returns an error", cmd: cmdTest, h: func(sched.Call) error { return handlerErr }, want: handlerErr},
 		{name: "handler panics", cmd: cmdTest, h: func(sched.Call) error { panic("handler exploded") }, want: sched.ErrPanic, wantPErr: "handler"},
 		{name: "handler completes with an error", cmd: cmdTest, h: func(c sched.Call) error { return c.Complete(nil, handlerErr) }, want: handlerErr},

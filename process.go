@@ -209,7 +209,9 @@ func (o *StepOutput) DoneAfter(n int, result payload.Payload) {
 // completes the yield at once or later from any goroutine, and the process
 // gets an [EventYieldComplete] with this tag. Tags are the process's own
 // choice; a tag that is still outstanding completes at once with
-// [ErrDuplicateTag].
+// [ErrDuplicateTag]. A cmd with no handler (any above 65536, which none
+// can be registered for, included) completes at once with
+// [ErrUnknownCommand], and a reserved one with [ErrInvalidCommand].
 func (o *StepOutput) Yield(tag uint64, cmd CommandID, arg any) {
 	y := o.add() // field by field, as Tell
 	y.tag, y.cmd, y.arg, y.kind, y.to, y.when, y.method, y.input, y.err, y.deadline = tag, cmd, arg, yieldGeneric, relay.PID{}, 0, "", nil, nil, 0
