@@ -313,7 +313,10 @@ func (o *StepOutput) Monitor(tag uint64, pid relay.PID) {
 // is the answer's data, Error its error, From the replier. If to is not
 // alive, or ends before answering, the yield completes with an error
 // (wrapping [ErrProcessNotFound] or [ErrNoReply]); a refusal (a full
-// mailbox) completes it with the refusal. Bound the wait with
+// mailbox) completes it with the refusal. A replier on another node is
+// not watched: the watch lives on the replier's record, which is there,
+// so if it ends without answering the yield waits for its deadline
+// (monitor the replier to learn of its end sooner). Bound the wait with
 // [StepOutput.Timeout]. No goroutine waits for the answer.
 func (o *StepOutput) Request(tag uint64, to relay.PID, body any) {
 	*o.add() = yield{tag: tag, arg: body, kind: yieldRequest, to: to}

@@ -13,7 +13,9 @@ import (
 // correlation table is needed. The asking yield also watches the replier
 // (as a monitor does), so it learns that the replier ended without
 // answering ([ErrNoReply]) instead of waiting for a timeout; the reply,
-// the failure, a timeout or a cancel each remove that watch.
+// the failure, a timeout or a cancel each remove that watch. The watch is
+// kept on the replier's record, so a replier on another node is not
+// watched, and a request to one is bounded by its Timeout alone.
 
 // ReplyTo names the yield that waits for the answer to a request: the
 // asking process and the sequence number of its yield. It is a small
