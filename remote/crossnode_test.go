@@ -70,33 +70,11 @@ func TestMonitorAndSpawnRefusedForBackpressure(t *testing.T) {
 	tJoin(t, a, b)
 	tRegister(t, b)
 	target, _ := tCollector(t, b.S, 1)
-	sink := tSubmit(t, b.S, func(_ *tProc, _ int, evs []scheduler.Event, out *scheduler.StepOutput) error {
-		for _, ev := range evs {
-			if ev.Type == scheduler.EventCancel {
-				out.Done(payload.Payload{})
-			}
-		}
-		return nil
-	})
+	sink := tSink(t, b.S)
 
 	// b takes nothing, and a's way to it fills, to the last few bytes.
 	open := tHoldInbound(t, b)
-	fill := func() {
-		for _, body := range []any{make([]byte, 1<<10), []byte{1}, nil} {
-			for {
-				err := a.S.Tell(sink.PID(), body)
-				if err != nil {
-					require.ErrorIs(t, err, remote.ErrBackpressure)
-					break
-				}
-			}
-		}
-	}
-	fill()
-	// Once a's writer has used the window and stalls, nothing leaves the
-	// buffer: fill what it had taken out meanwhile.
-	tEventually(t, func() bool { return a.Stats().CreditStalls > 0 }, "a's link stalls for credit")
-	fill()
+	tFillTheWay(t, a, sink.PID(), 1<<10)
 
 	// Two monitors: the room left takes one at most.
 	completions := make(chan scheduler.Event, 2)
@@ -156,14 +134,7 @@ func TestCancelledMonitorsForgottenWhateverWaits(t *testing.T) {
 	b := tStart(t, srv.ClientURL(), "b", nil)
 	tJoin(t, a, b)
 	target, _ := tCollector(t, b.S, 1)
-	sink := tSubmit(t, b.S, func(_ *tProc, _ int, evs []scheduler.Event, out *scheduler.StepOutput) error {
-		for _, ev := range evs {
-			if ev.Type == scheduler.EventCancel {
-				out.Done(payload.Payload{})
-			}
-		}
-		return nil
-	})
+	sink := tSink(t, b.S)
 	// The watcher sets its monitors a chunk at a time, each when told
 	// "more", so that none finds a's buffer full.
 	const chunk = 250
@@ -195,20 +166,7 @@ func TestCancelledMonitorsForgottenWhateverWaits(t *testing.T) {
 
 	// b takes nothing, and a's way to it fills with messages.
 	open := tHoldInbound(t, b)
-	fill := func() {
-		for _, body := range []any{make([]byte, 1<<10), []byte{1}, nil} {
-			for {
-				err := a.S.Tell(sink.PID(), body)
-				if err != nil {
-					require.ErrorIs(t, err, remote.ErrBackpressure)
-					break
-				}
-			}
-		}
-	}
-	fill()
-	tEventually(t, func() bool { return a.Stats().CreditStalls > 0 }, "a's link stalls for credit")
-	fill()
+	tFillTheWay(t, a, sink.PID(), 1<<10)
 	require.NoError(t, a.S.Tell(watcher.PID(), "cancel"))
 	tEventually(t, func() bool { return a.Stats().Pending == 0 }, "a forgets the cancelled monitors (%d)", a.Stats().Pending)
 	open()
@@ -253,39 +211,10 @@ func TestExitWhenTheWayBackIsFull(t *testing.T) {
 
 	// a takes nothing, and b's way to it fills with messages...
 	open := tHoldInbound(t, a)
-	sink := tSubmit(t, a.S, func(_ *tProc, _ int, evs []scheduler.Event, out *scheduler.StepOutput) error {
-		for _, ev := range evs {
-			if ev.Type == scheduler.EventCancel {
-				out.Done(payload.Payload{})
-			}
-		}
-		return nil
-	})
-	fill := func() {
-		for _, body := range []any{make([]byte, 1<<10), []byte{1}, nil} {
-			for {
-				err := b.S.Tell(sink.PID(), body)
-				if err != nil {
-					require.ErrorIs(t, err, remote.ErrBackpressure)
-					break
-				}
-			}
-		}
-	}
-	fill()
-	tEventually(t, func() bool { return b.Stats().CreditStalls > 0 }, "b's link stalls for credit")
-	fill()
+	sink := tSink(t, a.S)
+	tFillTheWay(t, b, sink.PID(), 1<<10)
 	// ... and with bounces, until b drops some.
-	ended := tSubmit(t, b.S, func(_ *tProc, _ int, _ []scheduler.Event, out *scheduler.StepOutput) error {
-		out.Done(payload.Payload{})
-		return nil
-	})
-	_, err := tWaitResult(t, ended)
-	require.NoError(t, err)
-	const flood = 64
-	tFlood(t, a.S, ended.PID(), flood)
-	tEventually(t, func() bool { return b.Stats().BouncedBack.NotFound == flood }, "b bounces the flood")
-	require.NotZero(t, b.Stats().Dropped.Overflow, "the way back is full")
+	tOverflowTheWayBack(t, a.S, b, 64, 1<<10)
 
 	require.NoError(t, b.S.Tell(target.PID(), "end"))
 	require.NoError(t, b.S.Tell(child, "end"))
@@ -418,51 +347,10 @@ func TestExitWhenTheWayBackIsFullOnASmallServer(t *testing.T) {
 
 	// a takes nothing, and b's way to it fills with messages...
 	open := tHoldInbound(t, a)
-	sink := tSubmit(t, a.S, func(_ *tProc, _ int, evs []scheduler.Event, out *scheduler.StepOutput) error {
-		for _, ev := range evs {
-			if ev.Type == scheduler.EventCancel {
-				out.Done(payload.Payload{})
-			}
-		}
-		return nil
-	})
-	fill := func() {
-		for _, body := range []any{make([]byte, 512), []byte{1}, nil} {
-			for {
-				err := b.S.Tell(sink.PID(), body)
-				if err != nil {
-					require.ErrorIs(t, err, remote.ErrBackpressure)
-					break
-				}
-			}
-		}
-	}
-	fill()
-	tEventually(t, func() bool { return b.Stats().CreditStalls > 0 }, "b's link stalls for credit")
-	fill()
+	sink := tSink(t, a.S)
+	tFillTheWay(t, b, sink.PID(), 512)
 	// ... and with bounces of half a KiB, until b drops some.
-	ended := tSubmit(t, b.S, func(_ *tProc, _ int, _ []scheduler.Event, out *scheduler.StepOutput) error {
-		out.Done(payload.Payload{})
-		return nil
-	})
-	_, err = tWaitResult(t, ended)
-	require.NoError(t, err)
-	const flood = 128
-	tSubmit(t, a.S, func(_ *tProc, n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
-		if n == 0 {
-			for range flood {
-				out.Tell(ended.PID(), make([]byte, 512))
-			}
-		}
-		for _, ev := range evs {
-			if ev.Type == scheduler.EventCancel {
-				out.Done(payload.Payload{})
-			}
-		}
-		return nil
-	})
-	tEventually(t, func() bool { return b.Stats().BouncedBack.NotFound == flood }, "b bounces the flood")
-	require.NotZero(t, b.Stats().Dropped.Overflow, "the way back is full")
+	tOverflowTheWayBack(t, a.S, b, 128, 512)
 	overflow := b.Stats().Dropped.Overflow
 
 	require.NoError(t, b.S.Tell(target.PID(), "fail"))

@@ -318,11 +318,17 @@ func tTeller(t testing.TB, s *scheduler.Scheduler, to relay.PID, msgs ...any) sc
 // returned channel (which has room for all n), and ends on cancel.
 func tFlood(t testing.TB, s *scheduler.Scheduler, to relay.PID, n int) <-chan scheduler.Event {
 	t.Helper()
+	return tFloodOf(t, s, to, n, 1<<10)
+}
+
+// tFloodOf is tFlood with messages of size bytes.
+func tFloodOf(t testing.TB, s *scheduler.Scheduler, to relay.PID, n, size int) <-chan scheduler.Event {
+	t.Helper()
 	back := make(chan scheduler.Event, n)
 	tSubmit(t, s, func(_ *tProc, step int, evs []scheduler.Event, out *scheduler.StepOutput) error {
 		if step == 0 {
 			for range n {
-				out.Tell(to, make([]byte, 1<<10))
+				out.Tell(to, make([]byte, size))
 			}
 			return nil
 		}
@@ -337,4 +343,58 @@ func tFlood(t testing.TB, s *scheduler.Scheduler, to relay.PID, n int) <-chan sc
 		return nil
 	})
 	return back
+}
+
+// tSink submits to s a process that reads every message and ends on
+// cancel: a recipient for tFillTheWay.
+func tSink(t testing.TB, s *scheduler.Scheduler) scheduler.Handle {
+	t.Helper()
+	return tSubmit(t, s, func(_ *tProc, _ int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+		for _, ev := range evs {
+			if ev.Type == scheduler.EventCancel {
+				out.Done(payload.Payload{})
+			}
+		}
+		return nil
+	})
+}
+
+// tFillTheWay fills from's buffer for the node of sink, which takes
+// nothing (see tHoldInbound), to the last few bytes: messages of first
+// bytes, then of one byte, then with no body, each until one is refused
+// with ErrBackpressure. Once from's writer has used the window it stalls
+// for credit and nothing leaves the buffer, so it fills again what the
+// writer had taken out meanwhile.
+func tFillTheWay(t testing.TB, from *tNode, sink relay.PID, first int) {
+	t.Helper()
+	fill := func() {
+		for _, body := range []any{make([]byte, first), []byte{1}, nil} {
+			for {
+				if err := from.S.Tell(sink, body); err != nil {
+					require.ErrorIs(t, err, remote.ErrBackpressure)
+					break
+				}
+			}
+		}
+	}
+	fill()
+	tEventually(t, func() bool { return from.Stats().CreditStalls > 0 }, "%s's link stalls for credit", from.Name())
+	fill()
+}
+
+// tOverflowTheWayBack fills the room of answers on back's way to the
+// node of s, whose way from back is full already (see tFillTheWay): a
+// process of s tells flood messages of size bytes to a process of back
+// that has ended, and back bounces every one, until it drops some.
+func tOverflowTheWayBack(t testing.TB, s *scheduler.Scheduler, back *tNode, flood, size int) {
+	t.Helper()
+	ended := tSubmit(t, back.S, func(_ *tProc, _ int, _ []scheduler.Event, out *scheduler.StepOutput) error {
+		out.Done(payload.Payload{})
+		return nil
+	})
+	_, err := tWaitResult(t, ended)
+	require.NoError(t, err)
+	tFloodOf(t, s, ended.PID(), flood, size)
+	tEventually(t, func() bool { return back.Stats().BouncedBack.NotFound == uint64(flood) }, "%s bounces the flood", back.Name())
+	require.NotZero(t, back.Stats().Dropped.Overflow, "the way back is full")
 }

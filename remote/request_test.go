@@ -247,30 +247,8 @@ func TestReplyRefusedForBackpressure(t *testing.T) {
 
 	// a takes nothing, and b's way to it fills.
 	open := tHoldInbound(t, a)
-	sink := tSubmit(t, a.S, func(_ *tProc, _ int, evs []scheduler.Event, out *scheduler.StepOutput) error {
-		for _, ev := range evs {
-			if ev.Type == scheduler.EventCancel {
-				out.Done(payload.Payload{})
-			}
-		}
-		return nil
-	})
-	fill := func() {
-		for _, size := range []int{1 << 10, 1} { // to the last few bytes
-			for {
-				err := b.S.Tell(sink.PID(), make([]byte, size))
-				if err != nil {
-					require.ErrorIs(t, err, remote.ErrBackpressure)
-					break
-				}
-			}
-		}
-	}
-	fill()
-	// Once b's writer has used the window and stalls, nothing leaves the
-	// buffer: fill what it had taken out meanwhile.
-	tEventually(t, func() bool { return b.Stats().CreditStalls > 0 }, "b's link stalls for credit")
-	fill()
+	sink := tSink(t, a.S)
+	tFillTheWay(t, b, sink.PID(), 1<<10)
 	refused := b.Stats().Refused.Backpressure
 	require.NoError(t, b.S.Tell(replier.PID(), "answer now"))
 	tEventually(t, func() bool { return b.Stats().Refused.Backpressure > refused }, "b refuses the answer")
@@ -427,39 +405,10 @@ func TestRefusedAnswerWhenTheWayBackIsFull(t *testing.T) {
 
 	// a takes nothing, and b's way to it fills with messages...
 	open := tHoldInbound(t, a)
-	sink := tSubmit(t, a.S, func(_ *tProc, _ int, evs []scheduler.Event, out *scheduler.StepOutput) error {
-		for _, ev := range evs {
-			if ev.Type == scheduler.EventCancel {
-				out.Done(payload.Payload{})
-			}
-		}
-		return nil
-	})
-	fill := func() {
-		for _, body := range []any{make([]byte, 1<<10), []byte{1}, nil} {
-			for {
-				err := b.S.Tell(sink.PID(), body)
-				if err != nil {
-					require.ErrorIs(t, err, remote.ErrBackpressure)
-					break
-				}
-			}
-		}
-	}
-	fill()
-	tEventually(t, func() bool { return b.Stats().CreditStalls > 0 }, "b's link stalls for credit")
-	fill()
+	sink := tSink(t, a.S)
+	tFillTheWay(t, b, sink.PID(), 1<<10)
 	// ... and with bounces of a KiB, until b drops some.
-	ended := tSubmit(t, b.S, func(_ *tProc, _ int, _ []scheduler.Event, out *scheduler.StepOutput) error {
-		out.Done(payload.Payload{})
-		return nil
-	})
-	_, err := tWaitResult(t, ended)
-	require.NoError(t, err)
-	const flood = 64
-	tFlood(t, a.S, ended.PID(), flood)
-	tEventually(t, func() bool { return b.Stats().BouncedBack.NotFound == flood }, "b bounces the flood")
-	require.NotZero(t, b.Stats().Dropped.Overflow, "the way back is full")
+	tOverflowTheWayBack(t, a.S, b, 64, 1<<10)
 
 	overflow := b.Stats().Dropped.Overflow
 	refused := b.Stats().Refused.Backpressure
