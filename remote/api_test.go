@@ -397,8 +397,9 @@ func TestStartOnAnotherScheduler(t *testing.T) {
 // TestNilContextRefused: every method of a Node that takes a context
 // refuses a nil one with an error wrapping scheduler.ErrNilContext and
 // does nothing, as the scheduler's own methods do: Start leaves the node
-// to start and Close leaves it running (the test's cleanup closes it).
-// They used to panic on the nil context, Close halfway through.
+// to start and Close leaves it running (the test's cleanup closes it):
+// a Close that panicked on the nil context part way through would leave
+// the node half closed.
 func TestNilContextRefused(t *testing.T) {
 	srv := tServer(t)
 	var nilCtx context.Context
