@@ -91,12 +91,16 @@ type pool struct {
 	s   *Scheduler
 	cfg poolConfig
 
-	mu      sync.Mutex // guards tasks, running, busy and closed
-	tasks   []poolTask // FIFO; tasks[head:] are queued
-	head    int
-	running int  // pool goroutines
-	busy    int  // pool goroutines that have taken a task and not come back for the next
-	closed  bool // set by the stopper before it waits for the goroutines
+	mu    sync.Mutex // guards tasks, running, busy and closed
+	tasks []poolTask // FIFO; tasks[head:] are queued
+	head  int
+	// running counts the pool goroutines, busy those of them that have
+	// taken a task and not come back for the next. Both are int32, so
+	// that the pool, which sits in the Scheduler before its hottest
+	// fields, keeps the size those fields' places were measured with:
+	// no process runs 1<<31 goroutines.
+	running, busy int32
+	closed        bool // set by the stopper before it waits for the goroutines
 
 	done, rejected, skipped atomic.Uint64 // for Stats; added to by pool goroutines and Go
 }
@@ -140,13 +144,13 @@ func (p *pool) submit(t poolTask) error {
 		p.mu.Unlock()
 		return ErrClosed
 	}
-	if p.cfg.policy == PoolReject && p.running >= p.cfg.size && p.waiting() >= p.cfg.queue {
+	if p.cfg.policy == PoolReject && int(p.running) >= p.cfg.size && p.waiting() >= p.cfg.queue {
 		p.mu.Unlock()
 		p.rejected.Add(1)
 		return fmt.Errorf("%w: %d tasks queued", ErrPoolFull, p.cfg.queue)
 	}
 	p.tasks = append(p.tasks, t)
-	start := p.running < p.cfg.size
+	start := int(p.running) < p.cfg.size
 	if start {
 		p.running++
 		p.s.wg.Add(1)
@@ -163,7 +167,7 @@ func (p *pool) submit(t poolTask) error {
 // takes the next task without waiting, so the tasks queued for those
 // goroutines do not wait and take no room in the queue. With p.mu held.
 func (p *pool) waiting() int {
-	return max(0, len(p.tasks)-p.head-(p.running-p.busy))
+	return max(0, len(p.tasks)-p.head-int(p.running-p.busy))
 }
 
 // close refuses new tasks. The stopper calls it before it waits for the
@@ -243,7 +247,7 @@ func (p *pool) protect(t poolTask, ctx context.Context) (data any, err error) {
 // Any goroutine.
 func (p *pool) stats() PoolStats {
 	p.mu.Lock()
-	n, running := p.waiting(), p.running
+	n, running := p.waiting(), int(p.running)
 	p.mu.Unlock()
 	queued := min(n, p.cfg.queue)
 	return PoolStats{

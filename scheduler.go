@@ -88,6 +88,10 @@ type Scheduler struct {
 	// handlersMu. Last, so that the fields above keep the places in the
 	// struct, and so the cache lines, that their use was measured with.
 	claimed map[CommandID]bool
+	// blocking lists the IDs of the blocking pool's goroutines, which
+	// come and go (see shutdown.own); guarded by sd.ownMu. Here rather
+	// than in sd for the reason claimed is last.
+	blocking []uint64
 }
 
 // New starts a scheduler with its workers. It returns an error wrapping

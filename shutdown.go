@@ -52,16 +52,15 @@ type shutdown struct {
 	// waiting Shutdown returns then.
 	stopped chan struct{}
 	// own lists the IDs of the scheduler's own goroutines (workers,
-	// watchdog, stopper), and blocking those of its blocking pool: a
-	// Shutdown called on one of them cannot wait for the stop, since its
-	// caller is part of what must stop. Added to by each of those
-	// goroutines as it starts; read by Shutdown, and by a SendContext
-	// that finds a mailbox full (see cannotWait). Goroutine IDs are never
-	// reused, so an ID left behind by a goroutine that exited names
-	// nobody.
-	ownMu    sync.Mutex
-	own      []uint64
-	blocking []uint64
+	// watchdog, stopper), and Scheduler.blocking those of its blocking
+	// pool, both guarded by ownMu: a Shutdown called on one of them
+	// cannot wait for the stop, since its caller is part of what must
+	// stop. Added to by each of those goroutines as it starts; read by
+	// Shutdown, and by a SendContext that finds a mailbox full (see
+	// cannotWait). Goroutine IDs are never reused, so an ID left behind
+	// by a goroutine that exited names nobody.
+	ownMu sync.Mutex
+	own   []uint64
 }
 
 // newShutdown returns the shutdown state of a new scheduler, running. Called by New.
@@ -266,13 +265,13 @@ func (s *Scheduler) addOwnGoroutine() uint64 {
 }
 
 // addBlockingGoroutine records the calling goroutine, one of the
-// blocking pool's, as one of the scheduler's own (see shutdown.blocking)
+// blocking pool's, as one of the scheduler's own (see Scheduler.blocking)
 // and returns its ID, for removeBlockingGoroutine. Called by each pool
 // goroutine as it starts.
 func (s *Scheduler) addBlockingGoroutine() uint64 {
 	id := goroutineID()
 	s.sd.ownMu.Lock()
-	s.sd.blocking = append(s.sd.blocking, id)
+	s.blocking = append(s.blocking, id)
 	s.sd.ownMu.Unlock()
 	return id
 }
@@ -282,10 +281,10 @@ func (s *Scheduler) addBlockingGoroutine() uint64 {
 // list must not grow.
 func (s *Scheduler) removeBlockingGoroutine(id uint64) {
 	s.sd.ownMu.Lock()
-	if i := slices.Index(s.sd.blocking, id); i >= 0 {
-		last := len(s.sd.blocking) - 1
-		s.sd.blocking[i] = s.sd.blocking[last]
-		s.sd.blocking = s.sd.blocking[:last]
+	if i := slices.Index(s.blocking, id); i >= 0 {
+		last := len(s.blocking) - 1
+		s.blocking[i] = s.blocking[last]
+		s.blocking = s.blocking[:last]
 	}
 	s.sd.ownMu.Unlock()
 }
@@ -297,7 +296,7 @@ func (s *Scheduler) onOwnGoroutine() bool {
 	id := goroutineID()
 	s.sd.ownMu.Lock()
 	defer s.sd.ownMu.Unlock()
-	return slices.Contains(s.sd.own, id) || slices.Contains(s.sd.blocking, id)
+	return slices.Contains(s.sd.own, id) || slices.Contains(s.blocking, id)
 }
 
 // cannotWait reports whether the caller must not wait for a process to
