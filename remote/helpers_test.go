@@ -398,3 +398,23 @@ func tOverflowTheWayBack(t testing.TB, s *scheduler.Scheduler, back *tNode, floo
 	tEventually(t, func() bool { return back.Stats().BouncedBack.NotFound == uint64(flood) }, "%s bounces the flood", back.Name())
 	require.NotZero(t, back.Stats().Dropped.Overflow, "the way back is full")
 }
+
+// tAskBounded submits to s a process that asks to "question", bounds the wait
+// by a third of tWait (a bound on a hang, not a synchronisation), and
+// ends with the completion as its result.
+func tAskBounded(t testing.TB, s *scheduler.Scheduler, to relay.PID) scheduler.Handle {
+	t.Helper()
+	return tSubmit(t, s, func(_ *tProc, n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
+		if n == 0 {
+			out.Request(1, to, "question")
+			out.Timeout(1, tWait/3)
+			return nil
+		}
+		for _, ev := range evs {
+			if ev.Type == scheduler.EventYieldComplete {
+				out.Done(payload.Of(ev))
+			}
+		}
+		return nil
+	})
+}

@@ -230,19 +230,7 @@ func TestReplyRefusedForBackpressure(t *testing.T) {
 	b := tStart(t, srv.ClientURL(), "b", func(cfg *remote.Config) { cfg.Window, cfg.MaxBuffered = 8<<10, 16<<10 })
 	tJoin(t, a, b)
 	replier := tHoldingReplier(t, b.S, "the answer")
-	asking := tSubmit(t, a.S, func(_ *tProc, n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
-		if n == 0 {
-			out.Request(1, replier.PID(), "question")
-			out.Timeout(1, tWait/3) // a bound on a hang, not a synchronisation
-			return nil
-		}
-		for _, ev := range evs {
-			if ev.Type == scheduler.EventYieldComplete {
-				out.Done(payload.Of(ev))
-			}
-		}
-		return nil
-	})
+	asking := tAskBounded(t, a.S, replier.PID())
 	tEventually(t, func() bool { return b.Stats().Received > 0 }, "b has the request")
 
 	// a takes nothing, and b's way to it fills.
@@ -388,19 +376,7 @@ func TestRefusedAnswerWhenTheWayBackIsFull(t *testing.T) {
 		}
 		return nil
 	})
-	asking := tSubmit(t, a.S, func(_ *tProc, n int, evs []scheduler.Event, out *scheduler.StepOutput) error {
-		if n == 0 {
-			out.Request(1, replier.PID(), "question")
-			out.Timeout(1, tWait/3) // a bound on a hang, not a synchronisation
-			return nil
-		}
-		for _, ev := range evs {
-			if ev.Type == scheduler.EventYieldComplete {
-				out.Done(payload.Of(ev))
-			}
-		}
-		return nil
-	})
+	asking := tAskBounded(t, a.S, replier.PID())
 	tEventually(t, func() bool { return b.Stats().Received > 0 }, "b has the request")
 
 	// a takes nothing, and b's way to it fills with messages...
