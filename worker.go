@@ -453,19 +453,18 @@ func (w *worker) recoverStepPanic() {
 	perr := newPanicError("Step", v)
 	w.s.recovered(p, perr, via{w: w})
 	_, batch := w.stepped(p, perr)
-	w.unreadAfterFailure(p, batch)
+	w.unreadAfter(p, batch)
 	w.end(p, payload.Payload{}, perr)
 	w.flushHeld()
 }
 
-// unreadAfterFailure counts as unread, and hands the messages among them
-// to the DeadLetter hook, the events of p's batch of batch events after
-// those its failed step said with DoneAfter it had read, as run does
-// after a step that called DoneAfter and returned: a failure does not
-// make them read. A step that did not call DoneAfter read its batch.
-// Worker only, with p Running, after its step failed (an error or a
-// panic) and before its end.
-func (w *worker) unreadAfterFailure(p *proc, batch int) {
+// unreadAfter counts as unread, and hands the messages among them to the
+// DeadLetter hook, the events of p's batch of batch events after those
+// its final step said with DoneAfter it had read; a failure does not make
+// them read. A step that did not call DoneAfter read its batch.
+// Worker only, with p Running, after its final step (done, failed or
+// panicked) and before its end.
+func (w *worker) unreadAfter(p *proc, batch int) {
 	if n := w.out.unread(batch); n > 0 {
 		w.countN(cUnread, uint64(n))
 		w.s.deadUnread(p, p.pid(), w.events[batch-n:batch], via{w: w})
@@ -1158,14 +1157,13 @@ func (w *worker) run(p *proc) {
 		}
 		status, batch := w.stepped(p, err)
 		if err != nil {
-			w.unreadAfterFailure(p, batch)
+			w.unreadAfter(p, batch)
 			w.end(p, payload.Payload{}, err)
 			return
 		}
 		if status == statusDone {
-			if n := w.out.unread(batch); n > 0 {
-				w.countN(cUnread, uint64(n))
-				s.deadUnread(p, p.pid(), w.events[batch-n:batch], via{w: w})
+			if w.out.unread(batch) > 0 { // asked here: most ends pay no call
+				w.unreadAfter(p, batch)
 			}
 			w.endDone(p)
 			return
