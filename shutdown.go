@@ -318,8 +318,8 @@ func (s *Scheduler) cannotWait() bool {
 // goroutineID returns the calling goroutine's ID, read from the first
 // line of its stack trace ("goroutine 123 [running]:"). The runtime keeps
 // that format stable and offers the ID no other way; it costs about a
-// microsecond, so it is read only when a goroutine starts and when
-// Shutdown is called.
+// microsecond, so it is read only when a goroutine starts, when Shutdown
+// is called and when a SendContext or TellContext finds a mailbox full.
 // Any goroutine.
 func goroutineID() uint64 {
 	var buf [64]byte
