@@ -219,11 +219,7 @@ func priorityLimit(maxBuffered int) int {
 // alwaysText): it answers the peer, so it may use the room of bounces
 // (see reserve). Any goroutine.
 func (l *link) sendRefusedAnswer(from, to relay.PID, reply scheduler.Reply, r room) error {
-	largest := l.largestAnswer()
-	if r == roomAlways {
-		largest = min(messageBound(bodySize(scheduler.Reply{To: reply.To}), "")+maxCodeLen+alwaysText, int(l.n.maxBatch.Load())-headerLen)
-	}
-	reply.Err = clipError(reply.Err, largest-messageBound(bodySize(scheduler.Reply{To: reply.To}), "")-maxCodeLen)
+	reply.Err = clipError(reply.Err, l.answerText(r, messageBound(bodySize(scheduler.Reply{To: reply.To}), "")+maxCodeLen))
 	return l.add(messageBound(bodySize(reply), ""), r, func(e *batchEncoder) {
 		e.message(to, from, reply)
 	})
@@ -259,14 +255,14 @@ func (l *link) largestAnswer() int {
 	return min(int(l.n.maxBatch.Load())-headerLen, priorityLimit(l.n.cfg.MaxBuffered))
 }
 
-// answerText is the bound of an answer's frame in room r, for the
-// shortening of its error text: the largest answer, or, in roomAlways,
-// an empty one and alwaysText, within the largest batch. Any goroutine.
-func (l *link) answerText(r room) int {
+// answerText is the room for the error text of an answer whose frame
+// takes base bytes without it, in room r: what the largest answer leaves,
+// or, in roomAlways, alwaysText, within the largest batch. Any goroutine.
+func (l *link) answerText(r room, base int) int {
 	if r == roomAlways {
-		return min(replyBound("", 0)+alwaysText, int(l.n.maxBatch.Load())-headerLen)
+		return min(base+alwaysText, int(l.n.maxBatch.Load())-headerLen) - base
 	}
-	return l.largestAnswer()
+	return l.largestAnswer() - base
 }
 
 // clipError returns err, or, if its text does not fit in room (see
@@ -311,7 +307,7 @@ func (l *link) sendSpawn(req uint64, kind, method string, await bool, input payl
 // roomAlways. Any goroutine.
 func (l *link) sendSpawned(req uint64, child relay.PID, cause error, r room) error {
 	code, text := errorCode(cause), errorText(cause)
-	text = clipText(text, l.answerText(r)-replyBound("", 0))
+	text = clipText(text, l.answerText(r, replyBound("", 0)))
 	return l.add(replyBound(text, 0), r, func(e *batchEncoder) {
 		e.spawned(req, child, code, text)
 	})
@@ -336,7 +332,7 @@ func (l *link) sendDemonitor(req uint64) error {
 // goroutine.
 func (l *link) sendExit(req uint64, reason scheduler.ExitReason, cause error, result any, r room) error {
 	code, text := errorCode(cause), errorText(cause)
-	text = clipText(text, l.answerText(r)-replyBound("", bodySize(result)))
+	text = clipText(text, l.answerText(r, replyBound("", bodySize(result))))
 	return l.add(replyBound(text, bodySize(result)), r, func(e *batchEncoder) {
 		e.exited(req, byte(reason), code, text, result)
 	})
