@@ -119,7 +119,7 @@ func (w *workflow) Close() {}
 var errUsage = errors.New("usage")
 
 func main() {
-	n := flag.Int("n", 10_000, "workflows to run")
+	n := flag.Int("n", 10_000, fmt.Sprintf("workflows to run, 0 to %d", maxWorkflows))
 	timeout := flag.Duration("timeout", 30*time.Millisecond, "timeout of one call")
 	flag.Parse()
 	if flag.NArg() > 0 {
@@ -145,12 +145,19 @@ type outcome struct {
 	calls            int64
 }
 
+// maxWorkflows is the most workflows a run takes. run starts every
+// workflow before it waits for any, so each one's process and handle are
+// held at once, about half a kilobyte: ten million fit in a few
+// gigabytes, and a larger count would run out of memory, or, past what a
+// slice of handles can hold, panic.
+const maxWorkflows = 10_000_000
+
 // run runs n workflows whose calls each time out after timeout. n must
-// not be negative, and the timeout must be positive: a call given no time
-// times out before it starts.
+// be between 0 and maxWorkflows, and the timeout must be positive: a
+// call given no time times out before it starts.
 func run(n int, timeout time.Duration) (outcome, error) {
-	if n < 0 {
-		return outcome{}, fmt.Errorf("%w: -n %d: need 0 or more workflows", errUsage, n)
+	if n < 0 || n > maxWorkflows {
+		return outcome{}, fmt.Errorf("%w: -n %d: need 0 to %d workflows", errUsage, n, maxWorkflows)
 	}
 	if timeout <= 0 {
 		return outcome{}, fmt.Errorf("%w: -timeout %v: need a positive duration", errUsage, timeout)

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -35,13 +36,14 @@ func TestRun(t *testing.T) {
 	}
 }
 
-// TestRunRefusesBadFlags: a negative number of workflows, or a timeout
-// that every call would miss before it starts, is refused with errUsage.
+// TestRunRefusesBadFlags: a negative number of workflows, more than the
+// program can hold at once, or a timeout that every call would miss
+// before it starts, is refused with errUsage.
 func TestRunRefusesBadFlags(t *testing.T) {
 	for _, tt := range []struct {
 		n       int
 		timeout time.Duration
-	}{{-1, time.Second}, {10, 0}, {10, -time.Second}} {
+	}{{-1, time.Second}, {maxWorkflows + 1, time.Second}, {math.MaxInt, time.Second}, {10, 0}, {10, -time.Second}} {
 		if _, err := run(tt.n, tt.timeout); !errors.Is(err, errUsage) {
 			t.Errorf("run(%d, %v) = %v, want errUsage", tt.n, tt.timeout, err)
 		}
@@ -66,7 +68,7 @@ func TestMainOutput(t *testing.T) {
 		t.Errorf("printed %q, want 50 quoted, 0 timed out, 50 calls", stdout)
 	}
 
-	for _, args := range [][]string{{"-n", "-1"}, {"-timeout", "0s"}, {"-timeout", "-1ms"}, {"-n", "x"}} {
+	for _, args := range [][]string{{"-n", "-1"}, {"-n", "9223372036854775807"}, {"-timeout", "0s"}, {"-timeout", "-1ms"}, {"-n", "x"}} {
 		mainrun.Refused(t, args[0], args...)
 	}
 
