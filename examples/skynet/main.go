@@ -84,7 +84,7 @@ func powerOfTen(n int) bool {
 var errUsage = errors.New("usage")
 
 func main() {
-	leaves := flag.Int("leaves", 1_000_000, "number of leaves (a power of ten)")
+	leaves := flag.Int("leaves", 1_000_000, fmt.Sprintf("number of leaves, a power of ten from 1 to %d", maxLeaves))
 	workers := flag.Int("workers", 0, "worker goroutines (0: GOMAXPROCS)")
 	flag.Parse()
 	if flag.NArg() > 0 {
@@ -100,14 +100,18 @@ func main() {
 	}
 }
 
+// maxLeaves is the largest tree run sums: the sum of the numbers below
+// ten billion, about 5e19, does not fit the int64 the nodes add in.
+const maxLeaves = 1_000_000_000
+
 // run sums a tree of the given number of leaves on a scheduler of the
 // given number of workers (0: GOMAXPROCS) and checks the sum. The leaves
-// must be a power of ten: a node splits its range in ten, and a range
-// that does not split evenly down to single leaves would make nodes of
-// no leaves that split forever.
+// must be a power of ten, at most maxLeaves: a node splits its range in
+// ten, and a range that does not split evenly down to single leaves
+// would make nodes of no leaves that split forever.
 func run(leaves, workers int) error {
-	if !powerOfTen(leaves) {
-		return fmt.Errorf("%w: -leaves %d: need a power of ten (1, 10, 100, ...)", errUsage, leaves)
+	if !powerOfTen(leaves) || leaves > maxLeaves {
+		return fmt.Errorf("%w: -leaves %d: need a power of ten from 1 to %d", errUsage, leaves, maxLeaves)
 	}
 	if workers < 0 {
 		return fmt.Errorf("%w: -workers %d: need 0 (GOMAXPROCS) or more", errUsage, workers)

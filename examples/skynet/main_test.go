@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -24,13 +25,17 @@ func TestRun(t *testing.T) {
 }
 
 // TestRunRefusesBadSizes: a number of leaves that is not a power of ten
-// (or not positive) cannot be split ten ways down to single leaves, and
-// a negative number of workers is no count, and more workers than the
-// scheduler can have are refused by scheduler.New; run refuses them all
-// at once with errUsage instead of starting anything.
+// (or not positive) cannot be split ten ways down to single leaves, the
+// sum of ten billion leaves does not fit an int64, a negative number of
+// workers is no count, and more workers than the scheduler can have are
+// refused by scheduler.New; run refuses them all at once with errUsage
+// instead of starting anything.
 func TestRunRefusesBadSizes(t *testing.T) {
+	// Ten billion leaves where an int holds it; where it does not, the
+	// largest int, which is no power of ten.
+	const tenBillion = int(min(1e10, math.MaxInt))
 	for _, tt := range []struct{ leaves, workers int }{
-		{500, 1}, {0, 1}, {-10, 1}, {20, 1}, {1000, -1}, {1000, 1 << 20},
+		{500, 1}, {0, 1}, {-10, 1}, {20, 1}, {tenBillion, 1}, {1000, -1}, {1000, 1 << 20},
 	} {
 		done := make(chan error, 1)
 		go func() { done <- run(tt.leaves, tt.workers) }()
@@ -40,7 +45,7 @@ func TestRunRefusesBadSizes(t *testing.T) {
 				t.Errorf("run(%d, %d) = %v, want errUsage", tt.leaves, tt.workers, err)
 			}
 		case <-time.After(500 * time.Millisecond):
-			t.Fatalf("run(%d, %d) did not return: it started a tree that never ends", tt.leaves, tt.workers)
+			t.Fatalf("run(%d, %d) did not return: it started the tree instead of refusing it", tt.leaves, tt.workers)
 		}
 	}
 }
@@ -58,7 +63,7 @@ func TestMainOutput(t *testing.T) {
 		t.Errorf("printed:\n%s\nwant the line \"sum 4950\", then \"111 processes on 1 workers in ...\"", stdout)
 	}
 
-	for _, args := range [][]string{{"-leaves", "500"}, {"-workers", "-2"}, {"-workers", "1048576"}, {"-leaves", "x"}} {
+	for _, args := range [][]string{{"-leaves", "500"}, {"-leaves", "10000000000"}, {"-workers", "-2"}, {"-workers", "1048576"}, {"-leaves", "x"}} {
 		mainrun.Refused(t, args[0], args...)
 	}
 
