@@ -25,6 +25,14 @@ import (
 // standard input is closed.
 const busyArg = "-busy-load"
 
+// maxLoad is the most goroutines -load takes. Each spins on a processor
+// and a thread of its own, and the Go runtime ends a program that has
+// more than 10,000 threads (see runtime/debug.SetMaxThreads): a larger
+// load would die before the runs, or during them, so it is refused
+// before anything is built. The margin leaves room for the load
+// process's reporting goroutine and the runtime's own threads.
+const maxLoad = 9000
+
 // loadReady is the line the load process writes on its standard output
 // once every one of its goroutines is spinning.
 const loadReady = "spinning"

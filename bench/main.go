@@ -149,7 +149,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	trace := fs.String("trace", "", "directory to write an execution trace of every run to")
 	timeout := fs.Duration("timeout", 10*time.Minute, "limit for one run")
 	from := fs.String("from", "", "render the report from a saved latest.json instead of running anything")
-	load := fs.Int("load", 0, "busy-loop goroutines run in a separate process during each run (CPU contention)")
+	load := fs.Int("load", 0, fmt.Sprintf("busy-loop goroutines, 0 to %d, run in a separate process during each run (CPU contention)", maxLoad))
 	pgo := fs.Bool("pgo", false, "build every binary with profile-guided optimisation, from CPU profiles of one run of each of its selected workloads")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
@@ -187,8 +187,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if c.timeout <= 0 {
 		return config{}, fmt.Errorf("-timeout %v: need a positive duration", c.timeout)
 	}
-	if c.load < 0 {
-		return config{}, fmt.Errorf("-load %d: need zero or more goroutines", c.load)
+	if c.load < 0 || c.load > maxLoad {
+		return config{}, fmt.Errorf("-load %d: need 0 to %d goroutines", c.load, maxLoad)
 	}
 	if c.name == "" || c.name != filepath.Base(c.name) || strings.HasPrefix(c.name, ".") {
 		return config{}, fmt.Errorf("-name %q: need a plain file name", c.name)

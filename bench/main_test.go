@@ -231,7 +231,11 @@ func TestParseFlags(t *testing.T) {
 		{name: "stray argument", args: []string{"extra"}, wantErr: "unexpected arguments"},
 		{name: "load", args: []string{"-load", "2"},
 			want: config{workloads: workload.Names, impls: implNames, rounds: 3, scale: 1, out: "results", name: "latest", timeout: 10 * time.Minute, load: 2}},
-		{name: "negative load", args: []string{"-load", "-1"}, wantErr: "need zero or more"},
+		{name: "negative load", args: []string{"-load", "-1"}, wantErr: "-load -1: need 0 to 9000"},
+		{name: "largest load", args: []string{"-load", "9000"},
+			want: config{workloads: workload.Names, impls: implNames, rounds: 3, scale: 1, out: "results", name: "latest", timeout: 10 * time.Minute, load: 9000}},
+		{name: "load past the thread limit", args: []string{"-load", "9001"}, wantErr: "-load 9001: need 0 to 9000"},
+		{name: "huge load", args: []string{"-load", "100000000"}, wantErr: "-load 100000000: need 0 to 9000"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
