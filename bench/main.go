@@ -178,6 +178,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if c.impls, err = pick("implementation", *impls, implNames); err != nil {
 		return config{}, err
 	}
+	if len(binariesFor(c)) == 0 {
+		return config{}, fmt.Errorf("-impls %s runs none of -workloads %s: %s",
+			strings.Join(c.impls, ","), strings.Join(c.workloads, ","), whoRuns())
+	}
 	if c.rounds < 1 {
 		return config{}, fmt.Errorf("-rounds %d: need at least 1", c.rounds)
 	}
@@ -431,6 +435,20 @@ func binariesFor(cfg config) []string {
 		}
 	}
 	return dirs
+}
+
+// whoRuns says which implementations run the local workloads and which
+// the remote ones, for a selection that runs nothing.
+func whoRuns() string {
+	var local, remote []string
+	for _, b := range binaries {
+		if b.remote {
+			remote = append(remote, b.impl)
+		} else {
+			local = append(local, b.impl)
+		}
+	}
+	return fmt.Sprintf("the local workloads run on %s; the remote ones on %s", strings.Join(local, ", "), strings.Join(remote, ", "))
 }
 
 // build compiles the binaries dirs into dir in one go command.

@@ -183,12 +183,13 @@ func TestBinaries(t *testing.T) {
 		{"ring", "sched,nats", []string{"sched"}},
 		{"remote-echo", "sched,goroutines,nats", []string{"sched-remote", "nats"}},
 		{"ring,remote-echo", "sched", []string{"sched", "sched-remote"}},
-		{"remote-echo", "goroutines,ants", nil},
 	} {
 		cfg, err := parseFlags([]string{"-workloads", tt.workloads, "-impls", tt.impls}, &bytes.Buffer{})
 		require.NoError(t, err)
 		require.Equal(t, tt.want, binariesFor(cfg), "-workloads %s -impls %s", tt.workloads, tt.impls)
 	}
+	// parseFlags refuses such a selection (TestParseFlags).
+	require.Nil(t, binariesFor(config{workloads: []string{"remote-echo"}, impls: []string{"goroutines", "ants"}}))
 	cfg, err := parseFlags(nil, &bytes.Buffer{})
 	require.NoError(t, err)
 	require.Len(t, binariesFor(cfg), len(binaries), "everything needs every binary")
@@ -231,6 +232,10 @@ func TestParseFlags(t *testing.T) {
 		{name: "stray argument", args: []string{"extra"}, wantErr: "unexpected arguments"},
 		{name: "load", args: []string{"-load", "2"},
 			want: config{workloads: workload.Names, impls: implNames, rounds: 3, scale: 1, out: "results", name: "latest", timeout: 10 * time.Minute, load: 2}},
+		{name: "no selected implementation runs a selected workload", args: []string{"-workloads", "remote-echo,remote-pairs", "-impls", "goroutines,pond"},
+			wantErr: "-impls goroutines,pond runs none of -workloads remote-echo,remote-pairs: the local workloads run on sched, goroutines, ants, pond, protoactor, hollywood; the remote ones on sched, protoactor, hollywood, nats"},
+		{name: "only the local baseline for local workloads", args: []string{"-workloads", "fib", "-impls", "nats"},
+			wantErr: "-impls nats runs none of -workloads fib"},
 		{name: "negative load", args: []string{"-load", "-1"}, wantErr: "-load -1: need 0 to 9000"},
 		{name: "largest load", args: []string{"-load", "9000"},
 			want: config{workloads: workload.Names, impls: implNames, rounds: 3, scale: 1, out: "results", name: "latest", timeout: 10 * time.Minute, load: 9000}},
