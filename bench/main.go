@@ -179,8 +179,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return config{}, err
 	}
 	if len(binariesFor(c)) == 0 {
-		return config{}, fmt.Errorf("-impls %s runs none of -workloads %s: %s",
-			strings.Join(c.impls, ","), strings.Join(c.workloads, ","), whoRuns())
+		return config{}, selectionError(c, whoRuns())
 	}
 	if c.rounds < 1 {
 		return config{}, fmt.Errorf("-rounds %d: need at least 1", c.rounds)
@@ -235,10 +234,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if err := bench(ctx, cfg, stdout, stderr); err != nil {
 		fmt.Fprintln(stderr, "bench:", err)
+		if errors.Is(err, errSelection) {
+			return 2
+		}
 		return 1
 	}
 	return 0
 }
+
+// errSelection reports a selection of workloads and implementations
+// that makes no run: a usage error, as a bad flag value is, whether
+// parseFlags finds it or bench does once the binaries said what they
+// run.
+var errSelection = errors.New("nothing to run")
 
 // errFailedRuns reports that some runs failed their check; the report
 // is still written.
@@ -268,8 +276,8 @@ func bench(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	}
 	defer os.RemoveAll(binDir)
 	dirs := binariesFor(cfg)
-	if len(dirs) == 0 {
-		return errors.New("nothing to run for these workloads and implementations")
+	if len(dirs) == 0 { // parseFlags refuses such a selection
+		return selectionError(cfg, whoRuns())
 	}
 	if err := build(ctx, root, binDir, dirs, stderr); err != nil {
 		return err
@@ -287,7 +295,7 @@ func bench(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	}
 	jobs := plan(cfg, entries)
 	if len(jobs) == 0 {
-		return errors.New("nothing to run for these workloads and implementations")
+		return selectionError(cfg, listedWorkloads(cfg.impls, entries))
 	}
 	if cfg.pgo {
 		if machine.PGO, err = rebuildWithProfiles(ctx, cfg, root, binDir, dirs, jobs, stderr); err != nil {
@@ -435,6 +443,31 @@ func binariesFor(cfg config) []string {
 		}
 	}
 	return dirs
+}
+
+// selectionError is the error of cfg's selection when it makes no run;
+// who says which implementations run which workloads.
+func selectionError(cfg config, who string) error {
+	return fmt.Errorf("%w: -impls %s runs none of -workloads %s: %s", errSelection,
+		strings.Join(cfg.impls, ","), strings.Join(cfg.workloads, ","), who)
+}
+
+// listedWorkloads says which workloads each of impls runs, by the
+// entries its binaries listed, as "ants runs skynet, spawn".
+func listedWorkloads(impls []string, entries map[string][]string) string {
+	var parts []string
+	for _, impl := range impls {
+		var ws []string
+		for _, e := range entries[impl] {
+			if w, _, _ := strings.Cut(e, "/"); !slices.Contains(ws, w) {
+				ws = append(ws, w)
+			}
+		}
+		if len(ws) > 0 {
+			parts = append(parts, impl+" runs "+strings.Join(ws, ", "))
+		}
+	}
+	return strings.Join(parts, "; ")
 }
 
 // whoRuns says which implementations run the local workloads and which

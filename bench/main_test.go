@@ -562,3 +562,21 @@ func TestExitCodes(t *testing.T) {
 	_, err = os.Stat(filepath.Join(out, "latest.md"))
 	require.NoError(t, err, "the report is written even though a run failed")
 }
+
+// TestSelectionThatListsNothing: a selection whose implementations have
+// binaries of the workloads' kind but do not list any of the workloads
+// (ants runs no ping-pong) is refused as a usage error once the binaries
+// are asked what they run, before any run, with what each one runs.
+func TestSelectionThatListsNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a benchmark binary")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	code := run(ctx, []string{"-workloads", "pingpong,ring", "-impls", "ants", "-out", ""}, &stdout, &stderr)
+	require.Equal(t, 2, code, "exit code; stderr:\n%s", stderr.String())
+	require.Empty(t, stdout.String(), "no report")
+	require.Contains(t, stderr.String(), "-impls ants runs none of -workloads pingpong,ring: ants runs skynet, spawn, fanout, fib")
+	require.NotContains(t, stderr.String(), "running ", "no run started")
+}
