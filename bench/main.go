@@ -172,10 +172,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		}
 	}
 	var err error
-	if c.workloads, err = pick("workload", *workloads, workload.Names); err != nil {
+	if c.workloads, err = pick("-workloads", "workload", *workloads, workload.Names); err != nil {
 		return config{}, err
 	}
-	if c.impls, err = pick("implementation", *impls, implNames); err != nil {
+	if c.impls, err = pick("-impls", "implementation", *impls, implNames); err != nil {
 		return config{}, err
 	}
 	if len(binariesFor(c)) == 0 {
@@ -199,17 +199,22 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	return c, nil
 }
 
-// pick parses a comma-separated selection of known names ("all" for
-// every one) and returns it in the known order.
-func pick(what, list string, known []string) ([]string, error) {
-	if list == "all" || list == "" {
+// pick parses list, the value of the flag name: a comma-separated
+// selection of known names ("all" for every one), returned in the known
+// order. An empty value is refused, not taken as all: a shell variable
+// left empty by mistake would start the full comparison, hours long.
+func pick(name, what, list string, known []string) ([]string, error) {
+	if list == "all" {
 		return known, nil
+	}
+	if strings.TrimSpace(list) == "" {
+		return nil, fmt.Errorf("%s %q: name one or more %ss, or all (known: %s)", name, list, what, strings.Join(known, ", "))
 	}
 	want := map[string]bool{}
 	for _, n := range strings.Split(list, ",") {
 		n = strings.TrimSpace(n)
 		if !slices.Contains(known, n) {
-			return nil, fmt.Errorf("unknown %s %q (known: %s)", what, n, strings.Join(known, ", "))
+			return nil, fmt.Errorf("%s: unknown %s %q (known: %s)", name, what, n, strings.Join(known, ", "))
 		}
 		want[n] = true
 	}

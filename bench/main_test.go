@@ -218,6 +218,8 @@ func TestParseFlags(t *testing.T) {
 		{name: "name with a directory", args: []string{"-name", "../x"}, wantErr: "need a plain file name"},
 		{name: "empty name", args: []string{"-name", ""}, wantErr: "need a plain file name"},
 		{name: "unknown workload", args: []string{"-workloads", "nope"}, wantErr: `unknown workload "nope"`},
+		{name: "no implementation", args: []string{"-impls", ""}, wantErr: `-impls "": name one or more implementations, or all (known: sched, goroutines, ants, pond, protoactor, hollywood, nats)`},
+		{name: "no workload", args: []string{"-workloads", " "}, wantErr: `-workloads " ": name one or more workloads, or all (known: pingpong, ring,`},
 		{name: "unknown implementation", args: []string{"-impls", "akka"}, wantErr: `unknown implementation "akka"`},
 		{name: "no rounds", args: []string{"-rounds", "0"}, wantErr: "need at least 1"},
 		{name: "bad size", args: []string{"-size", "-1"}, wantErr: "positive factor"},
