@@ -14,6 +14,7 @@ import (
 	"runtime/trace"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -229,21 +230,25 @@ func run(impl string, entries []Entry, args []string, stdout, stderr io.Writer) 
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "%s: unexpected arguments %q: it takes flags only (-h lists them)\n", impl, fs.Args())
+		return 2
+	}
 	if !ScaleOK(*scale) {
 		fmt.Fprintf(stderr, "%s: -scale %v: need a positive factor, at most %d\n", impl, *scale, MaxScale)
 		return 2
 	}
+	l := Listing{Impl: impl}
+	for _, e := range entries {
+		l.Entries = append(l.Entries, Key(e.Workload, e.Variant))
+	}
 	if *list {
-		l := Listing{Impl: impl}
-		for _, e := range entries {
-			l.Entries = append(l.Entries, Key(e.Workload, e.Variant))
-		}
 		_ = json.NewEncoder(stdout).Encode(l)
 		return 0
 	}
 	i := slices.IndexFunc(entries, func(e Entry) bool { return e.Workload == *name && e.Variant == *variant })
 	if i < 0 {
-		fmt.Fprintf(stderr, "%s: no workload %q\n", impl, Key(*name, *variant))
+		fmt.Fprintf(stderr, "%s: no workload %q (it runs: %s)\n", impl, Key(*name, *variant), strings.Join(l.Entries, ", "))
 		return 2
 	}
 	res := Measure(impl, entries[i], *scale, Profiles{CPU: *cpuprofile, Trace: *tracefile})

@@ -279,3 +279,33 @@ func TestProfilesWritten(t *testing.T) {
 		t.Errorf("a trace that cannot be written: exit code %d, want 1", code)
 	}
 }
+
+// TestRunRefusesBadArguments: a benchmark binary refuses a stray
+// argument, and a workload or variant it does not run, with exit status
+// 2, no result, and a message naming the argument, or the entries it
+// runs; it runs nothing.
+func TestRunRefusesBadArguments(t *testing.T) {
+	ran := false
+	entries := []Entry{
+		{Workload: Ring, Run: func(m *Meter, sz Sizes) (Outcome, error) { ran = true; m.Start(); m.Stop(); return Outcome{}, nil }},
+		{Workload: Ring, Variant: "fast", Run: func(m *Meter, sz Sizes) (Outcome, error) { ran = true; m.Start(); m.Stop(); return Outcome{}, nil }},
+	}
+	for _, tt := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"-workload", Ring, "extra"}, `unexpected arguments ["extra"]`},
+		{[]string{"-list", "extra"}, `unexpected arguments ["extra"]`},
+		{[]string{"-workload", "nope"}, `no workload "nope" (it runs: ring, ring/fast)`},
+		{[]string{"-workload", Ring, "-variant", "slow"}, `no workload "ring/slow" (it runs: ring, ring/fast)`},
+	} {
+		var out, errOut bytes.Buffer
+		code := run("test", entries, tt.args, &out, &errOut)
+		if code != 2 || out.Len() != 0 || !strings.Contains(errOut.String(), tt.says) {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit 2, nothing on stdout, and a message with %q", tt.args, code, out.String(), errOut.String(), tt.says)
+		}
+	}
+	if ran {
+		t.Error("a workload ran")
+	}
+}
