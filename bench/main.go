@@ -19,7 +19,9 @@
 // NATS for remote ones), allocations and peak memory, how long a cache
 // line took to move between two cores before each round (transfer.go),
 // writes results/latest.md, results/latest.svg and results/latest.json (-name
-// changes "latest"), and exits non-zero if any run failed its check.
+// changes "latest"), and exits non-zero if any run failed its check. An
+// interrupt (Ctrl-C, or SIGTERM) kills the run in progress and ends the
+// harness with status 1, writing no report.
 //
 // Usage, inside bench/:
 //
@@ -45,11 +47,13 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/procsched/scheduler/bench/internal/report"
@@ -113,7 +117,14 @@ func main() {
 	if len(os.Args) == 3 && os.Args[1] == busyArg {
 		os.Exit(busyLoad(os.Args[2]))
 	}
-	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	// An interrupt (Ctrl-C) or SIGTERM cancels the context: the run in
+	// progress is killed, no report is written, and the built binaries
+	// are removed, where the default action would end the harness at
+	// once and leave its build directory behind.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }
 
 // config is the parsed command line.
@@ -315,6 +326,9 @@ func bench(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	var results []workload.Result
 	var transfer float64
 	for i, j := range jobs {
+		if ctx.Err() != nil {
+			return interrupted(i, len(jobs))
+		}
 		if i == 0 || jobs[i-1].workload != j.workload || jobs[i-1].round != j.round {
 			transfer = measureTransfer() // before the load starts, whose threads would take the cores it measures
 			fmt.Fprintf(stderr, "cache line between cores: %.0f ns\n", transfer)
@@ -330,6 +344,10 @@ func bench(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 			// Not measured under the load it claims: a failed run.
 			res.OK, res.Error = false, err.Error()
 		}
+		if ctx.Err() != nil { // the run was killed: no result
+			fmt.Fprintln(stderr)
+			return interrupted(i, len(jobs))
+		}
 		results = append(results, res)
 		if res.OK {
 			fmt.Fprintf(stderr, "%s\n", summaryOf(res))
@@ -341,6 +359,17 @@ func bench(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		}
 	}
 	return finish(cfg, machine, results, stdout, stderr)
+}
+
+// errInterrupted reports that the harness was interrupted during the
+// runs.
+var errInterrupted = errors.New("interrupted")
+
+// interrupted is the error of an interrupt after done of total runs. No
+// report is written: the runs so far are not the rounds asked for, and
+// the files they would replace may hold a full run.
+func interrupted(done, total int) error {
+	return fmt.Errorf("%w after %d of %d runs; no report written", errInterrupted, done, total)
 }
 
 // finish writes the report of results and says whether every run passed.

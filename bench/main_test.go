@@ -27,8 +27,24 @@ func TestMain(m *testing.M) {
 	if len(os.Args) == 3 && os.Args[1] == busyArg {
 		os.Exit(busyLoad(os.Args[2]))
 	}
+	// A child that TestInterrupt started runs the harness's main with
+	// the arguments it was given instead of the tests.
+	if raw, ok := os.LookupEnv(mainArgsEnv); ok {
+		var args []string
+		if err := json.Unmarshal([]byte(raw), &args); err != nil {
+			fmt.Fprintf(os.Stderr, "the arguments %q: %v\n", raw, err)
+			os.Exit(3)
+		}
+		os.Args = append([]string{"bench"}, args...)
+		main()
+		os.Exit(0) // main exits itself
+	}
 	goleak.VerifyTestMain(m)
 }
+
+// mainArgsEnv holds, in a child that a test started, the arguments (a
+// JSON list) its main runs with.
+const mainArgsEnv = "BENCH_TEST_MAIN_ARGS"
 
 // TestLoadProcess: -load runs a separate process that spins until it is
 // stopped, and the report says so.
@@ -581,4 +597,76 @@ func TestSelectionThatListsNothing(t *testing.T) {
 	require.Empty(t, stdout.String(), "no report")
 	require.Contains(t, stderr.String(), "-impls ants runs none of -workloads pingpong,ring: ants runs skynet, spawn, fanout, fib")
 	require.NotContains(t, stderr.String(), "running ", "no run started")
+}
+
+// TestInterrupt: an interrupt (Ctrl-C) during the runs stops the harness
+// with a message and a non-zero status; it kills the run in progress,
+// writes no report (the runs so far are not the rounds asked for, and
+// the files may hold a full run), and removes its build directory. The
+// harness runs as a child process, this test binary again, and gets
+// SIGINT once its first run has started.
+func TestInterrupt(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs a benchmark binary")
+	}
+	if runtime.GOOS == "windows" {
+		t.Skip("no SIGINT to send")
+	}
+	tmp, out := t.TempDir(), t.TempDir()
+	raw, err := json.Marshal([]string{"-workloads", "ring", "-impls", "sched", "-rounds", "1000", "-size", "0.01", "-out", out})
+	require.NoError(t, err)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), mainArgsEnv+"="+string(raw), "TMPDIR="+tmp)
+	stderr, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
+	require.NoError(t, cmd.Start())
+	exited := make(chan error, 1)
+	var said bytes.Buffer
+	started := make(chan struct{})
+	go func() {
+		// Read what the harness says; once a run has started, say so.
+		buf := make([]byte, 4096)
+		told := false
+		for {
+			n, err := stderr.Read(buf)
+			said.Write(buf[:n])
+			if !told && bytes.Contains(said.Bytes(), []byte("round 1/1000")) {
+				close(started)
+				told = true
+			}
+			if err != nil {
+				exited <- cmd.Wait()
+				return
+			}
+		}
+	}()
+	select {
+	case <-started:
+	case <-time.After(5 * time.Minute):
+		_ = cmd.Process.Kill()
+		<-exited
+		t.Fatalf("the first run did not start within five minutes; the harness said:\n%s", said.String())
+	}
+	require.NoError(t, cmd.Process.Signal(os.Interrupt))
+	var exit *exec.ExitError
+	select {
+	case err = <-exited:
+	case <-time.After(time.Minute):
+		_ = cmd.Process.Kill()
+		<-exited
+		t.Fatalf("the harness did not end within a minute of the interrupt; it said:\n%s", said.String())
+	}
+	require.ErrorAs(t, err, &exit, "the harness exits non-zero; it said:\n%s", said.String())
+	require.True(t, exit.Exited(), "the harness ends by itself, not by the signal (%v); it said:\n%s", exit, said.String())
+	require.Equal(t, 1, exit.ExitCode())
+	require.Contains(t, said.String(), "bench: interrupted")
+	require.Empty(t, stdout.String(), "no report")
+	written, err := os.ReadDir(out)
+	require.NoError(t, err)
+	require.Empty(t, written, "no report files")
+	left, err := os.ReadDir(tmp)
+	require.NoError(t, err)
+	require.Empty(t, left, "the build directory is removed")
 }
