@@ -250,7 +250,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if err := bench(ctx, cfg, stdout, stderr); err != nil {
 		fmt.Fprintln(stderr, "bench:", err)
-		if errors.Is(err, errSelection) {
+		if errors.Is(err, errSelection) || errors.Is(err, errOut) {
 			return 2
 		}
 		return 1
@@ -263,6 +263,28 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // parseFlags finds it or bench does once the binaries said what they
 // run.
 var errSelection = errors.New("nothing to run")
+
+// errOut reports an -out directory the report cannot be written to: a
+// usage error, found before anything is built or run.
+var errOut = errors.New("cannot write the report there")
+
+// checkOut makes sure the report's files can be written to dir (which
+// it creates if needed) before the runs they report: a run of hours
+// whose report could not be written would be lost. "" writes no files.
+func checkOut(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("-out %s: %w: %w", dir, errOut, err)
+	}
+	f, err := os.CreateTemp(dir, ".bench-check-*")
+	if err != nil {
+		return fmt.Errorf("-out %s: %w: %w", dir, errOut, err)
+	}
+	f.Close()
+	return os.Remove(f.Name())
+}
 
 // errFailedRuns reports that some runs failed their check; the report
 // is still written.
@@ -277,6 +299,9 @@ type saved struct {
 }
 
 func bench(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
+	if err := checkOut(cfg.out); err != nil {
+		return err
+	}
 	if cfg.from != "" {
 		return rerender(cfg, stdout, stderr)
 	}

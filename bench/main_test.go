@@ -670,3 +670,17 @@ func TestInterrupt(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, left, "the build directory is removed")
 }
+
+// TestOutCheckedFirst: an -out the report cannot be written to (here a
+// directory under a file) is refused as a usage error before anything
+// is built or run, not found once every run is done.
+func TestOutCheckedFirst(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	require.NoError(t, os.WriteFile(file, nil, 0o644))
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"-workloads", "ring", "-impls", "sched", "-rounds", "1", "-size", "0.01", "-out", filepath.Join(file, "results")}, &stdout, &stderr)
+	require.Equal(t, 2, code, "exit code; stderr:\n%s", stderr.String())
+	require.Contains(t, stderr.String(), "-out "+filepath.Join(file, "results")+": cannot write the report there")
+	require.NotContains(t, stderr.String(), "building", "nothing built")
+	require.Empty(t, stdout.String(), "no report")
+}
