@@ -250,12 +250,26 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if err := bench(ctx, cfg, stdout, stderr); err != nil {
 		fmt.Fprintln(stderr, "bench:", err)
-		if errors.Is(err, errSelection) || errors.Is(err, errOut) {
+		var u usageError
+		if errors.As(err, &u) {
 			return 2
 		}
 		return 1
 	}
 	return 0
+}
+
+// usageError is an error of the command line that bench finds, not
+// parseFlags: the harness exits with status 2 on it, as on a flag value
+// parseFlags refuses, and builds and runs nothing.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// usage returns a usageError of the formatted message.
+func usage(format string, args ...any) error {
+	return usageError{fmt.Errorf(format, args...)}
 }
 
 // errSelection reports a selection of workloads and implementations
@@ -276,11 +290,11 @@ func checkOut(dir string) error {
 		return nil
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("-out %s: %w: %w", dir, errOut, err)
+		return usage("-out %s: %w: %w", dir, errOut, err)
 	}
 	f, err := os.CreateTemp(dir, ".bench-check-*")
 	if err != nil {
-		return fmt.Errorf("-out %s: %w: %w", dir, errOut, err)
+		return usage("-out %s: %w: %w", dir, errOut, err)
 	}
 	f.Close()
 	return os.Remove(f.Name())
@@ -299,11 +313,11 @@ type saved struct {
 }
 
 func bench(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
-	if err := checkOut(cfg.out); err != nil {
-		return err
-	}
 	if cfg.from != "" {
 		return rerender(cfg, stdout, stderr)
+	}
+	if err := checkOut(cfg.out); err != nil {
+		return err
 	}
 	root, err := moduleRoot()
 	if err != nil {
@@ -421,16 +435,46 @@ func finish(cfg config, machine report.Machine, results []workload.Result, stdou
 // rounds are the saved ones, the workload and implementation selection
 // the command line's.
 func rerender(cfg config, stdout, stderr io.Writer) error {
-	raw, err := os.ReadFile(cfg.from)
+	sv, err := readSaved(cfg.from)
 	if err != nil {
-		return err
+		return usage("-from %s: %w", cfg.from, err)
 	}
-	var sv saved
-	if err := json.Unmarshal(raw, &sv); err != nil {
-		return fmt.Errorf("%s: %w", cfg.from, err)
+	if !slices.ContainsFunc(sv.Runs, func(r workload.Result) bool {
+		return slices.Contains(cfg.workloads, r.Workload) && slices.Contains(cfg.impls, r.Impl)
+	}) {
+		return usage("-from %s holds no run of -workloads %s on -impls %s", cfg.from, strings.Join(cfg.workloads, ","), strings.Join(cfg.impls, ","))
+	}
+	if err := checkOut(cfg.out); err != nil {
+		return err
 	}
 	cfg.scale, cfg.rounds = sv.Scale, sv.Rounds
 	return finish(cfg, sv.Machine, sv.Runs, stdout, stderr)
+}
+
+// errNotSaved reports a file that is not a run the harness saved.
+var errNotSaved = errors.New("not a saved run")
+
+// readSaved reads the saved run in file, and refuses one that is not a
+// run: with no runs, or a size or rounds no run has, it would make an
+// empty or meaningless report, written over the files in -out.
+func readSaved(file string) (saved, error) {
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		return saved{}, err
+	}
+	var sv saved
+	if err := json.Unmarshal(raw, &sv); err != nil {
+		return saved{}, fmt.Errorf("%w: %w", errNotSaved, err)
+	}
+	switch {
+	case len(sv.Runs) == 0:
+		return saved{}, fmt.Errorf("%w: no runs", errNotSaved)
+	case !workload.ScaleOK(sv.Scale):
+		return saved{}, fmt.Errorf("%w: size %g", errNotSaved, sv.Scale)
+	case sv.Rounds < 1:
+		return saved{}, fmt.Errorf("%w: %d rounds", errNotSaved, sv.Rounds)
+	}
+	return sv, nil
 }
 
 func summaryOf(r workload.Result) string {
@@ -507,7 +551,7 @@ func binariesFor(cfg config) []string {
 // selectionError is the error of cfg's selection when it makes no run;
 // who says which implementations run which workloads.
 func selectionError(cfg config, who string) error {
-	return fmt.Errorf("%w: -impls %s runs none of -workloads %s: %s", errSelection,
+	return usage("%w: -impls %s runs none of -workloads %s: %s", errSelection,
 		strings.Join(cfg.impls, ","), strings.Join(cfg.workloads, ","), who)
 }
 

@@ -684,3 +684,45 @@ func TestOutCheckedFirst(t *testing.T) {
 	require.NotContains(t, stderr.String(), "building", "nothing built")
 	require.Empty(t, stdout.String(), "no report")
 }
+
+// TestFromRefusesWhatIsNotASavedRun: -from names a file the harness
+// wrote; a file that is not one (no runs, no valid size or rounds, not
+// JSON, missing), or that holds no run of the selected workloads and
+// implementations, is refused as a usage error, and no report is written
+// over the files in -out.
+func TestFromRefusesWhatIsNotASavedRun(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, v any) string {
+		raw, err := json.Marshal(v)
+		require.NoError(t, err)
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, raw, 0o644))
+		return p
+	}
+	ring := []workload.Result{{Impl: "sched", Workload: "ring", Ops: 100, NS: 1000, OK: true}}
+	notJSON := filepath.Join(dir, "notes.txt")
+	require.NoError(t, os.WriteFile(notJSON, []byte("not a run"), 0o644))
+	for _, tt := range []struct {
+		name string
+		args []string
+		says string
+	}{
+		{"empty object", []string{"-from", write("empty.json", map[string]any{})}, "not a saved run: no runs"},
+		{"no size", []string{"-from", write("nosize.json", saved{Rounds: 1, Runs: ring})}, "not a saved run: size 0"},
+		{"no rounds", []string{"-from", write("norounds.json", saved{Scale: 1, Runs: ring})}, "not a saved run: 0 rounds"},
+		{"not JSON", []string{"-from", notJSON}, "-from " + notJSON},
+		{"missing", []string{"-from", filepath.Join(dir, "missing.json")}, "-from " + filepath.Join(dir, "missing.json")},
+		{"nothing selected", []string{"-from", write("ring.json", saved{Scale: 1, Rounds: 1, Runs: ring}), "-workloads", "fib"}, "holds no run of -workloads fib"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			out := filepath.Join(dir, "out-"+strings.ReplaceAll(tt.name, " ", "-"))
+			var stdout, stderr bytes.Buffer
+			code := run(context.Background(), append(tt.args, "-out", out), &stdout, &stderr)
+			require.Equal(t, 2, code, "exit code; stderr:\n%s", stderr.String())
+			require.Contains(t, stderr.String(), tt.says)
+			require.Empty(t, stdout.String(), "no report")
+			written, _ := os.ReadDir(out)
+			require.Empty(t, written, "no report files")
+		})
+	}
+}
