@@ -170,6 +170,18 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if *from != "" {
+		// A saved run has its own size and rounds, and nothing runs.
+		var given []string
+		for _, name := range runOnlyFlags {
+			if set[name] {
+				given = append(given, "-"+name)
+			}
+		}
+		if len(given) > 0 {
+			return config{}, fmt.Errorf("%s: -from runs nothing, so %s do not apply", strings.Join(given, ", "), listFlags(runOnlyFlags))
+		}
+	}
 	c := config{rounds: *rounds, scale: *scale, quick: *quick, out: *out, name: *name, cpuprofile: *cpuprofile, memprofile: *memprofile, trace: *trace, timeout: *timeout, from: *from, load: *load, pgo: *pgo}
 	if c.quick {
 		if !set["rounds"] {
@@ -208,6 +220,22 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return config{}, fmt.Errorf("-name %q: need a plain file name", c.name)
 	}
 	return c, nil
+}
+
+// runOnlyFlags are the flags of the runs, which -from, rendering a saved
+// run, does not make.
+var runOnlyFlags = []string{"rounds", "size", "quick", "timeout", "load", "pgo", "cpuprofile", "memprofile", "trace"}
+
+// listFlags lists flag names as "-a, -b and -c".
+func listFlags(names []string) string {
+	dashed := make([]string, len(names))
+	for i, n := range names {
+		dashed[i] = "-" + n
+	}
+	if len(dashed) < 2 {
+		return strings.Join(dashed, "")
+	}
+	return strings.Join(dashed[:len(dashed)-1], ", ") + " and " + dashed[len(dashed)-1]
 }
 
 // pick parses list, the value of the flag name: a comma-separated
