@@ -277,7 +277,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if err := bench(ctx, cfg, stdout, stderr); err != nil {
-		fmt.Fprintln(stderr, "bench:", err)
+		if ctx.Err() != nil && !errors.Is(err, errInterrupted) {
+			// A step before the runs, a build or a profiling run, was
+			// killed: say why.
+			err = fmt.Errorf("%w: %w", errInterrupted, err)
+		}
+		fmt.Fprintln(stderr, "bench:", strings.TrimSpace(err.Error()))
 		var u usageError
 		if errors.As(err, &u) {
 			return 2

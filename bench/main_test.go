@@ -730,3 +730,17 @@ func TestFromRefusesWhatIsNotASavedRun(t *testing.T) {
 		})
 	}
 }
+
+// TestInterruptBeforeTheRuns: an interrupt that comes before the runs
+// (here, before anything started) ends the harness with status 1 and
+// says it was interrupted, whatever step it stopped.
+func TestInterruptBeforeTheRuns(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var stdout, stderr bytes.Buffer
+	code := run(ctx, []string{"-workloads", "ring", "-impls", "sched", "-out", ""}, &stdout, &stderr)
+	require.Equal(t, 1, code, "exit code; stderr:\n%s", stderr.String())
+	require.Contains(t, stderr.String(), "bench: interrupted")
+	require.NotContains(t, stderr.String(), "running ", "no run started")
+	require.Empty(t, stdout.String(), "no report")
+}
