@@ -150,7 +150,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.SetOutput(stderr)
 	workloads := fs.String("workloads", "all", "comma-separated workloads: "+strings.Join(workload.Names, ","))
 	impls := fs.String("impls", "all", "comma-separated implementations: "+strings.Join(implNames, ","))
-	rounds := fs.Int("rounds", 3, "rounds; each runs every implementation once per workload")
+	rounds := fs.Int("rounds", 3, fmt.Sprintf("rounds, 1 to %d; each runs every implementation once per workload", maxRounds))
 	scale := fs.Float64("size", 1, "size factor, above 0 and at most 1000: 1 is the full size (a million messages, leaves, processes)")
 	quick := fs.Bool("quick", false, "every workload once at size 0.01, checking results (CI); writes files only with -out")
 	out := fs.String("out", "results", "directory for the report: NAME.md, NAME.svg and NAME.json")
@@ -204,8 +204,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if len(binariesFor(c)) == 0 {
 		return config{}, selectionError(c, whoRuns())
 	}
-	if c.rounds < 1 {
-		return config{}, fmt.Errorf("-rounds %d: need at least 1", c.rounds)
+	if c.rounds < 1 || c.rounds > maxRounds {
+		return config{}, fmt.Errorf("-rounds %d: need 1 to %d", c.rounds, maxRounds)
 	}
 	if !workload.ScaleOK(c.scale) {
 		return config{}, fmt.Errorf("-size %v: need a positive factor, at most %d", c.scale, workload.MaxScale)
@@ -221,6 +221,12 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	return c, nil
 }
+
+// maxRounds is the most rounds -rounds takes. The harness plans every
+// run before the first and keeps every result: a thousand rounds of
+// every workload are some seventy thousand runs, days at the full size,
+// while a count in the millions would exhaust memory before any run.
+const maxRounds = 1000
 
 // runOnlyFlags are the flags of the runs, which -from, rendering a saved
 // run, does not make.
