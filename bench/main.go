@@ -325,15 +325,24 @@ var errOut = errors.New("cannot write the report there")
 // it creates if needed) before the runs they report: a run of hours
 // whose report could not be written would be lost. "" writes no files.
 func checkOut(dir string) error {
+	if err := writableDir(dir); err != nil {
+		return usage("-out %s: %w: %w", dir, errOut, err)
+	}
+	return nil
+}
+
+// writableDir makes sure files can be written to dir, creating it if
+// needed. "" is no directory: nothing to check.
+func writableDir(dir string) error {
 	if dir == "" {
 		return nil
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return usage("-out %s: %w: %w", dir, errOut, err)
+		return err
 	}
 	f, err := os.CreateTemp(dir, ".bench-check-*")
 	if err != nil {
-		return usage("-out %s: %w: %w", dir, errOut, err)
+		return err
 	}
 	f.Close()
 	return os.Remove(f.Name())
@@ -358,6 +367,12 @@ func bench(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	if err := checkOut(cfg.out); err != nil {
 		return err
 	}
+	// The profiles' directories too, before anything is built.
+	for _, d := range []struct{ flag, dir string }{{"-cpuprofile", cfg.cpuprofile}, {"-memprofile", cfg.memprofile}, {"-trace", cfg.trace}} {
+		if err := writableDir(d.dir); err != nil {
+			return usage("%s %s: %w", d.flag, d.dir, err)
+		}
+	}
 	root, err := moduleRoot()
 	if err != nil {
 		return err
@@ -379,13 +394,6 @@ func bench(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	entries, err := listEntries(ctx, binDir, cfg)
 	if err != nil {
 		return err
-	}
-	for _, dir := range []string{cfg.cpuprofile, cfg.memprofile, cfg.trace} {
-		if dir != "" {
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				return err
-			}
-		}
 	}
 	jobs := plan(cfg, entries)
 	if len(jobs) == 0 {

@@ -679,17 +679,26 @@ func TestInterrupt(t *testing.T) {
 }
 
 // TestOutCheckedFirst: an -out the report cannot be written to (here a
-// directory under a file) is refused as a usage error before anything
-// is built or run, not found once every run is done.
+// directory under a file), or a profile or trace directory that cannot
+// be made, is refused as a usage error before anything is built or run,
+// not found once every run is done (or once the binaries are built).
 func TestOutCheckedFirst(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "file")
 	require.NoError(t, os.WriteFile(file, nil, 0o644))
-	var stdout, stderr bytes.Buffer
-	code := run(context.Background(), []string{"-workloads", "ring", "-impls", "sched", "-rounds", "1", "-size", "0.01", "-out", filepath.Join(file, "results")}, &stdout, &stderr)
-	require.Equal(t, 2, code, "exit code; stderr:\n%s", stderr.String())
-	require.Contains(t, stderr.String(), "-out "+filepath.Join(file, "results")+": cannot write the report there")
-	require.NotContains(t, stderr.String(), "building", "nothing built")
-	require.Empty(t, stdout.String(), "no report")
+	bad := filepath.Join(file, "dir")
+	for _, tt := range []struct{ flag, says string }{
+		{"-out", "-out " + bad + ": cannot write the report there"},
+		{"-cpuprofile", "-cpuprofile " + bad + ": "},
+		{"-memprofile", "-memprofile " + bad + ": "},
+		{"-trace", "-trace " + bad + ": "},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), []string{"-workloads", "ring", "-impls", "sched", "-rounds", "1", "-size", "0.01", "-out", "", tt.flag, bad}, &stdout, &stderr)
+		require.Equal(t, 2, code, "%s: exit code; stderr:\n%s", tt.flag, stderr.String())
+		require.Contains(t, stderr.String(), tt.says)
+		require.NotContains(t, stderr.String(), "building", "%s: nothing built", tt.flag)
+		require.Empty(t, stdout.String(), "%s: no report", tt.flag)
+	}
 }
 
 // TestFromRefusesWhatIsNotASavedRun: -from names a file the harness
