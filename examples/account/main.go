@@ -116,7 +116,7 @@ func audit(c scheduler.Call) error {
 func main() {
 	flag.Parse()
 	if flag.NArg() > 0 {
-		log.Printf("unexpected arguments %q: the program takes flags only (-h lists them)", flag.Args())
+		log.Printf("unexpected arguments %q: the program takes no arguments", flag.Args())
 		os.Exit(2)
 	}
 	st, err := run()

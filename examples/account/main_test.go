@@ -19,7 +19,7 @@ func TestMain(m *testing.M) {
 }
 
 // TestMainOutput: the program prints the account's statement and exits
-// 0; it takes no arguments.
+// 0; it takes no arguments, and refuses one with exit status 2.
 func TestMainOutput(t *testing.T) {
 	code, stdout, stderr := mainrun.Run(t)
 	if code != 0 {
@@ -28,7 +28,8 @@ func TestMainOutput(t *testing.T) {
 	if stdout != "final balance 5150 (1 deposit rejected by the audit)\n" && stdout != "final balance 150 (2 deposits rejected by the audit)\n" {
 		t.Errorf("printed %q, want \"final balance 5150 (1 deposit rejected by the audit)\" (or 150 with 2 rejected)", stdout)
 	}
-	mainrun.Refused(t, "extra", "extra")
+	// It has no flags either: the refusal says it takes nothing.
+	mainrun.Refused(t, `unexpected arguments ["extra"]: the program takes no arguments`, "extra")
 }
 
 // TestRun runs the example: the deposit of 2,000,000 is always rejected,
