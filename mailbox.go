@@ -530,7 +530,7 @@ func (p *proc) markRunnable() uint64 {
 			if st&flagWake != 0 || p.state.CompareAndSwap(st, st|flagWake) {
 				return 0
 			}
-		default: // Ready: it will drain the event when it runs. Complete: gone.
+		default: // Ready: it will drain the event when it runs. Ended: gone.
 			return 0
 		}
 	}

@@ -85,7 +85,7 @@ const pfTerminateCancel = 0
 //
 // Ownership: impl is touched only by the goroutine that has the process
 // Running (or, before it is first queued, by the submitter; when it
-// completes, by whoever moved it to Complete). The fields under mu are
+// completes, by whoever moved it to Ended). The fields under mu are
 // the mailbox and everything that senders, completers and waiters share
 // with that worker.
 type proc struct {
@@ -97,11 +97,16 @@ type proc struct {
 
 	// state is the State plus flagWake (and, while Running, the worker
 	// and run; see workerShift). It moves to Running only by a
-	// worker's CAS from Ready; to Ready by the CAS of whoever queued the
+	// worker's CAS from Ready, or from Blocked or Idle by a worker that
+	// claims the process for its next run (see claimWaiting and
+	// complete); to Ready by the CAS of whoever queued the
 	// first event for a Blocked or Idle process (that party then queues
 	// it; see markRunnable) or by the worker requeueing it; to Blocked or
-	// Idle by the worker's CAS from Running (see worker.settle); to
-	// Complete by the single winner of a CAS or by the worker running it.
+	// Idle by the worker's CAS from Running (see worker.settle), or by a
+	// claimer giving back a record that serves a later process; to
+	// Ended by the single winner of a CAS or by the worker running it,
+	// and from Ended to Ready only when the record serves a new process
+	// (see Scheduler.record).
 	state atomic.Uint64
 	// hasPending says whether the process has pending yields; written
 	// under mu (see notePending), read without it by the worker choosing
@@ -552,7 +557,7 @@ func (p *proc) reservePending(n int, c *pendingCache) {
 // next set (not 0), the record is left for the process that gets the ID
 // next, its slot's next one, unless something of the process's must
 // outlive it (see reusable and recycleFor). Called once, by whoever
-// moved the process to Complete, after Close returned.
+// moved the process to Ended, after Close returned.
 func (p *proc) close(c *closed, result payload.Payload, err error, forced bool, next uint64) {
 	p.mu.Lock()
 	c.unread, c.cancelled, c.cause = p.inbox.events(), p.flags&pfCancelled != 0, p.cancelCause()
@@ -666,7 +671,7 @@ func (p *proc) reuseID(id uint64) uint64 {
 // caller has checked with reuseID what it can without the lock: that the
 // process has no Handle, no Call held by a handler, and that next is in
 // the run of IDs the record serves. Called once, by the worker that
-// moved the process to Complete, after Close returned.
+// moved the process to Ended, after Close returned.
 func (p *proc) closeQuiet(next uint64) bool {
 	p.mu.Lock()
 	if p.inbox.n != 0 || p.flags&pfCancelled != 0 || p.live() != nil {

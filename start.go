@@ -572,7 +572,7 @@ func (s *Scheduler) drainIfNoneLive() {
 	}
 }
 
-// finish ends a process that the caller moved to Complete: Close,
+// finish ends a process that the caller moved to Ended: Close,
 // counters, result, table slot, awaiting parent. The counters come before
 // the result is published, so a Stats read after the Handle reports the
 // end counts it. v says where this runs.

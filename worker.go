@@ -1584,7 +1584,7 @@ func (w *worker) endDone(p *proc) {
 	}
 }
 
-// endQuiet ends p, which endDone moved to Complete and closed, as
+// endQuiet ends p, which endDone moved to Ended and closed, as
 // finishClosed would, when its end has nothing to hand on but its result:
 // no Handle, no End hook, and, as closeQuiet finds under the record's
 // lock, no unread event, cancellation or live part. Most short processes
@@ -1604,7 +1604,7 @@ func (w *worker) endQuiet(p *proc) bool {
 	if s.hooks.End != nil {
 		return false
 	}
-	id := p.id.Load() // p is Complete, and its ID stays until closeQuiet
+	id := p.id.Load() // p is Ended, and its ID stays until closeQuiet
 	next := p.reuseID(id)
 	if next == 0 || !p.closeQuiet(next) {
 		return false
