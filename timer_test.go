@@ -653,3 +653,48 @@ func TestTimeoutOfZeroOrLessOfASleep(t *testing.T) {
 	assert.ErrorIs(t, err, sched.ErrTimeout, "the earliest Sleep and Timeout")
 	eventually(t, "no timer left", func() bool { return s.Stats().Timers == 0 })
 }
+
+// TestTimersReleasedBeforeClose: a process's timers are released as its
+// end begins, before its Close runs, however it ends: by Done, by an
+// error, or forced at a shutdown deadline. Close finds Stats().Timers
+// without them.
+func TestTimersReleasedBeforeClose(t *testing.T) {
+	for _, end := range []string{"done", "error", "forced"} {
+		t.Run(end, func(t *testing.T) {
+			s := newScheduler(t)
+			timersAtClose := make(chan int, 1)
+			p := &probe{
+				step: func(_ *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+					switch {
+					case n == 0:
+						out.Sleep(1, time.Hour)
+						out.Sleep(2, 2*time.Hour)
+					case end == "forced" || len(evs) == 0 || evs[0].Type != sched.EventMessage:
+						// a forced one ignores its cancel
+					case end == "done":
+						out.Done(payload.Payload{})
+					default:
+						return testError("the end")
+					}
+					return nil
+				},
+				close: func() { timersAtClose <- s.Stats().Timers },
+			}
+			h := submit(t, s, p)
+			eventually(t, "the two timers set", func() bool { return s.Stats().Timers == 2 })
+			if end == "forced" {
+				ctx, cancel := context.WithCancel(context.Background())
+				cancel() // the deadline has passed
+				require.ErrorIs(t, s.Shutdown(ctx), sched.ErrForced)
+			} else {
+				require.NoError(t, s.Tell(h.PID(), "end"))
+			}
+			select {
+			case n := <-timersAtClose:
+				assert.Zero(t, n, "timers left while Close runs")
+			case <-time.After(testTimeout):
+				t.Fatalf("Close did not run within %v", testTimeout)
+			}
+		})
+	}
+}
