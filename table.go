@@ -19,7 +19,9 @@ import (
 // reaches the slot's next occupant. A freed slot is reused with the next
 // generation: freed IDs go to the freeing worker's cache, spill in batches
 // to a shared free list, and come back in batches to workers that run out;
-// callers outside the workers take them one by one from the shared list.
+// callers outside the workers take them one by one from a stripe of
+// caches of their own (see outsideSlots), which refill from the shared
+// list in batches too.
 // A slot whose generation reaches maxGen is retired instead of reused, so
 // PIDs are never reused within a scheduler's life.
 //
