@@ -6,7 +6,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	scheduler "github.com/procsched/scheduler"
@@ -88,5 +90,69 @@ func TestDesignTransitionsNameTheStates(t *testing.T) {
 	require.NotZero(t, rows, "docs/design.md: no table of transitions in \"The life of a process\"")
 	for name, seen := range names {
 		require.True(t, seen, "docs/design.md: no transition names the state %s", name)
+	}
+}
+
+// TestDocsQuoteTheConstants: the sizes, bounds, intervals and defaults
+// that the design documents quote are the code's. Each row is a phrase of
+// a document (spacing aside) and the constant whose value it states: a
+// change of either, without the other, fails here.
+func TestDocsQuoteTheConstants(t *testing.T) {
+	rows := []struct {
+		doc, phrase string
+		name        string // in scheduler.DocConstants, or an exported one below
+		value       int64  // what the phrase says
+	}{
+		{"docs/dispatch.md", "IDs below `FirstUserCommand` (16)", "FirstUserCommand", 16},
+		{"docs/dispatch.md", "one above 65536", "maxCommand", 65536},
+		{"docs/design.md", "and at most 1024 (`WithWorkers`)", "maxWorkers", 1024},
+		{"docs/design.md", "chunks of 4,096 entries", "chunkSize", 4096},
+		{"docs/design.md", "within 16,384 of the list's top", "freeDirtyMax", 16384},
+		{"docs/design.md", "at most 256 ended processes per worker", "slotCacheMax", 256},
+		{"docs/design.md", "64 per stripe of the IDs cached", "slotBatch", 64},
+		{"docs/design.md", "each refilled from the shared list 64 IDs at a time", "slotBatch", 64},
+		{"docs/design.md", "one of 16 caches of their own", "counterStripes", 16},
+		{"docs/design.md", "go to one of 16 stripes of atomics", "counterStripes", 16},
+		{"docs/design.md", "finds 1,024 or more yields its processor once every 64 starts", "yieldBacklog", 1024},
+		{"docs/design.md", "finds 1,024 or more yields its processor once every 64 starts", "yieldEvery", 64},
+		{"docs/design.md", "takes up to 128 processes from the head of the global queue", "helpBatch*helpRounds", 128},
+		{"docs/design.md", "every 61st tick, one process from the global queue", "globalCheckInterval", 61},
+		{"docs/design.md", "every 244th tick the oldest process of its own deque", "ownQueueInterval", 244},
+		{"docs/design.md", "unless it has taken from it three times in a row", "maxNextRuns", 3},
+		{"docs/design.md", "(default cap 128)", "DefaultGlobalBatch", 128},
+		{"docs/design.md", "(at most 64 such runs, then the parent steps)", "maxDirectDefers", 64},
+		{"docs/design.md", "for each of the 64 newest positions of its deque", "queuedTags", 64},
+		{"docs/design.md", "Parents put aside nest, the latest on top, sixteen at most", "maxDeferred", 16},
+		{"docs/design.md", "each one steps at most 256 of the worker's turns after its claim", "maxDeferTicks", 256},
+		{"docs/design.md", "a worker that has run 1,024 scheduling ticks", "yieldTicks", 1024},
+		{"docs/design.md", "when it publishes its counters (every 64 ticks)", "flushTicks", 64},
+		{"docs/design.md", "published to atomics every 64 rounds", "flushTicks", 64},
+		{"docs/design.md", "mailbox buffer of at most 64 events", "keptInbox", 64},
+		{"docs/design.md", "Past 31 the set moves to two maps", "pendingSmallMax", 31},
+		{"docs/design.md", "in the same aligned run of 32 as its own", "ctxGens", 32},
+		{"docs/design.md", "24 bytes from a slab of sixteen", "valuesCtxSlab", 16},
+		{"docs/design.md", "a key's low six bits place it within a block of 64 consecutive slots", "homeBlockBits", 6},
+		{"docs/design.md", "before the earliest deadline, at most 32", "timerMaxTicks", 32},
+		{"docs/design.md", "only once its timers are 100 µs overdue", "timerStealAfter", int64(100 * time.Microsecond)},
+		{"docs/design.md", "Firing takes up to 64 due entries of a shard", "timerBatch", 64},
+	}
+	exported := map[string]int64{
+		"FirstUserCommand":   int64(scheduler.FirstUserCommand),
+		"DefaultGlobalBatch": scheduler.DefaultGlobalBatch,
+	}
+	text := map[string]string{}
+	for _, r := range rows {
+		if _, ok := text[r.doc]; !ok {
+			b, err := os.ReadFile(filepath.FromSlash(r.doc))
+			require.NoError(t, err)
+			text[r.doc] = strings.Join(strings.Fields(string(b)), " ")
+		}
+		assert.Contains(t, text[r.doc], strings.Join(strings.Fields(r.phrase), " "), "%s no longer says this", r.doc)
+		got, ok := scheduler.DocConstants[r.name]
+		if !ok {
+			got, ok = exported[r.name]
+		}
+		require.True(t, ok, "no constant %s", r.name)
+		assert.Equal(t, r.value, got, "%s says %q, but %s is %d", r.doc, r.phrase, r.name, got)
 	}
 }

@@ -51,3 +51,36 @@ func WatchersOf(s *Scheduler, pid relay.PID) (yields, outside int) {
 	}
 	return yields, outside
 }
+
+// DocConstants are the internal sizes, bounds and intervals that
+// docs/design.md and docs/dispatch.md quote, by name, for
+// TestDocsQuoteTheConstants.
+var DocConstants = map[string]int64{
+	"maxCommand":           maxCommand,
+	"maxWorkers":           maxWorkers,
+	"chunkSize":            chunkSize,
+	"slotCacheMax":         slotCacheMax,
+	"slotBatch":            slotBatch,
+	"freeDirtyMax":         freeDirtyMax,
+	"counterStripes":       counterStripes,
+	"yieldBacklog":         yieldBacklog,
+	"yieldEvery":           yieldEvery,
+	"helpBatch*helpRounds": helpBatch * helpRounds,
+	"globalCheckInterval":  globalCheckInterval,
+	"ownQueueInterval":     ownQueueInterval,
+	"maxNextRuns":          maxNextRuns,
+	"maxDirectDefers":      maxDirectDefers,
+	"queuedTags":           queuedTags,
+	"maxDeferred":          maxDeferred,
+	"maxDeferTicks":        maxDeferTicks,
+	"yieldTicks":           yieldTicks,
+	"flushTicks":           flushTicks,
+	"keptInbox":            keptInbox,
+	"pendingSmallMax":      pendingSmallMax,
+	"ctxGens":              ctxGens,
+	"valuesCtxSlab":        valuesCtxSlab,
+	"homeBlockBits":        homeBlockBits,
+	"timerMaxTicks":        timerMaxTicks,
+	"timerStealAfter":      timerStealAfter,
+	"timerBatch":           timerBatch,
+}
