@@ -31,9 +31,11 @@ var excerptMarker = regexp.MustCompile(`^<!-- excerpt of (\S+) -->$`)
 // Go snippet must be a whole program or a marked excerpt. In the other
 // documents a snippet may also be a sketch, checked only if it is marked.
 var excerptRequired = map[string]bool{
-	"README.md":        true,
-	"docs/patterns.md": true,
-	"docs/testing.md":  true,
+	"README.md":             true,
+	"docs/dispatch.md":      true,
+	"docs/patterns.md":      true,
+	"docs/process-model.md": true,
+	"docs/testing.md":       true,
 }
 
 // docSnippets returns the Go snippets of the README and of docs/*.md.
