@@ -674,6 +674,53 @@ func TestTellClaimedReceiverNotKeptWaiting(t *testing.T) {
 	}
 }
 
+// TestTellFollowedByAYieldClaimsNothing: only a Tell that is its step's
+// last yield may claim a waiting receiver for the worker's next run; one
+// followed by another yield leaves the receiver Ready in the next slot,
+// since that yield's handler (or a child's Init) runs after the Tell and
+// must not run while the receiver sits claimed. The handler of the yield
+// after the Tell looks at the receiver, on the only worker: it must not
+// be Running.
+func TestTellFollowedByAYieldClaimsNothing(t *testing.T) {
+	const cmdLook = sched.FirstUserCommand
+	for range 20 {
+		seen := make(chan sched.State, 1)
+		var s *sched.Scheduler
+		var receiverPID relay.PID
+		look := func(c sched.Call) error {
+			state := sched.State(0)
+			if info, ok := findProcess(s, receiverPID); ok {
+				state = info.State
+			}
+			seen <- state
+			return c.Complete(nil, nil)
+		}
+		s = newScheduler(t, sched.WithWorkers(1), sched.WithHandler(cmdLook, look))
+		receiver := submit(t, s, &probe{step: untilMessage})
+		receiverPID = receiver.PID()
+		waitState(t, s, receiver.PID(), sched.StateIdle)
+		sender := submit(t, s, &probe{step: func(p *probe, n int, evs []sched.Event, out *sched.StepOutput) error {
+			switch {
+			case n == 0:
+			case len(p.EventsOf(sched.EventYieldComplete)) == 0:
+				out.Tell(receiver.PID(), "hi")
+				out.Yield(1, cmdLook, nil) // after the Tell, in a step that neither continues nor ends
+			default:
+				out.Done(payload.Payload{})
+			}
+			return nil
+		}})
+		waitState(t, s, sender.PID(), sched.StateIdle)
+		require.NoError(t, s.Tell(sender.PID(), "go"))
+		assert.Equal(t, sched.StateReady, receive(t, seen, "the receiver's state during the handler"),
+			"a Tell followed by a yield claimed its receiver")
+		for _, h := range []sched.Handle{receiver, sender} {
+			_, err := waitEnd(t, s, h)
+			require.NoError(t, err)
+		}
+	}
+}
+
 // TestTellClaimedReceiverRunsBeforeItsChildren: a receiver that a step's
 // Tell claims runs next, even when children it awaits are on top of the
 // worker's deque, which a parent claimed by a child's end would let run
