@@ -120,6 +120,8 @@ func TestDocsQuoteTheConstants(t *testing.T) {
 		{"docs/design.md", "every 244th tick the oldest process of its own deque", "ownQueueInterval", 244},
 		{"docs/design.md", "unless it has taken from it three times in a row", "maxNextRuns", 3},
 		{"docs/design.md", "(default cap 128)", "DefaultGlobalBatch", 128},
+		{"docs/design.md", "at most the **step budget** (`WithStepBudget`, default 16)", "DefaultStepBudget", 16},
+		{"docs/process-model.md", "its step budget (`WithStepBudget`, 16 steps by default)", "DefaultStepBudget", 16},
 		{"docs/design.md", "(at most 64 such runs, then the parent steps)", "maxDirectDefers", 64},
 		{"docs/design.md", "for each of the 64 newest positions of its deque", "queuedTags", 64},
 		{"docs/design.md", "Parents put aside nest, the latest on top, sixteen at most", "maxDeferred", 16},
@@ -139,6 +141,7 @@ func TestDocsQuoteTheConstants(t *testing.T) {
 	exported := map[string]int64{
 		"FirstUserCommand":   int64(scheduler.FirstUserCommand),
 		"DefaultGlobalBatch": scheduler.DefaultGlobalBatch,
+		"DefaultStepBudget":  scheduler.DefaultStepBudget,
 	}
 	text := map[string]string{}
 	for _, r := range rows {
@@ -154,5 +157,31 @@ func TestDocsQuoteTheConstants(t *testing.T) {
 		}
 		require.True(t, ok, "no constant %s", r.name)
 		assert.Equal(t, r.value, got, "%s says %q, but %s is %d", r.doc, r.phrase, r.name, got)
+	}
+}
+
+// TestDesignDefinesItsTerms: the words for the scheduler's own parts
+// that design.md, dispatch.md and process-model.md use are defined in
+// design.md's Terms, so that a reader of any of them finds what each
+// means; a term dropped from there while a document still uses it fails
+// here.
+func TestDesignDefinesItsTerms(t *testing.T) {
+	terms := docSection(t, "docs/design.md", "## Terms")
+	var all string
+	for _, doc := range []string{"docs/design.md", "docs/dispatch.md", "docs/process-model.md"} {
+		b, err := os.ReadFile(filepath.FromSlash(doc))
+		require.NoError(t, err)
+		all += strings.ToLower(strings.Join(strings.Fields(string(b)), " ")) + "\n"
+	}
+	for _, term := range []string{
+		"record", "slot", "generation", "mailbox", "pending set",
+		"sequence number", "completion", "run", "step budget", "tick",
+		"next slot", "later slot", "held queue", "claim", "put aside",
+		"shard", "watcher", "stopper", "watchdog",
+	} {
+		if !strings.Contains(all, " "+term+" ") {
+			continue
+		}
+		assert.Contains(t, terms, "**"+term+"**", "docs/design.md, Terms, does not define %q", term)
 	}
 }
