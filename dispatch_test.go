@@ -1995,6 +1995,59 @@ func TestEventsComeInTheOrderTheyArrived(t *testing.T) {
 	assert.Equal(t, []string{"end 3", "between", "end 1", "end 2"}, got, "the batch after the held step")
 }
 
+// TestClaimedParentReadsItsMailboxAtTheNextStep: a parent claimed by
+// its child's end is stepped with the events it was claimed with; a
+// message that reached its mailbox while it waited claimed, and a
+// sibling's completion that came after that message, are its next
+// step's, in the order they came. On one worker the parent spawns two
+// children that run back to back; the second to run tells the parent
+// from its step, before it ends.
+func TestClaimedParentReadsItsMailboxAtTheNextStep(t *testing.T) {
+	s := newScheduler(t, sched.WithWorkers(1))
+	var parentPID atomic.Pointer[relay.PID]
+	var ran atomic.Int32
+	child := func() *probe {
+		return &probe{step: func(_ *probe, _ int, _ []sched.Event, out *sched.StepOutput) error {
+			if ran.Add(1) == 2 {
+				if err := s.Tell(*parentPID.Load(), "between"); err != nil {
+					return err
+				}
+			}
+			out.Done(payload.Payload{})
+			return nil
+		}}
+	}
+	parent := &probe{step: func(p *probe, n int, _ []sched.Event, out *sched.StepOutput) error {
+		if n == 0 {
+			self := out.Self()
+			parentPID.Store(&self)
+			out.SpawnAwait(1, child(), "run", nil)
+			out.SpawnAwait(2, child(), "run", nil)
+			return nil
+		}
+		if len(p.EventsOf(sched.EventYieldComplete)) == 2 {
+			out.Done(payload.Payload{})
+		}
+		return nil
+	}}
+	h := submit(t, s, parent)
+	_, err := waitEnd(t, s, h)
+	require.NoError(t, err)
+	var got [][]string
+	for _, batch := range parent.Batches()[1:] {
+		var b []string
+		for _, ev := range batch {
+			if ev.Type == sched.EventMessage {
+				b = append(b, ev.Data.(string))
+			} else {
+				b = append(b, "end")
+			}
+		}
+		got = append(got, b)
+	}
+	assert.Equal(t, [][]string{{"end"}, {"between", "end"}}, got, "the parent's batches after its first step")
+}
+
 // TestCompletionRacedFromManyGoroutines: one Completion completed at once
 // from many goroutines completes its yield once, as its doc says: one
 // Complete returns nil, every other an error wrapping
