@@ -362,3 +362,61 @@ func TestStartHookSeesItsProcessUnpublished(t *testing.T) {
 	assert.Empty(t, p.EventsOf(sched.EventCancel), "no Terminate reached it")
 	requireLifecycle(t, p)
 }
+
+// TestEndInItsOrder: the end of a process goes in the order design.md's
+// invariant 6 gives: Close, then the End hook, then the messages it left
+// unread to the DeadLetter hook, all while its name is still its own,
+// and then, its name freed, its Handle reports the end. The process
+// holds its final step while a message arrives, which it leaves unread.
+func TestEndInItsOrder(t *testing.T) {
+	var (
+		mu    sync.Mutex
+		order []string
+		h     sched.Handle
+		s     *sched.Scheduler
+	)
+	note := func(what string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if isClosed(h.Done()) {
+			what += " (after the Handle reported)"
+		}
+		if _, err := s.Lookup("ender"); err == nil {
+			what += " (named)"
+		}
+		order = append(order, what)
+	}
+	s = newScheduler(t, sched.WithHooks(sched.Hooks{
+		End:        func(sched.EndInfo) { note("End hook") },
+		DeadLetter: func(sched.DeadLetter) { note("DeadLetter hook") },
+	}))
+	held, gate := make(chan struct{}), make(chan struct{})
+	var release sync.Once
+	open := func() { release.Do(func() { close(gate) }) }
+	t.Cleanup(open) // a failure below must not leave the step held
+	p := &probe{
+		step: func(_ *probe, n int, _ []sched.Event, out *sched.StepOutput) error {
+			if n == 1 {
+				close(held)
+				<-gate // the message arrives meanwhile: unread
+				out.Done(payload.Payload{})
+			}
+			return nil
+		},
+		close: func() { note("Close") },
+	}
+	mu.Lock()
+	h = submit(t, s, p)
+	mu.Unlock()
+	require.NoError(t, s.Register("ender", h.PID()))
+	require.NoError(t, s.Tell(h.PID(), "end"))
+	receive(t, held, "the final step")
+	require.NoError(t, s.Tell(h.PID(), "unread"))
+	open()
+	_, err := waitEnd(t, s, h)
+	require.NoError(t, err)
+	note("Handle")
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, []string{"Close (named)", "End hook (named)", "DeadLetter hook (named)", "Handle (after the Handle reported)"}, order)
+}
