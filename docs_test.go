@@ -137,6 +137,8 @@ func TestDocsQuoteTheConstants(t *testing.T) {
 		{"docs/design.md", "before the earliest deadline, at most 32", "timerMaxTicks", 32},
 		{"docs/design.md", "only once its timers are 100 µs overdue", "timerStealAfter", int64(100 * time.Microsecond)},
 		{"docs/design.md", "Firing takes up to 64 due entries of a shard", "timerBatch", 64},
+		{"docs/design.md", "buffer holds more than 256 entries", "timerShrinkMin", 256},
+		{"docs/design.md", "has stayed below a quarter of it for a second", "timerShrinkAfter", int64(time.Second)},
 	}
 	exported := map[string]int64{
 		"FirstUserCommand":   int64(scheduler.FirstUserCommand),

@@ -83,4 +83,6 @@ var DocConstants = map[string]int64{
 	"timerMaxTicks":        timerMaxTicks,
 	"timerStealAfter":      timerStealAfter,
 	"timerBatch":           timerBatch,
+	"timerShrinkMin":       timerShrinkMin,
+	"timerShrinkAfter":     timerShrinkAfter,
 }
