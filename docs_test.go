@@ -187,3 +187,44 @@ func TestDesignDefinesItsTerms(t *testing.T) {
 		assert.Contains(t, terms, "**"+term+"**", "docs/design.md, Terms, does not define %q", term)
 	}
 }
+
+// TestDocsCiteTestsThatExist: every test or benchmark that design.md,
+// dispatch.md and process-model.md name, as the evidence of what they
+// say, is a function of a test file of the repository, and every source
+// file they name exists: a renamed or removed one fails here.
+func TestDocsCiteTestsThatExist(t *testing.T) {
+	var funcs strings.Builder
+	files := map[string]bool{}
+	require.NoError(t, filepath.WalkDir(".", func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && path != "." && strings.HasPrefix(d.Name(), "_") {
+			return filepath.SkipDir // the snippets' build directories
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") {
+			return nil
+		}
+		files[d.Name()] = true
+		if strings.HasSuffix(path, "_test.go") {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			funcs.Write(b)
+		}
+		return nil
+	}))
+	cited := regexp.MustCompile("`((?:Test|Benchmark)[A-Z][A-Za-z0-9_]*)`")
+	file := regexp.MustCompile("`([a-z0-9_]+\\.go)`")
+	for _, doc := range []string{"docs/design.md", "docs/dispatch.md", "docs/process-model.md"} {
+		b, err := os.ReadFile(filepath.FromSlash(doc))
+		require.NoError(t, err)
+		for _, m := range cited.FindAllStringSubmatch(string(b), -1) {
+			assert.Contains(t, funcs.String(), "func "+m[1]+"(", "%s names %s, which no test file declares", doc, m[1])
+		}
+		for _, m := range file.FindAllStringSubmatch(string(b), -1) {
+			assert.True(t, files[m[1]], "%s names %s, which is no file of the repository", doc, m[1])
+		}
+	}
+}
