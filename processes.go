@@ -72,6 +72,10 @@ func (s *Scheduler) Processes() []ProcessInfo {
 //	Running -> Blocked          it waits for yields (messages and cancel still wake it)
 //	Running -> Idle             it waits for messages
 //	Blocked, Idle -> Ready      an event arrived
+//	Blocked, Idle -> Running    an event arrived and the worker that
+//	                            brought it runs the process next, without
+//	                            queueing it (a child ended on that worker,
+//	                            or a Tell was its sender's step's last yield)
 //	Running -> Ended            it finished (done, error, panic)
 //	Ready, Blocked, Idle -> Ended      forced at a shutdown deadline
 type State uint8
