@@ -153,3 +153,72 @@ func BenchmarkU64MapWindow(b *testing.B) {
 		})
 	}
 }
+
+// TestU64MapRunsAcrossTheEnd: keys that share a home slot, the last one
+// of the table, form a run that wraps round to its first slots; every
+// key of it stays found while others are removed from any place in it
+// (the backward shift crosses the end too), added again, and while the
+// table grows under it. Key 0 and the largest key are kept beside them.
+func TestU64MapRunsAcrossTheEnd(t *testing.T) {
+	var probe u64map
+	probe.reserve(1) // 64 slots, the size a map starts with
+	last := len(probe.slots) - 1
+	var keys []uint64
+	for k := uint64(1); len(keys) < 24; k++ {
+		if probe.home(k) == last {
+			keys = append(keys, k)
+		}
+	}
+	var m u64map
+	require.True(t, m.add(0, 100))
+	require.True(t, m.add(^uint64(0), 200))
+	for i, k := range keys {
+		require.True(t, m.add(k, uint64(i)), "add(%d)", k)
+	}
+	require.Len(t, m.slots, len(probe.slots), "the map grew: the run does not wrap")
+	require.Equal(t, keys[len(keys)-1], m.slots[(last+len(keys)-1)&last].key, "the run's last key, past the end")
+	check := func(present map[uint64]uint64) {
+		t.Helper()
+		require.Equal(t, len(present), m.len())
+		for k, v := range present {
+			got, ok := m.get(k)
+			require.True(t, ok, "get(%d)", k)
+			require.Equal(t, v, got, "get(%d)", k)
+		}
+	}
+	present := map[uint64]uint64{0: 100, ^uint64(0): 200}
+	for i, k := range keys {
+		present[k] = uint64(i)
+	}
+	check(present)
+	// Out of the run: its first key, one in the slots before the end,
+	// the one at the end, one past it, and its last.
+	for _, i := range []int{0, 5, 1, 12, 23} {
+		v, ok := m.remove(keys[i])
+		require.True(t, ok, "remove(%d)", keys[i])
+		require.Equal(t, uint64(i), v)
+		delete(present, keys[i])
+		check(present)
+		_, ok = m.remove(keys[i])
+		require.False(t, ok, "remove(%d) again", keys[i])
+	}
+	// Back in, with new values, then beyond the size that grows it.
+	for _, i := range []int{12, 0, 23, 1, 5} {
+		require.True(t, m.add(keys[i], uint64(1000+i)))
+		present[keys[i]] = uint64(1000 + i)
+		check(present)
+	}
+	for k := uint64(1 << 40); len(present) < 80; k++ {
+		require.True(t, m.add(k, k))
+		present[k] = k
+	}
+	require.Greater(t, len(m.slots), len(probe.slots), "the map did not grow")
+	check(present)
+	for k := range present {
+		_, ok := m.remove(k)
+		require.True(t, ok, "remove(%d)", k)
+	}
+	require.Zero(t, m.len())
+	_, ok := m.get(keys[3])
+	require.False(t, ok)
+}

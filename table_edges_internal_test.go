@@ -1,0 +1,156 @@
+package scheduler
+
+import (
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestTableLookupOfIDsNeverIssued: a lookup finds a process only by the
+// very ID it was given. The zero ID, IDs whose low half names no slot,
+// slots beyond the table, the slot's generations before and after its
+// occupant's, and the occupant's ID with either of the two top bits set
+// (which name requests and children elsewhere) all find nothing.
+func TestTableLookupOfIDsNeverIssued(t *testing.T) {
+	tb := newTable()
+	var c slotCache
+	var id uint64
+	for range 5 {
+		var ok bool
+		id, ok = tb.alloc(&c, false)
+		require.True(t, ok)
+	}
+	// The fifth slot's occupant, in its third generation.
+	tb.release(id, &c)
+	id, _ = tb.alloc(&c, false)
+	tb.release(id, &c)
+	id, _ = tb.alloc(&c, false)
+	require.Equal(t, makeID(4, 2), id)
+	p := allocProc(0)
+	p.setFreshID(id)
+	tb.publish(p)
+	require.Same(t, p, tb.lookup(id))
+
+	for _, bad := range []uint64{
+		0,
+		1 << 32,              // generation 1 of no slot
+		^uint64(0),           // every bit
+		1<<32 - 1,            // the last slot there can be, never reached
+		makeID(chunkSize, 0), // a slot beyond the directory
+		makeID(5, 0),         // a slot reserved and never published
+		makeID(4, 0),         // the occupant's slot, earlier generations
+		makeID(4, 1),         //
+		makeID(4, 3),         // and the next one, never issued
+		makeID(4, maxGen),    // and its last
+		makeID(4, maxGen+1),  // beyond its last
+		id | seqChild,        // the occupant's ID as its parent's yield
+		id | monitorRequest,  // and as a request's monitor
+		id | 0xFFFFFFFF<<32,  // every generation bit
+	} {
+		assert.Nil(t, tb.lookup(bad), "lookup(%#x)", bad)
+	}
+}
+
+// TestTableRetiresASlotAtItsLastGeneration: a slot whose occupant had
+// the last generation (maxGen) is never handed out again, so that an ID
+// cannot come back once the generation would run out of its bits, and
+// the slot's ended process is no longer reachable from it. The next IDs
+// come from other slots, and every ID made keeps the two top bits clear.
+func TestTableRetiresASlotAtItsLastGeneration(t *testing.T) {
+	tb := newTable()
+	var c slotCache
+	first, ok := tb.alloc(&c, false)
+	require.True(t, ok)
+	require.Equal(t, makeID(0, 0), first)
+	// Slot 0's process before last ends, and its next ID goes to the cache.
+	tb.release(makeID(0, maxGen-1), &c)
+	last, ok := tb.alloc(&c, false)
+	require.True(t, ok)
+	require.Equal(t, makeID(0, maxGen), last)
+	require.Zero(t, last&(seqChild|monitorRequest), "the top bits of the slot's last ID")
+	p := allocProc(0)
+	p.setFreshID(last)
+	tb.publish(p)
+	require.Same(t, p, tb.lookup(last))
+
+	tb.release(last, &c)
+	assert.True(t, tb.entry(0).p.Load() == nil, "the retired slot's entry keeps its process")
+	assert.True(t, tb.lookup(last) == nil, "lookup of the retired slot's last ID finds its process")
+	assert.Equal(t, uint64(1), tb.retired.Load())
+	// No ID of slot 0 comes out again, from this cache, another, or the
+	// shared list.
+	var other slotCache
+	for range 4 * slotBatch {
+		for _, cache := range []*slotCache{&c, &other} {
+			id, ok := tb.alloc(cache, false)
+			require.True(t, ok)
+			require.NotEqual(t, uint32(0), slotOf(id), "ID %#x of the retired slot", id)
+			tb.pushFree(makeID(slotOf(id), genOf(id)+1))
+		}
+	}
+}
+
+// TestTableGrowsUnderLookups: lookups running while other goroutines
+// reserve slots, and so grow the directory, find every published process
+// by its ID, and nothing by an ID not published; run with -race, it also
+// shows that a lookup needs no lock against growth.
+func TestTableGrowsUnderLookups(t *testing.T) {
+	tb := newTable()
+	var c slotCache
+	var published []uint64
+	for range 3 * slotBatch {
+		id, ok := tb.alloc(&c, false)
+		require.True(t, ok)
+		p := allocProc(0)
+		p.setFreshID(id)
+		tb.publish(p)
+		published = append(published, id)
+	}
+	const growers, batches = 2, 8 * chunkSize / slotBatch
+	stop := make(chan struct{})
+	var lookups sync.WaitGroup
+	for range 2 {
+		lookups.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				for _, id := range published {
+					if p := tb.lookup(id); p == nil || p.id.Load() != id {
+						t.Errorf("lookup(%#x) = %v during growth", id, p)
+						return
+					}
+					if p := tb.lookup(makeID(slotOf(id), 1)); p != nil {
+						t.Errorf("lookup of unpublished %#x found a process", makeID(slotOf(id), 1))
+						return
+					}
+				}
+			}
+		})
+	}
+	var grow sync.WaitGroup
+	for range growers {
+		grow.Go(func() {
+			var own slotCache
+			for range batches {
+				own = own[:0]
+				tb.reserve(&own)
+				for _, id := range own {
+					if tb.entry(slotOf(id)) == nil {
+						t.Errorf("slot %d reserved without its entry", slotOf(id))
+						return
+					}
+				}
+			}
+		})
+	}
+	grow.Wait()
+	close(stop)
+	lookups.Wait()
+	assert.Equal(t, uint64(3*slotBatch+growers*batches*slotBatch), tb.fresh.Load())
+	assert.GreaterOrEqual(t, len(*tb.dir.Load())*chunkSize, int(tb.fresh.Load()), "slots the directory covers")
+}
