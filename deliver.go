@@ -242,9 +242,16 @@ func (s *Scheduler) sendBack(msg relay.Message, v via) error {
 }
 
 // forward hands a message for another node to the transport and counts
-// it. The transport's error is the sender's refusal.
+// it. The transport's error is the sender's refusal. A message for ID 0,
+// which names no process on any node (see relay.PID), the zero PID
+// included, is refused with ErrProcessNotFound, as it would be here,
+// and never leaves the node: its sender learns of it at once, rather
+// than from a refusal that comes back later, if at all.
 // Any goroutine.
 func (s *Scheduler) forward(msg relay.Message, v via) error {
+	if msg.To.ID == 0 {
+		return &procError{err: ErrProcessNotFound, pid: msg.To}
+	}
 	if err := s.transport.Send(msg); err != nil {
 		return err
 	}

@@ -193,9 +193,11 @@ func (w *worker) watch(p *proc, seq uint64, pid relay.PID, request bool) bool {
 }
 
 // monitor is the built-in Monitor yield tag (sequence number seq): it
-// completes when pid ends. Worker only, with p Running.
+// completes when pid ends. ID 0 names no process on any node, so its
+// monitor completes at once, as a local one of no process does, without
+// asking the transport. Worker only, with p Running.
 func (w *worker) monitor(p *proc, tag, seq uint64, pid relay.PID) {
-	if pid.Node != w.s.node {
+	if pid.Node != w.s.node && pid.ID != 0 {
 		w.monitorRemote(p, tag, seq, pid)
 		return
 	}

@@ -125,6 +125,10 @@ func WithNode(node uint32) Option {
 // return it, and a process that told the message gets it back as an
 // undeliverable message. A transport that learns of a failure later hands
 // the message back to [Scheduler.Send] with Err set.
+//
+// A PID whose ID is 0 (the zero PID, say) names no process on any node:
+// a message or monitor for one is refused as a local one would be
+// ([ErrProcessNotFound], or [ExitGone] at once) and never reaches t.
 func WithTransport(t relay.Receiver) Option {
 	return optionFunc(func(c *config) error {
 		if t == nil {

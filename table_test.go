@@ -54,3 +54,38 @@ func TestPIDsNeverReused(t *testing.T) {
 		require.Equal(t, pid, back, "PID.String round trip")
 	}
 }
+
+// TestIDZeroIsRefusedOnEveryNode: ID 0 names no process on any node, the
+// zero PID included, so a message for one is refused at once with
+// ErrProcessNotFound, and never handed to the transport, even when its
+// node is another one: the sender learns of its mistake from the call,
+// as it would for a local PID, and nothing goes over the wire to be
+// refused later. A step's Tell to it comes back as a bounce, and a
+// step's Monitor of it completes at once with ExitGone, without asking
+// a transport that watches processes on other nodes.
+func TestIDZeroIsRefusedOnEveryNode(t *testing.T) {
+	tr := &remoteMonitors{fakeTransport: newFakeTransport(), calls: make(chan sched.Call, 4)}
+	s := newScheduler(t, sched.WithNode(1), sched.WithTransport(tr))
+	for _, to := range []relay.PID{{}, {Node: 2}, {Node: 1}} {
+		require.ErrorIs(t, s.Tell(to, "x"), sched.ErrProcessNotFound, "Tell(%v)", to)
+		require.ErrorIs(t, s.Send(relay.Message{From: relay.PID{Node: 1, ID: 9}, To: to, Data: "x"}), sched.ErrProcessNotFound, "Send(%v)", to)
+		require.ErrorIs(t, s.TellContext(t.Context(), to, "x"), sched.ErrProcessNotFound, "TellContext(%v)", to)
+		h := submit(t, s, &probe{step: bounced(to)})
+		res, err := waitEnd(t, s, h)
+		require.NoError(t, err)
+		ev := res.Value().(sched.Event)
+		require.ErrorIs(t, ev.Error, sched.ErrProcessNotFound, "the bounce of a step's Tell(%v)", to)
+		require.Equal(t, to, ev.From, "From of the bounce")
+		mh, _ := monitorOf(t, s, to)
+		ev = answerOf(t, s, mh)
+		e, ok := ev.Data.(sched.Exit)
+		require.True(t, ok, "the monitor's completion's Data is a %T", ev.Data)
+		require.Equal(t, sched.ExitGone, e.Reason, "Monitor(%v)", to)
+		require.ErrorIs(t, e.Err, sched.ErrProcessNotFound, "Monitor(%v)", to)
+	}
+	require.Empty(t, tr.calls, "monitors handed to the transport")
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	require.Empty(t, tr.sent, "messages handed to the transport")
+	require.Zero(t, s.Stats().Messages.Forwarded)
+}
