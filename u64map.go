@@ -17,6 +17,11 @@ import "math/bits"
 // place the block (see home). Consecutive keys share cache lines, and
 // keys that share their low bits (tags made by shifting, say) still
 // spread over the table.
+//
+// The map never shrinks: removing keys keeps the slots of its largest
+// size, so that a burst that comes back finds them. An owner that wants
+// the memory back drops the map (a process's pending maps go with its
+// end; the timer shard rebuilds its index when its heap shrinks).
 type u64map struct {
 	slots   []u64slot // key 0 marks an empty slot; key 0 is kept in hasZero
 	n       int       // keys in slots

@@ -222,3 +222,27 @@ func TestU64MapRunsAcrossTheEnd(t *testing.T) {
 	_, ok := m.get(keys[3])
 	require.False(t, ok)
 }
+
+// TestU64MapKeepsItsSizeAfterABurst: removing every key of a burst keeps
+// the slots of the map's largest size (it never shrinks, as its doc
+// says), and the emptied map works as a new one would.
+func TestU64MapKeepsItsSizeAfterABurst(t *testing.T) {
+	var m u64map
+	for k := uint64(1); k <= 1000; k++ {
+		m.add(k, k)
+	}
+	size := len(m.slots)
+	require.GreaterOrEqual(t, size, 2000)
+	for k := uint64(1); k <= 1000; k++ {
+		_, ok := m.remove(k)
+		require.True(t, ok)
+	}
+	require.Zero(t, m.len())
+	require.Len(t, m.slots, size, "slots after the burst")
+	require.True(t, m.add(7, 70))
+	v, ok := m.get(7)
+	require.True(t, ok)
+	require.Equal(t, uint64(70), v)
+	_, ok = m.get(8)
+	require.False(t, ok)
+}
