@@ -89,3 +89,42 @@ func TestIDZeroIsRefusedOnEveryNode(t *testing.T) {
 	require.Empty(t, tr.sent, "messages handed to the transport")
 	require.Zero(t, s.Stats().Messages.Forwarded)
 }
+
+// TestPIDsNeverIssuedReachNoProcess: a PID reaches a process only with
+// the very ID it was given. The live process's ID with another
+// generation (earlier, later, or every bit of it set), with either of
+// the two top bits set, and IDs of slots beyond the table are refused
+// by every call that takes a PID, a monitor of them completes at once
+// with ExitGone, and the live process gets nothing.
+func TestPIDsNeverIssuedReachNoProcess(t *testing.T) {
+	s := newScheduler(t, sched.WithNode(1))
+	live := submit(t, s, &probe{step: untilCancel})
+	id := live.PID().ID
+	for _, bad := range []uint64{
+		id + 1<<32,      // the slot's next generation
+		id | 0xFFFF<<32, // a generation far beyond
+		id | 1<<62,      // the top bits, which name yields and requests
+		id | 1<<63,
+		id | 0xFFFFFFFF<<32,
+		1<<32 - 1,  // the last slot the table could have
+		1<<31 + 17, // a slot far beyond the table
+	} {
+		to := relay.PID{Node: 1, ID: bad}
+		require.ErrorIs(t, s.Tell(to, "x"), sched.ErrProcessNotFound, "Tell(%v)", to)
+		require.ErrorIs(t, s.Send(relay.Message{To: to, Data: "x"}), sched.ErrProcessNotFound, "Send(%v)", to)
+		require.ErrorIs(t, s.TellContext(t.Context(), to, "x"), sched.ErrProcessNotFound, "TellContext(%v)", to)
+		require.ErrorIs(t, s.Terminate(to), sched.ErrProcessNotFound, "Terminate(%v)", to)
+		require.ErrorIs(t, s.CompleteYield(to, 1, "x", nil), sched.ErrProcessNotFound, "CompleteYield(%v)", to)
+		require.ErrorIs(t, s.Register("never-issued", to), sched.ErrProcessNotFound, "Register(%v)", to)
+		exits := make(chan sched.Exit, 1)
+		s.Monitor(to, func(e sched.Exit) { exits <- e })
+		e := receive(t, exits, "the exit of a monitor of a PID never issued")
+		require.Equal(t, sched.ExitGone, e.Reason, "Monitor(%v)", to)
+		mh, _ := monitorOf(t, s, to)
+		ev := answerOf(t, s, mh)
+		e, ok := ev.Data.(sched.Exit)
+		require.True(t, ok, "the monitor's completion's Data is a %T", ev.Data)
+		require.Equal(t, sched.ExitGone, e.Reason, "a step's Monitor(%v)", to)
+	}
+	undisturbed(t, s, live)
+}
