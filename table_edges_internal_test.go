@@ -1,11 +1,15 @@
 package scheduler
 
 import (
+	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/procsched/scheduler/payload"
 )
 
 // TestTableLookupOfIDsNeverIssued: a lookup finds a process only by the
@@ -154,3 +158,75 @@ func TestTableGrowsUnderLookups(t *testing.T) {
 	assert.Equal(t, uint64(3*slotBatch+growers*batches*slotBatch), tb.fresh.Load())
 	assert.GreaterOrEqual(t, len(*tb.dir.Load())*chunkSize, int(tb.fresh.Load()), "slots the directory covers")
 }
+
+// TestTableFullRefusesStarts: once every slot the table can have has
+// been handed out and none is free, a start fails at once with an error
+// wrapping ErrTooManyProcesses, from outside the workers (Submit, Spawn)
+// and from a step (its spawn completes with it), without calling Init,
+// and nothing is left counted as live.
+func TestTableFullRefusesStarts(t *testing.T) {
+	s := newScheduler(t, WithWorkers(1))
+	var inits atomic.Int64
+	child := initCounted{n: &inits}
+	spawned := make(chan Event, 1)
+	// The parent spawns a child for each message, and ends on a cancel.
+	parent := stepFunc(func(evs []Event, out *StepOutput) error {
+		for _, ev := range evs {
+			switch ev.Type {
+			case EventMessage:
+				out.Spawn(ev.Data.(uint64), child, "run", nil)
+			case EventYieldComplete:
+				spawned <- ev
+			case EventCancel:
+				out.Done(payload.Payload{})
+			}
+		}
+		return nil
+	})
+	ph, err := s.Submit(t.Context(), parent, "run", nil)
+	require.NoError(t, err)
+	s.table.fresh.Store(maxSlots) // every slot handed out
+	// The IDs already cached for callers outside the workers are taken.
+	for i := range s.table.outside {
+		o := &s.table.outside[i]
+		o.mu.Lock()
+		o.ids = o.ids[:0]
+		o.mu.Unlock()
+	}
+	_, err = s.Submit(t.Context(), child, "run", nil)
+	require.ErrorIs(t, err, ErrTooManyProcesses, "Submit")
+	_, err = s.Spawn(t.Context(), child, "run", nil)
+	require.ErrorIs(t, err, ErrTooManyProcesses, "Spawn")
+	require.Zero(t, inits.Load(), "Inits of refused processes")
+	// The parent's worker may hold IDs of its own: its children take
+	// them until one is refused.
+	var refused Event
+	for tag := uint64(1); refused.Error == nil; tag++ {
+		require.Less(t, tag, uint64(2*slotCacheMax), "no spawn refused")
+		require.NoError(t, s.Tell(ph.PID(), tag))
+		refused = receive(t, spawned, "the completion of the parent's spawn")
+		require.Equal(t, tag, refused.Tag)
+	}
+	require.ErrorIs(t, refused.Error, ErrTooManyProcesses, "the refused spawn's completion")
+	require.Equal(t, int64(refused.Tag-1), inits.Load(), "Inits: the children that had IDs")
+	eventually(t, "only the parent live", func() bool { return s.liveCount() == 1 })
+	require.NoError(t, s.Terminate(ph.PID()))
+	_, err = ph.Wait(t.Context())
+	require.NoError(t, err)
+	eventually(t, "no process live", func() bool { return s.liveCount() == 0 })
+}
+
+// initCounted counts its Inits, and ends in its first step.
+type initCounted struct{ n *atomic.Int64 }
+
+func (c initCounted) Init(context.Context, string, payload.Payloads) error {
+	c.n.Add(1)
+	return nil
+}
+
+func (initCounted) Step(_ []Event, out *StepOutput) error {
+	out.Done(payload.Payload{})
+	return nil
+}
+
+func (initCounted) Close() {}
