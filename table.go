@@ -288,7 +288,8 @@ func (t *table) refill(c *slotCache) {
 	t.freeMu.Unlock()
 }
 
-// grow adds chunks until slot is covered.
+// grow adds chunks until slot is covered: it doubles the directory, at
+// least, and allocates a chunk for each new place. Nothing shrinks it.
 // Any goroutine: takes growMu.
 func (t *table) grow(slot uint32) {
 	t.growMu.Lock()

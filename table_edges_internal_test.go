@@ -230,3 +230,31 @@ func (initCounted) Step(_ []Event, out *StepOutput) error {
 }
 
 func (initCounted) Close() {}
+
+// TestTableKeepsItsSizeAfterABurst: the directory doubles as slots are
+// reserved past its chunks, each chunk allocated when the directory
+// grows, and nothing shrinks it when the slots are freed again: the
+// entries of the most slots the table has had stay for its life, as its
+// doc says.
+func TestTableKeepsItsSizeAfterABurst(t *testing.T) {
+	tb := newTable()
+	var c slotCache
+	var ids []uint64
+	chunks := func() int { return len(*tb.dir.Load()) }
+	for _, step := range []struct{ upTo, want int }{{chunkSize, 1}, {2 * chunkSize, 2}, {2*chunkSize + 1, 4}} {
+		upTo, want := step.upTo, step.want
+		for len(ids) < upTo {
+			id, ok := tb.alloc(&c, false)
+			require.True(t, ok)
+			ids = append(ids, id)
+		}
+		require.Equal(t, want, chunks(), "chunks for %d slots", upTo)
+	}
+	for _, ch := range *tb.dir.Load() {
+		require.NotNil(t, ch, "a chunk of the directory")
+	}
+	for _, id := range ids {
+		tb.release(id, &c)
+	}
+	require.Equal(t, 4, chunks(), "chunks once every slot is free")
+}
