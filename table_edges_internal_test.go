@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/procsched/scheduler/payload"
+	"github.com/procsched/scheduler/relay"
 )
 
 // TestTableLookupOfIDsNeverIssued: a lookup finds a process only by the
@@ -257,4 +258,64 @@ func TestTableKeepsItsSizeAfterABurst(t *testing.T) {
 		tb.release(id, &c)
 	}
 	require.Equal(t, 4, chunks(), "chunks once every slot is free")
+}
+
+// TestSlotRetiresAfterItsLastProcess: a worker that starts a child and
+// waits for its end, again and again, gives each the slot the one before
+// freed; from the last generations on, its children take the slot's last
+// IDs, and the child with the last generation leaves the slot for good:
+// the children after it get other slots, and no PID of the retired slot
+// reaches anything.
+func TestSlotRetiresAfterItsLastProcess(t *testing.T) {
+	s := newScheduler(t, WithWorkers(1))
+	const children = 5
+	var pids []relay.PID
+	child := stepFunc(func(_ []Event, out *StepOutput) error {
+		out.Done(payload.Payload{})
+		return nil
+	})
+	var slot uint32
+	parent := numbered(func(n int, evs []Event, out *StepOutput) error {
+		if n == 0 {
+			// On the only worker, in its step: its cache of free slots is
+			// this goroutine's. A never-used slot goes on top, as if its
+			// first maxGen-2 processes had come and gone.
+			w := s.workers[0]
+			s.table.reserve(&w.slots)
+			id, _ := w.slots.pop()
+			slot = slotOf(id)
+			w.slots = append(w.slots, makeID(slot, maxGen-2))
+		}
+		for _, ev := range evs {
+			if ev.Type == EventYieldComplete {
+				if ev.Error != nil {
+					return ev.Error
+				}
+				pids = append(pids, ev.From)
+			}
+		}
+		if len(pids) == children {
+			out.Done(payload.Payload{})
+			return nil
+		}
+		out.SpawnAwait(uint64(n+1), child, "run", nil)
+		return nil
+	})
+	h, err := s.Submit(t.Context(), parent, "run", nil)
+	require.NoError(t, err)
+	_, err = h.Wait(t.Context())
+	require.NoError(t, err)
+	require.Len(t, pids, children)
+	for i, gen := range []uint32{maxGen - 2, maxGen - 1, maxGen} {
+		require.Equal(t, makeID(slot, gen), pids[i].ID, "child %d", i)
+	}
+	for i, pid := range pids[3:] {
+		require.NotEqual(t, slot, slotOf(pid.ID), "child %d in the retired slot", i+3)
+	}
+	eventually(t, "no process live", func() bool { return s.liveCount() == 0 })
+	require.True(t, s.table.entry(slot).p.Load() == nil, "the retired slot's entry keeps a process")
+	require.Equal(t, uint64(1), s.table.retired.Load())
+	for _, pid := range append(pids[:3], relay.PID{ID: makeID(slot, maxGen) + 1<<32}) {
+		require.ErrorIs(t, s.Tell(pid, "x"), ErrProcessNotFound, "Tell(%v)", pid)
+	}
 }
