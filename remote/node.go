@@ -714,8 +714,7 @@ func (n *Node) Close(ctx context.Context) error {
 		return fmt.Errorf("%w: Close", scheduler.ErrNilContext)
 	}
 	if n.state.CompareAndSwap(stateNew, stateClosed) {
-		n.nc.Close()
-		<-n.connClosed
+		n.closeConn()
 		n.notify() // WaitPeer returns
 		return nil
 	}
@@ -764,8 +763,7 @@ func (n *Node) Close(ctx context.Context) error {
 func (n *Node) drain(ctx context.Context) error {
 	if st := n.nc.Status(); st != nats.CONNECTED {
 		// Nothing can be taken or flushed without the server.
-		n.nc.Close()
-		<-n.connClosed
+		n.closeConn()
 		if st == nats.CLOSED {
 			return nil // closed for good, which sends have reported already
 		}
@@ -789,12 +787,24 @@ func (n *Node) drain(ctx context.Context) error {
 		}
 	}
 	err := n.nc.FlushWithContext(ctx)
-	n.nc.Close()
-	<-n.connClosed
+	n.closeConn()
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrDisconnected, err)
 	}
 	return nil
+}
+
+// closeConn closes the NATS connection and waits until the node's
+// closed handler has run, so that none of the node's work outlives
+// Close. With nats.NoCallbacksAfterClientClose among Config.Options,
+// NATS calls no handler for a close of the client's own, and the
+// connection is closed once nc.Close returns. Close and drain only.
+func (n *Node) closeConn() {
+	n.nc.Close()
+	if n.nc.Opts.NoCallbacksAfterClientClose {
+		n.closedOnce.Do(func() { close(n.connClosed) })
+	}
+	<-n.connClosed
 }
 
 // dataPendingLimits, if its message count is not zero, replaces NATS's
