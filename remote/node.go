@@ -349,7 +349,11 @@ func (n *Node) Name() string { return n.cfg.Name }
 // error wrapping [ErrInvalidConfig] while s has not shut down, since
 // s's processes would yield their spawns to a node serving another
 // scheduler; once s has shut down, it is allowed. Start on a node started already, being started, or
-// closed returns an error wrapping [ErrClosed] and changes nothing. A nil
+// closed returns an error wrapping [ErrClosed] and changes nothing. So
+// does Start on a node whose NATS connection has closed for good (it
+// ran out of reconnect attempts, see [ErrClosed]), which claims nothing
+// on s: such a node can only be closed; if the connection closes for
+// good during the wait, the error wraps ErrClosed too. A nil
 // ctx is refused with an error wrapping [scheduler.ErrNilContext], and
 // nothing is done.
 func (n *Node) Start(ctx context.Context, s *scheduler.Scheduler) error {
@@ -364,6 +368,9 @@ func (n *Node) Start(ctx context.Context, s *scheduler.Scheduler) error {
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("remote: joining cluster %q: %w", n.cfg.Cluster, err)
+	}
+	if n.connLost() {
+		return fmt.Errorf("%w: node %q lost its NATS connection for good", ErrClosed, n.cfg.Name)
 	}
 	if !n.state.CompareAndSwap(stateNew, stateStarting) {
 		return fmt.Errorf("%w: Start called twice or after Close", ErrClosed)
@@ -417,6 +424,9 @@ func (n *Node) Start(ctx context.Context, s *scheduler.Scheduler) error {
 			_ = x.Unsubscribe()
 		}
 		n.state.Store(stateNew)
+		if n.connLost() {
+			err = fmt.Errorf("%w: %w", ErrClosed, err)
+		}
 		return fmt.Errorf("remote: joining cluster %q: %w", n.cfg.Cluster, err)
 	}
 	n.subs = append(n.subs, subs...)
@@ -441,9 +451,12 @@ func (n *Node) closing() bool { return n.state.Load() >= stateClosing }
 // gone reports whether the node is done with its peers: Close has begun,
 // or the NATS connection has closed for good. Any goroutine.
 func (n *Node) gone() bool {
-	if n.closing() {
-		return true
-	}
+	return n.closing() || n.connLost()
+}
+
+// connLost reports whether the NATS connection has closed for good.
+// Any goroutine.
+func (n *Node) connLost() bool {
 	select {
 	case <-n.connClosed:
 		return true

@@ -39,3 +39,27 @@ func TestCloseWithNoCallbacksAfterClientClose(t *testing.T) {
 		})
 	}
 }
+
+// TestStartAfterTheConnectionClosedForGood: Start on a node whose NATS
+// connection has closed for good (it may not reconnect, and the server
+// went away) returns an error wrapping ErrClosed and claims nothing on
+// the scheduler, which takes a handler on the spawn command after it.
+func TestStartAfterTheConnectionClosedForGood(t *testing.T) {
+	srv := tServer(t)
+	closed := make(chan struct{})
+	node, err := remote.New(remote.Config{
+		Cluster: "test", Name: "a", URL: srv.ClientURL(),
+		Options: []nats.Option{nats.NoReconnect(), nats.ClosedHandler(func(*nats.Conn) { close(closed) })},
+	})
+	require.NoError(t, err)
+	s, err := scheduler.New(scheduler.WithNode(node.Node()), scheduler.WithTransport(node))
+	require.NoError(t, err)
+	defer func() { _ = s.Shutdown(context.Background()) }()
+	tStopServer(srv)
+	tRecv(t, closed, "the connection to close")
+
+	assert.ErrorIs(t, node.Start(t.Context(), s), remote.ErrClosed, "Start")
+	assert.NoError(t, s.SetHandler(remote.DefaultSpawnCommand, func(scheduler.Call) error { return nil }),
+		"the spawn command is left to the scheduler")
+	assert.NoError(t, node.Close(t.Context()))
+}
