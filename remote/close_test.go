@@ -93,19 +93,22 @@ func TestCloseDeadlineReturnsWaitingMessages(t *testing.T) {
 func TestStartAndConfigErrors(t *testing.T) {
 	srv := tServer(t)
 	for _, tc := range []struct {
-		name string
-		cfg  remote.Config
+		name  string
+		field string // the field the error names
+		cfg   remote.Config
 	}{
-		{"no cluster", remote.Config{Name: "a"}},
-		{"a cluster with a dot", remote.Config{Cluster: "a.b", Name: "a"}},
-		{"a cluster with a wildcard", remote.Config{Cluster: "a*", Name: "a"}},
-		{"no name", remote.Config{Cluster: "c"}},
-		{"a name that is not UTF-8", remote.Config{Cluster: "c", Name: "\xff"}},
-		{"a heartbeat of a few nanoseconds", remote.Config{Cluster: "c", Name: "a", Heartbeat: 3 * time.Nanosecond}},
-		{"a failure timeout under three heartbeats", remote.Config{Cluster: "c", Name: "a", Heartbeat: time.Second, FailureTimeout: 2 * time.Second}},
-		{"a tiny window", remote.Config{Cluster: "c", Name: "a", Window: 100}},
-		{"a reserved command", remote.Config{Cluster: "c", Name: "a", SpawnCommand: 3}},
-		{"a command above the scheduler's range", remote.Config{Cluster: "c", Name: "a", SpawnCommand: 1<<16 + 1}},
+		{"no cluster", "Cluster", remote.Config{Name: "a"}},
+		{"a cluster with a dot", "Cluster", remote.Config{Cluster: "a.b", Name: "a"}},
+		{"a cluster with a wildcard", "Cluster", remote.Config{Cluster: "a*", Name: "a"}},
+		{"a cluster with a space", "Cluster", remote.Config{Cluster: "a b", Name: "a"}},
+		{"a cluster too long for a subject", "Cluster", remote.Config{Cluster: strings.Repeat("c", 4000), Name: "a"}},
+		{"no name", "Name", remote.Config{Cluster: "c"}},
+		{"a name that is not UTF-8", "Name", remote.Config{Cluster: "c", Name: "\xff"}},
+		{"a heartbeat of a few nanoseconds", "Heartbeat", remote.Config{Cluster: "c", Name: "a", Heartbeat: 3 * time.Nanosecond}},
+		{"a failure timeout under three heartbeats", "FailureTimeout", remote.Config{Cluster: "c", Name: "a", Heartbeat: time.Second, FailureTimeout: 2 * time.Second}},
+		{"a tiny window", "Window", remote.Config{Cluster: "c", Name: "a", Window: 100}},
+		{"a reserved command", "SpawnCommand", remote.Config{Cluster: "c", Name: "a", SpawnCommand: 3}},
+		{"a command above the scheduler's range", "SpawnCommand", remote.Config{Cluster: "c", Name: "a", SpawnCommand: 1<<16 + 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.cfg.URL = srv.ClientURL()
@@ -113,7 +116,8 @@ func TestStartAndConfigErrors(t *testing.T) {
 			if node != nil {
 				t.Cleanup(func() { _ = node.Close(context.Background()) })
 			}
-			assert.ErrorIs(t, err, remote.ErrInvalidConfig)
+			require.ErrorIs(t, err, remote.ErrInvalidConfig)
+			assert.Contains(t, err.Error(), tc.field, "the error names the field")
 		})
 	}
 

@@ -16,8 +16,9 @@ import (
 type Config struct {
 	// Cluster names the group of nodes that talk to each other; it is a
 	// token of every subject the nodes use, so nodes of different
-	// clusters can share a NATS server. Letters, digits, '-' and '_'
-	// only. Required.
+	// clusters can share a NATS server. 1 to 128 letters, digits, '-'
+	// and '_' (a subject must fit in a line of the NATS protocol, and
+	// every message carries it). Required.
 	Cluster string
 	// Name names this node among the cluster's nodes, in logs and in
 	// [Spawn]; 1 to 128 bytes of UTF-8. Names must be unique in a
@@ -132,10 +133,10 @@ const maxCommand = 1 << 16
 // ErrInvalidConfig.
 func (cfg Config) withDefaults() (Config, error) {
 	if err := checkToken(cfg.Cluster); err != nil {
-		return cfg, fmt.Errorf("%w: Cluster %q: %v", ErrInvalidConfig, cfg.Cluster, err)
+		return cfg, fmt.Errorf("%w: Cluster %.*q: %v", ErrInvalidConfig, maxClusterLen, cfg.Cluster, err)
 	}
 	if err := checkName(cfg.Name); err != nil {
-		return cfg, fmt.Errorf("%w: Name %q: %v", ErrInvalidConfig, cfg.Name, err)
+		return cfg, fmt.Errorf("%w: Name %.*q: %v", ErrInvalidConfig, maxNameLen, cfg.Name, err)
 	}
 	if cfg.URL == "" {
 		cfg.URL = nats.DefaultURL
@@ -172,10 +173,18 @@ func (cfg Config) withDefaults() (Config, error) {
 	return cfg, nil
 }
 
+// maxClusterLen bounds Config.Cluster, a token of every subject: NATS
+// servers refuse a protocol line longer than 4 KiB by default, and close
+// the connection that sends one.
+const maxClusterLen = 128
+
 // checkToken returns an error if s cannot be a subject token of ours.
 func checkToken(s string) error {
-	if s == "" {
+	switch {
+	case s == "":
 		return fmt.Errorf("empty")
+	case len(s) > maxClusterLen:
+		return fmt.Errorf("%d bytes, the most is %d", len(s), maxClusterLen)
 	}
 	for _, c := range []byte(s) {
 		switch {

@@ -65,6 +65,8 @@ func TestConfigBounds(t *testing.T) {
 		{"a negative MaxBuffered", func(c *Config) { c.MaxBuffered = -1 }, false},
 		{"a name of 128 bytes", func(c *Config) { c.Name = strings.Repeat("n", 128) }, true},
 		{"a name of 129 bytes", func(c *Config) { c.Name = strings.Repeat("n", 129) }, false},
+		{"a cluster of 128 bytes", func(c *Config) { c.Cluster = strings.Repeat("c", 128) }, true},
+		{"a cluster of 129 bytes", func(c *Config) { c.Cluster = strings.Repeat("c", 129) }, false},
 		{"the first user command", func(c *Config) { c.SpawnCommand = scheduler.FirstUserCommand }, true},
 		{"the last command", func(c *Config) { c.SpawnCommand = 1 << 16 }, true},
 	} {
