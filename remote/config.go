@@ -31,7 +31,9 @@ type Config struct {
 	// (default [nats.DefaultURL]).
 	URL string
 	// Options are passed to [nats.Connect] as they are: TLS,
-	// credentials, NKeys, user and password, reconnect settings. The
+	// credentials, NKeys, user and password, reconnect settings; one
+	// that NATS refuses makes [New] fail with [ErrInvalidConfig]. The
+	// connection they make is the node's, which [Node.Close] closes. The
 	// node wraps, and still calls, the connection's reconnect, closed
 	// and error handlers set here; a disconnect handler is NATS's to
 	// call, as set.

@@ -188,8 +188,10 @@ const minNumberCheck = time.Second
 // heartbeat, and at least a second, for an answer). It does not
 // join the cluster yet: create the scheduler with [scheduler.WithNode]
 // of [Node.Node] and [scheduler.WithTransport] of the node, then call
-// [Node.Start]. Config errors wrap [ErrInvalidConfig]; a failure to
-// connect is returned as NATS reports it.
+// [Node.Start]. Config errors wrap [ErrInvalidConfig], an option of
+// Config.Options that NATS refuses among them (with the option's own
+// error), and leave nothing connected; a failure to connect is returned
+// as NATS reports it.
 func New(cfg Config) (*Node, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -235,12 +237,12 @@ func New(cfg Config) (*Node, error) {
 // the handlers the node needs around the user's own.
 func (n *Node) connect() (*nats.Conn, error) {
 	user := nats.GetDefaultOptions()
-	for _, o := range n.cfg.Options {
+	for i, o := range n.cfg.Options {
 		if o == nil {
 			continue
 		}
 		if err := o(&user); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%w: Options[%d]: %w", ErrInvalidConfig, i, err)
 		}
 	}
 	opts := append([]nats.Option{nats.Name("procsched " + n.cfg.Cluster + "/" + n.cfg.Name)}, n.cfg.Options...)

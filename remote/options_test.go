@@ -2,6 +2,7 @@ package remote_test
 
 import (
 	"context"
+	"io/fs"
 	"testing"
 
 	"github.com/nats-io/nats.go"
@@ -62,4 +63,22 @@ func TestStartAfterTheConnectionClosedForGood(t *testing.T) {
 	assert.NoError(t, s.SetHandler(remote.DefaultSpawnCommand, func(scheduler.Call) error { return nil }),
 		"the spawn command is left to the scheduler")
 	assert.NoError(t, node.Close(t.Context()))
+}
+
+// TestOptionRefused: an option of Config.Options that NATS refuses makes
+// New fail with an error wrapping ErrInvalidConfig and the option's own,
+// naming the field, before anything is connected.
+func TestOptionRefused(t *testing.T) {
+	srv := tServer(t)
+	node, err := remote.New(remote.Config{
+		Cluster: "test", Name: "a", URL: srv.ClientURL(),
+		Options: []nats.Option{nats.RootCAs("testdata/no-such-ca.pem")},
+	})
+	if node != nil {
+		t.Cleanup(func() { _ = node.Close(context.Background()) })
+	}
+	require.ErrorIs(t, err, remote.ErrInvalidConfig)
+	assert.ErrorIs(t, err, fs.ErrNotExist, "the option's error")
+	assert.Contains(t, err.Error(), "Options")
+	assert.Zero(t, srv.NumClients(), "no connection is left")
 }
