@@ -54,7 +54,11 @@ var (
 	ErrNotEncodable error = &sentinel{"remote: message cannot cross nodes", nil}
 	// ErrDisconnected: the connection to the NATS server failed while
 	// the message was being published, so it was not sent. The node
-	// reconnects by itself; sending again later is safe.
+	// reconnects by itself; sending again later is safe. [New] returns
+	// it when the connection NATS made is not connected (with
+	// nats.RetryOnFailedConnect and no server answering), and
+	// [Node.Close] when the server did not confirm the node's last
+	// messages.
 	ErrDisconnected error = &sentinel{"remote: connection to the server failed", nil}
 	// ErrClosed: the node is not started yet, or is closing or closed, or
 	// its NATS connection has closed for good (it ran out of reconnect

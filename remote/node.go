@@ -191,7 +191,10 @@ const minNumberCheck = time.Second
 // [Node.Start]. Config errors wrap [ErrInvalidConfig], an option of
 // Config.Options that NATS refuses among them (with the option's own
 // error), and leave nothing connected; a failure to connect is returned
-// as NATS reports it.
+// as NATS reports it. With nats.RetryOnFailedConnect among the options,
+// NATS returns a connection still trying to connect when no server
+// answers: New then closes it and returns an error wrapping
+// [ErrDisconnected], since it needs the server to pick the number.
 func New(cfg Config) (*Node, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -211,6 +214,12 @@ func New(cfg Config) (*Node, error) {
 	n.clock.Store(time.Now().UnixNano())
 	if n.nc, err = n.connect(); err != nil {
 		return nil, err
+	}
+	if !n.nc.IsConnected() {
+		// nats.RetryOnFailedConnect returns a connection still trying:
+		// without a server, no number can be checked.
+		n.nc.Close()
+		return nil, fmt.Errorf("%w: no NATS server answered at %s", ErrDisconnected, n.cfg.URL)
 	}
 	n.setMaxBatch()
 	n.run = newRun()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io/fs"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/assert"
@@ -81,4 +82,27 @@ func TestOptionRefused(t *testing.T) {
 	assert.ErrorIs(t, err, fs.ErrNotExist, "the option's error")
 	assert.Contains(t, err.Error(), "Options")
 	assert.Zero(t, srv.NumClients(), "no connection is left")
+}
+
+// TestNewWithoutAServer: with nats.RetryOnFailedConnect, NATS returns a
+// connection that is not connected when no server answers; New cannot
+// check its node number without one, and fails with an error
+// wrapping ErrDisconnected, leaving nothing connecting in the
+// background.
+func TestNewWithoutAServer(t *testing.T) {
+	srv := tServer(t)
+	url := srv.ClientURL()
+	tStopServer(srv) // nothing listens there any more
+	done := make(chan error, 1)
+	go func() {
+		node, err := remote.New(remote.Config{
+			Cluster: "test", Name: "a", URL: url,
+			Options: []nats.Option{nats.RetryOnFailedConnect(true), nats.ReconnectWait(time.Hour)},
+		})
+		if node != nil {
+			_ = node.Close(context.Background())
+		}
+		done <- err
+	}()
+	assert.ErrorIs(t, tRecv(t, done, "New to return"), remote.ErrDisconnected)
 }
