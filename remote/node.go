@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -194,7 +195,10 @@ const minNumberCheck = time.Second
 // as NATS reports it. With nats.RetryOnFailedConnect among the options,
 // NATS returns a connection still trying to connect when no server
 // answers: New then closes it and returns an error wrapping
-// [ErrDisconnected], since it needs the server to pick the number.
+// [ErrDisconnected], since it needs the server to pick the number. A
+// subscription to the node's control subject that the server refuses
+// for the connection's permissions fails New with an error wrapping
+// nats.ErrPermissionViolation.
 func New(cfg Config) (*Node, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -230,9 +234,13 @@ func New(cfg Config) (*Node, error) {
 	n.subj = newSubjects(cfg.Cluster, n.num)
 	// Answer probes for the number from now on, so that a node starting
 	// later picks another.
+	before := n.nc.LastError()
 	sub, err := n.nc.Subscribe(n.subj.ctl, n.onControl)
 	if err == nil {
 		err = n.nc.Flush()
+	}
+	if err == nil {
+		err = n.subscriptionRefused(before, n.subj.ctl)
 	}
 	if err != nil {
 		n.nc.Close()
@@ -347,6 +355,11 @@ func (n *Node) Name() string { return n.cfg.Name }
 // seconds bounds it too). Peers become reachable as they answer (see
 // [Node.WaitPeer] and [Hooks]).
 //
+// If the server refuses one of the node's subscriptions for the
+// connection's permissions, Start returns an error wrapping
+// nats.ErrPermissionViolation, with the subscriptions it made undone,
+// as when ctx ends during the wait.
+//
 // If s has a handler on the spawn command already, Start returns an
 // error wrapping [ErrInvalidConfig] and [scheduler.ErrCommandTaken] and
 // does nothing: choose another Config.SpawnCommand. If ctx has ended,
@@ -412,6 +425,7 @@ func (n *Node) Start(ctx context.Context, s *scheduler.Scheduler) error {
 	n.sched = s
 	var err error
 	var subs []*nats.Subscription
+	before := n.nc.LastError()
 	for _, sub := range []struct {
 		subject string
 		handler nats.MsgHandler
@@ -429,6 +443,9 @@ func (n *Node) Start(ctx context.Context, s *scheduler.Scheduler) error {
 	}
 	if err == nil {
 		err = n.flush(ctx)
+	}
+	if err == nil {
+		err = n.subscriptionRefused(before, n.subj.data, n.subj.all)
 	}
 	if err != nil {
 		for _, x := range subs {
@@ -450,6 +467,26 @@ func (n *Node) Start(ctx context.Context, s *scheduler.Scheduler) error {
 	}()
 	go n.heartbeats()
 	n.publishCtl(n.subj.all, ctlMsg{typ: ctlHello})
+	return nil
+}
+
+// subscriptionRefused returns the server's refusal of a subscription to
+// one of subjects, for the user's permissions, if the connection's last
+// error is one and was not before, the error before the subscriptions
+// were made; nil otherwise. The server reports the refusal before it
+// answers the flush that follows the subscriptions, and NATS records it
+// as the connection's last error as it reads it, so a flush done, this
+// finds it. New and Start only.
+func (n *Node) subscriptionRefused(before error, subjects ...string) error {
+	err := n.nc.LastError()
+	if !errors.Is(err, nats.ErrPermissionViolation) || err == before {
+		return nil
+	}
+	for _, subject := range subjects {
+		if strings.Contains(err.Error(), "Subscription to \""+subject+"\"") {
+			return fmt.Errorf("the server refused the subscription to %s: %w", subject, err)
+		}
+	}
 	return nil
 }
 

@@ -6,11 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	scheduler "github.com/procsched/scheduler"
+	"github.com/procsched/scheduler/relay"
 	"github.com/procsched/scheduler/remote"
 )
 
@@ -105,4 +107,57 @@ func TestNewWithoutAServer(t *testing.T) {
 		done <- err
 	}()
 	assert.ErrorIs(t, tRecv(t, done, "New to return"), remote.ErrDisconnected)
+}
+
+// TestSubscriptionRefusedByTheServer: a subscription of the node's that
+// the server refuses for the user's permissions makes New or Start fail
+// with an error wrapping nats.ErrPermissionViolation, instead of leaving
+// a node that never hears what comes on that subject; a Start refused so
+// leaves the node not started, and the user's error handler is still
+// called.
+func TestSubscriptionRefusedByTheServer(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		denied string
+		inNew  bool
+	}{
+		{"the node's control subject", "procsched.test.ctl.*", true},
+		{"the node's data subject", "procsched.test.data.*", false},
+		{"the cluster's control subject", "procsched.test.ctl", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, err := server.NewServer(&server.Options{
+				Host: "127.0.0.1", Port: server.RANDOM_PORT, NoLog: true, NoSigs: true,
+				Users: []*server.User{{Username: "u", Password: "p", Permissions: &server.Permissions{
+					Subscribe: &server.SubjectPermission{Allow: []string{">"}, Deny: []string{tc.denied}},
+				}}},
+			})
+			require.NoError(t, err)
+			srv.Start()
+			require.True(t, srv.ReadyForConnections(tWait), "the NATS server did not start")
+			t.Cleanup(func() { tStopServer(srv) })
+			userErrs := make(chan error, 16)
+			node, err := remote.New(remote.Config{
+				Cluster: "test", Name: "a", URL: srv.ClientURL(),
+				Options: []nats.Option{nats.UserInfo("u", "p"), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+					userErrs <- err
+				})},
+			})
+			if tc.inNew {
+				require.ErrorIs(t, err, nats.ErrPermissionViolation, "New")
+				assert.Nil(t, node)
+			} else {
+				require.NoError(t, err)
+				s, err := scheduler.New(scheduler.WithNode(node.Node()), scheduler.WithTransport(node))
+				require.NoError(t, err)
+				defer func() { _ = s.Shutdown(context.Background()) }()
+				for range 2 {
+					assert.ErrorIs(t, node.Start(t.Context(), s), nats.ErrPermissionViolation, "Start")
+				}
+				assert.ErrorIs(t, node.Send(relay.Message{To: relay.PID{Node: 5, ID: 1}}), remote.ErrClosed, "a send: the node is not started")
+				assert.NoError(t, node.Close(t.Context()))
+			}
+			assert.ErrorIs(t, tRecv(t, userErrs, "the user's error handler"), nats.ErrPermissionViolation)
+		})
+	}
 }
