@@ -84,8 +84,12 @@ type Config struct {
 	Hooks Hooks
 	// Logger, if set, receives peers coming and going at Info,
 	// malformed batches dropped at Warn, and conflicts (see Name), the
-	// first message of a node of another wire version, and the NATS
-	// connection closing for good at Error.
+	// first message of a node of another wire version, the NATS
+	// connection closing for good, and the errors NATS reports to its
+	// error handler (a subscription or publish the server refused, a
+	// slow consumer) at Error. The node sets its own error handler on
+	// the connection, which calls the one set in Options, if any, and
+	// takes the place of NATS's default one, which prints the errors.
 	Logger *slog.Logger
 }
 

@@ -282,6 +282,13 @@ func (n *Node) connect() (*nats.Conn, error) {
 			if errors.Is(err, nats.ErrSlowConsumer) {
 				n.counts.slowConsumer.Add(1)
 			}
+			// The node's handler takes the place of NATS's default one,
+			// which prints the error. n.num may not be drawn yet.
+			args := []any{"name", n.cfg.Name, "err", err}
+			if sub != nil {
+				args = append(args, "subject", sub.Subject)
+			}
+			n.logf(slog.LevelError, "remote: NATS reported an error", args...)
 			if user.AsyncErrorCB != nil {
 				user.AsyncErrorCB(c, sub, err)
 			}

@@ -3,6 +3,8 @@ package remote_test
 import (
 	"context"
 	"io/fs"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -126,16 +128,7 @@ func TestSubscriptionRefusedByTheServer(t *testing.T) {
 		{"the cluster's control subject", "procsched.test.ctl", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv, err := server.NewServer(&server.Options{
-				Host: "127.0.0.1", Port: server.RANDOM_PORT, NoLog: true, NoSigs: true,
-				Users: []*server.User{{Username: "u", Password: "p", Permissions: &server.Permissions{
-					Subscribe: &server.SubjectPermission{Allow: []string{">"}, Deny: []string{tc.denied}},
-				}}},
-			})
-			require.NoError(t, err)
-			srv.Start()
-			require.True(t, srv.ReadyForConnections(tWait), "the NATS server did not start")
-			t.Cleanup(func() { tStopServer(srv) })
+			srv := tServerDenying(t, tc.denied)
 			userErrs := make(chan error, 16)
 			node, err := remote.New(remote.Config{
 				Cluster: "test", Name: "a", URL: srv.ClientURL(),
@@ -158,6 +151,55 @@ func TestSubscriptionRefusedByTheServer(t *testing.T) {
 				assert.NoError(t, node.Close(t.Context()))
 			}
 			assert.ErrorIs(t, tRecv(t, userErrs, "the user's error handler"), nats.ErrPermissionViolation)
+		})
+	}
+}
+
+// tServerDenying starts an embedded NATS server whose user "u", password
+// "p", may subscribe to anything but denied, and shuts it down at the
+// end of the test.
+func tServerDenying(t testing.TB, denied string) *server.Server {
+	t.Helper()
+	srv, err := server.NewServer(&server.Options{
+		Host: "127.0.0.1", Port: server.RANDOM_PORT, NoLog: true, NoSigs: true,
+		Users: []*server.User{{Username: "u", Password: "p", Permissions: &server.Permissions{
+			Subscribe: &server.SubjectPermission{Allow: []string{">"}, Deny: []string{denied}},
+		}}},
+	})
+	require.NoError(t, err)
+	srv.Start()
+	require.True(t, srv.ReadyForConnections(tWait), "the NATS server did not start")
+	t.Cleanup(func() { tStopServer(srv) })
+	return srv
+}
+
+// TestNATSErrorsAreLogged: an error NATS reports on the side (here the
+// server refused a subscription) goes to Config.Logger at Error, when
+// Config.Options set no error handler as when they do: the node's own
+// handler takes the place of NATS's default, which prints it.
+func TestNATSErrorsAreLogged(t *testing.T) {
+	srv := tServerDenying(t, "procsched.test.data.*")
+	for _, withHandler := range []bool{false, true} {
+		t.Run(map[bool]string{false: "no handler", true: "a handler"}[withHandler], func(t *testing.T) {
+			var log tLockedBuffer
+			opts := []nats.Option{nats.UserInfo("u", "p")}
+			if withHandler {
+				opts = append(opts, nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+			}
+			node, err := remote.New(remote.Config{
+				Cluster: "test", Name: "a", URL: srv.ClientURL(), Options: opts,
+				Logger: slog.New(slog.NewTextHandler(&log, nil)),
+			})
+			require.NoError(t, err)
+			s, err := scheduler.New(scheduler.WithNode(node.Node()), scheduler.WithTransport(node))
+			require.NoError(t, err)
+			defer func() { _ = s.Shutdown(context.Background()) }()
+			require.ErrorIs(t, node.Start(t.Context(), s), nats.ErrPermissionViolation)
+			tEventually(t, func() bool {
+				out := log.String()
+				return strings.Contains(out, "level=ERROR") && strings.Contains(out, "Permissions Violation")
+			}, "the refusal is logged at Error: %q", log.String())
+			assert.NoError(t, node.Close(t.Context()))
 		})
 	}
 }
