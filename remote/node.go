@@ -196,8 +196,9 @@ const minNumberCheck = time.Second
 // NATS returns a connection still trying to connect when no server
 // answers: New then closes it and returns an error wrapping
 // [ErrDisconnected], since it needs the server to pick the number. A
-// subscription to the node's control subject that the server refuses
-// for the connection's permissions fails New with an error wrapping
+// subscription that the server refuses for the connection's permissions
+// (to the node's control subject, or to the inbox the number check is
+// answered on) fails New with an error wrapping
 // nats.ErrPermissionViolation.
 func New(cfg Config) (*Node, error) {
 	cfg, err := cfg.withDefaults()
@@ -313,6 +314,7 @@ func (n *Node) setMaxBatch() {
 // responders" needs), when no one answers within a heartbeat and at
 // least minNumberCheck.
 func (n *Node) pickNumber(prefix string) (uint32, error) {
+	before := n.nc.LastError()
 	for range maxNumberTries {
 		num := randomNode()
 		if num == 0 {
@@ -320,6 +322,13 @@ func (n *Node) pickNumber(prefix string) (uint32, error) {
 		}
 		probe := appendCtl(nil, ctlMsg{typ: ctlProbe, sender: num, run: n.run})
 		_, err := n.nc.Request(ctlSubject(prefix, num), probe, max(n.cfg.Heartbeat, minNumberCheck))
+		if errors.Is(err, nats.ErrTimeout) {
+			// No answer can come if the server refused the inbox its
+			// answers come to.
+			if perr := n.subscriptionRefused(before); perr != nil {
+				return 0, fmt.Errorf("remote: checking node number %d: %w", num, perr)
+			}
+		}
 		switch {
 		case errors.Is(err, nats.ErrNoResponders):
 			return num, nil
@@ -478,16 +487,19 @@ func (n *Node) Start(ctx context.Context, s *scheduler.Scheduler) error {
 }
 
 // subscriptionRefused returns the server's refusal of a subscription to
-// one of subjects, for the user's permissions, if the connection's last
-// error is one and was not before, the error before the subscriptions
-// were made; nil otherwise. The server reports the refusal before it
+// one of subjects (any subscription if none are given), for the user's
+// permissions, if the connection's last error is one and was not before,
+// the error before the subscriptions were made; nil otherwise. The server reports the refusal before it
 // answers the flush that follows the subscriptions, and NATS records it
 // as the connection's last error as it reads it, so a flush done, this
-// finds it. New and Start only.
+// finds it; so does a request's timeout. New and Start only.
 func (n *Node) subscriptionRefused(before error, subjects ...string) error {
 	err := n.nc.LastError()
 	if !errors.Is(err, nats.ErrPermissionViolation) || err == before {
 		return nil
+	}
+	if len(subjects) == 0 && strings.Contains(err.Error(), "Subscription to ") {
+		return fmt.Errorf("the server refused a subscription: %w", err)
 	}
 	for _, subject := range subjects {
 		if strings.Contains(err.Error(), "Subscription to \""+subject+"\"") {

@@ -126,6 +126,7 @@ func TestSubscriptionRefusedByTheServer(t *testing.T) {
 		{"the node's control subject", "procsched.test.ctl.*", true},
 		{"the node's data subject", "procsched.test.data.*", false},
 		{"the cluster's control subject", "procsched.test.ctl", false},
+		{"the inbox of the number check", "_INBOX.>", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := tServerDenying(t, tc.denied)
