@@ -204,3 +204,28 @@ func TestNATSErrorsAreLogged(t *testing.T) {
 		})
 	}
 }
+
+// TestNamesWithSubjectCharacters: a node name is any UTF-8 of 1 to 128
+// bytes, since names never go into subjects: nodes named with NATS's
+// separator, its wildcards, spaces and a name of 128 bytes of multi-byte
+// characters join each other, and a spawn by name reaches each.
+func TestNamesWithSubjectCharacters(t *testing.T) {
+	srv := tServer(t)
+	names := []string{"orders.eu", "*", ">", "a b\tc", strings.Repeat("é", 64)}
+	var nodes []*tNode
+	for _, name := range names {
+		n := tStart(t, srv.ClientURL(), name, nil)
+		tRegister(t, n)
+		nodes = append(nodes, n)
+	}
+	tJoin(t, nodes...)
+	ctx, cancel := context.WithTimeout(context.Background(), tWait)
+	defer cancel()
+	for _, n := range nodes[1:] {
+		child, err := nodes[0].Spawn(ctx, n.Name(), "echo", "run", nil)
+		require.NoError(t, err, "a spawn on %q", n.Name())
+		assert.Equal(t, n.Node.Node(), child.Node, "the child of a spawn on %q", n.Name())
+		assert.Equal(t, n.Name(), nodes[0].Named(child).Node)
+		require.NoError(t, nodes[0].S.Tell(child, "stop"))
+	}
+}
