@@ -118,6 +118,7 @@ func TestStartAndConfigErrors(t *testing.T) {
 			}
 			require.ErrorIs(t, err, remote.ErrInvalidConfig)
 			assert.Contains(t, err.Error(), tc.field, "the error names the field")
+			assert.NotContains(t, err.Error(), "frame", "a Config is no frame")
 		})
 	}
 

@@ -2,6 +2,8 @@ package remote
 
 import (
 	"encoding/binary"
+	"errors"
+	"fmt"
 	"unicode/utf8"
 )
 
@@ -128,15 +130,16 @@ func (r *reader) name() string {
 	return string(b)
 }
 
-// checkName returns an error if s cannot be a node name.
+// checkName returns an error if s cannot be a node name; the reader of a
+// control message makes it a malformed frame.
 func checkName(s string) error {
 	switch {
 	case s == "":
-		return errMalformedf("empty node name")
+		return errors.New("empty node name")
 	case len(s) > maxNameLen:
-		return errMalformedf("node name of %d bytes, the most is %d", len(s), maxNameLen)
+		return fmt.Errorf("node name of %d bytes, the most is %d", len(s), maxNameLen)
 	case !utf8.ValidString(s):
-		return errMalformedf("node name is not UTF-8")
+		return errors.New("node name is not UTF-8")
 	}
 	return nil
 }
