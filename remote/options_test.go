@@ -145,9 +145,12 @@ func TestSubscriptionRefusedByTheServer(t *testing.T) {
 				s, err := scheduler.New(scheduler.WithNode(node.Node()), scheduler.WithTransport(node))
 				require.NoError(t, err)
 				defer func() { _ = s.Shutdown(context.Background()) }()
+				subs := srv.NumSubscriptions()
 				for range 2 {
 					assert.ErrorIs(t, node.Start(t.Context(), s), nats.ErrPermissionViolation, "Start")
 				}
+				tEventually(t, func() bool { return srv.NumSubscriptions() == subs },
+					"the subscriptions Start made are undone (%d before, %d now)", subs, srv.NumSubscriptions())
 				assert.ErrorIs(t, node.Send(relay.Message{To: relay.PID{Node: 5, ID: 1}}), remote.ErrClosed, "a send: the node is not started")
 				assert.NoError(t, node.Close(t.Context()))
 			}
