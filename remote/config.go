@@ -35,8 +35,9 @@ type Config struct {
 	// that NATS refuses makes [New] fail with [ErrInvalidConfig]. The
 	// connection they make is the node's, which [Node.Close] closes. The
 	// node wraps, and still calls, the connection's reconnect, closed
-	// and error handlers set here; a disconnect handler is NATS's to
-	// call, as set.
+	// and error handlers set here (with nats.NoCallbacksAfterClientClose,
+	// NATS calls no closed handler when Close closes the connection); a
+	// disconnect handler is NATS's to call, as set.
 	Options []nats.Option
 
 	// Heartbeat is how often the node tells the cluster it is alive
