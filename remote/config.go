@@ -48,7 +48,12 @@ type Config struct {
 	// FailureTimeout is how long a peer may stay silent before it is
 	// declared down (default [DefaultFailureTimeout], or three heartbeats
 	// if that is longer); a probe that finds nobody subscribed for it
-	// declares it down sooner. It must be at least three heartbeats.
+	// declares it down sooner. It must be at least three heartbeats. A
+	// node judges its peers by its own FailureTimeout, whatever their
+	// Heartbeat: a peer whose heartbeats are further apart is declared
+	// down though it runs, so the Heartbeat of every node of a cluster
+	// must be well under the FailureTimeout of every other (simplest:
+	// give them all the same).
 	FailureTimeout time.Duration
 
 	// Window is the credit of each link: the most bytes of batches sent

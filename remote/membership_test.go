@@ -183,3 +183,24 @@ func TestPeerDownOfAPeerNeverUp(t *testing.T) {
 	default:
 	}
 }
+
+// TestHeartbeatLongerThanAPeersFailureTimeout: a node judges a peer's
+// silence by its own FailureTimeout, whatever the peer's Heartbeat, so a
+// peer whose heartbeats are further apart than that is declared down
+// though it runs, and, told so, declares the first down too: the nodes
+// of a cluster need heartbeats shorter than every failure timeout.
+func TestHeartbeatLongerThanAPeersFailureTimeout(t *testing.T) {
+	srv := tServer(t)
+	a := tStart(t, srv.ClientURL(), "a", func(cfg *remote.Config) {
+		cfg.Heartbeat, cfg.FailureTimeout = 20*time.Millisecond, 300*time.Millisecond
+	})
+	b := tStart(t, srv.ClientURL(), "b", func(cfg *remote.Config) {
+		cfg.Heartbeat, cfg.FailureTimeout = time.Second, time.Minute
+	})
+	tJoin(t, a, b)
+	down := tRecv(t, a.Down, "a to declare b down")
+	assert.Equal(t, "b", down.Name)
+	assert.ErrorIs(t, down.Reason, remote.ErrNodeDown)
+	assert.Contains(t, down.Reason.Error(), "silent for")
+	assert.Equal(t, "a", tRecv(t, b.Down, "b to hear it is down and declare a down").Name)
+}
