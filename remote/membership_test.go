@@ -197,7 +197,7 @@ func TestHeartbeatLongerThanAPeersFailureTimeout(t *testing.T) {
 	b := tStart(t, srv.ClientURL(), "b", func(cfg *remote.Config) {
 		cfg.Heartbeat, cfg.FailureTimeout = time.Second, time.Minute
 	})
-	tJoin(t, a, b)
+	assert.Equal(t, "b", tRecv(t, a.Up, "a to see b up").Name)
 	down := tRecv(t, a.Down, "a to declare b down")
 	assert.Equal(t, "b", down.Name)
 	assert.ErrorIs(t, down.Reason, remote.ErrNodeDown)
