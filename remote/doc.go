@@ -26,7 +26,8 @@
 //
 // A node uses one NATS connection, made from [Config].URL and
 // [Config].Options, which pass to nats.Connect as they are: TLS,
-// credentials, NKeys, user and password. The node authenticates nobody
+// credentials, NKeys, user and password. The connection is the node's:
+// [Node.Close] closes it. The node authenticates nobody
 // itself: whoever may publish on the cluster's subjects can send to its
 // processes and start its registered kinds, so the bus's accounts and
 // subject permissions are the trust boundary.
@@ -154,8 +155,9 @@
 // is probed with a NATS request to its control subject: "no responders"
 // means its subscription is gone, which the server knows as soon as its
 // connection closes, so a crashed peer is declared down within about
-// three heartbeats. A peer silent for [Config].FailureTimeout is
-// declared down whatever the probe says; a peer that says goodbye is
+// three heartbeats. A peer silent for [Config].FailureTimeout (this
+// node's, whatever the peer's Heartbeat) is declared down whatever the
+// probe says; a peer that says goodbye is
 // declared down at once. A down peer stays down: its later messages are
 // dropped, it is told so that it declares this node down too, and only a
 // restart (a new incarnation) brings it back. While this node's own
