@@ -186,3 +186,42 @@ func TestRefusedSyncMarkerIsCounted(t *testing.T) {
 	assert.Equal(t, "held", tRecv(t, got, "the message held by b").Data)
 	tEventually(t, func() bool { return a.Stats().InFlight == 0 }, "b grants the message")
 }
+
+// TestConnectionClosedForGoodDuringClose: when the NATS connection
+// closes for good while Close waits for the peers to take what was sent
+// to them, what was waiting goes back to its senders with ErrClosed and
+// Close returns nil, as it does when the connection closed for good
+// before it: there is nothing left to confirm, and an error wrapping
+// ErrClosed from Close says the node was closed already.
+func TestConnectionClosedForGoodDuringClose(t *testing.T) {
+	srv := tServer(t)
+	a := tStart(t, srv.ClientURL(), "a", func(cfg *remote.Config) {
+		cfg.Window, cfg.MaxBuffered = 8<<10, 1<<20
+		cfg.FailureTimeout = time.Minute
+		cfg.Options = []nats.Option{nats.NoReconnect()}
+	})
+	b := tStart(t, srv.ClientURL(), "b", func(cfg *remote.Config) { cfg.Window = 8 << 10 })
+	tJoin(t, a, b)
+	open := tHoldInbound(t, b)
+	recv, _ := tCollector(t, b.S, 64)
+	back := tFlood(t, a.S, recv.PID(), 64)
+	tEventually(t, func() bool { return a.Stats().Buffered > 0 }, "messages wait in a's buffer")
+
+	ctx, cancel := context.WithTimeout(context.Background(), tWait)
+	defer cancel()
+	closed := make(chan error, 1)
+	go func() { closed <- a.Close(ctx) }()
+	tEventually(t, func() bool {
+		_, err := a.WaitPeer(ctx, "b")
+		return errors.Is(err, remote.ErrClosed)
+	}, "a to be closing")
+	tStopServer(srv)
+	assert.NoError(t, tRecv(t, closed, "Close to return"))
+	assert.ErrorIs(t, tRecv(t, back, "a waiting message to come back").Error, remote.ErrClosed)
+	assert.ErrorIs(t, a.Close(ctx), remote.ErrClosed, "a second Close")
+
+	open()
+	short, cancelShort := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancelShort()
+	_ = b.Close(short)
+}

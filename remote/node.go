@@ -784,9 +784,10 @@ func (n *Node) progressed() {
 // [ErrDisconnected] and the cause (ctx's error, or
 // [context.DeadlineExceeded] for the 10 seconds): those messages may
 // not have reached anyone, and the peers then declare the node down by
-// its silence. After the connection closed for good (which sends report
-// with ErrClosed) there is nothing to confirm. The node is closed either
-// way. A second Close, or one during Start, returns an error wrapping
+// its silence. Once the connection has closed for good, before Close or
+// while it waits for the peers, there is nothing to confirm: what still
+// waits goes back to its senders with ErrClosed, and Close returns nil.
+// The node is closed either way. A second Close, or one during Start, returns an error wrapping
 // [ErrClosed]. A nil ctx is refused with an error wrapping
 // [scheduler.ErrNilContext], and the node is left as it was.
 func (n *Node) Close(ctx context.Context) error {
@@ -817,7 +818,8 @@ func (n *Node) Close(ctx context.Context) error {
 		case <-ctx.Done():
 			err = fmt.Errorf("remote: node %q closed before every peer took its messages: %w", n.cfg.Name, ctx.Err())
 		case <-n.connClosed:
-			err = fmt.Errorf("%w: the NATS connection closed", ErrClosed)
+			// Nothing can leave any more: what waits goes back to its
+			// senders below, and there is nothing to confirm.
 		}
 		break
 	}
