@@ -1,6 +1,7 @@
 package remote
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -425,7 +426,8 @@ func (n *Node) tick(now int64) {
 // trusted: the peer may not have reconnected yet. An answer shows that
 // the peer is subscribed, so a paused link resumes, but it is no
 // heartbeat: a peer silent for FailureTimeout is declared down whatever
-// its probes say. Heartbeat goroutine.
+// its probes say. Close stops a probe under way, since it waits for no
+// answer. Heartbeat goroutine.
 func (n *Node) probe(p *peer, now int64) {
 	if now < n.probesFrom.Load() || !p.probing.CompareAndSwap(false, true) {
 		return
@@ -436,7 +438,9 @@ func (n *Node) probe(p *peer, now int64) {
 		defer n.wg.Done()
 		defer p.probing.Store(false)
 		var buf [ctlHeaderLen]byte
-		_, err := n.nc.Request(ctlSubject(n.subj.prefix, p.num), appendCtl(buf[:0], ctlMsg{typ: ctlProbe, sender: n.num, run: n.run, to: p.run}), n.cfg.Heartbeat)
+		ctx, cancel := context.WithTimeout(n.probing, n.cfg.Heartbeat)
+		defer cancel()
+		_, err := n.nc.RequestWithContext(ctx, ctlSubject(n.subj.prefix, p.num), appendCtl(buf[:0], ctlMsg{typ: ctlProbe, sender: n.num, run: n.run, to: p.run}))
 		switch {
 		case err == nil:
 			if p.link.paused.Load() {

@@ -119,7 +119,11 @@ type Node struct {
 	// loaded by the writer; it orders nothing else.
 	publishHook atomic.Pointer[func(subject string, data []byte) error]
 
-	stop       chan struct{} // closed by Close to stop the writer and the heartbeats
+	stop chan struct{} // closed by Close to stop the writer and the heartbeats
+	// probing bounds the probes under way; Close cancels it with stop,
+	// so that it waits for no answer, which may be a heartbeat away.
+	probing    context.Context
+	stopProbes context.CancelFunc
 	wg         sync.WaitGroup
 	connClosed chan struct{} // closed when the NATS connection is closed for good
 	closedOnce sync.Once
@@ -214,6 +218,7 @@ func New(cfg Config) (*Node, error) {
 		connClosed: make(chan struct{}),
 		writer:     writer{wake: make(chan struct{}, 1)},
 	}
+	n.probing, n.stopProbes = context.WithCancel(context.Background())
 	empty := map[uint32]*peer{}
 	n.peers.Store(&empty)
 	n.clock.Store(time.Now().UnixNano())
@@ -795,6 +800,7 @@ func (n *Node) Close(ctx context.Context) error {
 		return fmt.Errorf("%w: Close", scheduler.ErrNilContext)
 	}
 	if n.state.CompareAndSwap(stateNew, stateClosed) {
+		n.stopProbes()
 		n.closeConn()
 		n.notify() // WaitPeer returns
 		return nil
@@ -825,6 +831,7 @@ func (n *Node) Close(ctx context.Context) error {
 	}
 	n.publishCtl(n.subj.all, ctlMsg{typ: ctlBye})
 	close(n.stop)
+	n.stopProbes()
 	n.wg.Wait()
 	n.failEverything(fmt.Errorf("%w: node %q closed", ErrClosed, n.cfg.Name))
 	if derr := n.drain(ctx); err == nil && derr != nil {
