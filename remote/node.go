@@ -393,14 +393,14 @@ func (n *Node) Name() string { return n.cfg.Name }
 // with another scheduler (of the same node number) is refused with an
 // error wrapping [ErrInvalidConfig] while s has not shut down, since
 // s's processes would yield their spawns to a node serving another
-// scheduler; once s has shut down, it is allowed. Start on a node started already, being started, or
-// closed returns an error wrapping [ErrClosed] and changes nothing. So
-// does Start on a node whose NATS connection has closed for good (it
-// ran out of reconnect attempts, see [ErrClosed]), which claims nothing
-// on s: such a node can only be closed; if the connection closes for
-// good during the wait, the error wraps ErrClosed too. A nil
-// ctx is refused with an error wrapping [scheduler.ErrNilContext], and
-// nothing is done.
+// scheduler; once s has shut down, it is allowed. Start on a node
+// started already, being started, or closed returns an error wrapping
+// [ErrClosed] and changes nothing. So does Start on a node whose NATS
+// connection has closed for good (it ran out of reconnect attempts, see
+// [ErrClosed]), which claims nothing on s: such a node can only be
+// closed; if the connection closes for good during the wait, the error
+// wraps ErrClosed too. A nil ctx is refused with an error wrapping
+// [scheduler.ErrNilContext], and nothing is done.
 func (n *Node) Start(ctx context.Context, s *scheduler.Scheduler) error {
 	if ctx == nil {
 		return fmt.Errorf("%w: Start", scheduler.ErrNilContext)
@@ -414,11 +414,12 @@ func (n *Node) Start(ctx context.Context, s *scheduler.Scheduler) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("remote: joining cluster %q: %w", n.cfg.Cluster, err)
 	}
-	if n.connLost() {
-		return fmt.Errorf("%w: node %q lost its NATS connection for good", ErrClosed, n.cfg.Name)
-	}
 	if !n.state.CompareAndSwap(stateNew, stateStarting) {
 		return fmt.Errorf("%w: Start called twice or after Close", ErrClosed)
+	}
+	if n.connLost() {
+		n.state.Store(stateNew)
+		return fmt.Errorf("%w: node %q lost its NATS connection for good", ErrClosed, n.cfg.Name)
 	}
 	if n.claimedOn != nil && n.claimedOn != s {
 		// The spawn command is claimed on another scheduler of this
@@ -492,12 +493,13 @@ func (n *Node) Start(ctx context.Context, s *scheduler.Scheduler) error {
 }
 
 // subscriptionRefused returns the server's refusal of a subscription to
-// one of subjects (any subscription if none are given), for the user's
-// permissions, if the connection's last error is one and was not before,
-// the error before the subscriptions were made; nil otherwise. The server reports the refusal before it
-// answers the flush that follows the subscriptions, and NATS records it
-// as the connection's last error as it reads it, so a flush done, this
-// finds it; so does a request's timeout. New and Start only.
+// one of subjects (any subscription if none are given) for the
+// connection's permissions, if the connection's last error is one and
+// is not before, its last error before the subscriptions were made; nil
+// otherwise. The server reports the refusal before it answers the flush
+// that follows the subscriptions, and NATS records it as the
+// connection's last error as it reads it, so once a flush is done, or a
+// request has timed out, this finds it. New and Start only.
 func (n *Node) subscriptionRefused(before error, subjects ...string) error {
 	err := n.nc.LastError()
 	if !errors.Is(err, nats.ErrPermissionViolation) || err == before {
@@ -792,9 +794,10 @@ func (n *Node) progressed() {
 // its silence. Once the connection has closed for good, before Close or
 // while it waits for the peers, there is nothing to confirm: what still
 // waits goes back to its senders with ErrClosed, and Close returns nil.
-// The node is closed either way. A second Close, or one during Start, returns an error wrapping
-// [ErrClosed]. A nil ctx is refused with an error wrapping
-// [scheduler.ErrNilContext], and the node is left as it was.
+// The node is closed either way. A second Close, or one during Start,
+// returns an error wrapping [ErrClosed]. A nil ctx is refused with an
+// error wrapping [scheduler.ErrNilContext], and the node is left as it
+// was.
 func (n *Node) Close(ctx context.Context) error {
 	if ctx == nil {
 		return fmt.Errorf("%w: Close", scheduler.ErrNilContext)
