@@ -38,8 +38,8 @@
 // inject queue are, makes every push take the lock, write the length and
 // release the lock, three atomic instructions, and wait while a worker
 // holds the lock to take a batch. A program
-// submitting in a loop from one goroutine then competed with every worker
-// that came to the queue for work: lock-free, a million submissions from
+// submitting in a loop from one goroutine then competes with every worker
+// that comes to the queue for work: lock-free, a million submissions from
 // one goroutine take 8 % less time in the bench harness's spawn workload.
 // A Michael-Scott linked queue would allocate a node per item, and a chain
 // of fixed segments dropped once emptied would allocate a segment every
