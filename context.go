@@ -71,10 +71,10 @@ func (p *proc) String() string { return "scheduler.processContext(" + p.pid().St
 // digits give the process's full ID, whatever the record has served
 // since. Converting the record's pointer to one of these
 // types allocates nothing, where a context holding the ID would be an
-// allocation per process: in a fork-join computation such contexts were
-// most of what the scheduler allocated, and while the live heap is small
-// the collector runs once per few megabytes allocated, so every byte is
-// paid for in collections. Contexts of two processes compare unequal,
+// allocation per process: in a fork-join computation such contexts
+// would be most of what the scheduler allocates, and while the live heap
+// is small the collector runs once per few megabytes allocated, so every
+// byte is paid for in collections. Contexts of two processes compare unequal,
 // as they must: their records or their types differ.
 //
 // A process started with values gets a valuesCtx, which keeps its
@@ -83,8 +83,8 @@ func (p *proc) String() string { return "scheduler.processContext(" + p.pid().St
 // ctxGens is the number of genCtx types, a power of two: a record
 // serves at most this many processes (see Scheduler.finish). Twice as
 // many types cost the program twice the code (about 2.4 KB a type) and
-// measured no faster; with half as many, a fork-join run on one worker
-// took 2-3 % longer (a record allocated every sixteen processes of a
+// measure no faster; with half as many, a fork-join run on one worker
+// takes 2-3 % longer (a record allocated every sixteen processes of a
 // slot).
 const ctxGens = ctxGenHigh * ctxGenDigits
 
@@ -244,7 +244,7 @@ const valuesCtxSlab = 16
 // record's second line (see table.prefetchNext). Both starts write that
 // choice out, as they do the publication: a function of its own that
 // made it would be too large to inline, and calling one at every start
-// lost what sparing the line gains (see docs/benchmarks.md).
+// loses what sparing the line gains (see docs/benchmarks.md).
 // A worker allocates contexts with values valuesCtxSlab at a time:
 // nothing of the scheduler's points to one, so a slab is garbage once
 // the processes it served have ended, unless user code keeps one of

@@ -47,7 +47,7 @@ import (
 
 // helpBatch and helpRounds: a helping caller takes up to helpRounds
 // batches of helpBatch processes from the global queue. 128 processes a
-// help did as well as 256 and better than 64 or 1,024 for a loop of
+// help do as well as 256 and better than 64 or 1,024 for a loop of
 // Spawn on two cores, quiet and with both cores loaded by other
 // programs (docs/benchmarks.md); the batch is small enough that its
 // records' lines, asked for together, fit the core's line fill buffers

@@ -279,8 +279,8 @@ func (p *proc) newSlot() *Event {
 // of the buffer, zero, counted in, or nil if the buffer is full or
 // there is none, and then changes nothing. Unlike newSlot, which calls
 // growInbox, it is small enough for the compiler to inline, and
-// pushMessage, the path of every message, calls it first: the call of
-// newSlot cost a message about fifteen instructions. Called with
+// pushMessage, the path of every message, calls it first: a call of
+// newSlot costs a message about fifteen instructions. Called with
 // proc.mu held.
 func (b *eventBuf) next() *Event {
 	if n := b.n; b.first != nil && n != 1<<b.logCap {

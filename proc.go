@@ -159,16 +159,16 @@ type procTiming struct {
 // the ones that worker is running and ending. The caller's writes to one
 // record and the worker's to its neighbour then pass the shared line
 // between their two cores, though neither reads what the other wrote.
-// With the records padded, a million starts with Spawn took 0.86x the
+// With the records padded, a million starts with Spawn take 0.86x the
 // time; padded to three lines, the same, so it is the sharing, not the
 // alignment. In the machine's spells of slow transfers between cores
-// (see docs/benchmarks.md) they took 1.03x: the workers fall behind and
+// (see docs/benchmarks.md) they take 1.03x: the workers fall behind and
 // walk records that have gone cold, and two padded records are four
 // lines to fetch where two 96-byte ones are three.
 // Records with a Handle are never reused, and an awaited child starts
 // and ends on its parent's worker as a rule, so those keep the 96-byte
-// class (with every kind padded, a fork-join tree took longer), and so
-// do those with the End hook's timing: padded the same way, they took no
+// class (with every kind padded, a fork-join tree takes longer), and so
+// do those with the End hook's timing: padded the same way, they take no
 // less time.
 type spawnedProc struct {
 	proc

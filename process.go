@@ -229,7 +229,7 @@ func (o *StepOutput) Tell(to relay.PID, msg any) {
 	// Field by field: a whole yield built and then copied costs the copy,
 	// and the copy's loads stall on the fields just stored. Only the
 	// fields a Tell's readers read (see add): writing the other five
-	// cost fourteen instructions a message, 4 % of a fan-out's.
+	// costs fourteen instructions a message, 4 % of a fan-out's.
 	y.tag, y.arg, y.kind, y.to, y.deadline = 0, msg, yieldTell, to, 0
 }
 

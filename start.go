@@ -74,7 +74,7 @@ func (s *Scheduler) Spawn(ctx context.Context, p Process, method string, input p
 // passes a dozen arguments from call to call and looks at a branch for
 // every case it serves (options, a limit, a worker's caches, a parent's
 // values or awaiting, hooks). A loop outside the workers that starts
-// processes goes at its caller's speed, and the general path cost it
+// processes goes at its caller's speed, and the general path costs it
 // about 800 instructions a start where this one costs about 565. Any
 // goroutine.
 func (s *Scheduler) submitOutside(ctx context.Context, p Process, method string, input payload.Payloads, opts []SubmitOption, handle bool) (*proc, relay.PID, error) {

@@ -34,7 +34,7 @@ type u64map struct {
 // of home slots: 64 consecutive keys take 64 consecutive slots, 16 cache
 // lines. Fewer bits lose the locality; more make the runs that blocks form
 // when they meet longer. With a process that keeps hundreds of thousands
-// of children outstanding (BenchmarkSpawnWide), 6 bits was the fastest of
+// of children outstanding (BenchmarkSpawnWide), 6 bits is the fastest of
 // 0 (the whole key hashed), 4 and 6.
 const homeBlockBits = 6
 

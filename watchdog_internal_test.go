@@ -257,8 +257,8 @@ func TestWatchdogIgnoresTimeOutsideStep(t *testing.T) {
 
 // TestWatchdogWithoutRunnableGauge: on a runtime that cannot say whether
 // goroutines wait for a processor, the watchdog counts wall time inside
-// Step, so a step whose worker waits for a processor is reported, as it
-// was before the gauge was used.
+// Step, so a step whose worker waits for a processor is reported (see
+// "Limits" in docs/tuning.md).
 func TestWatchdogWithoutRunnableGauge(t *testing.T) {
 	missing := func() (uint64, bool) { return 0, false }
 	testHookRunnable.Store(&missing)

@@ -38,9 +38,9 @@ const globalCheckInterval = 61
 //     scheduling turns, which busy workers never take. A collection's
 //     mark phase then lasts until the preemptions come, and all that time
 //     every pointer store pays the write barrier and every allocation
-//     helps mark. A fork-join tree of a million short processes spent
-//     up to 9-14 ms a collection marking, against at most 2 ms with the
-//     yield.
+//     helps mark. A fork-join tree of a million short processes spends
+//     up to 9-14 ms a collection marking without the yield, against at
+//     most 2 ms with it.
 //   - Any goroutine that a step started or woke: the runtime queues it on
 //     the processor that woke it, and no idle processor is there to take
 //     it.
@@ -52,7 +52,7 @@ const globalCheckInterval = 61
 // workers than processors (WithWorkers below GOMAXPROCS), a processor
 // that runs no worker is there. In each case the yield is skipped: the
 // runtime would only wake that other processor and hand it the yielding
-// worker, off its warm cache (fan-out took 12 % longer when searchers did
+// worker, off its warm cache (fan-out takes 12 % longer when searchers do
 // not skip it, a skynet tree on one worker with two processors 10 %).
 const yieldTicks = 1024
 
