@@ -38,7 +38,8 @@ type Hooks struct {
 	// running the process then (a step in progress, say): that worker
 	// forces it, and calls the hook, once the step returns. By then the
 	// process has gone: Register of its PID fails with
-	// [ErrProcessNotFound] and a Monitor of it reports [ExitGone].
+	// [ErrProcessNotFound], no name finds it any more ([Scheduler.Lookup])
+	// and a Monitor of it reports [ExitGone].
 	// Setting it costs each process two loads of the scheduler's coarse
 	// clock, a counter per step, and 16 bytes more in its record, and
 	// each worker a clock read every 64 rounds.

@@ -365,9 +365,10 @@ func TestStartHookSeesItsProcessUnpublished(t *testing.T) {
 
 // TestEndInItsOrder: the end of a process goes in the order design.md's
 // invariant 6 gives: Close, then the End hook, then the messages it left
-// unread to the DeadLetter hook, all while its name is still its own,
-// and then, its name freed, its Handle reports the end. The process
-// holds its final step while a message arrives, which it leaves unread.
+// unread to the DeadLetter hook, and then its Handle reports the end.
+// Its name finds it in none of them: the process has ended, for its
+// names, from the return of its final step. The process holds its final
+// step while a message arrives, which it leaves unread.
 func TestEndInItsOrder(t *testing.T) {
 	var (
 		mu    sync.Mutex
@@ -418,5 +419,5 @@ func TestEndInItsOrder(t *testing.T) {
 	note("Handle")
 	mu.Lock()
 	defer mu.Unlock()
-	assert.Equal(t, []string{"Close (named)", "End hook (named)", "DeadLetter hook (named)", "Handle (after the Handle reported)"}, order)
+	assert.Equal(t, []string{"Close", "End hook", "DeadLetter hook", "Handle (after the Handle reported)"}, order)
 }

@@ -12,6 +12,15 @@ import (
 // name is released when the process ends. The registry is a map under a
 // read-write lock: lookups are what services do often (a send by name),
 // registrations are rare.
+//
+// A process ends, for its names as for everything else, when its final
+// step returns (it is gone: see proc.gone), but its end removes its
+// entries from the map only after its Close. An entry whose holder is
+// gone is therefore a free name: Lookup and Unregister find nothing
+// there and Register gives it to its new holder, each deciding under
+// the registry's lock, so that a caller told the process has ended
+// never finds it by name afterwards. The end's removal skips a name
+// that has passed to another process meanwhile.
 
 // names is a scheduler's registry of process names.
 type names struct {
@@ -23,7 +32,10 @@ type names struct {
 // [Scheduler.TellName] and [StepOutput.TellName] find it. A name is unique
 // within the scheduler and stays registered until the process ends (then it
 // is released) or [Scheduler.Unregister] is called; a process may have
-// several names. Any goroutine.
+// several names. The process ends, for its names, when its final step
+// returns, as for [Scheduler.Tell]: from then on, while its Close runs
+// too, no call finds it by a name and another process may take the name.
+// Any goroutine.
 //
 // It returns an error wrapping [ErrNameTaken] if another process has the
 // name (registering the same process again under its own name is not an
@@ -44,14 +56,16 @@ func (s *Scheduler) Register(name string, pid relay.PID) error {
 	defer s.names.mu.Unlock()
 	holder, held := s.names.byName[name]
 	if held && holder != pid {
-		return fmt.Errorf("%w: %q is %v's", ErrNameTaken, name, holder)
+		if s.nameHolderLive(holder) {
+			return fmt.Errorf("%w: %q is %v's", ErrNameTaken, name, holder)
+		}
+		held = false // its holder has ended: the name is free
 	}
 	// Recorded on the process under its lock, so that its end, which
 	// releases its names after closing it under that lock, cannot miss
-	// this one: either the process is closed now and nothing is
+	// this one: either the process is gone now and nothing is
 	// registered, or its end will see the name. A name it holds already
-	// is refused too once it has ended: its end releases the name after
-	// its Close, and until then the name is still listed as its.
+	// is refused too once it is gone, as any other name: it has ended.
 	p.mu.Lock()
 	if p.gone(pid.ID) {
 		p.mu.Unlock()
@@ -84,20 +98,24 @@ func (s *Scheduler) Unregister(name string) error {
 	s.names.mu.Lock()
 	pid, ok := s.names.byName[name]
 	if ok {
-		delete(s.names.byName, name)
+		delete(s.names.byName, name) // a gone holder's too: it is free
+		ok = false
+		if p, err := s.lookup(pid); err == nil {
+			p.mu.Lock()
+			// A gone process's names are frozen: whoever ends it reads
+			// them without the lock to release them.
+			if !p.gone(pid.ID) {
+				ok = true
+				if x := p.live(); x != nil {
+					x.dropName(name)
+				}
+			}
+			p.mu.Unlock()
+		}
 	}
 	s.names.mu.Unlock()
 	if !ok {
 		return s.nameMissing(name)
-	}
-	if p, err := s.lookup(pid); err == nil {
-		p.mu.Lock()
-		// A closed process's names are frozen: whoever ended it reads
-		// them without the lock to release them.
-		if x := p.live(); x != nil && !p.gone(pid.ID) {
-			x.dropName(name)
-		}
-		p.mu.Unlock()
 	}
 	return nil
 }
@@ -110,11 +128,28 @@ func (s *Scheduler) Unregister(name string) error {
 func (s *Scheduler) Lookup(name string) (relay.PID, error) {
 	s.names.mu.RLock()
 	pid, ok := s.names.byName[name]
+	ok = ok && s.nameHolderLive(pid)
 	s.names.mu.RUnlock()
 	if !ok {
 		return relay.PID{}, s.nameMissing(name)
 	}
 	return pid, nil
+}
+
+// nameHolderLive reports whether pid, which holds a name in the
+// registry, is a live process: one that is gone holds no name any more,
+// though its end has not yet removed it from the map. Called with
+// s.names.mu held (read or write), so that the answer and the map's
+// entry hold together.
+func (s *Scheduler) nameHolderLive(pid relay.PID) bool {
+	p, err := s.lookup(pid)
+	if err != nil {
+		return false
+	}
+	p.mu.Lock()
+	gone := p.gone(pid.ID)
+	p.mu.Unlock()
+	return !gone
 }
 
 // nameMissing is the error for a name no process has: [ErrClosed] once

@@ -304,3 +304,47 @@ func TestUnregisterReleasesWhoeverHoldsIt(t *testing.T) {
 	_, err = s.Lookup("svc")
 	require.ErrorIs(t, err, sched.ErrNameNotFound, "released by its holder's end")
 }
+
+// TestNameFreeFromItsHoldersEnd: from the return of a process's final
+// step, when Register starts refusing it with ErrProcessNotFound, its
+// names are free to every call, though its Close is still running and
+// its end has not yet released them: Lookup, TellName and Unregister
+// find no holder, and another process may take the name. Its end then
+// leaves the new holder's name alone. Otherwise a caller told that the
+// process had ended could still find it by name afterwards.
+func TestNameFreeFromItsHoldersEnd(t *testing.T) {
+	s := newScheduler(t)
+	closing, release := make(chan struct{}), make(chan struct{})
+	var released sync.Once
+	unblock := func() { released.Do(func() { close(release) }) }
+	t.Cleanup(unblock) // a failure below must not leave Close blocked
+	first := submit(t, s, &probe{
+		step:  untilMessage,
+		close: func() { close(closing); <-release },
+	})
+	second := submit(t, s, &probe{step: untilMessage})
+	require.NoError(t, s.Register("svc", first.PID()))
+	require.NoError(t, s.Register("spare", first.PID()))
+	require.NoError(t, s.Tell(first.PID(), "end"))
+	receive(t, closing, "Close")
+
+	require.ErrorIs(t, s.Register("other", first.PID()), sched.ErrProcessNotFound, "the process has ended")
+	_, err := s.Lookup("svc")
+	assert.ErrorIs(t, err, sched.ErrNameNotFound, "Lookup after Register found the process ended")
+	assert.ErrorIs(t, s.TellName("svc", "lost"), sched.ErrNameNotFound, "TellName after its end")
+	assert.ErrorIs(t, s.Unregister("spare"), sched.ErrNameNotFound, "Unregister after its end")
+	require.NoError(t, s.Register("svc", second.PID()), "the name is free for another process")
+
+	unblock()
+	_, err = waitEnd(t, s, first)
+	require.NoError(t, err)
+	got, err := s.Lookup("svc")
+	require.NoError(t, err, "the first process's end released the second's name")
+	assert.Equal(t, second.PID(), got)
+	_, err = s.Lookup("spare")
+	assert.ErrorIs(t, err, sched.ErrNameNotFound)
+	require.NoError(t, s.TellName("svc", "by name"))
+	res, err := waitEnd(t, s, second)
+	require.NoError(t, err)
+	assert.Equal(t, "by name", res.Value())
+}

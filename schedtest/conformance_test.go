@@ -1525,7 +1525,7 @@ var scenarios = []scenario{
 		want: "close; message data=outside; message data=stop from=stopper",
 	},
 	{
-		name: "while its Close runs a process is gone: Register (even of a name it holds), Tell and Terminate are refused, and its names are listed until Close returns",
+		name: "while its Close runs a process is gone: Register (even of a name it holds), Tell and Terminate are refused, and no name finds it",
 		run: func(t *testing.T, w world, j *journal) string {
 			var rec calls
 			note := rec.note
@@ -1540,6 +1540,7 @@ var scenarios = []scenario{
 				note("register other", w.register("other", pr.self))
 				pid, err := w.lookup("svc")
 				note("lookup svc "+j.pid(pid), err)
+				note("unregister svc", w.unregister("svc"))
 				note("tell", w.send(pr.self, "in close"))
 				note("terminate", w.terminate(pr.self))
 			}
@@ -1554,7 +1555,7 @@ var scenarios = []scenario{
 			note("register svc after the end", w.register("svc", p))
 			return lines(j, "p") + " | " + rec.String()
 		},
-		want: "message data=end; close | register svc ProcessNotFound; register other ProcessNotFound; lookup svc p ok; tell ProcessNotFound; terminate ProcessNotFound; " +
+		want: "message data=end; close | register svc ProcessNotFound; register other ProcessNotFound; lookup svc outside NameNotFound; unregister svc NameNotFound; tell ProcessNotFound; terminate ProcessNotFound; " +
 			"lookup other NameNotFound; register svc after the end ProcessNotFound",
 	},
 	{

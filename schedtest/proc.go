@@ -216,13 +216,20 @@ func (s *Sim) finish(p *proc, f *ending) {
 	s.end(p, f.result, f.err, false)
 }
 
-// end ends p: Close, its result, its names, its awaiting parent, its
+// end ends p: its names, Close, its result, its awaiting parent, its
 // watchers.
 func (s *Sim) end(p *proc, result payload.Payload, err error, forced bool) {
 	if p.ended {
 		return
 	}
 	p.ended, p.forced = true, forced
+	// Its names are free from now on, while its Close runs too, as on the
+	// scheduler: a process that is gone is found by no name.
+	for _, n := range p.names {
+		if s.names[n] == p.pid {
+			delete(s.names, n)
+		}
+	}
 	p.running = false
 	if p.queued {
 		s.unready(p)
@@ -264,11 +271,6 @@ func (s *Sim) end(p *proc, result payload.Payload, err error, forced bool) {
 	}
 	if p.awaiter != nil && !forced {
 		_ = s.complete(p.awaiter, p.awaitSeq, scheduler.Event{Type: scheduler.EventYieldComplete, Data: result, Error: err, From: p.pid})
-	}
-	for _, n := range p.names {
-		if s.names[n] == p.pid {
-			delete(s.names, n)
-		}
 	}
 	exit := exitOf(p, result, err, forced)
 	for _, seq := range sortedKeys(p.watchers) {
