@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 
@@ -164,14 +165,25 @@ func (s *Scheduler) nameMissing(name string) error {
 
 // TellName is [Scheduler.Tell] to the process registered under name. It
 // returns an error wrapping [ErrNameNotFound] if no process has the name,
-// and otherwise what Tell returns. After Shutdown it returns [ErrClosed],
-// as Tell and [Scheduler.Lookup] do. Any goroutine.
+// and otherwise what Tell returns. A process that ends as the message is
+// sent, after TellName found it by the name, had the name no more by the
+// time the message would have reached it: the message is not delivered
+// and the error wraps both [ErrNameNotFound] and [ErrProcessNotFound].
+// After Shutdown it returns [ErrClosed], as Tell and [Scheduler.Lookup]
+// do. Any goroutine.
 func (s *Scheduler) TellName(name string, msg any) error {
 	pid, err := s.Lookup(name)
 	if err != nil {
 		return err
 	}
-	return s.Tell(pid, msg)
+	if err := s.Tell(pid, msg); err != nil {
+		if errors.Is(err, ErrProcessNotFound) {
+			// Its end released the name between the lookup and the send.
+			return fmt.Errorf("%w: %q, whose process ended: %w", ErrNameNotFound, name, err)
+		}
+		return err
+	}
+	return nil
 }
 
 // releaseNames removes the names of the ended process pid from the
