@@ -158,6 +158,7 @@ func nameOutcome(err error) int {
 }
 
 // nameHistory is a history being recorded, on a shared logical clock.
+// The mailbox's histories are recorded with it too.
 type nameHistory struct {
 	clock atomic.Int64
 	mu    sync.Mutex
@@ -166,7 +167,7 @@ type nameHistory struct {
 
 func (h *nameHistory) call() int64 { return h.clock.Add(1) }
 
-func (h *nameHistory) record(client int, in nameInput, call int64, out int) {
+func (h *nameHistory) record(client int, in, out any, call int64) {
 	ret := h.clock.Add(1)
 	h.mu.Lock()
 	h.ops = append(h.ops, porcupine.Operation{ClientId: client, Input: in, Call: call, Output: out, Return: ret})
@@ -211,12 +212,12 @@ func runNameHistory(t *testing.T, s *sched.Scheduler, seed uint64, prefix string
 					in.kind = nameRegister
 					call := h.call()
 					err := s.Register(name(in.name), hs[in.proc].PID())
-					h.record(c, in, call, nameOutcome(err))
+					h.record(c, in, nameOutcome(err), call)
 				case r < 10:
 					in.kind = nameUnregister
 					call := h.call()
 					err := s.Unregister(name(in.name))
-					h.record(c, in, call, nameOutcome(err))
+					h.record(c, in, nameOutcome(err), call)
 				case r < 14:
 					in.kind = nameLookup
 					call := h.call()
@@ -229,12 +230,12 @@ func runNameHistory(t *testing.T, s *sched.Scheduler, seed uint64, prefix string
 					} else if !errors.Is(err, sched.ErrNameNotFound) {
 						out = outOther
 					}
-					h.record(c, in, call, out)
+					h.record(c, in, out, call)
 				case r < 17:
 					in.kind = nameTellName
 					call := h.call()
 					err := s.TellName(name(in.name), "hello")
-					h.record(c, in, call, nameOutcome(err))
+					h.record(c, in, nameOutcome(err), call)
 				default:
 					in.kind = nameEnd
 					call := h.call()
@@ -245,7 +246,7 @@ func runNameHistory(t *testing.T, s *sched.Scheduler, seed uint64, prefix string
 						failures <- fmt.Sprintf("p%d did not end within %v of its Terminate", in.proc, testTimeout)
 						return
 					}
-					h.record(c, in, call, outOK)
+					h.record(c, in, outOK, call)
 				}
 			}
 		})
