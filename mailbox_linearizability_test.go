@@ -128,10 +128,11 @@ type mboxMsg struct {
 }
 
 // mboxDead collects the messages of each history that went to the
-// DeadLetter hook.
+// DeadLetter hook, and counts those a full mailbox dropped.
 type mboxDead struct {
-	mu    sync.Mutex
-	byRun map[int][]byte
+	mu      sync.Mutex
+	byRun   map[int][]byte
+	dropped map[int]uint64
 }
 
 func (d *mboxDead) add(dl sched.DeadLetter) {
@@ -141,20 +142,42 @@ func (d *mboxDead) add(dl sched.DeadLetter) {
 	}
 	d.mu.Lock()
 	d.byRun[m.trial] = append(d.byRun[m.trial], m.id)
+	if dl.Reason == sched.DeadDropped {
+		d.dropped[m.trial]++
+	}
 	d.mu.Unlock()
 }
 
-func (d *mboxDead) of(trial int) []byte {
+func (d *mboxDead) of(trial int) ([]byte, uint64) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return slices.Clone(d.byRun[trial])
+	return slices.Clone(d.byRun[trial]), d.dropped[trial]
+}
+
+// mboxStatsRead is a read of the counter of a policy's refusals
+// (Messages.Rejected under MailboxReject, Messages.Dropped under
+// MailboxDropNewest) during a history, less its value at the start.
+type mboxStatsRead struct {
+	call, ret int64
+	n         uint64
+}
+
+// refusals returns the counter of Stats that counts the refusals of
+// policy, and the outcome of a Tell refused so.
+func refusals(policy sched.MailboxPolicy, st sched.Stats) (uint64, int) {
+	if policy == sched.MailboxDropNewest {
+		return st.Messages.Dropped, mboxDropped
+	}
+	return st.Messages.Rejected, mboxFull
 }
 
 // runMailboxHistory submits a reader with a mailbox of mboxCapacity under
-// policy, lets clients goroutines send opsEach messages each, ends the
-// reader, and returns the history and every message accepted and read.
-func runMailboxHistory(t *testing.T, s *sched.Scheduler, policy sched.MailboxPolicy, trial, clients, opsEach int) (ops []porcupine.Operation, accepted, read []byte) {
+// policy, lets clients goroutines send opsEach messages each (or read
+// Stats instead of some), ends the reader, and returns the history,
+// every message accepted and read, and the reads of Stats.
+func runMailboxHistory(t *testing.T, s *sched.Scheduler, policy sched.MailboxPolicy, trial, clients, opsEach int) (ops []porcupine.Operation, accepted, read []byte, stats []mboxStatsRead) {
 	t.Helper()
+	base, _ := refusals(policy, s.Stats())
 	h := &nameHistory{}
 	var lastEnd atomic.Int64 // the clock when the reader's last step returned
 	var mu sync.Mutex        // guards read
@@ -201,6 +224,15 @@ func runMailboxHistory(t *testing.T, s *sched.Scheduler, policy sched.MailboxPol
 			for i := range opsEach {
 				in := mboxInput{kind: mboxTell, msg: byte(1 + c*opsEach + i)}
 				msg := mboxMsg{trial: trial, id: in.msg}
+				if policy != sched.MailboxDropOldest && rng.IntN(5) == 0 {
+					call := h.call()
+					n, _ := refusals(policy, s.Stats())
+					ret := h.call()
+					accMu.Lock()
+					stats = append(stats, mboxStatsRead{call: call, ret: ret, n: n - base})
+					accMu.Unlock()
+					continue
+				}
 				var err error
 				call := h.call()
 				if rng.IntN(3) == 0 {
@@ -228,7 +260,31 @@ func runMailboxHistory(t *testing.T, s *sched.Scheduler, policy sched.MailboxPol
 	require.NoError(t, err)
 	mu.Lock()
 	defer mu.Unlock()
-	return h.ops, accepted, slices.Clone(read)
+	return h.ops, accepted, slices.Clone(read), stats
+}
+
+// checkRefusalCounts checks that each read of Stats counted every
+// refusal that returned before the read began, and none that began after
+// it returned: a Tell counts its refusal before it returns.
+func checkRefusalCounts(t *testing.T, trial int, refused int, ops []porcupine.Operation, stats []mboxStatsRead) {
+	t.Helper()
+	for _, st := range stats {
+		var before, begun uint64
+		for _, op := range ops {
+			if op.Output.(mboxOutput).res != refused {
+				continue
+			}
+			if op.Return < st.call {
+				before++
+			}
+			if op.Call < st.ret {
+				begun++
+			}
+		}
+		require.True(t, before <= st.n && st.n <= begun,
+			"trial %d: Stats read [%d,%d] counts %d refusals; %d had returned before it, %d had begun before it returned",
+			trial, st.call, st.ret, st.n, before, begun)
+	}
 }
 
 func describeMailboxHistory(m porcupine.Model, ops []porcupine.Operation) string {
@@ -245,16 +301,21 @@ func describeMailboxHistory(m porcupine.Model, ops []porcupine.Operation) string
 // a bounded mailbox under each policy, each checked against a bounded
 // queue; and every accepted message is read once or goes to the
 // DeadLetter hook once (evicted, or unread at the end), never both.
+// Stats, read one figure at a time and not at one instant, is not part
+// of the model: a read of the refusals' counter during a history must
+// count those that returned before it and none begun after it, and once
+// the senders are done, Messages.Dropped counts every eviction.
 func TestMailboxLinearizable(t *testing.T) {
 	for _, policy := range []sched.MailboxPolicy{sched.MailboxReject, sched.MailboxDropNewest, sched.MailboxDropOldest} {
 		t.Run(policy.String(), func(t *testing.T) {
-			dead := &mboxDead{byRun: map[int][]byte{}}
+			dead := &mboxDead{byRun: map[int][]byte{}, dropped: map[int]uint64{}}
 			s := newScheduler(t, sched.WithHooks(sched.Hooks{DeadLetter: dead.add}))
 			model := mboxModel(policy)
 			trials := 300 * stressScale
 			for trial := range trials {
 				clients := 1 + trial%3
-				ops, accepted, read := runMailboxHistory(t, s, policy, trial, clients, 4)
+				before := s.Stats().Messages.Dropped
+				ops, accepted, read, stats := runMailboxHistory(t, s, policy, trial, clients, 4)
 				res, info := porcupine.CheckOperationsVerbose(model, ops, 10*time.Second)
 				if res != porcupine.Ok {
 					path := fmt.Sprintf("%s/mailbox-history-%d.html", t.TempDir(), trial)
@@ -263,10 +324,17 @@ func TestMailboxLinearizable(t *testing.T) {
 						"trial %d (%d senders): result %v; visualised in %s; operations:%s",
 						trial, clients, res, path, describeMailboxHistory(model, ops))
 				}
-				got := append(read, dead.of(trial)...)
+				letters, evicted := dead.of(trial)
+				got := append(read, letters...)
 				slices.Sort(got)
 				slices.Sort(accepted)
 				require.Equal(t, accepted, got, "trial %d: the messages accepted, against those read and dead-lettered", trial)
+				_, refused := refusals(policy, sched.Stats{})
+				checkRefusalCounts(t, trial, refused, ops, stats)
+				if policy == sched.MailboxDropOldest {
+					require.Equal(t, evicted, s.Stats().Messages.Dropped-before,
+						"trial %d: Messages.Dropped, against the messages the DeadLetter hook got as dropped", trial)
+				}
 			}
 		})
 	}
