@@ -129,9 +129,11 @@ func (s *Scheduler) Unregister(name string) error {
 func (s *Scheduler) Lookup(name string) (relay.PID, error) {
 	s.names.mu.RLock()
 	pid, ok := s.names.byName[name]
-	ok = ok && s.nameHolderLive(pid)
 	s.names.mu.RUnlock()
-	if !ok {
+	// Asked after the lock: a process once gone stays gone, so a holder
+	// found live now was live when the map named it, and one found gone
+	// left the name free at the moment it went, between the two.
+	if !ok || !s.nameHolderLive(pid) {
 		return relay.PID{}, s.nameMissing(name)
 	}
 	return pid, nil
@@ -139,18 +141,24 @@ func (s *Scheduler) Lookup(name string) (relay.PID, error) {
 
 // nameHolderLive reports whether pid, which holds a name in the
 // registry, is a live process: one that is gone holds no name any more,
-// though its end has not yet removed it from the map. Called with
-// s.names.mu held (read or write), so that the answer and the map's
-// entry hold together.
+// though its end has not yet removed it from the map. Register and
+// Unregister call it with s.names.mu held, so that the answer and the
+// map's entry hold together; Lookup after its read of the map.
+//
+// It takes no lock of the process: whoever ends a published process
+// stores Ended in its state word as the final step returns (or as a
+// shutdown deadline forces it), before it closes the process under its
+// lock, so the state word's load sees the end as soon as proc.gone does
+// under the lock; and a record reused by a process whose Init runs
+// keeps Ended until it is published. A lock here would make every
+// Lookup, and so every send by name, contend with the holder's own
+// mailbox.
 func (s *Scheduler) nameHolderLive(pid relay.PID) bool {
-	p, err := s.lookup(pid)
-	if err != nil {
+	if pid.Node != s.node {
 		return false
 	}
-	p.mu.Lock()
-	gone := p.gone(pid.ID)
-	p.mu.Unlock()
-	return !gone
+	p := s.table.lookup(pid.ID)
+	return p != nil && p.id.Load() == pid.ID && p.state.Load()&stateMask != stEnded
 }
 
 // nameMissing is the error for a name no process has: [ErrClosed] once
