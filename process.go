@@ -293,7 +293,13 @@ func (o *StepOutput) SleepUntil(tag uint64, t time.Time) {
 // [Scheduler.Register]), looked up when the step's yields are carried out.
 // If no process has the name, the message comes back to this process as
 // an undeliverable [EventMessage] whose Error wraps [ErrNameNotFound] and
-// whose From is the zero PID.
+// whose From is the zero PID. If the process that has the name ends
+// between the lookup and the delivery, the message comes back as from
+// [StepOutput.Tell] to that process: its Error wraps
+// [ErrProcessNotFound] and From is that process's PID. (Scheduler's
+// TellName, which returns its refusal, wraps both errors then; a
+// bounce has one Error, and telling the two apart would cost every
+// send by name a check.)
 func (o *StepOutput) TellName(name string, msg any) {
 	*o.add() = yield{arg: msg, kind: yieldTellName, method: name}
 }
@@ -324,8 +330,10 @@ func (o *StepOutput) Request(tag uint64, to relay.PID, body any) {
 
 // RequestName is [StepOutput.Request] to the process registered under
 // name; if no process has it, the yield completes with an error wrapping
-// [ErrNameNotFound]. No process has the empty name, which
-// [Scheduler.Register] refuses.
+// [ErrNameNotFound]. If the process that has it ends between the lookup
+// and the delivery, the yield completes as a Request to that process
+// would ([ErrProcessNotFound] or [ErrNoReply]). No process has the empty
+// name, which [Scheduler.Register] refuses.
 func (o *StepOutput) RequestName(tag uint64, name string, body any) {
 	*o.add() = yield{tag: tag, arg: body, kind: yieldRequestName, method: name}
 }
