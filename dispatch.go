@@ -852,8 +852,9 @@ func (w *worker) startFrom(p *proc, ys []yield, sl []spawnSlot, errs []error, st
 		}
 		r := recover()
 		w.initing = nil
-		if r == nil {
-			return // runtime.Goexit, which goes on
+		goexit := r == nil // runtime.Goexit, which goes on
+		if goexit {
+			r = ErrGoexit
 		}
 		perr := newPanicError("Init", r)
 		s.recovered(c, perr, v)
@@ -861,6 +862,9 @@ func (w *worker) startFrom(p *proc, ys []yield, sl []spawnSlot, errs []error, st
 		s.initFailed(c, sl[next].id, err, v)
 		w.completeNow(p, sl[next].seq, nil, err)
 		next++
+		if goexit {
+			w.spawnGoexited(p, ys, sl, errs, out, next, perr)
+		}
 	}()
 	// Taken once for the batch: p is Running, so its ID stays; and its
 	// context values stay what they are even if a child's Init names or
@@ -889,6 +893,31 @@ func (w *worker) startFrom(p *proc, ys []yield, sl []spawnSlot, errs []error, st
 		out = append(out, c)
 	}
 	return next, out
+}
+
+// spawnGoexited ends p, whose step's spawns startFrom was carrying out
+// when the Init of the child before ys[next] called runtime.Goexit,
+// which goes on out of p's run: the children started so far (started)
+// are queued, as their spawns completed; those admitted and not started
+// (from next on, and, in a batch, those of sl beyond ys, admitted and
+// not registered) are given back; and p ends with perr, as after a step
+// that failed. The worker then goes on on a new goroutine (see
+// worker.goexited). Worker only, with p Running, from startFrom's
+// deferred function.
+func (w *worker) spawnGoexited(p *proc, ys []yield, sl []spawnSlot, errs []error, started []*proc, next int, perr *PanicError) {
+	v := via{w: w}
+	w.pushLocalN(started)
+	for i := next; i < len(sl); i++ {
+		if sl[i].id != 0 && refusal(errs, i) == nil {
+			w.s.unadmit(sl[i].id, v, cRefused)
+		}
+	}
+	if errs != nil {
+		clear(errs)
+	}
+	w.holding = false
+	w.end(p, payload.Payload{}, perr)
+	w.flushHeld()
 }
 
 // refusal returns why the spawn at index i was refused, as noted in errs
@@ -945,10 +974,21 @@ func (w *worker) runHandler(p *proc, h Handler, c Call) (err error) {
 		if returned {
 			return
 		}
-		if v := recover(); v != nil {
-			perr := newPanicError("handler", v)
-			w.s.recovered(p, perr, via{w: w})
-			err = perr
+		v := recover()
+		if v == nil {
+			v = ErrGoexit
+		}
+		perr := newPanicError("handler", v)
+		w.s.recovered(p, perr, via{w: w})
+		err = perr
+		if v == ErrGoexit {
+			// runtime.Goexit, which goes on out of p's run: p ends here,
+			// as after a step that failed, and the worker goes on on a
+			// new goroutine (see worker.goexited).
+			w.handoff.end(w)
+			w.holding = false
+			w.end(p, payload.Payload{}, perr)
+			w.flushHeld()
 		}
 	}()
 	err = h(c)

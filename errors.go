@@ -107,14 +107,19 @@ var (
 	// ErrPoolFull: Call.Go found the blocking pool's queue full, with the
 	// policy PoolReject.
 	ErrPoolFull = errors.New("scheduler: blocking pool full")
+	// ErrGoexit: code the scheduler ran called [runtime.Goexit] (as
+	// testing.T.FailNow does). It is the Value of the *[PanicError] that
+	// reports it: see [Process].
+	ErrGoexit = errors.New("scheduler: runtime.Goexit called")
 	// ErrNilContext: a nil context.Context was passed. Every method that
 	// takes a context refuses nil the same way, doing nothing.
 	ErrNilContext = errors.New("scheduler: nil context")
 )
 
-// PanicError is the error of a process, yield or call whose code panicked.
-// It matches [ErrPanic] with errors.Is, and unwraps to the panic value when
-// that value is an error.
+// PanicError is the error of a process, yield or call whose code panicked,
+// or called [runtime.Goexit]: its Value is then [ErrGoexit]. It matches
+// [ErrPanic] with errors.Is, and unwraps to the panic value when that
+// value is an error (so a Goexit matches ErrGoexit too).
 type PanicError struct {
 	Value any    // the value passed to panic
 	Stack []byte // the panicking goroutine's stack, from runtime/debug.Stack
@@ -123,6 +128,9 @@ type PanicError struct {
 
 // Error describes the panic without the stack.
 func (e *PanicError) Error() string {
+	if e.Value == ErrGoexit {
+		return fmt.Sprintf("scheduler: runtime.Goexit called in %s", e.Where)
+	}
 	return fmt.Sprintf("scheduler: panic in %s: %v", e.Where, e.Value)
 }
 

@@ -86,3 +86,17 @@ var DocConstants = map[string]int64{
 	"timerShrinkMin":       timerShrinkMin,
 	"timerShrinkAfter":     timerShrinkAfter,
 }
+
+// SetStepHooks sets h as every worker's step hook (see
+// worker.setTestHookStep), which puts their steps on the marked path;
+// the function returned clears them.
+func SetStepHooks(s *Scheduler, h func()) (clear func()) {
+	for _, w := range s.workers {
+		w.setTestHookStep(&h)
+	}
+	return func() {
+		for _, w := range s.workers {
+			w.setTestHookStep(nil)
+		}
+	}
+}

@@ -230,17 +230,37 @@ func (p *pool) protect(t poolTask, ctx context.Context) (data any, err error) {
 		if returned {
 			return
 		}
-		if v := recover(); v != nil {
-			perr := newPanicError("pool", v)
-			if pr := t.call.ctx; pr != nil {
-				p.s.recovered(pr, perr, via{})
-			}
-			data, err = nil, perr
+		v := recover()
+		if v == nil {
+			v = ErrGoexit
+		}
+		perr := newPanicError("pool", v)
+		if pr := t.call.ctx; pr != nil {
+			p.s.recovered(pr, perr, via{})
+		}
+		data, err = nil, perr
+		if v == ErrGoexit {
+			p.goexited(t, perr)
 		}
 	}()
 	data, err = t.work(ctx)
 	returned = true
 	return data, err
+}
+
+// goexited finishes task t, whose work called runtime.Goexit, as
+// runTask would have with perr, and hands the calling goroutine's place
+// in the pool to a new goroutine, which goes on with the queued tasks:
+// the goroutine that Goexit ends cannot be saved, and the pool keeps
+// its count. Pool goroutine only, from protect's deferred function.
+func (p *pool) goexited(t poolTask, perr *PanicError) {
+	p.done.Add(1)
+	_ = t.call.Completion().Complete(nil, perr)
+	p.mu.Lock()
+	p.busy--
+	p.s.wg.Add(1) // before run's deferred Done for this goroutine
+	p.mu.Unlock()
+	goLabelled(p.run, "procsched", "pool") // counted in running already
 }
 
 // stats reports the pool for Stats.

@@ -55,6 +55,22 @@ import (
 // A panic in any of the three methods ends the process with a [PanicError];
 // the scheduler keeps serving every other process.
 //
+// A call of [runtime.Goexit] (which testing.T's FailNow, Fatal, Fatalf
+// and SkipNow make, as do assertion helpers that stop a test) is taken
+// as a panic whose value is [ErrGoexit]: the process ends with a
+// PanicError that matches ErrGoexit, the Panic hook sees it, and Close
+// runs once, unless it was Close that called it. The same goes for a
+// handler that runs on a worker, and for work given to [Call.Go], whose
+// yield completes with the error. Goexit still ends the goroutine it was
+// called on, which nothing can prevent: a worker carries on on a new
+// goroutine, and so does the blocking pool; an Init run by Submit or
+// Spawn fails its start (the process is closed and counted out) and then
+// ends the caller's goroutine, as Goexit means. A Goexit in the Init of
+// a child that a step spawns fails that start, and ends the parent as
+// well, whose run it cut short. In a test, report a failure inside a
+// process with t.Error and return an error, or call FailNow only on the
+// test's own goroutine.
+//
 // A Process value serves one process at a time, and that is the caller's
 // to keep: the scheduler does not look for a value among the live
 // processes, which would cost every start. A value started again while

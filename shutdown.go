@@ -264,6 +264,18 @@ func (s *Scheduler) addOwnGoroutine() uint64 {
 	return id
 }
 
+// removeOwnGoroutine forgets the scheduler's own goroutine id, which is
+// exiting while the scheduler runs: a worker's goroutine that code it
+// ran ended with runtime.Goexit (see worker.goexited), whose successor
+// adds itself.
+func (s *Scheduler) removeOwnGoroutine(id uint64) {
+	s.sd.ownMu.Lock()
+	if i := slices.Index(s.sd.own, id); i >= 0 {
+		s.sd.own = slices.Delete(s.sd.own, i, i+1)
+	}
+	s.sd.ownMu.Unlock()
+}
+
 // addBlockingGoroutine records the calling goroutine, one of the
 // blocking pool's, as one of the scheduler's own (see Scheduler.blocking)
 // and returns its ID, for removeBlockingGoroutine. Called by each pool

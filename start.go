@@ -129,7 +129,7 @@ func (s *Scheduler) submitOutside(ctx context.Context, p Process, method string,
 	default:
 		pctx = (*worker)(nil).newProcCtx(pr, id)
 	}
-	if err := s.callInit(pr, pctx, method, input, via{}); err != nil {
+	if err := s.callInit(pr, id, pctx, method, input, via{}); err != nil {
 		s.initFailed(pr, id, err, via{})
 		return nil, relay.PID{}, err
 	}
@@ -379,7 +379,7 @@ func (s *Scheduler) start(id uint64, values context.Context, inherit *procExtra,
 	}
 	var err error
 	if guarded {
-		err = s.callInit(pr, ctx, method, input, v)
+		err = s.callInit(pr, id, ctx, method, input, v)
 	} else {
 		w.initing = pr
 		err = p.Init(ctx, method, input)
@@ -432,7 +432,13 @@ func startExtra(values context.Context, mailbox *mailboxLimit, method string) *p
 // back.
 // Any goroutine; v says where it runs.
 func (s *Scheduler) initFailed(pr *proc, id uint64, err error, v via) {
-	_ = s.callClose(pr, v)
+	_ = s.callClose(pr, v, payload.Payload{}, err, false, id)
+	s.initClosed(pr, id, err, v)
+}
+
+// initClosed is initFailed once Close has run: the record closed, and
+// what admit took given back. Any goroutine; v says where it runs.
+func (s *Scheduler) initClosed(pr *proc, id uint64, err error, v via) {
 	pr.impl = nil
 	var c closed
 	pr.close(&c, payload.Payload{}, err, false, 0)
@@ -501,16 +507,27 @@ func (s *Scheduler) releaseProc() {
 // callInit runs Init with the process context ctx, turning a panic into
 // an error.
 // Called by the goroutine starting p: the submitter, or the worker carrying out a spawn.
-func (s *Scheduler) callInit(p *proc, ctx context.Context, method string, input payload.Payloads, v via) (err error) {
+//
+// An Init that calls runtime.Goexit cannot be stopped from ending the
+// calling goroutine, and its caller never sees the error: the start
+// fails here, with a PanicError for [ErrGoexit], as initFailed fails it,
+// the process admitted as id closed and counted out, before the
+// goroutine goes on ending.
+func (s *Scheduler) callInit(p *proc, id uint64, ctx context.Context, method string, input payload.Payloads, v via) (err error) {
 	returned := false // only a panic (or runtime.Goexit) leaves it false
 	defer func() {
 		if returned {
 			return // the usual case: no call to recover
 		}
-		if r := recover(); r != nil {
-			perr := newPanicError("Init", r)
-			s.recovered(p, perr, v)
-			err = initError(perr)
+		r := recover()
+		if r == nil {
+			r = ErrGoexit
+		}
+		perr := newPanicError("Init", r)
+		s.recovered(p, perr, v)
+		err = initError(perr)
+		if r == ErrGoexit {
+			s.initFailed(p, id, err, v)
 		}
 	}()
 	err = p.impl.Init(ctx, method, input)
@@ -529,18 +546,36 @@ func initError(err error) error {
 }
 
 // callClose runs Close and returns the panic it raised, if any.
-// Called by whoever ends p, once.
-func (s *Scheduler) callClose(p *proc, v via) (perr error) {
+// Called by whoever ends p, once. If Close calls runtime.Goexit, the
+// caller's goroutine ends on return, so callClose ends p itself, as
+// the caller would have after a panic: as finishClosed with result and
+// err (err, if nil, becomes the PanicError for [ErrGoexit]) and forced,
+// or, for a process whose Init failed (initID, not 0, is its ID), as
+// initClosed does.
+func (s *Scheduler) callClose(p *proc, v via, result payload.Payload, err error, forced bool, initID uint64) (perr error) {
 	returned := false // as in callInit
 	defer func() {
 		if returned {
 			return
 		}
-		if r := recover(); r != nil {
-			pe := newPanicError("Close", r)
-			s.recovered(p, pe, v)
-			perr = pe
+		r := recover()
+		if r == nil {
+			r = ErrGoexit
 		}
+		pe := newPanicError("Close", r)
+		s.recovered(p, pe, v)
+		perr = pe
+		if r != ErrGoexit {
+			return
+		}
+		if initID != 0 {
+			s.initClosed(p, initID, err, v)
+			return
+		}
+		if err == nil {
+			err = pe
+		}
+		s.finishClosed(p, v, result, err, forced)
 	}()
 	p.impl.Close()
 	returned = true
@@ -578,7 +613,7 @@ func (s *Scheduler) drainIfNoneLive() {
 // end counts it. v says where this runs.
 func (s *Scheduler) finish(p *proc, v via, result payload.Payload, err error, forced bool) {
 	s.timers.release(p)
-	if perr := s.callClose(p, v); perr != nil && err == nil {
+	if perr := s.callClose(p, v, result, err, forced, 0); perr != nil && err == nil {
 		err = perr
 	}
 	s.finishClosed(p, v, result, err, forced)

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"runtime/trace"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -322,8 +323,14 @@ func newWorker(s *Scheduler, id int) *worker {
 
 // loop is the worker goroutine.
 func (w *worker) loop() {
-	defer w.s.wg.Done()
-	_ = w.s.addOwnGoroutine()
+	stopped := false
+	gid := w.s.addOwnGoroutine()
+	defer func() {
+		if !stopped {
+			w.goexited(gid)
+		}
+		w.s.wg.Done()
+	}()
 	for !w.work() {
 		// A step panicked; work ended its process. Carry on.
 	}
@@ -333,6 +340,36 @@ func (w *worker) loop() {
 	}
 	w.stopAlarm()
 	w.flush()
+	stopped = true
+}
+
+// goexited, called by loop as its goroutine gid unwinds without the
+// scheduler having stopped, carries the worker on on a new goroutine.
+// Only code the worker ran for a process (a Step, Close, Init, handler
+// or hook) calling runtime.Goexit gets here: the code that recovered
+// around it has ended that process, or was not there to (a hook), and
+// the goroutine cannot be saved. A panic the worker does not recover
+// (one of a hook) also unwinds through loop; it is raised again, as
+// deferred functions cannot tell the two apart without recovering, and
+// ends the program as it would have. The new goroutine takes over the
+// worker as it is, the state of the run cut short cleared: its place
+// in the wait group (added before the old one's is given back) and in
+// the list of the scheduler's own goroutines, and its profile labels.
+// Owner only, from loop's deferred function.
+func (w *worker) goexited(gid uint64) {
+	if v := recover(); v != nil {
+		panic(v)
+	}
+	w.stepping, w.closing, w.initing = nil, nil, nil
+	w.holding = false
+	w.handoff.end(w)
+	w.events = w.events[:0]
+	w.arms = w.arms[:0]
+	w.flushHeld()
+	s := w.s
+	s.removeOwnGoroutine(gid)
+	s.wg.Add(1)
+	goLabelled(w.loop, "procsched", "worker", "worker", strconv.Itoa(w.id))
 }
 
 // work finds and runs processes until the scheduler stops, and reports
@@ -443,7 +480,11 @@ func (w *worker) recoverStepPanic() {
 	}
 	v := recover()
 	if v == nil {
-		return // runtime.Goexit, which goes on
+		// runtime.Goexit, which goes on: the process ends as after a
+		// panic, and then, on a worker, loop carries the worker on on a
+		// new goroutine (see goexited); a helping caller's goroutine
+		// ends, as Goexit means.
+		v = ErrGoexit
 	}
 	if p == nil {
 		w.closePanicked(closing, v)
@@ -1518,13 +1559,19 @@ func (w *worker) stepMarked(p *proc, f uint32) (err error) {
 	w.enterStep(f)
 	defer w.leaveStep(f)
 	defer w.recoverStep(p, &err)
-	return p.impl.Step(w.events, &w.out)
+	w.stepping = p // left set by a runtime.Goexit, for recoverStepPanic
+	err = p.impl.Step(w.events, &w.out)
+	w.stepping = nil
+	return err
 }
 
-// recoverStep, deferred around Step, turns a panic in it into *err.
+// recoverStep, deferred around Step, turns a panic in it into *err. A
+// runtime.Goexit, which cannot be recovered, goes on to work, whose
+// recoverStepPanic ends the process, named by w.stepping.
 // Worker only, with p Running.
 func (w *worker) recoverStep(p *proc, err *error) {
 	if v := recover(); v != nil {
+		w.stepping = nil
 		perr := newPanicError("Step", v)
 		w.s.recovered(p, perr, via{w: w})
 		*err = perr
