@@ -61,4 +61,12 @@
 // Close, where they take effect at once; the Run methods, Step, Advance
 // and Shutdown may not be called from a step, a fake, or a process's
 // Init or Close: such a call fails the test.
+//
+// Unlike a worker, the kit runs a process's methods on the goroutine
+// that drives it, most often the test's: a runtime.Goexit there (from
+// t.FailNow or t.Fatal, say) ends that goroutine, which for the test's
+// own is the testing package's meaning of FailNow. The Sim is left
+// unlocked, with the process neither ready nor ended, so cleanups and
+// other goroutines that use it do not hang. To fail a test from inside
+// a process, call t.Error and return an error.
 package schedtest
