@@ -856,7 +856,11 @@ func (w *worker) startFrom(p *proc, ys []yield, sl []spawnSlot, errs []error, st
 		if goexit {
 			r = ErrGoexit
 		}
-		perr := newPanicError("Init", r)
+		where := "Init"
+		if w.initWhere != "" {
+			where, w.initWhere = w.initWhere, "" // the Start hook: see callStartHook
+		}
+		perr := newPanicError(where, r)
 		s.recovered(c, perr, v)
 		err := initError(perr)
 		s.initFailed(c, sl[next].id, err, v)

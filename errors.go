@@ -123,7 +123,7 @@ var (
 type PanicError struct {
 	Value any    // the value passed to panic
 	Stack []byte // the panicking goroutine's stack, from runtime/debug.Stack
-	Where string // what panicked: "Init", "Step", "Close", "handler", or "pool" for work given to Call.Go
+	Where string // what panicked: "Init", "Step", "Close", "handler", "pool" for work given to Call.Go, or "Start" for a Goexit of the Start hook
 }
 
 // Error describes the panic without the stack.

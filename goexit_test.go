@@ -179,10 +179,11 @@ func TestGoexitOnWorkerEndsProcessAndWorkerGoesOn(t *testing.T) {
 // yieldThenDone yields cmd once, and is done with the completion's
 // error once it comes, which it records in got.
 type yieldThenDone struct {
-	cmd    sched.CommandID
-	child  sched.Process
-	closes atomic.Int32
-	got    chan error
+	onFirstStep func()
+	cmd         sched.CommandID
+	child       sched.Process
+	closes      atomic.Int32
+	got         chan error
 }
 
 func (p *yieldThenDone) Init(context.Context, string, payload.Payloads) error { return nil }
@@ -196,6 +197,9 @@ func (p *yieldThenDone) Step(evs []sched.Event, out *sched.StepOutput) error {
 		}
 	}
 	if len(evs) == 0 {
+		if p.onFirstStep != nil {
+			p.onFirstStep()
+		}
 		if p.child != nil {
 			out.Spawn(1, p.child, "run", nil)
 		} else {
@@ -265,13 +269,20 @@ func TestGoexitInInitOnCallerReleasesStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := s.Stats().Processes
-	for i := range 3 {
+	starts := []func(p sched.Process){
+		func(p sched.Process) { _, _ = s.Submit(context.Background(), p, "run", nil) },
+		func(p sched.Process) { _, _ = s.Spawn(context.Background(), p, "run", nil) },
+		func(p sched.Process) {
+			_, _ = s.Submit(context.Background(), p, "run", nil, sched.Mailbox(4, sched.MailboxReject))
+		},
+	}
+	for i, start := range starts {
 		p := &goexitProc{where: "init"}
 		ended := make(chan bool, 1)
 		go func() {
 			returned := false
 			defer func() { ended <- returned }()
-			_, _ = s.Submit(context.Background(), p, "run", nil)
+			start(p)
 			returned = true
 		}()
 		select {
@@ -287,7 +298,7 @@ func TestGoexitInInitOnCallerReleasesStart(t *testing.T) {
 		}
 	}
 	after := s.Stats().Processes
-	if after.Live != before.Live || after.InitFailed != before.InitFailed+3 {
+	if after.Live != before.Live || after.InitFailed != before.InitFailed+uint64(len(starts)) {
 		t.Errorf("Live %d -> %d, InitFailed %d -> %d; want Live unchanged and 3 more failed",
 			before.Live, after.Live, before.InitFailed, after.InitFailed)
 	}
@@ -331,10 +342,227 @@ func TestGoexitInPoolWorkCompletesYield(t *testing.T) {
 			t.Fatalf("process %d: %v", i, err)
 		}
 	}
-	if ps := s.Stats().Pool; ps.Size != 1 {
-		t.Errorf("pool size %d, want 1", ps.Size)
-	}
+	// Once idle, the pool has no goroutine left running: the count
+	// went back down for each that ended, the Goexit's place included.
+	eventually(t, "the pool idle", func() bool { return s.Stats().Pool.Running == 0 })
 	if err := shutdownBounded(t, s, context.Background(), "pool"); err != nil {
+		t.Errorf("Shutdown: %v", err)
+	}
+}
+
+func TestGoexitInStartHookFailsTheStart(t *testing.T) {
+	for _, onWorker := range []bool{false, true} {
+		name := "caller"
+		if onWorker {
+			name = "worker"
+		}
+		t.Run(name, func(t *testing.T) {
+			var goexit atomic.Bool
+			s, err := sched.New(sched.WithWorkers(2), sched.WithHooks(sched.Hooks{
+				Start: func(sched.StartInfo) {
+					if goexit.Load() {
+						runtime.Goexit()
+					}
+				},
+			}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			child := &goexitProc{where: "none"}
+			if onWorker {
+				// The parent starts with the hook quiet; its step's spawn
+				// starts the child, whose Start hook calls Goexit.
+				p := &yieldThenDone{child: child, got: make(chan error, 1), onFirstStep: func() { goexit.Store(true) }}
+				h := submit(t, s, p)
+				if err := waitBounded(t, h, "parent"); !errors.Is(err, sched.ErrGoexit) {
+					t.Fatalf("parent: err = %v, want ErrGoexit", err)
+				}
+				if got := p.closes.Load(); got != 1 {
+					t.Errorf("parent: Close ran %d times, want 1", got)
+				}
+				goexit.Store(false)
+				bothWorkersRun(t, s)
+			} else {
+				goexit.Store(true)
+				ended := make(chan bool, 1)
+				go func() {
+					returned := false
+					defer func() { ended <- returned }()
+					_, _ = s.Submit(context.Background(), child, "run", nil)
+					returned = true
+				}()
+				select {
+				case returned := <-ended:
+					if returned {
+						t.Fatal("Submit returned; the Goexit should have ended its goroutine")
+					}
+				case <-time.After(goexitWait):
+					t.Fatalf("the submitting goroutine did not end within %v", goexitWait)
+				}
+				goexit.Store(false)
+			}
+			if got := child.closes.Load(); got != 1 {
+				t.Errorf("child: Close ran %d times, want 1", got)
+			}
+			if st := s.Stats().Processes; st.Live != 0 || st.InitFailed != 1 {
+				t.Errorf("Live = %d, InitFailed = %d; want 0 and 1", st.Live, st.InitFailed)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			if err := shutdownBounded(t, s, ctx, "start hook"); err != nil {
+				t.Errorf("Shutdown: %v", err)
+			}
+		})
+	}
+}
+
+func TestGoexitInEndHookStillEndsTheProcess(t *testing.T) {
+	s, err := sched.New(sched.WithWorkers(2), sched.WithHooks(sched.Hooks{
+		End: func(sched.EndInfo) { runtime.Goexit() },
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		p := &goexitProc{where: "none"}
+		h := submit(t, s, p)
+		if err := waitBounded(t, h, "end hook"); err != nil {
+			t.Fatalf("process %d: err = %v, want its Done", i, err)
+		}
+	}
+	// bothWorkersRun's processes call the hook too: their ends must
+	// still be told.
+	bothWorkersRun(t, s)
+	if live := s.Stats().Processes.Live; live != 0 {
+		t.Errorf("Live = %d, want 0", live)
+	}
+	if err := shutdownBounded(t, s, context.Background(), "end hook"); err != nil {
+		t.Errorf("Shutdown: %v", err)
+	}
+}
+
+// blockedGoexitClose waits for a yield that no handler completes, and
+// calls runtime.Goexit in Close.
+type blockedGoexitClose struct{ closes atomic.Int32 }
+
+func (p *blockedGoexitClose) Init(context.Context, string, payload.Payloads) error { return nil }
+func (p *blockedGoexitClose) Step(evs []sched.Event, out *sched.StepOutput) error {
+	if len(evs) == 0 {
+		out.Yield(1, cmdTest, nil)
+	}
+	return nil // ignores its cancel: only the deadline ends it
+}
+func (p *blockedGoexitClose) Close() {
+	p.closes.Add(1)
+	runtime.Goexit()
+}
+
+func TestGoexitInCloseOfForcedProcessLetsShutdownReturn(t *testing.T) {
+	s, err := sched.New(sched.WithWorkers(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetHandler(cmdTest, func(sched.Call) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	ps := []*blockedGoexitClose{{}, {}, {}}
+	hs := make([]sched.Handle, len(ps))
+	for i, p := range ps {
+		hs[i] = submit(t, s, p)
+		waitState(t, s, hs[i].PID(), sched.StateBlocked)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := shutdownBounded(t, s, ctx, "forced"); !errors.Is(err, sched.ErrForced) {
+		t.Errorf("Shutdown: %v, want ErrForced", err)
+	}
+	for i, h := range hs {
+		if err := waitBounded(t, h, "forced process"); !errors.Is(err, sched.ErrForced) {
+			t.Errorf("process %d: err = %v, want ErrForced", i, err)
+		}
+		if got := ps[i].closes.Load(); got != 1 {
+			t.Errorf("process %d: Close ran %d times, want 1", i, got)
+		}
+	}
+}
+
+// spawnThree spawns its children in one step, as one batch.
+type spawnThree struct {
+	children []sched.Process
+	closes   atomic.Int32
+}
+
+func (p *spawnThree) Init(context.Context, string, payload.Payloads) error { return nil }
+func (p *spawnThree) Close()                                               { p.closes.Add(1) }
+func (p *spawnThree) Step(evs []sched.Event, out *sched.StepOutput) error {
+	for i, c := range p.children {
+		if i == 0 {
+			out.Spawn(uint64(i+1), c, "run", nil)
+		} else {
+			out.SpawnAwait(uint64(i+1), c, "run", nil)
+		}
+	}
+	return nil
+}
+
+func TestGoexitInChildInitOfSpawnBatchGivesBackTheRest(t *testing.T) {
+	s, err := sched.New(sched.WithWorkers(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, second, third := &goexitProc{where: "none"}, &goexitProc{where: "init"}, &goexitProc{where: "none"}
+	p := &spawnThree{children: []sched.Process{first, second, third}}
+	h := submit(t, s, p)
+	if err := waitBounded(t, h, "parent"); !errors.Is(err, sched.ErrGoexit) {
+		t.Fatalf("parent: err = %v, want ErrGoexit", err)
+	}
+	// The first child started before the Goexit and runs to its end;
+	// the third was never started, and its place is given back.
+	eventually(t, "no process live", func() bool { return s.Stats().Processes.Live == 0 })
+	if c := [3]int32{first.closes.Load(), second.closes.Load(), third.closes.Load()}; c != [3]int32{1, 1, 0} {
+		t.Errorf("children's Close calls %v, want [1 1 0]", c)
+	}
+	if got := p.closes.Load(); got != 1 {
+		t.Errorf("parent: Close ran %d times, want 1", got)
+	}
+	bothWorkersRun(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := shutdownBounded(t, s, ctx, "spawn batch"); err != nil {
+		t.Errorf("Shutdown: %v", err)
+	}
+}
+
+func TestGoexitInStepTellsMonitors(t *testing.T) {
+	s, err := sched.New(sched.WithWorkers(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := stepFunc(func(evs []sched.Event, _ *sched.StepOutput) error {
+		if len(evs) > 0 {
+			runtime.Goexit()
+		}
+		return nil // waits for a message
+	})
+	h := submit(t, s, p)
+	waitState(t, s, h.PID(), sched.StateIdle)
+	exits := make(chan sched.Exit, 1)
+	s.Monitor(h.PID(), func(e sched.Exit) { exits <- e })
+	if err := s.Tell(h.PID(), "go"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case e := <-exits:
+		if e.Reason != sched.ExitFailed || !errors.Is(e.Err, sched.ErrGoexit) {
+			t.Errorf("monitor saw %v, want a failure with ErrGoexit", e)
+		}
+	case <-time.After(goexitWait):
+		t.Fatalf("the monitor was not told within %v", goexitWait)
+	}
+	if err := waitBounded(t, h, "monitored"); !errors.Is(err, sched.ErrGoexit) {
+		t.Errorf("err = %v, want ErrGoexit", err)
+	}
+	if err := shutdownBounded(t, s, context.Background(), "monitored"); err != nil {
 		t.Errorf("Shutdown: %v", err)
 	}
 }

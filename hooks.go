@@ -14,6 +14,11 @@ import (
 // panic: the scheduler recovers panics in processes' code and handlers,
 // not in hooks, and a hook's panic that reaches one of its own goroutines
 // ends the program (for one on a helping caller, see [WithCallerHelp]).
+// A hook that calls runtime.Goexit ends the goroutine it runs on; the
+// Start hook's fails the start as a Goexit in Init does, and the End
+// hook's lets the end complete first (see [Process]); in the Panic and
+// DeadLetter hooks, which run in the middle of a process's end, it may
+// leave that end undone.
 // A hook may call the scheduler's methods, except Shutdown in the two
 // that can run on the goroutine that called Submit or Spawn (see Start
 // and Panic).

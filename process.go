@@ -67,7 +67,9 @@ import (
 // Spawn fails its start (the process is closed and counted out) and then
 // ends the caller's goroutine, as Goexit means. A Goexit in the Init of
 // a child that a step spawns fails that start, and ends the parent as
-// well, whose run it cut short. In a test, report a failure inside a
+// well, whose run it cut short; so does one in the Start hook. A Goexit
+// in the End hook, or in the Close of a process forced at a shutdown
+// deadline, lets the end complete first. In a test, report a failure inside a
 // process with t.Error and return an error, or call FailNow only on the
 // test's own goroutine.
 //

@@ -191,7 +191,16 @@ func (s *Scheduler) beginShutdown() {
 // watchdog goroutine and waits for them. It runs the End hook and Close of forced
 // processes, so those run on a goroutine of the scheduler's.
 func (s *Scheduler) stopper() {
-	_ = s.addOwnGoroutine()
+	gid := s.addOwnGoroutine()
+	forcing := true
+	defer func() {
+		if forcing {
+			if r := recover(); r != nil {
+				panic(r) // not a Goexit: see stopperGoexited
+			}
+			s.stopperGoexited(gid)
+		}
+	}()
 	select {
 	case <-s.sd.drained:
 	case <-s.sd.force:
@@ -199,6 +208,7 @@ func (s *Scheduler) stopper() {
 		s.table.forEach(s.tryForce)
 		<-s.sd.drained
 	}
+	forcing = false
 	s.phase.Store(phaseStopping)
 	if s.helper != nil {
 		// A caller may still be in a help: ending the last process, whose
@@ -223,6 +233,20 @@ func (s *Scheduler) stopper() {
 		s.log.Info("scheduler: shut down", "forced", s.total(cForced))
 	}
 	close(s.sd.stopped)
+}
+
+// stopperGoexited, deferred by stopper, starts a new stopper when the
+// goroutine gid unwinds before the processes are all ended: the Close,
+// End hook or DeadLetter hook of a process it forced called
+// runtime.Goexit (callClose and callEndHook ended that process first),
+// which nothing can stop from ending the goroutine. The new stopper
+// walks the table again: the processes forced already are Ended, and
+// tryForce passes them over. A panic, which only a hook raises here,
+// goes on: stopper's deferred function raises it again instead of
+// calling this. The stopper only.
+func (s *Scheduler) stopperGoexited(gid uint64) {
+	s.removeOwnGoroutine(gid)
+	goLabelled(s.stopper, "procsched", "stopper")
 }
 
 // tryForce completes p as forced if it is not Running or Ended (the

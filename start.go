@@ -401,7 +401,7 @@ func (s *Scheduler) start(id uint64, values context.Context, inherit *procExtra,
 	// still runs, and nothing else can reach it before its start is
 	// reported.
 	if s.hooks.Start != nil {
-		s.hooks.Start(StartInfo{PID: pr.pid(), Method: method})
+		s.callStartHook(pr, id, method, v, guarded)
 	}
 	if reused {
 		pr.state.Store(stReady) // in its slot already: this publishes it
@@ -414,6 +414,36 @@ func (s *Scheduler) start(id uint64, values context.Context, inherit *procExtra,
 		_, _ = pr.terminate(pfShutdownCancel, id) // pr is Ready and about to be queued
 	}
 	return pr, nil
+}
+
+// callStartHook calls the Start hook for pr, admitted as id, whose
+// Init succeeded. A panic of the hook goes on, as it would without the
+// deferred call, which must recover it to tell it from a Goexit and so
+// raises it again. A runtime.Goexit, which cannot be stopped, fails the
+// start as a Goexit in Init does: here, on the caller's goroutine
+// (guarded, see start); on a worker carrying out a spawn, by
+// startFrom's deferred function, which w.initing and w.initWhere send
+// it to, as a Goexit of the child's Init, and which also ends the
+// parent. Any goroutine; v says where it runs.
+func (s *Scheduler) callStartHook(pr *proc, id uint64, method string, v via, guarded bool) {
+	returned := false // as in callInit
+	defer func() {
+		if returned {
+			return
+		}
+		if r := recover(); r != nil {
+			panic(r)
+		}
+		if w := v.worker(); !guarded && w != nil {
+			w.initing, w.initWhere = pr, "Start"
+			return
+		}
+		perr := newPanicError("Start", ErrGoexit)
+		s.recovered(pr, perr, v)
+		s.initFailed(pr, id, initError(perr), v)
+	}()
+	s.hooks.Start(StartInfo{PID: pr.pid(), Method: method})
+	returned = true
 }
 
 // startExtra returns the procExtra of a process that needs its start's
@@ -622,19 +652,46 @@ func (s *Scheduler) finish(p *proc, v via, result payload.Payload, err error, fo
 // finishClosed is finish once p's timers are released and its Close has
 // run (err includes Close's panic): the rest of its end.
 func (s *Scheduler) finishClosed(p *proc, v via, result payload.Payload, err error, forced bool) {
-	w := v.worker()
 	p.impl = nil
 	s.releaseProc()
 	if forced && s.log != nil {
 		s.log.Warn("scheduler: process forced to close at the shutdown deadline", "pid", p.pid(), "method", s.methodOf(p))
 	}
 	if s.hooks.End != nil {
-		t := p.timing()
-		s.hooks.End(EndInfo{
-			PID: p.pid(), Method: s.methodOf(p), Result: result, Err: err,
-			Duration: time.Duration(max(s.coarse.now()-t.started, 0)), Steps: t.steps, Forced: forced,
-		})
+		s.callEndHook(p, v, result, err, forced)
 	}
+	s.finishReported(p, v, result, err, forced)
+}
+
+// callEndHook calls the End hook for p, which finishClosed is ending.
+// A panic of the hook goes on, raised again as callStartHook raises
+// it. A runtime.Goexit, which ends the calling goroutine, first ends p
+// as finishClosed would have, so that its Handle, monitors, parent and
+// a Shutdown waiting for it are told. Any goroutine; v says where it
+// runs.
+func (s *Scheduler) callEndHook(p *proc, v via, result payload.Payload, err error, forced bool) {
+	returned := false // as in callInit
+	defer func() {
+		if returned {
+			return
+		}
+		if r := recover(); r != nil {
+			panic(r)
+		}
+		s.finishReported(p, v, result, err, forced)
+	}()
+	t := p.timing()
+	s.hooks.End(EndInfo{
+		PID: p.pid(), Method: s.methodOf(p), Result: result, Err: err,
+		Duration: time.Duration(max(s.coarse.now()-t.started, 0)), Steps: t.steps, Forced: forced,
+	})
+	returned = true
+}
+
+// finishReported is finishClosed once the End hook has been called:
+// the counts, the record closed, and those waiting for the end told.
+func (s *Scheduler) finishReported(p *proc, v via, result payload.Payload, err error, forced bool) {
+	w := v.worker()
 	if forced {
 		s.count(v, cForced)
 	}

@@ -197,6 +197,7 @@ type worker struct {
 	spawning   []spawnSlot  // spawnBatch's scratch; owner only
 	spawnErrs  []error      // spawnBatch's refusals (see spawnRefused), all nil between its calls; owner only
 	initing    *proc        // the child whose Init start runs for startFrom, which recovers its panic; nil otherwise; owner only
+	initWhere  string       // "Start" when initing was set by a Goexit of the Start hook (see callStartHook), else empty; owner only
 	spawned    []*proc      // spawnBatch's started children, empty between its calls (its array not cleared: see there); owner only
 	valuesCtxs []valuesCtx  // the rest of the worker's slab of contexts with values (see newProcCtx); owner only
 	// arms holds the timers of the step being dispatched until dispatch
@@ -327,6 +328,9 @@ func (w *worker) loop() {
 	gid := w.s.addOwnGoroutine()
 	defer func() {
 		if !stopped {
+			if v := recover(); v != nil {
+				panic(v) // not a Goexit: see goexited
+			}
 			w.goexited(gid)
 		}
 		w.s.wg.Done()
@@ -345,27 +349,27 @@ func (w *worker) loop() {
 
 // goexited, called by loop as its goroutine gid unwinds without the
 // scheduler having stopped, carries the worker on on a new goroutine.
-// Only code the worker ran for a process (a Step, Close, Init, handler
-// or hook) calling runtime.Goexit gets here: the code that recovered
-// around it has ended that process, or was not there to (a hook), and
-// the goroutine cannot be saved. A panic the worker does not recover
-// (one of a hook) also unwinds through loop; it is raised again, as
-// deferred functions cannot tell the two apart without recovering, and
-// ends the program as it would have. The new goroutine takes over the
-// worker as it is, the state of the run cut short cleared: its place
-// in the wait group (added before the old one's is given back) and in
-// the list of the scheduler's own goroutines, and its profile labels.
-// Owner only, from loop's deferred function.
+// Only code the worker ran (a Step, Close, Init, handler or hook)
+// calling runtime.Goexit gets here: the deferred function around that
+// code has ended the process it ran for, and the goroutine cannot be
+// saved. A panic the worker does not recover (one of a hook) also
+// unwinds through loop, whose deferred function raises it again, as it
+// cannot tell the two apart without recovering, and does not call
+// goexited: it ends the program as it would have. The new goroutine
+// takes over the worker as it is, with the state of the run cut short
+// cleared, the old goroutine's place in the wait group (added before
+// the old one's is given back) and in the list of the scheduler's own
+// goroutines, and the worker's profile labels. Owner only, from loop's
+// deferred function.
 func (w *worker) goexited(gid uint64) {
-	if v := recover(); v != nil {
-		panic(v)
-	}
-	w.stepping, w.closing, w.initing = nil, nil, nil
+	w.stepping, w.closing, w.initing, w.initWhere = nil, nil, nil, ""
 	w.holding = false
 	w.handoff.end(w)
 	w.events = w.events[:0]
+	clear(w.arms) // the timers of a dispatch cut short, whose process has ended
 	w.arms = w.arms[:0]
 	w.flushHeld()
+	w.idle.Store(false) // as work starts
 	s := w.s
 	s.removeOwnGoroutine(gid)
 	s.wg.Add(1)
