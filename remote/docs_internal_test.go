@@ -290,3 +290,37 @@ func commentText(t *testing.T, name string, src []byte) string {
 	})
 	return b.String()
 }
+
+// TestDocDefinesItsTerms: the words of its own that docs/remote.md uses
+// are defined in its Terms section (the scheduler's are in design.md's),
+// so that a reader finds what each means; a term dropped from there
+// while the page still uses it fails here.
+func TestDocDefinesItsTerms(t *testing.T) {
+	b, err := os.ReadFile(remoteDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := string(b)
+	start := strings.Index(page, "\n## Terms\n")
+	if start < 0 {
+		t.Fatalf("%s has no Terms section", remoteDoc)
+	}
+	terms := page[start+1:]
+	if end := strings.Index(terms, "\n## "); end >= 0 {
+		terms = terms[:end]
+	}
+	all := strings.ToLower(strings.Join(strings.Fields(page), " "))
+	for _, term := range []string{
+		"node", "peer", "number", "incarnation", "run", "frame", "batch",
+		"sequence number", "link", "window", "credit", "grant",
+		"sync marker", "gap", "hello", "heartbeat", "goodbye", "probe",
+		"declared down", "comes back", "refused at once", "kind", "watcher",
+	} {
+		if !strings.Contains(all, " "+term+" ") {
+			continue
+		}
+		if !strings.Contains(terms, "**"+term+"**") {
+			t.Errorf("%s uses %q, which its Terms section does not define", remoteDoc, term)
+		}
+	}
+}
