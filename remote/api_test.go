@@ -320,7 +320,8 @@ func TestWaitPeerAndLookup(t *testing.T) {
 // TestClosedNodeKnowsNoPeers: once Close has begun, a node knows no
 // peer: Lookup finds none, WaitPeer returns ErrClosed at once for a peer
 // that was up and wakes a WaitPeer waiting for one with it, and Spawn
-// fails with ErrClosed; its own name is still its own number.
+// fails with ErrClosed, on another node as on this one; its own name is
+// still its own number, for Lookup and WaitPeer.
 func TestClosedNodeKnowsNoPeers(t *testing.T) {
 	_, a, b := tTwoNodes(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), tWait)
@@ -340,8 +341,13 @@ func TestClosedNodeKnowsNoPeers(t *testing.T) {
 	_, err := a.WaitPeer(ctx, "b")
 	assert.ErrorIs(t, err, remote.ErrClosed, "WaitPeer for a peer that was up")
 	assert.ErrorIs(t, tRecv(t, waiting, "the waiting WaitPeer to return"), remote.ErrClosed)
+	num, err = a.WaitPeer(ctx, "a")
+	require.NoError(t, err, "WaitPeer for its own name")
+	assert.Equal(t, a.Node.Node(), num)
 	_, err = a.Spawn(ctx, "b", "echo", "run", nil)
 	assert.ErrorIs(t, err, remote.ErrClosed)
+	_, err = a.Spawn(ctx, "a", "echo", "run", nil)
+	assert.ErrorIs(t, err, remote.ErrClosed, "a spawn on the node itself")
 	assert.Equal(t, "a", tRecv(t, b.Down, "b to see a leave").Name)
 }
 

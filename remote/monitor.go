@@ -49,7 +49,9 @@ func (n *Node) MonitorRemote(c scheduler.Call) error {
 // how it ended: a process of this node's scheduler (as
 // [scheduler.Scheduler.Monitor]) or of another node. f gets
 // [scheduler.ExitGone] if the process is not alive, its node is unknown
-// or goes down first (Err wraps [ErrNodeDown]), or this node closes;
+// or goes down first (Err wraps [ErrNodeDown]), or this node is not
+// started or closes (Err wraps [ErrClosed], for a process of this node
+// too);
 // and with ExitGone and [ErrBackpressure], at once, if too much waits
 // for the process's node to take the request, though the process may
 // be alive. It

@@ -29,9 +29,14 @@ import (
 // Await, too much waited to go back when the child ended, and its
 // result was left out), [ErrUnknownKind], [ErrNotEncodable] (an input
 // that cannot cross, or, with Await, a result that cannot cross back: a
-// Go value JSON cannot encode, or one too large for a batch), or the
-// error of the process's Init on the target node (an [*Error] matching
-// [scheduler.ErrInit]).
+// Go value JSON cannot encode, or one too large for a batch), [ErrClosed]
+// (this node is not started or has closed, even for a spawn here, or it
+// closed before the answer came), or what starting the process failed
+// with on the target node, from another node an [*Error] matching the
+// same sentinels: its Init's error ([scheduler.ErrInit]), a factory that
+// panicked ([scheduler.ErrPanic]) or returned nil
+// ([scheduler.ErrNilProcess]), or the scheduler's refusal to start it
+// (see [scheduler.Scheduler.Submit]).
 //
 // A yield that stops waiting (cancelled, timed out, or its process
 // ended) is forgotten at once: its answer is dropped when it comes, and
