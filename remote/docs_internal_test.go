@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -321,6 +322,55 @@ func TestDocDefinesItsTerms(t *testing.T) {
 		}
 		if !strings.Contains(terms, "**"+term+"**") {
 			t.Errorf("%s uses %q, which its Terms section does not define", remoteDoc, term)
+		}
+	}
+}
+
+// TestDocCountersNameEveryField: the Counters table of docs/remote.md
+// names every field of Stats, of its Peers and of its Dropped (a
+// Reasons' fields are its reasons, which the table leaves to the
+// field docs), so that a counter added to Stats is added to the page.
+func TestDocCountersNameEveryField(t *testing.T) {
+	b, err := os.ReadFile(remoteDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := string(b)
+	start := strings.Index(page, "\n## Counters\n")
+	if start < 0 {
+		t.Fatalf("%s has no Counters section", remoteDoc)
+	}
+	table := page[start+1:]
+	if end := strings.Index(table, "\n## "); end >= 0 {
+		table = table[:end]
+	}
+	fields := func(v any, prefix string) []string {
+		var names []string
+		ty := reflect.TypeOf(v)
+		for i := range ty.NumField() {
+			names = append(names, prefix+ty.Field(i).Name)
+		}
+		return names
+	}
+	var named [][]string // each a field's names, one of which the table must have
+	for _, name := range fields(Stats{}, "") {
+		if name != "Peers" && name != "Dropped" {
+			named = append(named, []string{"`" + name + "`"})
+		}
+	}
+	for _, name := range fields(PeerStats{}, "") {
+		named = append(named, []string{"`Peers." + name + "`", "`" + name + "`"})
+	}
+	for _, name := range fields(Drops{}, "") {
+		named = append(named, []string{"`Dropped." + name + "`", "`" + name + "`"})
+	}
+	for _, names := range named {
+		found := false
+		for _, name := range names {
+			found = found || strings.Contains(table, name)
+		}
+		if !found {
+			t.Errorf("the Counters table of %s does not name %s", remoteDoc, names[0])
 		}
 	}
 }

@@ -421,8 +421,9 @@ func (n *Node) tick(now int64) {
 // probe asks NATS whether anyone answers for peer p: a request to its
 // control subject. "No responders" means its subscription is gone, which
 // the server knows as soon as the peer's connection closes, so a crashed
-// peer is declared down within about two heartbeats instead of the
-// failure timeout. Right after this node reconnected, the answer is not
+// peer is declared down two to three heartbeats after it was last heard
+// from (it is probed at the first round that finds it silent for two),
+// instead of the failure timeout. Right after this node reconnected, the answer is not
 // trusted: the peer may not have reconnected yet. An answer shows that
 // the peer is subscribed, so a paused link resumes, but it is no
 // heartbeat: a peer silent for FailureTimeout is declared down whatever

@@ -8,8 +8,9 @@ import (
 )
 
 // Stats is a snapshot of a node's counters, from [Node.Stats]. Totals
-// only grow; Buffered, InFlight and the peer counts are read at the
-// moment of the call. Figures are read one by one, not at one instant.
+// only grow; Buffered, InFlight, Pending, MonitorsHeld and the counts of
+// peers by state (Up, Joining, Down) are read at the moment of the call.
+// Figures are read one by one, not at one instant.
 type Stats struct {
 	Peers PeerStats `json:"peers"` // the peers by state
 
