@@ -88,8 +88,13 @@ type Config struct {
 
 	// Hooks are called when peers come and go.
 	Hooks Hooks
-	// Logger, if set, receives peers coming and going at Info,
-	// malformed batches dropped at Warn, and conflicts (see Name), the
+	// Logger, if set, receives peers coming and going at Info, the
+	// malformed batches of peers that have joined dropped at Warn (a
+	// batch too short for its header, or a control message that does
+	// not decode, cannot be told to come from a peer: it is only
+	// counted, in [Stats].Dropped, so that whoever may publish on the
+	// cluster's subjects cannot fill the log), and conflicts (see
+	// Name), the
 	// first message of a node of another wire version, the NATS
 	// connection closing for good, and the errors NATS reports to its
 	// error handler (a subscription or publish the server refused, a

@@ -2,8 +2,10 @@ package remote_test
 
 import (
 	"errors"
+	"log/slog"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -203,4 +205,41 @@ func TestGrantOfABatchThatFailsToLeave(t *testing.T) {
 		require.NoError(t, err)
 	}
 	assert.Equal(t, "after", msgs[0].Data)
+}
+
+// TestMalformedLogging: a malformed batch from a peer that has joined is
+// logged at Warn, naming the peer; a batch too short for its header and
+// a control message that does not decode, which name no one they can be
+// known to come from, are counted as malformed and not logged, so that
+// whoever may publish on the cluster's subjects cannot fill the log.
+func TestMalformedLogging(t *testing.T) {
+	srv := tServer(t)
+	var log tLockedBuffer
+	b := tStart(t, srv.ClientURL(), "b", func(cfg *remote.Config) {
+		cfg.FailureTimeout = time.Minute
+		cfg.Logger = slog.New(slog.NewTextHandler(&log, nil))
+	})
+	recv, _ := tCollector(t, b.S, 1)
+	f, fake := tFakeUp(t, srv.ClientURL(), b)
+	_, _, bData := remote.Subjects("test", b.Node.Node())
+
+	f.publish(bData, []byte{2, 0, 1}) // the wire version, then too short
+	bad := remote.EncodeMessages(fake, b.Node, 1, relay.Message{From: relay.PID{Node: fake, ID: 7}, To: recv.PID(), Data: "x"})
+	f.publish(bData, append(bad, 0xff)) // a good frame, then garbage
+	// The data subscription takes them in order: once the second is
+	// logged, the first has been handled.
+	tEventually(t, func() bool { return strings.Contains(log.String(), "level=WARN") }, "b to log the corrupt batch (log: %q)", log.String())
+
+	f.publish(f.all, []byte{2, 1}) // the wire version and a hello, nothing more
+	// The cluster's control subscription answers this request after it
+	// has handled the message before it.
+	_, err := f.nc.Request(f.all, []byte{2}, tWait)
+	require.NoError(t, err)
+
+	assert.Equal(t, uint64(3), b.Stats().Dropped.Malformed)
+	logged := log.String()
+	assert.Equal(t, 1, strings.Count(logged, "level=WARN"), "only the corrupt batch from the peer is logged: %q", logged)
+	assert.Contains(t, logged, `level=WARN msg="remote: dropped a malformed batch" peer=fake`)
+	assert.NotContains(t, logged, "level=ERROR")
+	f.bye(b)
 }
