@@ -225,3 +225,58 @@ func TestConnectionClosedForGoodDuringClose(t *testing.T) {
 	defer cancelShort()
 	_ = b.Close(short)
 }
+
+// TestPublishFailureFailsRequests: a spawn or monitor request in a batch
+// NATS refuses to publish never reached the other node, so it does not
+// wait for an answer that cannot come: it fails at once with the error
+// the batch's messages come back with (here ErrDisconnected, and NATS's),
+// and nothing of it is left pending. The link goes on: the next spawn
+// works.
+func TestPublishFailureFailsRequests(t *testing.T) {
+	_, a, b := tTwoNodes(t, nil)
+	require.NoError(t, b.Register("echo", func() scheduler.Process { return &echo{} }))
+	target, _ := tCollector(t, b.S, 1)
+	_, _, bData := remote.Subjects("test", b.Node.Node())
+	cause := errors.New("the write failed")
+	failNext := make(chan struct{}, 1) // refuse the next batch for b that is no sync marker
+	remote.SetPublishHook(a.Node, func(subject string, data []byte) error {
+		if subject != bData || remote.IsSyncMarker(data) {
+			return nil
+		}
+		select {
+		case <-failNext:
+			return cause
+		default:
+			return nil
+		}
+	})
+	t.Cleanup(func() { remote.SetPublishHook(a.Node, nil) })
+	// A bound of the test's own: a request left waiting fails it.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+
+	failNext <- struct{}{}
+	_, err := a.Spawn(ctx, "b", "echo", "run", nil)
+	require.NotErrorIs(t, err, context.DeadlineExceeded, "the spawn waited for an answer to a request that never left")
+	assert.ErrorIs(t, err, remote.ErrDisconnected)
+	assert.ErrorIs(t, err, cause)
+	assert.Zero(t, a.Stats().Pending, "the refused spawn is not pending")
+
+	failNext <- struct{}{}
+	exits := make(chan scheduler.Exit, 1)
+	a.Monitor(target.PID(), func(e scheduler.Exit) { exits <- e })
+	select {
+	case e := <-exits:
+		assert.Equal(t, scheduler.ExitGone, e.Reason)
+		assert.ErrorIs(t, e.Err, remote.ErrDisconnected)
+		assert.ErrorIs(t, e.Err, cause)
+	case <-ctx.Done():
+		t.Fatal("the monitor waited for an answer to a request that never left")
+	}
+	assert.Zero(t, a.Stats().Pending, "the refused monitor is not pending")
+	assert.Zero(t, b.Stats().MonitorsHeld)
+
+	child, err := a.Spawn(ctx, "b", "echo", "run", nil)
+	require.NoError(t, err, "the link goes on")
+	assert.Equal(t, b.Node.Node(), child.Node)
+}

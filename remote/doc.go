@@ -189,7 +189,11 @@
 // closed, or its connection closed for good (no reconnect attempts
 // left), before the message left ([ErrClosed]). A message sent from
 // outside any process has no one to come back to: its failures are only
-// counted.
+// counted. A spawn or monitor request in a batch NATS refused fails with
+// the same error at once, since no answer can come (a monitor completes
+// with ExitGone, though its process may be alive); the other frames of
+// such a batch (answers, ends of watched processes, bounces, the
+// forgetting of a monitor) are lost, as in flight.
 //
 // What it does not promise: a message published and then lost — in
 // flight when the receiving node crashed, or dropped by the bus around a

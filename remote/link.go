@@ -82,10 +82,12 @@ func (c *linkCounts) add(o *linkCounts) {
 
 // outBatch is a batch being built or waiting to be published, with the
 // messages in it as they were handed in, so that they can go back to
-// their senders undelivered if the batch is never published.
+// their senders undelivered if the batch is never published, and the
+// numbers of the spawn and monitor requests in it, which then fail.
 type outBatch struct {
 	enc   batchEncoder
 	origs []relay.Message
+	reqs  []uint64
 	bytes int // frame bytes (size minus the header)
 }
 
@@ -296,7 +298,7 @@ func clipText(s string, room int) string {
 // sendSpawn appends a spawn request; input is in wire form. Any
 // goroutine.
 func (l *link) sendSpawn(req uint64, kind, method string, await bool, input payload.Payloads) error {
-	return l.add(spawnBound(kind, method, input), roomSend, func(e *batchEncoder) {
+	return l.addRequest(req, spawnBound(kind, method, input), func(e *batchEncoder) {
 		e.spawn(req, kind, method, await, input)
 	})
 }
@@ -316,7 +318,7 @@ func (l *link) sendSpawned(req uint64, child relay.PID, cause error, r room) err
 // sendMonitor appends a request to be told when target ends. Any
 // goroutine.
 func (l *link) sendMonitor(req uint64, target relay.PID) error {
-	return l.add(replyBound("", 0), roomSend, func(e *batchEncoder) { e.monitor(req, target) })
+	return l.addRequest(req, replyBound("", 0), func(e *batchEncoder) { e.monitor(req, target) })
 }
 
 // sendDemonitor appends a request to forget the monitor of req, which
@@ -350,6 +352,28 @@ func (l *link) add(bound int, r room, encode func(*batchEncoder)) error {
 	}
 	before := b.enc.size()
 	encode(&b.enc)
+	queue := l.commit(b, before)
+	l.mu.Unlock()
+	if queue {
+		l.n.writer.push(l)
+	}
+	return nil
+}
+
+// addRequest appends the frame of request req, as add does in roomSend,
+// and records req with the batch, so that the request fails if NATS
+// refuses the batch: it never left, and no answer will come. Any
+// goroutine; it never blocks but on l.mu.
+func (l *link) addRequest(req uint64, bound int, encode func(*batchEncoder)) error {
+	l.mu.Lock()
+	b, err := l.reserve(bound, roomSend)
+	if err != nil {
+		l.mu.Unlock()
+		return err
+	}
+	before := b.enc.size()
+	encode(&b.enc)
+	b.reqs = append(b.reqs, req)
 	queue := l.commit(b, before)
 	l.mu.Unlock()
 	if queue {
@@ -397,6 +421,7 @@ func (l *link) take(b *outBatch) {
 func (l *link) recycle(b *outBatch) {
 	clear(b.origs) // drop the bodies
 	b.origs = b.origs[:0]
+	b.reqs = b.reqs[:0]
 	b.bytes = 0
 	b.enc.reset()
 	if len(l.spare) < maxSpare {
@@ -410,9 +435,10 @@ func (l *link) recycle(b *outBatch) {
 // numbers. It never holds l.mu while it calls NATS, whose calls may wait
 // for the network, so that senders never wait for the network either.
 // Messages of a batch that could not be published go back to their
-// senders.
+// senders, and its spawn and monitor requests fail.
 func (l *link) flush() {
 	var failed []relay.Message
+	var failedReqs []uint64
 	var failure error
 	published := false
 	for {
@@ -447,6 +473,7 @@ func (l *link) flush() {
 		}
 		if err != nil {
 			failed = append(failed, b.origs...)
+			failedReqs = append(failedReqs, b.reqs...)
 			failure = err
 		}
 		l.recycle(b)
@@ -474,8 +501,12 @@ func (l *link) flush() {
 		}
 		l.mu.Unlock()
 	}
-	if len(failed) > 0 {
-		l.n.returnAll(l.peer, failed, fmt.Errorf("%w: publishing to node %q: %w", publishError(failure), l.peer.name, failure))
+	if failure != nil {
+		err := fmt.Errorf("%w: publishing to node %q: %w", publishError(failure), l.peer.name, failure)
+		l.n.returnAll(l.peer, failed, err)
+		for _, req := range failedReqs {
+			l.n.pending.fail(req, err)
+		}
 	}
 	l.n.progressed()
 }

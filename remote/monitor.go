@@ -28,9 +28,11 @@ var _ scheduler.RemoteMonitor = (*Node)(nil)
 // monitor completes with the process's [scheduler.Exit] when it ends, or
 // with [scheduler.ExitGone] when it is not alive, when its node is
 // unknown or goes down ([ErrNodeDown]), or when this node closes; and
-// at once with ExitGone and [ErrBackpressure] when too much waits for
-// that node to take the request: the process may be alive then, and a
-// monitor set again later may succeed. A
+// with ExitGone, though the process may be alive, and a monitor set
+// again later may succeed, when the request could not leave: at once
+// with [ErrBackpressure] when too much waits for that node to take it,
+// or later with the error of a batch NATS refused to publish
+// ([ErrDisconnected], or as the package documentation says). A
 // monitor the process cancels, or one whose process ends, is forgotten
 // on the other node at once.
 func (n *Node) MonitorRemote(c scheduler.Call) error {
@@ -51,13 +53,14 @@ func (n *Node) MonitorRemote(c scheduler.Call) error {
 // [scheduler.ExitGone] if the process is not alive, its node is unknown
 // or goes down first (Err wraps [ErrNodeDown]), or this node is not
 // started or closes (Err wraps [ErrClosed], for a process of this node
-// too);
-// and with ExitGone and [ErrBackpressure], at once, if too much waits
-// for the process's node to take the request, though the process may
-// be alive. It
-// returns stop, which forgets the monitor, here and on the other node,
-// and reports whether it did so before f was called. Any goroutine. A
-// nil f is a programming error: Monitor panics at once.
+// too); and with ExitGone, though the process may be alive, when the
+// request could not leave: at once with [ErrBackpressure] if too much
+// waits for the process's node to take it, or later with the error of a
+// batch NATS refused to publish ([ErrDisconnected], or as the package
+// documentation says). It returns stop, which forgets the monitor, here
+// and on the other node, and reports whether it did so before f was
+// called. Any goroutine. A nil f is a programming error: Monitor panics
+// at once.
 func (n *Node) Monitor(pid relay.PID, f func(scheduler.Exit)) (stop func() bool) {
 	if f == nil {
 		panic("remote: Monitor with a nil function")
@@ -448,6 +451,14 @@ func (t *pendingTable) answer(p *peer, f *frame) {
 		}
 	default:
 		t.mu.Unlock()
+	}
+}
+
+// fail completes request req with err, if it is still pending: its
+// frame never left (see link.addRequest).
+func (t *pendingTable) fail(req uint64, err error) {
+	if r := t.remove(req); r != nil {
+		r.done(r.target, nil, err)
 	}
 }
 

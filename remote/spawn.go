@@ -31,7 +31,9 @@ import (
 // that cannot cross, or, with Await, a result that cannot cross back: a
 // Go value JSON cannot encode, or one too large for a batch), [ErrClosed]
 // (this node is not started or has closed, even for a spawn here, or it
-// closed before the answer came), or what starting the process failed
+// closed before the answer came), the error of a batch NATS refused to
+// publish with the request in it ([ErrDisconnected], or as the package
+// documentation says: nothing was started), or what starting the process failed
 // with on the target node, from another node an [*Error] matching the
 // same sentinels: its Init's error ([scheduler.ErrInit]), a factory that
 // panicked ([scheduler.ErrPanic]) or returned nil
