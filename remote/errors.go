@@ -67,10 +67,21 @@ var (
 	// ErrUnknownKind: a spawn named a process kind that the target node
 	// has not registered.
 	ErrUnknownKind error = &sentinel{"remote: unknown process kind", nil}
-	// ErrInvalidConfig: a [Config] field is out of range.
+	// ErrInvalidConfig: a [Config] field is out of range, or an option
+	// of Config.Options is one NATS refuses ([New]); [Node.Start] was
+	// given a scheduler it cannot serve (nil, of another node number, with
+	// a handler on the spawn command, or another than the one a failed
+	// Start claimed that command on, while that one runs); or
+	// [Node.Register] an empty kind, a nil factory or a kind registered
+	// already.
 	ErrInvalidConfig error = &sentinel{"remote: invalid config", nil}
-	// ErrNameConflict: a node of the same cluster already uses this node's
-	// number or name.
+	// ErrNameConflict: [New] drew several random node numbers and found
+	// each held: someone answered, on the cluster's subjects, for every
+	// one (or, on a server that reports "no responders", held it without
+	// answering in time). Nodes are far too few for this to happen by
+	// chance: something else answers on the cluster's subjects. A name
+	// that another node of the cluster uses is not refused: see
+	// [Config].Name.
 	ErrNameConflict error = &sentinel{"remote: node number or name in use", nil}
 )
 

@@ -1,6 +1,7 @@
 package remote_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -203,4 +204,30 @@ func TestHeartbeatLongerThanAPeersFailureTimeout(t *testing.T) {
 	assert.ErrorIs(t, down.Reason, remote.ErrNodeDown)
 	assert.Contains(t, down.Reason.Error(), "silent for")
 	assert.Equal(t, "a", tRecv(t, b.Down, "b to hear it is down and declare a down").Name)
+}
+
+// TestEveryNumberTaken: New draws a few random node numbers and checks
+// each; when someone answers for every one, New picks none and fails
+// with ErrNameConflict, leaving nothing connected. A name used already
+// is no such failure: the name is only checked once the node joins (see
+// Config.Name).
+func TestEveryNumberTaken(t *testing.T) {
+	srv := tServer(t)
+	nc, err := nats.Connect(srv.ClientURL())
+	require.NoError(t, err)
+	defer nc.Close()
+	all, _, _ := remote.Subjects("test", 0)
+	_, err = nc.Subscribe(all+".*", func(m *nats.Msg) { _ = m.Respond([]byte("taken")) })
+	require.NoError(t, err)
+	require.NoError(t, nc.Flush())
+
+	node, err := remote.New(remote.Config{Cluster: "test", Name: "a", URL: srv.ClientURL()})
+	if node != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), tWait)
+		defer cancel()
+		_ = node.Close(ctx)
+	}
+	require.ErrorIs(t, err, remote.ErrNameConflict)
+	assert.Nil(t, node)
+	tEventually(t, func() bool { return srv.NumClients() == 1 }, "New leaves nothing connected (%d clients)", srv.NumClients())
 }

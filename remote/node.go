@@ -203,7 +203,8 @@ const minNumberCheck = time.Second
 // subscription that the server refuses for the connection's permissions
 // (to the node's control subject, or to the inbox the number check is
 // answered on) fails New with an error wrapping
-// nats.ErrPermissionViolation.
+// nats.ErrPermissionViolation. If every number it draws is held, New
+// fails with [ErrNameConflict].
 func New(cfg Config) (*Node, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
