@@ -66,11 +66,12 @@
 // # Subjects
 //
 // Every subject starts with "procsched.<cluster>". Numbers, never names,
-// appear in subjects, so any name is allowed; there is one subject per
-// node, never one per process, so spawning costs no subscription.
+// appear in subjects, so any name is allowed; a node has two subjects of
+// its own, never one per process, so spawning costs no subscription.
 //
 //	procsched.<cluster>.ctl          hello, heartbeat, goodbye: to every node
-//	procsched.<cluster>.ctl.<node>   ack, credit grant, "you are down", probe: to one node
+//	procsched.<cluster>.ctl.<node>   hello to a node not joined yet, ack, credit grant,
+//	                                 "you are down", probe: to one node
 //	procsched.<cluster>.data.<node>  batches of frames to one node: messages,
 //	                                 bounces, spawns and monitors
 //
