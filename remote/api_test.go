@@ -277,8 +277,9 @@ func TestStartAgainAfterTheWaitEnded(t *testing.T) {
 // TestWaitPeerAndLookup: WaitPeer and Lookup know this node by its own
 // name, as Spawn does; WaitPeer returns a peer up already even with a
 // context that has ended, and ctx's error for one that is not; a peer
-// that leaves is no longer looked up, and one that comes back under
-// the same name is found under its new number.
+// that leaves is no longer looked up, nor found by a spawn on its name
+// (ErrUnknownNode), and one that comes back under the same name is
+// found under its new number.
 func TestWaitPeerAndLookup(t *testing.T) {
 	srv, a, b := tTwoNodes(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), tWait)
@@ -302,6 +303,8 @@ func TestWaitPeerAndLookup(t *testing.T) {
 	assert.False(t, ok, "a node that left")
 	_, err = a.WaitPeer(ended, "b")
 	assert.ErrorIs(t, err, context.Canceled, "a node that left")
+	_, err = a.Spawn(ctx, "b", "echo", "run", nil)
+	assert.ErrorIs(t, err, remote.ErrUnknownNode, "a spawn on the name of a node that left: no live node has it")
 
 	waited := make(chan uint32, 1)
 	go func() {

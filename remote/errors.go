@@ -32,8 +32,11 @@ var (
 	// node down). It matches [scheduler.ErrProcessNotFound] too: for the
 	// sender, a process on a down node is a process that is gone.
 	ErrNodeDown error = &sentinel{"remote: node down", scheduler.ErrProcessNotFound}
-	// ErrUnknownNode: no node with that number or name has joined the
-	// cluster as far as this node knows. It matches
+	// ErrUnknownNode: no node with that number has joined the cluster as
+	// far as this node knows (or it was declared down so long ago that
+	// it is forgotten), or no live node has that name: a name stands for
+	// the node that has it now, so a spawn on the name of a node that
+	// went down fails with ErrUnknownNode, not [ErrNodeDown]. It matches
 	// [scheduler.ErrProcessNotFound] too.
 	ErrUnknownNode error = &sentinel{"remote: unknown node", scheduler.ErrProcessNotFound}
 	// ErrBackpressure: the buffer of messages waiting to go to that node

@@ -23,22 +23,24 @@ import (
 // its [relay.PID] as From, as [scheduler.StepOutput.Spawn] does. With
 // Await it completes when the process ends, with its result (read with
 // [scheduler.Event.Result]) and its error as Error, and From its PID, as
-// [scheduler.StepOutput.SpawnAwait] does. It fails with an error wrapping
-// [ErrUnknownNode], [ErrNodeDown], [ErrBackpressure] (too much waits for
-// that node: nothing was asked, so a later spawn may succeed; or, with
-// Await, too much waited to go back when the child ended, and its
+// [scheduler.StepOutput.SpawnAwait] does. It fails with an error
+// wrapping [ErrUnknownNode] (no live node has that name, even if one had
+// it before), [ErrNodeDown] (the node went down before the answer, or,
+// with Await, before the child's end), [ErrBackpressure] (too much waits
+// for that node: nothing was asked, so a later spawn may succeed; or,
+// with Await, too much waited to go back when the child ended, and its
 // result was left out), [ErrUnknownKind], [ErrNotEncodable] (an input
 // that cannot cross, or, with Await, a result that cannot cross back: a
-// Go value JSON cannot encode, or one too large for a batch), [ErrClosed]
-// (this node is not started or has closed, even for a spawn here, or it
-// closed before the answer came), the error of a batch NATS refused to
-// publish with the request in it ([ErrDisconnected], or as the package
-// documentation says: nothing was started), or what starting the process failed
-// with on the target node, from another node an [*Error] matching the
-// same sentinels: its Init's error ([scheduler.ErrInit]), a factory that
-// panicked ([scheduler.ErrPanic]) or returned nil
-// ([scheduler.ErrNilProcess]), or the scheduler's refusal to start it
-// (see [scheduler.Scheduler.Submit]).
+// Go value JSON cannot encode, or one too large for a batch),
+// [ErrClosed] (this node is not started or has closed, even for a spawn
+// here, or it closed before the answer came), the error of a batch NATS
+// refused to publish with the request in it ([ErrDisconnected], or as
+// the package documentation says: nothing was started), or what starting
+// the process failed with on the target node, from another node an
+// [*Error] matching the same sentinels: its Init's error
+// ([scheduler.ErrInit]), a factory that panicked ([scheduler.ErrPanic])
+// or returned nil ([scheduler.ErrNilProcess]), or the scheduler's
+// refusal to start it (see [scheduler.Scheduler.Submit]).
 //
 // A yield that stops waiting (cancelled, timed out, or its process
 // ended) is forgotten at once: its answer is dropped when it comes, and
