@@ -238,8 +238,8 @@
 //
 // A failure reported by another node arrives as an [*Error] carrying the
 // node's name, the process concerned and the original text, and matching
-// with [errors.Is] every sentinel of this package and of the scheduler
-// that the original matched there, so the same check works for local
+// with [errors.Is] every sentinel error of this package, of the
+// scheduler, of payload and of relay that the original matched there, so the same check works for local
 // and remote failures: errors.Is(err, scheduler.ErrProcessNotFound)
 // holds for an ended process on this node, an ended one on another, and
 // every process of a down or unknown node.

@@ -118,7 +118,32 @@ var wireErrors = [...]error{
 	scheduler.ErrTerminated,
 	scheduler.ErrShuttingDown,
 	scheduler.ErrNoReply,
+	scheduler.ErrUnknownCommand,
+	scheduler.ErrNotEnded,
+	scheduler.ErrYieldNotPending,
+	scheduler.ErrDuplicateTag,
+	scheduler.ErrInvalidOption,
+	scheduler.ErrCommandTaken,
+	scheduler.ErrEnded,
+	scheduler.ErrShutdownStarted,
+	scheduler.ErrNameTaken,
+	scheduler.ErrNameNotFound,
+	scheduler.ErrInvalidName,
+	scheduler.ErrYieldCancelled,
+	scheduler.ErrTimeout,
+	scheduler.ErrPoolFull,
+	scheduler.ErrNilContext,
+	ErrInvalidConfig,
+	ErrNameConflict,
+	payload.ErrNoValue,
+	payload.ErrInvalidTarget,
+	payload.ErrArity,
+	payload.ErrInvalidFormat,
+	relay.ErrInvalidPID,
 }
+
+// The wire code has a bit for each of wireErrors below codeFailed.
+var _ [63 - len(wireErrors)]struct{}
 
 // codeFailed is set in the wire code of every error, so that a failure
 // that matches none of wireErrors is still a failure.
@@ -145,10 +170,9 @@ func errorCode(err error) uint64 {
 // Error is a failure that happened on another node and was reported over
 // the wire: a message it could not deliver, a spawn it could not carry
 // out, or the error a remote process ended with. It matches, with
-// [errors.Is], every sentinel of this package and of the scheduler (and
-// [payload.ErrEncode], [payload.ErrDecode]) that the original error
-// matched there, so that the same checks work for local and remote
-// failures.
+// [errors.Is], every sentinel error of this package, of the scheduler,
+// of payload and of relay that the original error matched there, so
+// that the same checks work for local and remote failures.
 type Error struct {
 	// Node is the name of the node where the failure happened.
 	Node string
