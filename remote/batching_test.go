@@ -44,6 +44,7 @@ func TestBurstGoesAsOneBatch(t *testing.T) {
 	}
 	st := a.Stats()
 	assert.Equal(t, 1, st.Peers.Joining)
+	assert.Equal(t, []remote.Peer{{Name: "fake", Node: fake}}, a.Peers(), "not up while joining, though messages wait for it")
 	assert.Zero(t, st.Sent, "nothing published")
 	assert.Positive(t, st.Buffered, "the burst waits")
 

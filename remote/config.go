@@ -112,7 +112,8 @@ type Config struct {
 // while they run, and Close waits for them. A panic in a hook is not
 // recovered: as in any goroutine, it ends the program.
 type Hooks struct {
-	// PeerUp is called when the node can send to a new peer.
+	// PeerUp is called when the node starts publishing to a new peer:
+	// the peer has shown that it knows this node.
 	PeerUp func(Peer)
 	// PeerDown is called when a peer is declared down; Peer.Reason says
 	// why. It is called for a peer still joining too, which PeerUp never

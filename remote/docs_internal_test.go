@@ -250,6 +250,8 @@ func TestDocsQuoteTheConstants(t *testing.T) {
 		{"doc.go", `with at most 1 KiB of error text`, alwaysText, kib},
 		{"config.go", `(default [DefaultWindow]; at least 4 KiB)`, minWindow, 4 * kib},
 		{"config.go", `with at most 1 KiB of error text`, alwaysText, kib},
+		{"membership.go", `a node remembers the last 1,024 it declared down`, maxTombstones, 1024},
+		{remoteDoc, `a node remembers the last 1,024 it declared down`, maxTombstones, 1024},
 	}
 	text := map[string]string{}
 	for _, r := range rows {

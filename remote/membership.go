@@ -67,8 +67,9 @@ func (p *peer) heardFrom(now int64) {
 type Peer struct {
 	Name string // the node's name
 	Node uint32 // the incarnation's number, the Node of its PIDs
-	// Up is true while messages can be sent to it; false while it is
-	// joining and once it is down.
+	// Up is true while the node publishes to it; false while it is
+	// joining (messages sent to it meanwhile wait, within
+	// [Config].MaxBuffered, until it is up) and once it is down.
 	Up bool
 	// Reason says why a peer is down (it wraps [ErrNodeDown], or
 	// [ErrClosed] once this node has closed or lost its connection for
@@ -455,8 +456,8 @@ func (n *Node) probe(p *peer, now int64) {
 	}()
 }
 
-// Peers returns the peers this node knows, up, joining and down (down
-// ones are forgotten after a while).
+// Peers returns the peers this node knows, up, joining and down (a node
+// remembers the last 1,024 it declared down).
 func (n *Node) Peers() []Peer {
 	var ps []Peer
 	for _, p := range *n.peers.Load() {
