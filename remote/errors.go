@@ -140,6 +140,7 @@ var wireErrors = [...]error{
 	payload.ErrArity,
 	payload.ErrInvalidFormat,
 	relay.ErrInvalidPID,
+	scheduler.ErrGoexit,
 }
 
 // The wire code has a bit for each of wireErrors below codeFailed.

@@ -40,6 +40,7 @@ var sentinels = map[string]error{
 	"scheduler.ErrInvalidName": scheduler.ErrInvalidName, "scheduler.ErrNoReply": scheduler.ErrNoReply,
 	"scheduler.ErrYieldCancelled": scheduler.ErrYieldCancelled, "scheduler.ErrTimeout": scheduler.ErrTimeout,
 	"scheduler.ErrPoolFull": scheduler.ErrPoolFull, "scheduler.ErrNilContext": scheduler.ErrNilContext,
+	"scheduler.ErrGoexit": scheduler.ErrGoexit,
 
 	"payload.ErrNoValue": payload.ErrNoValue, "payload.ErrTypeMismatch": payload.ErrTypeMismatch,
 	"payload.ErrInvalidTarget": payload.ErrInvalidTarget, "payload.ErrDecode": payload.ErrDecode,
