@@ -468,6 +468,12 @@ func (n *Node) Start(ctx context.Context, s *scheduler.Scheduler) error {
 		err = n.flush(ctx)
 	}
 	if err == nil {
+		// A context that ended during the wait fails the Start, as its
+		// doc says, even when the server's answer came too: the flush
+		// picks either when both are there.
+		err = ctx.Err()
+	}
+	if err == nil {
 		err = n.subscriptionRefused(before, n.subj.data, n.subj.all)
 	}
 	if err != nil {
