@@ -153,6 +153,7 @@ func TestDocsProcessModel(t *testing.T) {
 	require.NoError(t, err)
 	res, err := h.Wait(ctx) // blocks until the end or ctx is done
 	require.NoError(t, err)
+	assert.Equal(t, "o-1 [tea] cancel=false", res.Value(), "Wait's result")
 	<-h.Done()            // or select on it
 	res, err = h.Result() // or look without blocking (ErrNotEnded while it runs)
 	require.NoError(t, err)
