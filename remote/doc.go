@@ -192,16 +192,24 @@
 // outside any process has no one to come back to: its failures are only
 // counted. A spawn or monitor request in a batch NATS refused fails with
 // the same error at once, since no answer can come (a monitor completes
-// with ExitGone, though its process may be alive); the other frames of
-// such a batch (answers, ends of watched processes, bounces, the
-// forgetting of a monitor) are lost, as in flight.
+// with ExitGone, though its process may be alive). The other frames of
+// such a batch (bounces, answers to spawns, ends of watched processes,
+// the forgetting of a monitor) must reach the other node all the same,
+// or it would wait, or hold a monitor, until a node goes down: they go
+// in a later batch, before everything sent after them, tried again with
+// the next send, grant or heartbeat, or once the peer is heard from
+// after a reconnect, and dropped only if the peer goes down or this node
+// closes first. An answer ([scheduler.Reply]) in such a batch comes back
+// to its sender as every message does, and its asker gets, in the same
+// way, the answer without data with the same error, as when an answer is
+// refused at once.
 //
 // What it does not promise: a message published and then lost — in
 // flight when the receiving node crashed, or dropped by the bus around a
 // server restart — does not come back, since the sender cannot know
 // whether it arrived; the receiver counts the gap in sequence numbers.
-// No delivery is retried, and nothing is ordered across different
-// senders or recipients. A spawn or monitor whose answer is lost in
+// No batch published is sent again, and nothing is ordered across
+// different senders or recipients. A spawn or monitor whose answer is lost in
 // flight stays pending until its node goes down, this node closes, or
 // its caller stops waiting: bound the wait with a timeout where that
 // matters (a yield's [scheduler.StepOutput.Timeout], [Node.Spawn]'s

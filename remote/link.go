@@ -2,6 +2,7 @@ package remote
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -53,6 +54,7 @@ type link struct {
 	queued   bool        // on the writer's queue, or being flushed
 	stalled  bool        // waiting for credit
 	wantSync bool        // publish a sync marker after the pending batches
+	retry    bool        // NATS refused a batch whose kept frames wait: the heartbeat queues the link again
 	grantAt  int64       // the node clock at the last grant, or when inflight became non-empty
 	counts   linkCounts
 }
@@ -82,13 +84,29 @@ func (c *linkCounts) add(o *linkCounts) {
 
 // outBatch is a batch being built or waiting to be published, with the
 // messages in it as they were handed in, so that they can go back to
-// their senders undelivered if the batch is never published, and the
-// numbers of the spawn and monitor requests in it, which then fail.
+// their senders undelivered if the batch is never published, the
+// numbers of the spawn and monitor requests in it, which then fail, and
+// the frames that must go all the same (see keptFrame).
 type outBatch struct {
 	enc   batchEncoder
 	origs []relay.Message
 	reqs  []uint64
+	keep  []keptFrame
 	bytes int // frame bytes (size minus the header)
+}
+
+// keptFrame is a frame that must reach the peer even if NATS refuses the
+// batch it is in: an answer, a bounce, a spawn's answer, the end of a
+// watched process or the cancelling of a monitor. Nothing else would
+// tell the peer, which would wait, or hold a monitor, until one of the
+// nodes goes down. Its frame is written again, by encode, in a batch of
+// its own that goes before everything else waiting for the peer (see
+// link.keepRefused): frames refer to their batch's tables, so its bytes
+// cannot be moved.
+type keptFrame struct {
+	bound  int // the frame's bound, as reserved
+	after  int // how many messages of its batch were before it
+	encode func(*batchEncoder)
 }
 
 // sentBatch is a published batch awaiting its grant.
@@ -340,9 +358,11 @@ func (l *link) sendExit(req uint64, reason scheduler.ExitReason, cause error, re
 	})
 }
 
-// add appends one frame, of at most bound bytes, written by encode, in
-// room r of the buffer (see reserve). Any goroutine; it never blocks but
-// on l.mu.
+// add appends one frame that answers the peer or ends something it
+// holds, of at most bound bytes, written by encode, in room r of the
+// buffer (see reserve), and keeps encode with the batch, so that the
+// frame goes in a later batch if NATS refuses this one (see keptFrame).
+// Any goroutine; it never blocks but on l.mu.
 func (l *link) add(bound int, r room, encode func(*batchEncoder)) error {
 	l.mu.Lock()
 	b, err := l.reserve(bound, r)
@@ -352,6 +372,7 @@ func (l *link) add(bound int, r room, encode func(*batchEncoder)) error {
 	}
 	before := b.enc.size()
 	encode(&b.enc)
+	b.keep = append(b.keep, keptFrame{bound: bound, after: len(b.origs), encode: encode})
 	queue := l.commit(b, before)
 	l.mu.Unlock()
 	if queue {
@@ -422,6 +443,8 @@ func (l *link) recycle(b *outBatch) {
 	clear(b.origs) // drop the bodies
 	b.origs = b.origs[:0]
 	b.reqs = b.reqs[:0]
+	clear(b.keep) // drop what the frames refer to
+	b.keep = b.keep[:0]
 	b.bytes = 0
 	b.enc.reset()
 	if len(l.spare) < maxSpare {
@@ -435,12 +458,17 @@ func (l *link) recycle(b *outBatch) {
 // numbers. It never holds l.mu while it calls NATS, whose calls may wait
 // for the network, so that senders never wait for the network either.
 // Messages of a batch that could not be published go back to their
-// senders, and its spawn and monitor requests fail.
+// senders, and its spawn and monitor requests fail; its other frames
+// wait at the front of what waits for the peer (see keepRefused), and
+// the writer goes on with the link only when something queues it again
+// (a send, a grant, the peer heard from after a reconnect, or the next
+// heartbeat), so that a publish NATS keeps refusing is not retried in a
+// loop.
 func (l *link) flush() {
 	var failed []relay.Message
 	var failedReqs []uint64
 	var failure error
-	published := false
+	published, kept := false, false
 	for {
 		connected := l.n.nc.Status() == nats.CONNECTED
 		l.mu.Lock()
@@ -475,15 +503,21 @@ func (l *link) flush() {
 			failed = append(failed, b.origs...)
 			failedReqs = append(failedReqs, b.reqs...)
 			failure = err
+			kept = l.state.Load() == linkOpen && l.keepRefused(b, l.publishFailure(err))
 		}
 		l.recycle(b)
+		if kept {
+			break // with l.mu held, as at the loop's end
+		}
 		l.mu.Unlock()
 	}
 	// Nothing left that credit allows: a send or a grant queues the link
-	// again.
+	// again; after a refusal that left frames waiting, the heartbeat does
+	// too.
 	l.queued = false
+	l.retry = kept
 	var marker [headerLen]byte
-	sync := l.canPublish() && (l.wantSync || (published && l.n.closing()))
+	sync := !kept && l.canPublish() && (l.wantSync || (published && l.n.closing()))
 	if sync {
 		l.wantSync = false
 		l.seq++
@@ -502,13 +536,100 @@ func (l *link) flush() {
 		l.mu.Unlock()
 	}
 	if failure != nil {
-		err := fmt.Errorf("%w: publishing to node %q: %w", publishError(failure), l.peer.name, failure)
+		err := l.publishFailure(failure)
 		l.n.returnAll(l.peer, failed, err)
 		for _, req := range failedReqs {
 			l.n.pending.fail(req, err)
 		}
 	}
 	l.n.progressed()
+}
+
+// publishFailure is the error for a batch to the peer that NATS refused
+// with err: what its messages come back with and its requests fail with.
+func (l *link) publishFailure(err error) error {
+	return fmt.Errorf("%w: publishing to node %q: %w", publishError(err), l.peer.name, err)
+}
+
+// keepRefused puts the frames of b, a batch NATS refused with cause,
+// that must reach the peer all the same (see keptFrame) back in front of
+// everything waiting for the peer, in their order, in batches of their
+// own, so that they keep their place before every frame sent after
+// them; and, for each answer among b's messages, which go back to their
+// senders, it adds the answer without data that tells its asker why, as
+// an answer refused at once does (see Node.answerRefused). Such frames
+// count in the buffer again, so that, while they wait, the room left
+// for sends and answers is smaller; a frame larger than the largest
+// batch now (the server's payload limit may have fallen after a
+// reconnect) could never go, and is dropped. It reports whether it kept
+// any. Called with l.mu held, by the writer, while the link is open.
+func (l *link) keepRefused(b *outBatch, cause error) bool {
+	maxBatch := int(l.n.maxBatch.Load())
+	var out []*outBatch
+	var cur *outBatch
+	put := func(k keptFrame) {
+		if k.bound > maxBatch-headerLen {
+			return
+		}
+		if cur == nil || cur.enc.size()+k.bound > maxBatch {
+			if n := len(l.spare); n > 0 {
+				cur = l.spare[n-1]
+				l.spare = l.spare[:n-1]
+			} else {
+				cur = &outBatch{}
+				cur.enc.reset()
+			}
+			out = append(out, cur)
+		}
+		before := cur.enc.size()
+		k.encode(&cur.enc)
+		k.after = 0 // the batch has no messages
+		cur.keep = append(cur.keep, k)
+		grown := cur.enc.size() - before
+		cur.bytes += grown
+		l.buffered += grown
+	}
+	j := 0
+	for i, m := range b.origs {
+		for ; j < len(b.keep) && b.keep[j].after <= i; j++ {
+			put(b.keep[j])
+		}
+		if reply, ok := m.Data.(scheduler.Reply); ok {
+			put(l.refusedAnswer(m.From, m.To, reply, cause))
+		}
+	}
+	for ; j < len(b.keep); j++ {
+		put(b.keep[j])
+	}
+	if len(out) == 0 {
+		return false
+	}
+	l.sealed = append(out, l.sealed...)
+	return true
+}
+
+// refusedAnswer is the frame that replaces an answer, from from to to,
+// that NATS refused to publish with cause: the answer without its data,
+// with cause joined to its error, shortened as in roomAlways. Called by
+// the writer.
+func (l *link) refusedAnswer(from, to relay.PID, reply scheduler.Reply, cause error) keptFrame {
+	reply.Data, reply.Err = nil, errors.Join(reply.Err, fmt.Errorf("the answer was refused: %w", cause))
+	reply.Err = clipError(reply.Err, l.answerText(roomAlways, messageBound(bodySize(scheduler.Reply{To: reply.To}), "")+maxCodeLen))
+	return keptFrame{bound: messageBound(bodySize(reply), ""), encode: func(e *batchEncoder) {
+		e.message(to, from, reply)
+	}}
+}
+
+// retryRefused queues the link again if NATS refused its last batch and
+// frames of it wait, so that they go without waiting for another send.
+// Heartbeat goroutine.
+func (l *link) retryRefused() {
+	l.mu.Lock()
+	queue := l.retry && l.queueIfPending()
+	l.mu.Unlock()
+	if queue {
+		l.n.writer.push(l)
+	}
 }
 
 // nextToPublish takes the oldest waiting batch if the link may publish

@@ -408,6 +408,7 @@ func (n *Node) tick(now int64) {
 			n.tellPeer(p, ctlMsg{typ: ctlHello, flags: flagDirect})
 		case linkOpen:
 			p.link.syncIfOverdue(now, hb)
+			p.link.retryRefused()
 		}
 		silent := now - p.lastHeard.Load()
 		switch {

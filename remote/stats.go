@@ -34,8 +34,8 @@ type Stats struct {
 	CreditStalls uint64 `json:"creditStalls"`
 	// PublishFailures counts batches and sync markers NATS refused to
 	// take; the messages of a refused batch went back to their senders,
-	// its spawn and monitor requests failed, and a refused sync marker is
-	// asked for again later.
+	// its spawn and monitor requests failed, its other frames waited for
+	// a later batch, and a refused sync marker is asked for again later.
 	PublishFailures uint64 `json:"publishFailures"`
 
 	// Buffered is the bytes of frames waiting to be published, over all
