@@ -188,3 +188,37 @@ func TestRefusedBatchIsNotRetriedInALoop(t *testing.T) {
 	assert.Equal(t, "first", tRecv(t, got, "the message sent while NATS refused").Data)
 	assert.Equal(t, "second", tRecv(t, got, "the message sent after").Data)
 }
+
+// TestRefusedBatchDroppedWhenThePeerGoesDown: the frames of a refused
+// batch count in what waits for the peer while they wait, and are
+// dropped, as everything waiting is, when the peer goes down: the
+// watcher they were for has gone with its node.
+func TestRefusedBatchDroppedWhenThePeerGoesDown(t *testing.T) {
+	_, a, b := tTwoNodes(t, nil)
+	target, _ := tCollector(t, b.S, 1)
+	a.Monitor(target.PID(), func(scheduler.Exit) {})
+	tEventually(t, func() bool { return b.Stats().MonitorsHeld == 1 }, "b holds the monitor")
+
+	_, _, aData := remote.Subjects("test", a.Node.Node())
+	tries := make(chan struct{}, 1024)
+	remote.SetPublishHook(b.Node, func(subject string, data []byte) error {
+		if subject != aData || remote.IsSyncMarker(data) {
+			return nil
+		}
+		select {
+		case tries <- struct{}{}:
+		default:
+		}
+		return errRefused
+	})
+	t.Cleanup(func() { remote.SetPublishHook(b.Node, nil) })
+
+	require.NoError(t, b.S.Terminate(target.PID()))
+	tRecv(t, tries, "the batch with the end refused")
+	tEventually(t, func() bool { return b.Stats().Buffered > 0 }, "the refused end waits for a later batch, counted")
+
+	a.stop(t)
+	tRecv(t, b.Down, "b declares a down")
+	tEventually(t, func() bool { return b.Stats().Buffered == 0 },
+		"b drops what waited for a (%d bytes)", b.Stats().Buffered)
+}
