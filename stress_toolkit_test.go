@@ -129,9 +129,10 @@ type nameRun struct {
 // name is taken), then reads told messages, answers requests and ends
 // as an endMsg or a cancel asks. Holding a name that nobody
 // Unregisters, it checks at each step that the name is still its own,
-// and counts itself a holder from its registration to its Close, which
-// comes before its end releases the name: two holders at once is a
-// violation.
+// and counts itself a holder from its registration to the step that
+// ends it: a process's names are free from the return of its final
+// step, so another may take the name while its Close runs. Two holders
+// at once is a violation.
 type nameHolder struct {
 	r       *nameRun
 	name    string
@@ -141,10 +142,16 @@ type nameHolder struct {
 
 func (h *nameHolder) Init(context.Context, string, payload.Payloads) error { return nil }
 
-func (h *nameHolder) Close() {
+func (h *nameHolder) Close() { h.release() } // a forced end: no final step
+
+// release counts h out of its name's holders, once, before the name is
+// free: in its final step, before it returns, or in the Close of a
+// forced end.
+func (h *nameHolder) release() {
 	if c := h.r.holders[h.name]; h.holding && c != nil {
 		c.Add(-1)
 	}
+	h.holding = false
 }
 
 func (h *nameHolder) Step(evs []sched.Event, out *sched.StepOutput) error {
@@ -188,6 +195,9 @@ func (h *nameHolder) Step(evs []sched.Event, out *sched.StepOutput) error {
 				end = max(end, m)
 			}
 		}
+	}
+	if end >= 0 {
+		h.release() // this step ends h, and its return frees the name
 	}
 	return end.carryOut(out, "holder", payload.Payload{})
 }
