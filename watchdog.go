@@ -144,8 +144,17 @@ func newWatchdog(s *Scheduler, threshold time.Duration, hook func(SlowStepInfo))
 // to nothing. A run that starts while it sleeps is noticed at most one
 // interval late.
 func (wd *watchdog) run() {
-	defer wd.s.wg.Done()
-	_ = wd.s.addOwnGoroutine()
+	gid := wd.s.addOwnGoroutine()
+	stopped := false
+	defer func() {
+		if !stopped {
+			if r := recover(); r != nil {
+				panic(r) // not a Goexit: see goexited
+			}
+			wd.goexited(gid)
+		}
+		wd.s.wg.Done()
+	}()
 	interval := wd.interval
 	t := time.NewTimer(interval)
 	defer t.Stop()
@@ -155,9 +164,26 @@ func (wd *watchdog) run() {
 			interval = wd.nextInterval(interval, wd.check())
 			t.Reset(interval)
 		case <-wd.quit:
+			stopped = true
 			return
 		}
 	}
+}
+
+// goexited, called by run as its goroutine gid unwinds before the
+// watchdog was stopped, carries the watchdog on on a new goroutine: only
+// the SlowStep hook calling runtime.Goexit gets here, and the goroutine
+// cannot be saved. The call counts as the hook's return: the step stays
+// reported, and the new goroutine goes on sampling, from a fresh
+// interval, so later slow steps are reported too. It takes the old
+// goroutine's place in the wait group (added before the old one's is
+// given back) and in the list of the scheduler's own goroutines. A panic
+// of the hook goes on instead: run's deferred function raises it again.
+// Watchdog goroutine only, from run's deferred function.
+func (wd *watchdog) goexited(gid uint64) {
+	wd.s.removeOwnGoroutine(gid)
+	wd.s.wg.Add(1)
+	goLabelled(wd.run, "procsched", "watchdog")
 }
 
 // nextInterval returns the time to the next sample after a sample taken
@@ -349,15 +375,17 @@ func (wd *watchdog) identify(p *proc, st uint64) (id uint64, method string, ok b
 }
 
 // report handles the slow step that smp, the sample of worker i, has
-// counted. Watchdog goroutine only.
+// counted: counted, logged, and passed to the hook last, since a hook
+// that calls runtime.Goexit ends the goroutine there (see goexited).
+// Watchdog goroutine only.
 func (wd *watchdog) report(i int, smp *watchSample) {
 	wd.slow.Add(1)
 	pid := relay.PID{Node: smp.run.node, ID: smp.id}
-	if wd.hook != nil {
-		wd.hook(SlowStepInfo{PID: pid, Method: smp.method, Worker: i, Duration: smp.counted})
-	}
 	if l := wd.s.log; l != nil {
 		l.Warn("scheduler: slow step", "pid", pid, "method", smp.method, "worker", i, "running", smp.counted)
+	}
+	if wd.hook != nil {
+		wd.hook(SlowStepInfo{PID: pid, Method: smp.method, Worker: i, Duration: smp.counted})
 	}
 }
 
