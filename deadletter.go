@@ -73,19 +73,54 @@ type DeadLetterStats struct {
 }
 
 // deadLetter counts msg as a dead letter for reason and passes it to the
-// hook. Any goroutine; v says where it runs (the hook runs there).
+// hook. Any goroutine; v says where it runs (the hook runs there). On a
+// worker, the hook's runtime.Goexit ends the process whose step's yields
+// the worker was carrying out, if any (see worker.runCut); elsewhere it
+// ends the caller's goroutine, as Goexit means, and leaves nothing of
+// the scheduler's undone: every caller reports a dead letter with no
+// lock held and nothing left to do for the message.
 func (s *Scheduler) deadLetter(msg relay.Message, reason DeadLetterReason, v via) {
 	s.count(v, deadCounter(reason))
 	if s.hooks.DeadLetter != nil {
-		s.hooks.DeadLetter(DeadLetter{Message: msg, Reason: reason})
+		d := DeadLetter{Message: msg, Reason: reason}
+		if w := v.worker(); w != nil {
+			s.callDeadLetter(d, w.runCut)
+			return
+		}
+		s.hooks.DeadLetter(d)
 	}
+}
+
+// callDeadLetter passes d to the DeadLetter hook, which is set. cut is
+// what the caller does next, up to the end of the process whose end
+// left d unread: the hook runs in the middle of that end, and a
+// runtime.Goexit of the hook, which cannot be stopped, would leave it
+// undone. Such a Goexit counts as the hook's return: cut runs, and then
+// the goroutine ends, which the worker and the stopper each survive by
+// going on on a new one. A panic of the hook goes on, raised again as
+// callStartHook raises it. Any goroutine.
+func (s *Scheduler) callDeadLetter(d DeadLetter, cut func()) {
+	returned := false // as in callInit
+	defer func() {
+		if returned {
+			return
+		}
+		if r := recover(); r != nil {
+			panic(r)
+		}
+		cut()
+	}()
+	s.hooks.DeadLetter(d)
+	returned = true
 }
 
 // deadUnread reports the messages among events, left unread by the
 // process to, whose record is p, that ended, as dead letters; but for a
-// request whose asker is told of that end (see proc.toldOfEnd). Any
-// goroutine, without p.mu.
-func (s *Scheduler) deadUnread(p *proc, to relay.PID, events []Event, v via) {
+// request whose asker is told of that end (see proc.toldOfEnd). cut is
+// what the caller does next, up to the end of p: should the DeadLetter
+// hook call runtime.Goexit, the rest of events are reported all the same
+// and then cut runs (see callDeadLetter). Any goroutine, without p.mu.
+func (s *Scheduler) deadUnread(p *proc, to relay.PID, events []Event, v via, cut func()) {
 	for i := range events {
 		ev := &events[i]
 		if ev.Type != EventMessage {
@@ -94,7 +129,14 @@ func (s *Scheduler) deadUnread(p *proc, to relay.PID, events []Event, v via) {
 		if req, ok := ev.Data.(Request); ok && p.toldOfEnd(req.ReplyTo, s.node) {
 			continue
 		}
-		s.deadLetter(relay.Message{From: ev.From, To: to, Data: ev.data(), Err: ev.Error}, DeadUnread, v)
+		s.count(v, deadCounter(DeadUnread))
+		if s.hooks.DeadLetter != nil {
+			d := DeadLetter{Message: relay.Message{From: ev.From, To: to, Data: ev.data(), Err: ev.Error}, Reason: DeadUnread}
+			s.callDeadLetter(d, func() {
+				s.deadUnread(p, to, events[i+1:], v, cut)
+				cut()
+			})
+		}
 	}
 }
 

@@ -861,11 +861,20 @@ func (w *worker) startFrom(p *proc, ys []yield, sl []spawnSlot, errs []error, st
 			where, w.initWhere = w.initWhere, "" // the Start hook: see callStartHook
 		}
 		perr := newPanicError(where, r)
-		s.recovered(c, perr, v)
-		err := initError(perr)
-		s.initFailed(c, sl[next].id, err, v)
-		w.completeNow(p, sl[next].seq, nil, err)
-		next++
+		// Once the child's start has failed, the rest is the parent's:
+		// after a Goexit (the child's, or the Panic hook's), the parent's
+		// run cannot go on.
+		failed := func() {
+			err := initError(perr)
+			s.initFailed(c, sl[next].id, err, v)
+			w.completeNow(p, sl[next].seq, nil, err)
+			next++
+		}
+		s.recovered(c, perr, v, func() {
+			failed()
+			w.spawnGoexited(p, ys, sl, errs, out, next, perr)
+		})
+		failed()
 		if goexit {
 			w.spawnGoexited(p, ys, sl, errs, out, next, perr)
 		}
@@ -983,16 +992,20 @@ func (w *worker) runHandler(p *proc, h Handler, c Call) (err error) {
 			v = ErrGoexit
 		}
 		perr := newPanicError("handler", v)
-		w.s.recovered(p, perr, via{w: w})
-		err = perr
-		if v == ErrGoexit {
-			// runtime.Goexit, which goes on out of p's run: p ends here,
-			// as after a step that failed, and the worker goes on on a
-			// new goroutine (see worker.goexited).
+		// After runtime.Goexit (the handler's or the Panic hook's), which
+		// goes on out of p's run: p ends here, as after a step that
+		// failed, and the worker goes on on a new goroutine (see
+		// worker.goexited).
+		cut := func() {
 			w.handoff.end(w)
 			w.holding = false
 			w.end(p, payload.Payload{}, perr)
 			w.flushHeld()
+		}
+		w.s.recovered(p, perr, via{w: w}, cut)
+		err = perr
+		if v == ErrGoexit {
+			cut()
 		}
 	}()
 	err = h(c)

@@ -236,7 +236,7 @@ func (p *pool) protect(t poolTask, ctx context.Context) (data any, err error) {
 		}
 		perr := newPanicError("pool", v)
 		if pr := t.call.ctx; pr != nil {
-			p.s.recovered(pr, perr, via{})
+			p.s.recovered(pr, perr, via{}, func() { p.goexited(t, perr) })
 		}
 		data, err = nil, perr
 		if v == ErrGoexit {

@@ -159,16 +159,42 @@ func goLabelled(f func(), labels ...string) {
 func (s *Scheduler) Node() uint32 { return s.node }
 
 // recovered reports a panic recovered from p's code or a handler: it is
-// counted and passed to the Panic hook. v says where it runs.
+// counted, logged and passed to the Panic hook. v says where it runs.
+// cut is what the caller does next, up to the end of p (or the
+// completion of its yield) and of the goroutine's part in it: should
+// the hook call runtime.Goexit, recovered's caller never goes on, so
+// callPanicHook runs cut instead, before the goroutine ends.
 // Any goroutine: the worker, the submitter running Init, or a pool goroutine.
-func (s *Scheduler) recovered(p *proc, perr *PanicError, v via) {
+func (s *Scheduler) recovered(p *proc, perr *PanicError, v via, cut func()) {
 	s.count(v, cPanics)
-	if s.hooks.Panic != nil {
-		s.hooks.Panic(PanicInfo{PID: p.pid(), Method: s.methodOf(p), Err: perr})
-	}
 	if s.log != nil {
 		s.log.Error("scheduler: recovered a panic", "pid", p.pid(), "method", s.methodOf(p), "in", perr.Where, "value", fmt.Sprint(perr.Value))
 	}
+	if s.hooks.Panic != nil {
+		s.callPanicHook(p, perr, cut)
+	}
+}
+
+// callPanicHook calls the Panic hook for perr, recovered from p's code.
+// A panic of the hook goes on, raised again as callStartHook raises it.
+// A runtime.Goexit, which cannot be stopped, counts as the hook's
+// return: cut, recovered's, carries out what its caller would have done
+// next (p ends, or its yield completes, with perr), and the goroutine
+// then ends, which the worker, the pool and the stopper each survive by
+// going on on a new one. Any goroutine.
+func (s *Scheduler) callPanicHook(p *proc, perr *PanicError, cut func()) {
+	returned := false // as in callInit
+	defer func() {
+		if returned {
+			return
+		}
+		if r := recover(); r != nil {
+			panic(r)
+		}
+		cut()
+	}()
+	s.hooks.Panic(PanicInfo{PID: p.pid(), Method: s.methodOf(p), Err: perr})
+	returned = true
 }
 
 // via says where an operation runs: on a worker, through a handler's

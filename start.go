@@ -439,8 +439,9 @@ func (s *Scheduler) callStartHook(pr *proc, id uint64, method string, v via, gua
 			return
 		}
 		perr := newPanicError("Start", ErrGoexit)
-		s.recovered(pr, perr, v)
-		s.initFailed(pr, id, initError(perr), v)
+		failed := func() { s.initFailed(pr, id, initError(perr), v) }
+		s.recovered(pr, perr, v, failed)
+		failed()
 	}()
 	s.hooks.Start(StartInfo{PID: pr.pid(), Method: method})
 	returned = true
@@ -554,8 +555,10 @@ func (s *Scheduler) callInit(p *proc, id uint64, ctx context.Context, method str
 			r = ErrGoexit
 		}
 		perr := newPanicError("Init", r)
-		s.recovered(p, perr, v)
 		err = initError(perr)
+		// The caller fails the start after a panic; after a Goexit (of
+		// Init or of the Panic hook) it never sees err, so it fails here.
+		s.recovered(p, perr, v, func() { s.initFailed(p, id, err, v) })
 		if r == ErrGoexit {
 			s.initFailed(p, id, err, v)
 		}
@@ -593,19 +596,23 @@ func (s *Scheduler) callClose(p *proc, v via, result payload.Payload, err error,
 			r = ErrGoexit
 		}
 		pe := newPanicError("Close", r)
-		s.recovered(p, pe, v)
 		perr = pe
-		if r != ErrGoexit {
-			return
+		// What the caller does after a panic; after a Goexit (of Close or
+		// of the Panic hook) it never goes on, so it is done here.
+		closed := func() {
+			if initID != 0 {
+				s.initClosed(p, initID, err, v)
+				return
+			}
+			if err == nil {
+				err = pe
+			}
+			s.finishClosed(p, v, result, err, forced)
 		}
-		if initID != 0 {
-			s.initClosed(p, initID, err, v)
-			return
+		s.recovered(p, pe, v, closed)
+		if r == ErrGoexit {
+			closed()
 		}
-		if err == nil {
-			err = pe
-		}
-		s.finishClosed(p, v, result, err, forced)
 	}()
 	p.impl.Close()
 	returned = true
@@ -713,8 +720,28 @@ func (s *Scheduler) finishReported(p *proc, v via, result payload.Payload, err e
 	p.close(&c, result, err, forced, next)
 	if n := len(c.unread); n > 0 {
 		s.countN(v, cUnread, uint64(n))
-		s.deadUnread(p, pid, c.unread, v)
+		s.reportUnread(p, v, pid, c, result, err, forced)
+		return
 	}
+	s.finishUnread(p, v, pid, &c, result, err, forced)
+}
+
+// reportUnread is finishReported for p, whose end, with its record
+// closed into c, left messages unread: they are dead letters, and then
+// the end goes on, even if the DeadLetter hook calls runtime.Goexit (see
+// deadUnread). c is a copy: only this rare path pays for the closure
+// that holds it.
+func (s *Scheduler) reportUnread(p *proc, v via, pid relay.PID, c closed, result payload.Payload, err error, forced bool) {
+	s.deadUnread(p, pid, c.unread, v, func() { s.finishUnread(p, v, pid, &c, result, err, forced) })
+	s.finishUnread(p, v, pid, &c, result, err, forced)
+}
+
+// finishUnread is finishReported once the record of p, which was pid, is
+// closed into c, and what it left unread reported: the names, monitors,
+// parent and Handle told, and the record's slot released.
+func (s *Scheduler) finishUnread(p *proc, v via, pid relay.PID, c *closed, result payload.Payload, err error, forced bool) {
+	w := v.worker()
+	id := pid.ID
 	c.recycle(w.pendingCache())
 	// Names, monitors: frozen now that the process is closed. A reused
 	// record had none (see proc.reusable), and its live part is gone.

@@ -496,9 +496,16 @@ func (w *worker) recoverStepPanic() {
 	}
 	w.stepping = nil
 	perr := newPanicError("Step", v)
-	w.s.recovered(p, perr, via{w: w})
+	w.s.recovered(p, perr, via{w: w}, func() { w.stepFailed(p, perr) })
+	w.stepFailed(p, perr)
+}
+
+// stepFailed ends p, whose step panicked with perr (or called
+// runtime.Goexit), as run ends a process whose step failed.
+// Owner only, with p Running.
+func (w *worker) stepFailed(p *proc, perr *PanicError) {
 	_, batch := w.stepped(p, perr)
-	w.unreadAfter(p, batch)
+	w.unreadAfter(p, batch, perr)
 	w.end(p, payload.Payload{}, perr)
 	w.flushHeld()
 }
@@ -506,13 +513,23 @@ func (w *worker) recoverStepPanic() {
 // unreadAfter counts as unread, and hands the messages among them to the
 // DeadLetter hook, the events of p's batch of batch events after those
 // its final step said with DoneAfter it had read; a failure does not make
-// them read. A step that did not call DoneAfter read its batch.
+// them read. A step that did not call DoneAfter read its batch. err is
+// how the step ended p: should the hook call runtime.Goexit, which cuts
+// the run short, p ends here, failed with err, or done if err is nil
+// (see deadUnread).
 // Worker only, with p Running, after its final step (done, failed or
 // panicked) and before its end.
-func (w *worker) unreadAfter(p *proc, batch int) {
+func (w *worker) unreadAfter(p *proc, batch int, err error) {
 	if n := w.out.unread(batch); n > 0 {
 		w.countN(cUnread, uint64(n))
-		w.s.deadUnread(p, p.pid(), w.events[batch-n:batch], via{w: w})
+		w.s.deadUnread(p, p.pid(), w.events[batch-n:batch], via{w: w}, func() {
+			if err != nil {
+				w.end(p, payload.Payload{}, err)
+			} else {
+				w.endDone(p)
+			}
+			w.flushHeld()
+		})
 	}
 }
 
@@ -1164,14 +1181,7 @@ func (w *worker) run(p *proc) {
 		w.cur.Store(p)
 	}
 	if s.forcing() {
-		if n := len(w.events); n > 0 {
-			// The completions it was claimed with go unread, as they would
-			// have in its mailbox.
-			w.countN(cUnread, uint64(n))
-			s.deadUnread(p, p.pid(), w.events, via{w: w})
-			w.events = w.events[:0]
-		}
-		w.force(p)
+		w.forceClaimed(p)
 		return
 	}
 	if p.inbox.wbits&wbStepped == 0 {
@@ -1202,13 +1212,13 @@ func (w *worker) run(p *proc) {
 		}
 		status, batch := w.stepped(p, err)
 		if err != nil {
-			w.unreadAfter(p, batch)
+			w.unreadAfter(p, batch, err)
 			w.end(p, payload.Payload{}, err)
 			return
 		}
 		if status == statusDone {
 			if w.out.unread(batch) > 0 { // asked here: most ends pay no call
-				w.unreadAfter(p, batch)
+				w.unreadAfter(p, batch, nil)
 			}
 			w.endDone(p)
 			return
@@ -1577,7 +1587,8 @@ func (w *worker) recoverStep(p *proc, err *error) {
 	if v := recover(); v != nil {
 		w.stepping = nil
 		perr := newPanicError("Step", v)
-		w.s.recovered(p, perr, via{w: w})
+		// A Goexit of the Panic hook cuts run short too: p ends here.
+		w.s.recovered(p, perr, via{w: w}, func() { w.stepFailed(p, perr) })
 		*err = perr
 	}
 }
@@ -1679,9 +1690,57 @@ func (w *worker) endQuiet(p *proc) bool {
 func (w *worker) closePanicked(p *proc, v any) {
 	w.closing = nil
 	perr := newPanicError("Close", v)
-	w.s.recovered(p, perr, via{w: w})
-	w.s.finishClosed(p, via{w: w}, w.out.result, perr, false)
-	w.flushHeld()
+	closed := func() {
+		w.s.finishClosed(p, via{w: w}, w.out.result, perr, false)
+		w.flushHeld()
+	}
+	w.s.recovered(p, perr, via{w: w}, closed)
+	closed()
+}
+
+// runCut ends the process whose run on this worker a runtime.Goexit of
+// the DeadLetter hook cut short, if there is one: the hook ran as the
+// worker carried out the yields of that process's step, which the
+// goroutine, ending, cannot finish. The process fails, as after a Goexit
+// in a handler, with a PanicError for [ErrGoexit] whose Where is
+// "DeadLetter", and the worker goes on on a new goroutine (see
+// goexited). The process is the one whose step output the worker holds,
+// if it is still Running on this worker: no other can be, and between
+// runs none is. Owner only, from callDeadLetter's deferred function.
+func (w *worker) runCut() {
+	p, err := w.s.lookup(w.out.self)
+	if err != nil {
+		return
+	}
+	st := p.state.Load()
+	if st&stateMask != stRunning || (st>>workerShift)&workerMask != uint64(w.id) || p.id.Load() != w.out.self.ID {
+		return
+	}
+	perr := newPanicError("DeadLetter", ErrGoexit)
+	cut := func() {
+		w.handoff.end(w)
+		w.holding = false
+		w.end(p, payload.Payload{}, perr)
+		w.flushHeld()
+	}
+	w.s.recovered(p, perr, via{w: w}, cut)
+	cut()
+}
+
+// forceClaimed forces p, just claimed for a run, at a shutdown deadline:
+// the completions it was claimed with go unread, as they would have in
+// its mailbox, even if the DeadLetter hook calls runtime.Goexit (see
+// deadUnread). Worker only, with p Running.
+func (w *worker) forceClaimed(p *proc) {
+	if n := len(w.events); n > 0 {
+		w.countN(cUnread, uint64(n))
+		w.s.deadUnread(p, p.pid(), w.events, via{w: w}, func() {
+			w.events = w.events[:0]
+			w.force(p)
+		})
+		w.events = w.events[:0]
+	}
+	w.force(p)
 }
 
 // force completes the Running process p at a shutdown deadline.
