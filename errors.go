@@ -123,7 +123,7 @@ var (
 type PanicError struct {
 	Value any    // the value passed to panic
 	Stack []byte // the panicking goroutine's stack, from runtime/debug.Stack
-	Where string // what panicked: "Init", "Step", "Close", "handler", "pool" for work given to Call.Go, or "Start" for a Goexit of the Start hook
+	Where string // what panicked: "Init", "Step", "Close", "handler", "pool" for work given to Call.Go, "Start" for a Goexit of the Start hook, or "DeadLetter" for one of the DeadLetter hook that cut short the carrying out of a step's yields
 }
 
 // Error describes the panic without the stack.

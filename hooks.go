@@ -14,11 +14,23 @@ import (
 // panic: the scheduler recovers panics in processes' code and handlers,
 // not in hooks, and a hook's panic that reaches one of its own goroutines
 // ends the program (for one on a helping caller, see [WithCallerHelp]).
-// A hook that calls runtime.Goexit ends the goroutine it runs on; the
-// Start hook's fails the start as a Goexit in Init does, and the End
-// hook's lets the end complete first (see [Process]); in the Panic and
-// DeadLetter hooks, which run in the middle of a process's end, it may
-// leave that end undone.
+// A hook that calls runtime.Goexit (as testing.T's FailNow does) ends
+// the goroutine it runs on, which nothing can prevent; the scheduler
+// first finishes what the call was in the middle of, and a worker, the
+// watchdog, the blocking pool and the shutdown's goroutine each go on on
+// a new goroutine. The Start hook's Goexit fails the start as a Goexit
+// in Init does (see [Process]). The End hook's lets the end complete.
+// The Panic hook's counts as its return: the process ends (its start
+// fails, or its yield completes) with the PanicError the hook was
+// given. The DeadLetter hook's counts as its return too: an end that
+// left messages unread reports the rest of them and completes; on a
+// worker carrying out a step's yields (a Tell or a Reply, say), it
+// fails that process, whose run it cut short, with a [PanicError] for
+// [ErrGoexit] whose Where is "DeadLetter"; on a caller's goroutine (a
+// Tell, Send or Reply from outside the scheduler), it ends that
+// goroutine, with the message counted and nothing left locked. The
+// SlowStep hook's leaves the step reported, and the watchdog reports
+// later slow steps as before.
 // A hook may call the scheduler's methods, except Shutdown in the two
 // that can run on the goroutine that called Submit or Spawn (see Start
 // and Panic).

@@ -69,7 +69,8 @@ import (
 // a child that a step spawns fails that start, and ends the parent as
 // well, whose run it cut short; so does one in the Start hook. A Goexit
 // in the End hook, or in the Close of a process forced at a shutdown
-// deadline, lets the end complete first. In a test, report a failure inside a
+// deadline, lets the end complete first; for the other hooks, see
+// [Hooks]. In a test, report a failure inside a
 // process with t.Error and return an error, or call FailNow only on the
 // test's own goroutine.
 //
