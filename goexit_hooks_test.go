@@ -443,49 +443,9 @@ func TestGoexitInDeadLetterHookOfAStepsYields(t *testing.T) {
 	}
 }
 
-// blockedPanicClose waits for a yield that no handler completes, and
-// panics in Close.
-type blockedPanicClose struct{ closes atomic.Int32 }
-
-func (p *blockedPanicClose) Init(context.Context, string, payload.Payloads) error { return nil }
-func (p *blockedPanicClose) Step(evs []sched.Event, out *sched.StepOutput) error {
-	if len(evs) == 0 {
-		out.Yield(1, cmdTest, nil)
-	}
-	return nil // ignores its cancel: only the deadline ends it
-}
-func (p *blockedPanicClose) Close() {
-	p.closes.Add(1)
-	panic("close fails")
-}
-
+// TestGoexitInPanicHookOfForcedCloseLetsShutdownReturn: a Goexit in the
+// Panic hook called for the panic of a forced process's Close leaves
+// the forced end done: Shutdown returns.
 func TestGoexitInPanicHookOfForcedCloseLetsShutdownReturn(t *testing.T) {
-	s, err := sched.New(sched.WithWorkers(2), sched.WithHooks(sched.Hooks{
-		Panic: func(sched.PanicInfo) { runtime.Goexit() },
-	}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.SetHandler(cmdTest, func(sched.Call) error { return nil }); err != nil {
-		t.Fatal(err)
-	}
-	ps := []*blockedPanicClose{{}, {}, {}}
-	hs := make([]sched.Handle, len(ps))
-	for i, p := range ps {
-		hs[i] = submit(t, s, p)
-		waitState(t, s, hs[i].PID(), sched.StateBlocked)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	defer cancel()
-	if err := shutdownBounded(t, s, ctx, "forced"); !errors.Is(err, sched.ErrForced) {
-		t.Errorf("Shutdown: %v, want ErrForced", err)
-	}
-	for i, h := range hs {
-		if err := waitBounded(t, h, "forced process"); !errors.Is(err, sched.ErrForced) {
-			t.Errorf("process %d: err = %v, want ErrForced", i, err)
-		}
-		if got := ps[i].closes.Load(); got != 1 {
-			t.Errorf("process %d: Close ran %d times, want 1", i, got)
-		}
-	}
+	forcedCloseLetsShutdownReturn(t, sched.Hooks{Panic: func(sched.PanicInfo) { runtime.Goexit() }}, func() { panic("close fails") })
 }

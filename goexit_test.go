@@ -441,31 +441,39 @@ func TestGoexitInEndHookStillEndsTheProcess(t *testing.T) {
 	}
 }
 
-// blockedGoexitClose waits for a yield that no handler completes, and
-// calls runtime.Goexit in Close.
-type blockedGoexitClose struct{ closes atomic.Int32 }
+// blockedClose waits for a yield that no handler completes, ignoring its
+// cancel, and calls close (which may call runtime.Goexit or panic) in
+// Close.
+type blockedClose struct {
+	closes atomic.Int32
+	close  func()
+}
 
-func (p *blockedGoexitClose) Init(context.Context, string, payload.Payloads) error { return nil }
-func (p *blockedGoexitClose) Step(evs []sched.Event, out *sched.StepOutput) error {
+func (p *blockedClose) Init(context.Context, string, payload.Payloads) error { return nil }
+func (p *blockedClose) Step(evs []sched.Event, out *sched.StepOutput) error {
 	if len(evs) == 0 {
 		out.Yield(1, cmdTest, nil)
 	}
 	return nil // ignores its cancel: only the deadline ends it
 }
-func (p *blockedGoexitClose) Close() {
+func (p *blockedClose) Close() {
 	p.closes.Add(1)
-	runtime.Goexit()
+	p.close()
 }
 
-func TestGoexitInCloseOfForcedProcessLetsShutdownReturn(t *testing.T) {
-	s, err := sched.New(sched.WithWorkers(2))
+// forcedCloseLetsShutdownReturn: three processes whose Close calls
+// close, forced at a shutdown deadline on a scheduler with hooks, each
+// end forced with their Close run once, and Shutdown returns.
+func forcedCloseLetsShutdownReturn(t *testing.T, hooks sched.Hooks, close func()) {
+	t.Helper()
+	s, err := sched.New(sched.WithWorkers(2), sched.WithHooks(hooks))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := s.SetHandler(cmdTest, func(sched.Call) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
-	ps := []*blockedGoexitClose{{}, {}, {}}
+	ps := []*blockedClose{{close: close}, {close: close}, {close: close}}
 	hs := make([]sched.Handle, len(ps))
 	for i, p := range ps {
 		hs[i] = submit(t, s, p)
@@ -484,6 +492,14 @@ func TestGoexitInCloseOfForcedProcessLetsShutdownReturn(t *testing.T) {
 			t.Errorf("process %d: Close ran %d times, want 1", i, got)
 		}
 	}
+}
+
+// TestGoexitInCloseOfForcedProcessLetsShutdownReturn: a Goexit in the
+// Close of a process forced at a shutdown deadline ends the goroutine
+// carrying the shutdown through, which the scheduler replaces: Shutdown
+// returns.
+func TestGoexitInCloseOfForcedProcessLetsShutdownReturn(t *testing.T) {
+	forcedCloseLetsShutdownReturn(t, sched.Hooks{}, runtime.Goexit)
 }
 
 // spawnThree spawns its children in one step, as one batch.
