@@ -69,15 +69,12 @@ func TestGoexitInPanicHookOnWorkerEndsTheProcess(t *testing.T) {
 			}
 			t.Run(name, func(t *testing.T) {
 				var calls atomic.Int32
-				s, err := sched.New(sched.WithWorkers(2), sched.WithHooks(sched.Hooks{
+				s := hookedScheduler(t, sched.Hooks{
 					Panic: func(sched.PanicInfo) {
 						calls.Add(1)
 						runtime.Goexit()
 					},
-				}))
-				if err != nil {
-					t.Fatal(err)
-				}
+				})
 				if watched {
 					unhook := sched.SetStepHooks(s, func() {})
 					defer unhook()
@@ -113,12 +110,9 @@ func TestGoexitInPanicHookOnWorkerEndsTheProcess(t *testing.T) {
 }
 
 func TestGoexitInPanicHookTellsMonitors(t *testing.T) {
-	s, err := sched.New(sched.WithWorkers(2), sched.WithHooks(sched.Hooks{
+	s := hookedScheduler(t, sched.Hooks{
 		Panic: func(sched.PanicInfo) { runtime.Goexit() },
-	}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	})
 	gate := make(chan struct{})
 	h := submit(t, s, stepFunc(func([]sched.Event, *sched.StepOutput) error {
 		<-gate
@@ -177,12 +171,9 @@ func TestGoexitInPanicHookOfHandlerAndPool(t *testing.T) {
 }
 
 func TestGoexitInPanicHookOfChildInit(t *testing.T) {
-	s, err := sched.New(sched.WithWorkers(2), sched.WithHooks(sched.Hooks{
+	s := hookedScheduler(t, sched.Hooks{
 		Panic: func(sched.PanicInfo) { runtime.Goexit() },
-	}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	})
 	for i := range 4 {
 		child := &panicProc{where: "init"}
 		p := &yieldThenDone{child: child, got: make(chan error, 1)}
@@ -202,12 +193,9 @@ func TestGoexitInPanicHookOfChildInit(t *testing.T) {
 }
 
 func TestGoexitInPanicHookOfInitOnCaller(t *testing.T) {
-	s, err := sched.New(sched.WithWorkers(2), sched.WithHooks(sched.Hooks{
+	s := hookedScheduler(t, sched.Hooks{
 		Panic: func(sched.PanicInfo) { runtime.Goexit() },
-	}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	})
 	for i, where := range []string{"init", "init"} {
 		p := &panicProc{where: where}
 		ended := make(chan bool, 1)
@@ -240,17 +228,14 @@ func TestGoexitInDeadLetterHookAtAnEnd(t *testing.T) {
 	for _, how := range []string{"done", "failed"} {
 		t.Run(how, func(t *testing.T) {
 			var letters atomic.Int32
-			s, err := sched.New(sched.WithWorkers(2), sched.WithHooks(sched.Hooks{
+			s := hookedScheduler(t, sched.Hooks{
 				DeadLetter: func(d sched.DeadLetter) {
 					if d.Reason == sched.DeadUnread {
 						letters.Add(1)
 					}
 					runtime.Goexit()
 				},
-			}))
-			if err != nil {
-				t.Fatal(err)
-			}
+			})
 			gate := make(chan struct{})
 			started := make(chan struct{})
 			steps := 0
@@ -292,15 +277,12 @@ func TestGoexitInDeadLetterHookAtAnEnd(t *testing.T) {
 
 func TestGoexitInDeadLetterHookOfDoneAfter(t *testing.T) {
 	var letters atomic.Int32
-	s, err := sched.New(sched.WithWorkers(2), sched.WithHooks(sched.Hooks{
+	s := hookedScheduler(t, sched.Hooks{
 		DeadLetter: func(sched.DeadLetter) {
 			letters.Add(1)
 			runtime.Goexit()
 		},
-	}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	})
 	gate := make(chan struct{})
 	started := make(chan struct{})
 	h := submit(t, s, stepFunc(func(evs []sched.Event, out *sched.StepOutput) error {
@@ -334,16 +316,13 @@ func TestGoexitInDeadLetterHookOfDoneAfter(t *testing.T) {
 
 func TestGoexitInDeadLetterHookOfTellFromOutside(t *testing.T) {
 	var letters atomic.Int32
-	s, err := sched.New(sched.WithWorkers(2), sched.WithHooks(sched.Hooks{
+	s := hookedScheduler(t, sched.Hooks{
 		DeadLetter: func(sched.DeadLetter) {
 			if letters.Add(1) == 1 {
 				runtime.Goexit()
 			}
 		},
-	}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	})
 	gate := make(chan struct{})
 	started := make(chan struct{})
 	h, err := s.Submit(context.Background(), stepFunc(func(evs []sched.Event, out *sched.StepOutput) error {
@@ -409,15 +388,12 @@ func TestGoexitInDeadLetterHookOfTellFromOutside(t *testing.T) {
 
 func TestGoexitInDeadLetterHookOfAStepsYields(t *testing.T) {
 	var letters atomic.Int32
-	s, err := sched.New(sched.WithWorkers(2), sched.WithHooks(sched.Hooks{
+	s := hookedScheduler(t, sched.Hooks{
 		DeadLetter: func(sched.DeadLetter) {
 			letters.Add(1)
 			runtime.Goexit()
 		},
-	}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	})
 	const n = 4
 	for i := range n {
 		// A Reply to the zero ReplyTo has nobody to tell: a dead letter

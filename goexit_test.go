@@ -441,6 +441,18 @@ func TestGoexitInEndHookStillEndsTheProcess(t *testing.T) {
 	}
 }
 
+// hookedScheduler returns a new scheduler of two workers with hooks. The
+// tests shut it down themselves, each Shutdown bounded (see
+// shutdownBounded), since what they test may keep it from returning.
+func hookedScheduler(t *testing.T, hooks sched.Hooks) *sched.Scheduler {
+	t.Helper()
+	s, err := sched.New(sched.WithWorkers(2), sched.WithHooks(hooks))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // blockedClose waits for a yield that no handler completes, ignoring its
 // cancel, and calls close (which may call runtime.Goexit or panic) in
 // Close.
@@ -466,10 +478,7 @@ func (p *blockedClose) Close() {
 // end forced with their Close run once, and Shutdown returns.
 func forcedCloseLetsShutdownReturn(t *testing.T, hooks sched.Hooks, close func()) {
 	t.Helper()
-	s, err := sched.New(sched.WithWorkers(2), sched.WithHooks(hooks))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := hookedScheduler(t, hooks)
 	if err := s.SetHandler(cmdTest, func(sched.Call) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
