@@ -118,15 +118,12 @@ func TestGoexitOnWorkerEndsProcessAndWorkerGoesOn(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				var panics atomic.Int32
 				var seen atomic.Value
-				s, err := sched.New(sched.WithWorkers(2), sched.WithHooks(sched.Hooks{
+				s := hookedScheduler(t, sched.Hooks{
 					Panic: func(pi sched.PanicInfo) {
 						panics.Add(1)
 						seen.Store(pi.Err)
 					},
-				}))
-				if err != nil {
-					t.Fatal(err)
-				}
+				})
 				if traced {
 					unhook := sched.SetStepHooks(s, func() {})
 					defer unhook()
@@ -358,16 +355,13 @@ func TestGoexitInStartHookFailsTheStart(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			var goexit atomic.Bool
-			s, err := sched.New(sched.WithWorkers(2), sched.WithHooks(sched.Hooks{
+			s := hookedScheduler(t, sched.Hooks{
 				Start: func(sched.StartInfo) {
 					if goexit.Load() {
 						runtime.Goexit()
 					}
 				},
-			}))
-			if err != nil {
-				t.Fatal(err)
-			}
+			})
 			child := &goexitProc{where: "none"}
 			if onWorker {
 				// The parent starts with the hook quiet; its step's spawn
@@ -417,12 +411,9 @@ func TestGoexitInStartHookFailsTheStart(t *testing.T) {
 }
 
 func TestGoexitInEndHookStillEndsTheProcess(t *testing.T) {
-	s, err := sched.New(sched.WithWorkers(2), sched.WithHooks(sched.Hooks{
+	s := hookedScheduler(t, sched.Hooks{
 		End: func(sched.EndInfo) { runtime.Goexit() },
-	}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	})
 	for i := range 4 {
 		p := &goexitProc{where: "none"}
 		h := submit(t, s, p)
