@@ -364,6 +364,20 @@ func (l *link) sendExit(req uint64, reason scheduler.ExitReason, cause error, re
 // frame goes in a later batch if NATS refuses this one (see keptFrame).
 // Any goroutine; it never blocks but on l.mu.
 func (l *link) add(bound int, r room, encode func(*batchEncoder)) error {
+	return l.put(bound, r, encode, 0)
+}
+
+// addRequest appends the frame of request req, as add does in roomSend,
+// and records req with the batch, so that the request fails if NATS
+// refuses the batch: it never left, and no answer will come. Any
+// goroutine; it never blocks but on l.mu.
+func (l *link) addRequest(req uint64, bound int, encode func(*batchEncoder)) error {
+	return l.put(bound, roomSend, encode, req)
+}
+
+// put is add for req 0 and addRequest for the request req, never 0 (see
+// pendingTable.add).
+func (l *link) put(bound int, r room, encode func(*batchEncoder), req uint64) error {
 	l.mu.Lock()
 	b, err := l.reserve(bound, r)
 	if err != nil {
@@ -372,29 +386,11 @@ func (l *link) add(bound int, r room, encode func(*batchEncoder)) error {
 	}
 	before := b.enc.size()
 	encode(&b.enc)
-	b.keep = append(b.keep, keptFrame{bound: bound, after: len(b.origs), encode: encode})
-	queue := l.commit(b, before)
-	l.mu.Unlock()
-	if queue {
-		l.n.writer.push(l)
+	if req != 0 {
+		b.reqs = append(b.reqs, req)
+	} else {
+		b.keep = append(b.keep, keptFrame{bound: bound, after: len(b.origs), encode: encode})
 	}
-	return nil
-}
-
-// addRequest appends the frame of request req, as add does in roomSend,
-// and records req with the batch, so that the request fails if NATS
-// refuses the batch: it never left, and no answer will come. Any
-// goroutine; it never blocks but on l.mu.
-func (l *link) addRequest(req uint64, bound int, encode func(*batchEncoder)) error {
-	l.mu.Lock()
-	b, err := l.reserve(bound, roomSend)
-	if err != nil {
-		l.mu.Unlock()
-		return err
-	}
-	before := b.enc.size()
-	encode(&b.enc)
-	b.reqs = append(b.reqs, req)
 	queue := l.commit(b, before)
 	l.mu.Unlock()
 	if queue {
