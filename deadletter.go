@@ -97,21 +97,10 @@ func (s *Scheduler) deadLetter(msg relay.Message, reason DeadLetterReason, v via
 // runtime.Goexit of the hook, which cannot be stopped, would leave it
 // undone. Such a Goexit counts as the hook's return: cut runs, and then
 // the goroutine ends, which the worker and the stopper each survive by
-// going on on a new one. A panic of the hook goes on, raised again as
-// callStartHook raises it. Any goroutine.
+// going on on a new one. A panic of the hook goes on (see onGoexit).
+// Any goroutine.
 func (s *Scheduler) callDeadLetter(d DeadLetter, cut func()) {
-	returned := false // as in callInit
-	defer func() {
-		if returned {
-			return
-		}
-		if r := recover(); r != nil {
-			panic(r)
-		}
-		cut()
-	}()
-	s.hooks.DeadLetter(d)
-	returned = true
+	onGoexit(func() { s.hooks.DeadLetter(d) }, cut)
 }
 
 // deadUnread reports the messages among events, left unread by the

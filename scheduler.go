@@ -176,25 +176,14 @@ func (s *Scheduler) recovered(p *proc, perr *PanicError, v via, cut func()) {
 }
 
 // callPanicHook calls the Panic hook for perr, recovered from p's code.
-// A panic of the hook goes on, raised again as callStartHook raises it.
+// A panic of the hook goes on (see onGoexit).
 // A runtime.Goexit, which cannot be stopped, counts as the hook's
 // return: cut, recovered's, carries out what its caller would have done
 // next (p ends, or its yield completes, with perr), and the goroutine
 // then ends, which the worker, the pool and the stopper each survive by
 // going on on a new one. Any goroutine.
 func (s *Scheduler) callPanicHook(p *proc, perr *PanicError, cut func()) {
-	returned := false // as in callInit
-	defer func() {
-		if returned {
-			return
-		}
-		if r := recover(); r != nil {
-			panic(r)
-		}
-		cut()
-	}()
-	s.hooks.Panic(PanicInfo{PID: p.pid(), Method: s.methodOf(p), Err: perr})
-	returned = true
+	onGoexit(func() { s.hooks.Panic(PanicInfo{PID: p.pid(), Method: s.methodOf(p), Err: perr}) }, cut)
 }
 
 // via says where an operation runs: on a worker, through a handler's

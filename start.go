@@ -416,16 +416,12 @@ func (s *Scheduler) start(id uint64, values context.Context, inherit *procExtra,
 	return pr, nil
 }
 
-// callStartHook calls the Start hook for pr, admitted as id, whose
-// Init succeeded. A panic of the hook goes on, as it would without the
-// deferred call, which must recover it to tell it from a Goexit and so
-// raises it again. A runtime.Goexit, which cannot be stopped, fails the
-// start as a Goexit in Init does: here, on the caller's goroutine
-// (guarded, see start); on a worker carrying out a spawn, by
-// startFrom's deferred function, which w.initing and w.initWhere send
-// it to, as a Goexit of the child's Init, and which also ends the
-// parent. Any goroutine; v says where it runs.
-func (s *Scheduler) callStartHook(pr *proc, id uint64, method string, v via, guarded bool) {
+// onGoexit calls hook, a user's hook, and, if the hook calls
+// runtime.Goexit, calls cut before the goroutine goes on ending: a Goexit
+// cannot be stopped, and cut carries out what the hook's caller would
+// have done next. A panic of the hook goes on: onGoexit recovers it only
+// to tell it from a Goexit, and raises it again. Any goroutine.
+func onGoexit(hook, cut func()) {
 	returned := false // as in callInit
 	defer func() {
 		if returned {
@@ -434,6 +430,22 @@ func (s *Scheduler) callStartHook(pr *proc, id uint64, method string, v via, gua
 		if r := recover(); r != nil {
 			panic(r)
 		}
+		cut()
+	}()
+	hook()
+	returned = true
+}
+
+// callStartHook calls the Start hook for pr, admitted as id, whose
+// Init succeeded. A panic of the hook goes on (see onGoexit). A
+// runtime.Goexit, which cannot be stopped, fails the start as a Goexit
+// in Init does: here, on the caller's goroutine (guarded, see start); on
+// a worker carrying out a spawn, by startFrom's deferred function, which
+// w.initing and w.initWhere send it to, as a Goexit of the child's
+// Init, and which also ends the parent. Any goroutine; v says where it
+// runs.
+func (s *Scheduler) callStartHook(pr *proc, id uint64, method string, v via, guarded bool) {
+	onGoexit(func() { s.hooks.Start(StartInfo{PID: pr.pid(), Method: method}) }, func() {
 		if w := v.worker(); !guarded && w != nil {
 			w.initing, w.initWhere = pr, "Start"
 			return
@@ -442,9 +454,7 @@ func (s *Scheduler) callStartHook(pr *proc, id uint64, method string, v via, gua
 		failed := func() { s.initFailed(pr, id, initError(perr), v) }
 		s.recovered(pr, perr, v, failed)
 		failed()
-	}()
-	s.hooks.Start(StartInfo{PID: pr.pid(), Method: method})
-	returned = true
+	})
 }
 
 // startExtra returns the procExtra of a process that needs its start's
@@ -671,28 +681,18 @@ func (s *Scheduler) finishClosed(p *proc, v via, result payload.Payload, err err
 }
 
 // callEndHook calls the End hook for p, which finishClosed is ending.
-// A panic of the hook goes on, raised again as callStartHook raises
-// it. A runtime.Goexit, which ends the calling goroutine, first ends p
+// A panic of the hook goes on (see onGoexit). A runtime.Goexit, which ends the calling goroutine, first ends p
 // as finishClosed would have, so that its Handle, monitors, parent and
 // a Shutdown waiting for it are told. Any goroutine; v says where it
 // runs.
 func (s *Scheduler) callEndHook(p *proc, v via, result payload.Payload, err error, forced bool) {
-	returned := false // as in callInit
-	defer func() {
-		if returned {
-			return
-		}
-		if r := recover(); r != nil {
-			panic(r)
-		}
-		s.finishReported(p, v, result, err, forced)
-	}()
-	t := p.timing()
-	s.hooks.End(EndInfo{
-		PID: p.pid(), Method: s.methodOf(p), Result: result, Err: err,
-		Duration: time.Duration(max(s.coarse.now()-t.started, 0)), Steps: t.steps, Forced: forced,
-	})
-	returned = true
+	onGoexit(func() {
+		t := p.timing()
+		s.hooks.End(EndInfo{
+			PID: p.pid(), Method: s.methodOf(p), Result: result, Err: err,
+			Duration: time.Duration(max(s.coarse.now()-t.started, 0)), Steps: t.steps, Forced: forced,
+		})
+	}, func() { s.finishReported(p, v, result, err, forced) })
 }
 
 // finishReported is finishClosed once the End hook has been called:
