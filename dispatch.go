@@ -996,12 +996,7 @@ func (w *worker) runHandler(p *proc, h Handler, c Call) (err error) {
 		// goes on out of p's run: p ends here, as after a step that
 		// failed, and the worker goes on on a new goroutine (see
 		// worker.goexited).
-		cut := func() {
-			w.handoff.end(w)
-			w.holding = false
-			w.end(p, payload.Payload{}, perr)
-			w.flushHeld()
-		}
+		cut := func() { w.endCut(p, perr) }
 		w.s.recovered(p, perr, via{w: w}, cut)
 		err = perr
 		if v == ErrGoexit {

@@ -1717,14 +1717,21 @@ func (w *worker) runCut() {
 		return
 	}
 	perr := newPanicError("DeadLetter", ErrGoexit)
-	cut := func() {
-		w.handoff.end(w)
-		w.holding = false
-		w.end(p, payload.Payload{}, perr)
-		w.flushHeld()
-	}
+	cut := func() { w.endCut(p, perr) }
 	w.s.recovered(p, perr, via{w: w}, cut)
 	cut()
+}
+
+// endCut ends p, Running on w, whose run a runtime.Goexit cut short
+// (in a handler, or in a hook called as its step's yields were carried
+// out), with perr, as after a step that failed: what the run held is
+// let go first. The worker then goes on on a new goroutine (see
+// goexited). Worker only, with p Running.
+func (w *worker) endCut(p *proc, perr error) {
+	w.handoff.end(w)
+	w.holding = false
+	w.end(p, payload.Payload{}, perr)
+	w.flushHeld()
 }
 
 // forceClaimed forces p, just claimed for a run, at a shutdown deadline:
