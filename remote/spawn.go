@@ -78,6 +78,20 @@ type kindRegistry struct {
 // each spawn calls factory for a new process. It fails with an error
 // wrapping [ErrInvalidConfig] for an empty kind, a nil factory, or a
 // kind registered already. Any time, any goroutine.
+//
+// A factory that returns nil fails the spawn with an error matching
+// [scheduler.ErrNilProcess], and one that panics with an error matching
+// [scheduler.ErrPanic]; the node goes on. A spawn from another node
+// calls the factory, and Submit the process's Init, on a goroutine of
+// their own, so a [runtime.Goexit] in either (t.FailNow, require.*)
+// fails that spawn with an error matching both [scheduler.ErrPanic] and
+// [scheduler.ErrGoexit], and the node goes on hearing its peers. A spawn
+// of this node's own kind, by a [Spawn] yield or [Node.Spawn] naming
+// this node, calls the factory on the spawner's goroutine, as it does
+// Init: a Goexit there does what one in the Init of a child does (see
+// [scheduler.Process]): the yielding process ends with a
+// [*scheduler.PanicError] for ErrGoexit, and Node.Spawn's caller's
+// goroutine ends, leaving nothing pending or locked.
 func (n *Node) Register(kind string, factory func() scheduler.Process) error {
 	if kind == "" || factory == nil {
 		return fmt.Errorf("%w: Register(%q) needs a kind name and a factory", ErrInvalidConfig, kind)
@@ -266,6 +280,33 @@ func (n *Node) spawn(sp Spawn, submit submitFunc, done func(from relay.PID, data
 	return func() bool { return n.forget(req) }
 }
 
+// startContained starts a process of a registered kind for a peer, as
+// startLocal does, on a goroutine of its own, and waits for it. The
+// kind's factory and the process's Init (which Submit runs) are user
+// code: a runtime.Goexit in either ends that goroutine, not the data
+// subscription's, which NATS would not replace, and fails the spawn with
+// an error matching [scheduler.ErrPanic] and [scheduler.ErrGoexit]
+// (Submit has closed a process whose Init called it). A panic in the
+// factory fails the spawn as startLocal says, one in Init as Submit
+// says. The goroutine costs a spawn from another node about a
+// microsecond; messages never take this path. Data goroutine.
+func (n *Node) startContained(kind, method string, input payload.Payloads) (h scheduler.Handle, err error) {
+	done := make(chan struct{})
+	go func() {
+		returned := false
+		defer func() {
+			if !returned {
+				err = fmt.Errorf("%w: %w: the factory or Init of kind %q on node %q", scheduler.ErrPanic, scheduler.ErrGoexit, kind, n.cfg.Name)
+			}
+			close(done)
+		}()
+		h, err = n.startLocal(kind, method, input, n.submit)
+		returned = true
+	}()
+	<-done
+	return h, err
+}
+
 // awaited is the completion of an awaited spawn whose child ended with e,
 // as a local SpawnAwait completes: the child's result and its own error
 // (none if it finished with Done, asked to stop or not), or, if the
@@ -288,7 +329,7 @@ func awaited(e scheduler.Exit) (any, error) {
 // whether the process started and, for an awaited spawn, an exit follows
 // when it ends. Data goroutine.
 func (n *Node) serveSpawn(p *peer, f *frame) {
-	h, err := n.startLocal(f.name, f.method, f.input, n.submit)
+	h, err := n.startContained(f.name, f.method, f.input)
 	serr := p.link.sendSpawned(f.req, h.PID(), err, roomAnswer)
 	if errors.Is(serr, ErrBackpressure) {
 		// The room of answers is full: the answer goes all the same, or
