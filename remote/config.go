@@ -105,12 +105,15 @@ type Config struct {
 }
 
 // Hooks are optional functions the node calls when its view of the
-// cluster changes, on the goroutine that noticed the change: the
-// node's NATS subscriptions, its heartbeat goroutine or a probe's, so
-// hooks may run at the same time as each other. Keep them short and
-// never block in them: the node hears nothing, or detects no failure,
-// while they run, and Close waits for them. A panic in a hook is not
-// recovered: as in any goroutine, it ends the program.
+// cluster changes. The goroutine that noticed the change (one of the
+// node's NATS subscriptions, its heartbeat goroutine or a probe's)
+// calls each hook on a goroutine of its own and waits for it, so hooks
+// may run at the same time as each other. Keep them short and never
+// block in them: the node hears nothing, or detects no failure, while
+// they run, and Close waits for them. A [runtime.Goexit] in a hook
+// (t.FailNow, require.*) counts as its return: it ends the hook's own
+// goroutine, and the node goes on. A panic in a hook is not recovered:
+// as in any goroutine, it ends the program.
 type Hooks struct {
 	// PeerUp is called when the node starts publishing to a new peer:
 	// the peer has shown that it knows this node.

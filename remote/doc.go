@@ -284,6 +284,6 @@
 //
 // All methods of [Node] are safe for concurrent use. [Node.Send] never
 // blocks: it only encodes the message into the peer's buffer under that
-// peer's mutex. Hooks are called on the node's goroutines and must not
-// block. See docs/remote.md for tuning and the counters of [Node.Stats].
+// peer's mutex. The node's goroutines wait for its hooks, which must
+// not block (see [Hooks]). See docs/remote.md for tuning and the counters of [Node.Stats].
 package remote

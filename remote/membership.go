@@ -307,7 +307,7 @@ func (n *Node) open(p *peer) bool {
 	n.counts.joined.Add(1)
 	n.logf(slog.LevelInfo, "remote: peer up", "peer", p.name, "node", p.num)
 	if h := n.cfg.Hooks.PeerUp; h != nil {
-		h(p.describe())
+		callHook(h, p.describe())
 	}
 	n.notify()
 	return true
@@ -363,7 +363,7 @@ func (n *Node) wentDown(p *peer, waiting []relay.Message, err, reason error, tel
 	}
 	n.logf(slog.LevelInfo, "remote: peer down", "peer", p.name, "node", p.num, "reason", reason.Error())
 	if h := n.cfg.Hooks.PeerDown; h != nil {
-		h(p.describe())
+		callHook(h, p.describe())
 	}
 	n.notify()
 }
@@ -500,4 +500,20 @@ func (n *Node) livePeer(name string) (*peer, error) {
 		return nil, fmt.Errorf("%w: no node named %q", ErrUnknownNode, name)
 	}
 	return p, nil
+}
+
+// callHook calls hook h with p on a goroutine of its own and waits for
+// it to return. So a runtime.Goexit in h ends that goroutine only, and
+// counts as h's return: the goroutine that noticed the change (one of
+// NATS's subscriptions', which NATS would not replace, the heartbeat
+// goroutine or a probe's) goes on. A panic in h is not recovered, and
+// ends the program, as the panic of any goroutine does. Peers come and
+// go seldom, so the goroutine costs nothing that matters.
+func callHook(h func(Peer), p Peer) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h(p)
+	}()
+	<-done
 }
