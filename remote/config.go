@@ -37,7 +37,15 @@ type Config struct {
 	// node wraps, and still calls, the connection's reconnect, closed
 	// and error handlers set here (with nats.NoCallbacksAfterClientClose,
 	// NATS calls no closed handler when Close closes the connection); a
-	// disconnect handler is NATS's to call, as set.
+	// disconnect handler is NATS's to call, as set. The node calls each
+	// of these handlers on a goroutine of its own and waits for it: a
+	// [runtime.Goexit] in one counts as its return, and NATS goes on
+	// calling the connection's handlers, the node's among them; a panic
+	// in one is not recovered, and ends the program. Other handlers
+	// (discovered servers, lame duck mode, and the like) NATS calls as
+	// set, on that same goroutine: a Goexit in one ends it, after which
+	// NATS calls no handler of the connection, and Close, which waits for
+	// the closed handler, may never return.
 	Options []nats.Option
 
 	// Heartbeat is how often the node tells the cluster it is alive
@@ -101,6 +109,10 @@ type Config struct {
 	// slow consumer) at Error. The node sets its own error handler on
 	// the connection, which calls the one set in Options, if any, and
 	// takes the place of NATS's default one, which prints the errors.
+	// The node calls the logger on a goroutine of its own and waits for
+	// it: a [runtime.Goexit] in its handler loses that record only, and
+	// the node goes on; a panic in it is not recovered, and ends the
+	// program.
 	Logger *slog.Logger
 }
 

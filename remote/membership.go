@@ -502,18 +502,6 @@ func (n *Node) livePeer(name string) (*peer, error) {
 	return p, nil
 }
 
-// callHook calls hook h with p on a goroutine of its own and waits for
-// it to return. So a runtime.Goexit in h ends that goroutine only, and
-// counts as h's return: the goroutine that noticed the change (one of
-// NATS's subscriptions', which NATS would not replace, the heartbeat
-// goroutine or a probe's) goes on. A panic in h is not recovered, and
-// ends the program, as the panic of any goroutine does. Peers come and
-// go seldom, so the goroutine costs nothing that matters.
-func callHook(h func(Peer), p Peer) {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		h(p)
-	}()
-	<-done
-}
+// callHook calls hook h with p in a goroutine of its own (see
+// callUser).
+func callHook(h func(Peer), p Peer) { callUser(func() { h(p) }) }

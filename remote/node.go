@@ -274,7 +274,7 @@ func (n *Node) connect() (*nats.Conn, error) {
 		nats.ReconnectHandler(func(c *nats.Conn) {
 			n.onReconnect()
 			if user.ReconnectedCB != nil {
-				user.ReconnectedCB(c)
+				callUser(func() { user.ReconnectedCB(c) })
 			}
 		}),
 		nats.ClosedHandler(func(c *nats.Conn) {
@@ -282,7 +282,7 @@ func (n *Node) connect() (*nats.Conn, error) {
 			n.onClosed()
 			n.notify() // WaitPeer returns, even on a node not started
 			if user.ClosedCB != nil {
-				user.ClosedCB(c)
+				callUser(func() { user.ClosedCB(c) })
 			}
 		}),
 		nats.ErrorHandler(func(c *nats.Conn, sub *nats.Subscription, err error) {
@@ -297,10 +297,22 @@ func (n *Node) connect() (*nats.Conn, error) {
 			}
 			n.logf(slog.LevelError, "remote: NATS reported an error", args...)
 			if user.AsyncErrorCB != nil {
-				user.AsyncErrorCB(c, sub, err)
+				callUser(func() { user.AsyncErrorCB(c, sub, err) })
 			}
 		}),
 	)
+	// NATS calls the disconnect handlers, as set, on the goroutine of the
+	// handlers above; the node only keeps a Goexit in them from ending it.
+	if user.DisconnectedErrCB != nil {
+		opts = append(opts, nats.DisconnectErrHandler(func(c *nats.Conn, err error) {
+			callUser(func() { user.DisconnectedErrCB(c, err) })
+		}))
+	}
+	if user.DisconnectedCB != nil {
+		opts = append(opts, nats.DisconnectHandler(func(c *nats.Conn) {
+			callUser(func() { user.DisconnectedCB(c) })
+		}))
+	}
 	return nats.Connect(n.cfg.URL, opts...)
 }
 
@@ -943,6 +955,27 @@ func (n *Node) drained() bool {
 // logf logs at level if the node has a logger. Any goroutine.
 func (n *Node) logf(level slog.Level, msg string, args ...any) {
 	if n.log != nil {
-		n.log.Log(context.Background(), level, msg, args...)
+		callUser(func() { n.log.Log(context.Background(), level, msg, args...) })
 	}
+}
+
+// callUser calls f, the user's code (a hook, the logger's handler, a
+// NATS handler set in Config.Options), on a goroutine of its own and
+// waits for it to return. So a runtime.Goexit in f ends that goroutine
+// only, and counts as f's return: the goroutine that called it goes on,
+// whether it is one of NATS's, which NATS would not replace (a
+// subscription's, which would hear nothing more, or the one that calls
+// the connection's handlers, without which Close would wait for ever for
+// the closed handler), or the node's own. A panic in f is not
+// recovered, and ends the program, as the panic of any goroutine does.
+// The node calls user code only when something seldom happens (a peer
+// comes or goes, a connection event, a log record), never per message,
+// so the goroutine costs nothing that matters.
+func callUser(f func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	<-done
 }
