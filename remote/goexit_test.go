@@ -11,6 +11,7 @@ import (
 
 	scheduler "github.com/procsched/scheduler"
 	"github.com/procsched/scheduler/payload"
+	"github.com/procsched/scheduler/relay"
 	"github.com/procsched/scheduler/remote"
 )
 
@@ -146,5 +147,35 @@ func TestLocalFactoryGoexit(t *testing.T) {
 
 	assert.NoError(t, tSpawnBounded(t, a, "", "adder"), "a local spawn after the Goexits")
 	assert.NoError(t, tSpawnBounded(t, b, "a", "adder"), "a remote spawn after the Goexits")
+	tCloseBounded(t, a)
+}
+
+// TestMonitorFuncGoexit: the function given to Node.Monitor runs in its
+// own goroutine, for a process of another node as for one of this node,
+// so a runtime.Goexit in it ends that goroutine only: the node goes on
+// hearing its peers.
+func TestMonitorFuncGoexit(t *testing.T) {
+	_, a, b := tTwoNodes(t, nil)
+	tRegister(t, a, b)
+	exits := make(chan scheduler.Exit, 2)
+	watch := func(e scheduler.Exit) { exits <- e; runtime.Goexit() }
+
+	remoteChild, err := a.Spawn(t.Context(), "b", "echo", "run", nil)
+	require.NoError(t, err)
+	localChild, err := a.Spawn(t.Context(), "a", "echo", "run", nil)
+	require.NoError(t, err)
+	a.Monitor(remoteChild, watch)
+	a.Monitor(localChild, watch)
+	require.NoError(t, a.S.Send(relay.Message{To: remoteChild, Data: "stop"}))
+	require.NoError(t, a.S.Send(relay.Message{To: localChild, Data: "stop"}))
+	got := map[relay.PID]scheduler.ExitReason{}
+	for range 2 {
+		e := tRecvBounded(t, exits, "a monitored end")
+		got[e.PID] = e.Reason
+	}
+	assert.Equal(t, map[relay.PID]scheduler.ExitReason{remoteChild: scheduler.ExitDone, localChild: scheduler.ExitDone}, got)
+
+	assert.NoError(t, tSpawnBounded(t, a, "b", "adder"), "a spawning on b after the Goexits")
+	assert.NoError(t, tSpawnBounded(t, b, "a", "adder"), "b spawning on a after the Goexits")
 	tCloseBounded(t, a)
 }

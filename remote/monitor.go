@@ -60,7 +60,9 @@ func (n *Node) MonitorRemote(c scheduler.Call) error {
 // documentation says). It returns stop, which forgets the monitor, here
 // and on the other node, and reports whether it did so before f was
 // called. Any goroutine. A nil f is a programming error: Monitor panics
-// at once.
+// at once. As f runs in its own goroutine, a [runtime.Goexit] in it ends
+// that goroutine only, and a panic in it, not recovered, ends the
+// program.
 func (n *Node) Monitor(pid relay.PID, f func(scheduler.Exit)) (stop func() bool) {
 	if f == nil {
 		panic("remote: Monitor with a nil function")
