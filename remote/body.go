@@ -27,6 +27,9 @@ import (
 //
 // Anything else is refused at the sender with ErrNotEncodable, and so is
 // a Go value that JSON cannot encode (the error wraps payload.ErrEncode).
+// A panic in a value's MarshalJSON is not recovered: the json package
+// passes it on to the goroutine that sends (see the package
+// documentation).
 const (
 	bodyNil      = 0
 	bodyString   = 1

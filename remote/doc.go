@@ -237,7 +237,18 @@
 // cross, or is too large, is refused so too, and the asker's request
 // completes with that error instead of waiting, as it does with
 // [ErrBackpressure] for an answer refused because too much waits for the
-// asker's node. A received []byte, string or
+// asker's node. A Go value's MarshalJSON runs on the goroutine that
+// sends it (the worker carrying out a Tell, the caller of [Node.Send] or
+// [Node.Spawn]), before the node takes any lock: a panic in it reaches
+// that goroutine as the json package passes it on, and a
+// [runtime.Goexit] ends that goroutine; either way nothing is sent, and
+// nothing is left locked. The result of a process that another node
+// awaits or monitors is encoded on the goroutine the scheduler's
+// monitor calls: a panic in its MarshalJSON ends the program, and a
+// Goexit sends the end without the result, its error matching
+// [ErrNotEncodable] and [scheduler.ErrGoexit], as for a result JSON
+// cannot encode, so the watcher is not left waiting. A
+// received []byte, string or
 // payload content shares the memory of the batch it came in, so a
 // receiver that keeps a small part of a large body for long keeps the
 // batch (at most half a window) alive.

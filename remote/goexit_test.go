@@ -179,3 +179,74 @@ func TestMonitorFuncGoexit(t *testing.T) {
 	assert.NoError(t, tSpawnBounded(t, b, "a", "adder"), "b spawning on a after the Goexits")
 	tCloseBounded(t, a)
 }
+
+// marshalsBadly is a message body whose MarshalJSON panics, or calls
+// runtime.Goexit if goexit is set.
+type marshalsBadly struct{ goexit bool }
+
+func (m marshalsBadly) MarshalJSON() ([]byte, error) {
+	if m.goexit {
+		runtime.Goexit()
+	}
+	panic("cannot marshal")
+}
+
+// TestMarshalJSONPanicReachesTheSender: a body's MarshalJSON runs on the
+// goroutine that sends, before the node takes any lock: its panic
+// reaches the caller of Send as the json package passes it on, and its
+// Goexit ends that goroutine; either way nothing is sent or left locked,
+// and later sends to the same node go out.
+func TestMarshalJSONPanicReachesTheSender(t *testing.T) {
+	_, a, b := tTwoNodes(t, nil)
+	sink, evs := tCollector(t, b.S, 4)
+	outcome := make(chan any, 1)
+	for _, goexit := range []bool{false, true} {
+		go func() {
+			returned := false
+			defer func() {
+				switch v := recover(); {
+				case v != nil:
+					outcome <- v
+				case !returned:
+					outcome <- scheduler.ErrGoexit
+				}
+			}()
+			err := a.Send(relay.Message{To: sink.PID(), Data: payload.Of(marshalsBadly{goexit})})
+			returned = true
+			outcome <- err
+		}()
+		got := tRecvBounded(t, outcome, "the end of the sending goroutine")
+		if goexit {
+			assert.Equal(t, scheduler.ErrGoexit, got, "the sender's goroutine ended")
+		} else {
+			assert.Equal(t, "cannot marshal", got, "the panic reached the sender")
+		}
+		// The peer's link is not held: a later send goes out and arrives.
+		require.NoError(t, a.Send(relay.Message{To: sink.PID(), Data: "after"}), "a send after the MarshalJSON")
+		assert.Equal(t, "after", tRecvBounded(t, evs, "the message sent after the MarshalJSON").Data)
+	}
+}
+
+// endsBadly is a process that ends at once with a result whose
+// MarshalJSON calls runtime.Goexit.
+type endsBadly struct{ adder }
+
+func (*endsBadly) Step(_ []scheduler.Event, out *scheduler.StepOutput) error {
+	out.Done(payload.Of(marshalsBadly{goexit: true}))
+	return nil
+}
+
+// TestResultMarshalGoexitAnswersTheAwait: a result whose MarshalJSON
+// calls runtime.Goexit, for a spawn that another node awaits, still
+// answers the await: with an error matching ErrNotEncodable and
+// ErrGoexit instead of the result, as for a result that JSON cannot
+// encode.
+func TestResultMarshalGoexitAnswersTheAwait(t *testing.T) {
+	_, a, b := tTwoNodes(t, nil)
+	tRegister(t, a)
+	require.NoError(t, a.Register("endsBadly", func() scheduler.Process { return &endsBadly{} }))
+	ev := tYield(t, b.S, b.SpawnCommand(), remote.Spawn{Node: "a", Kind: "endsBadly", Method: "run", Await: true})
+	assert.ErrorIs(t, ev.Error, remote.ErrNotEncodable)
+	assert.ErrorIs(t, ev.Error, scheduler.ErrGoexit)
+	assert.NoError(t, tSpawnBounded(t, b, "a", "adder"), "b spawning on a after the Goexit")
+}

@@ -197,12 +197,24 @@ func handleExit(h scheduler.Handle, e scheduler.Exit) scheduler.Exit {
 // sendExit sends peer p the exit e of the process its request req
 // watches. A result that cannot cross (JSON cannot encode it, or it is
 // too large) is replaced by the error saying so, joined to the exit's
-// own error if it has one. Any goroutine.
+// own error if it has one. The result's MarshalJSON, user code, runs
+// here: if it calls runtime.Goexit, the exit goes without the result, its
+// error matching ErrNotEncodable and scheduler.ErrGoexit, before the
+// goroutine ends, so that the watcher is not left waiting (a panic,
+// which nothing here recovers, ends the program after the same). Any
+// goroutine.
 func (n *Node) sendExit(p *peer, req uint64, e scheduler.Exit) {
 	var body any
 	cause := e.Err
 	if !e.Result.IsZero() {
+		encoded := false
+		defer func() {
+			if !encoded {
+				n.sendExitOnly(p, req, e.Reason, errors.Join(cause, fmt.Errorf("the result cannot cross: %w: its MarshalJSON did not return: %w", ErrNotEncodable, scheduler.ErrGoexit)))
+			}
+		}()
 		b, err := wireBody(e.Result)
+		encoded = true
 		if err == nil {
 			body = b
 		} else {
@@ -219,6 +231,18 @@ func (n *Node) sendExit(p *peer, req uint64, e scheduler.Exit) {
 		// end, which it would otherwise wait for until its node or this
 		// one goes down.
 		err = p.link.sendExit(req, e.Reason, cause, nil, roomAlways)
+	}
+	if err != nil {
+		n.counts.dropped[dropOverflow].Add(1)
+	}
+}
+
+// sendExitOnly sends peer p an exit without a result, for request req,
+// with reason and cause, as the end of sendExit does. Any goroutine.
+func (n *Node) sendExitOnly(p *peer, req uint64, reason scheduler.ExitReason, cause error) {
+	err := p.link.sendExit(req, reason, cause, nil, roomAnswer)
+	if errors.Is(err, ErrBackpressure) {
+		err = p.link.sendExit(req, reason, cause, nil, roomAlways)
 	}
 	if err != nil {
 		n.counts.dropped[dropOverflow].Add(1)
