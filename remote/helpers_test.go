@@ -29,7 +29,14 @@ func tServer(t testing.TB) *server.Server { return tServerOn(t, server.RANDOM_PO
 // the end of the test.
 func tServerOn(t testing.TB, port int) *server.Server {
 	t.Helper()
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, NoLog: true, NoSigs: true})
+	return tServerWith(t, &server.Options{Host: "127.0.0.1", Port: port, NoLog: true, NoSigs: true})
+}
+
+// tServerWith starts an embedded NATS server with opts and shuts it down
+// at the end of the test.
+func tServerWith(t testing.TB, opts *server.Options) *server.Server {
+	t.Helper()
+	s, err := server.NewServer(opts)
 	require.NoError(t, err)
 	s.Start()
 	require.True(t, s.ReadyForConnections(tWait), "the NATS server did not start")

@@ -164,17 +164,12 @@ func TestSubscriptionRefusedByTheServer(t *testing.T) {
 // end of the test.
 func tServerDenying(t testing.TB, denied string) *server.Server {
 	t.Helper()
-	srv, err := server.NewServer(&server.Options{
+	return tServerWith(t, &server.Options{
 		Host: "127.0.0.1", Port: server.RANDOM_PORT, NoLog: true, NoSigs: true,
 		Users: []*server.User{{Username: "u", Password: "p", Permissions: &server.Permissions{
 			Subscribe: &server.SubjectPermission{Allow: []string{">"}, Deny: []string{denied}},
 		}}},
 	})
-	require.NoError(t, err)
-	srv.Start()
-	require.True(t, srv.ReadyForConnections(tWait), "the NATS server did not start")
-	t.Cleanup(func() { tStopServer(srv) })
-	return srv
 }
 
 // TestNATSErrorsAreLogged: an error NATS reports on the side (here the
