@@ -100,10 +100,7 @@ func TestGoexitInPanicHookOnWorkerEndsTheProcess(t *testing.T) {
 				if got := calls.Load(); got != n {
 					t.Errorf("Panic hook called %d times, want %d", got, n)
 				}
-				bothWorkersRun(t, s)
-				if err := shutdownBounded(t, s, context.Background(), where); err != nil {
-					t.Errorf("Shutdown: %v", err)
-				}
+				stillServes(t, s, where)
 			})
 		}
 	}
@@ -164,10 +161,7 @@ func TestGoexitInPanicHookOfHandlerAndPool(t *testing.T) {
 			t.Fatalf("process %d: Close ran %d times, want 1", i, got)
 		}
 	}
-	bothWorkersRun(t, s)
-	if err := shutdownBounded(t, s, context.Background(), "handler"); err != nil {
-		t.Errorf("Shutdown: %v", err)
-	}
+	stillServes(t, s, "handler")
 }
 
 func TestGoexitInPanicHookOfChildInit(t *testing.T) {
@@ -267,10 +261,7 @@ func TestGoexitInDeadLetterHookAtAnEnd(t *testing.T) {
 			if got := letters.Load(); got != n {
 				t.Errorf("DeadLetter hook saw %d unread messages, want %d", got, n)
 			}
-			bothWorkersRun(t, s)
-			if err := shutdownBounded(t, s, context.Background(), how); err != nil {
-				t.Errorf("Shutdown: %v", err)
-			}
+			stillServes(t, s, how)
 		})
 	}
 }
@@ -308,10 +299,7 @@ func TestGoexitInDeadLetterHookOfDoneAfter(t *testing.T) {
 	if got := letters.Load(); got != n-1 {
 		t.Errorf("DeadLetter hook called %d times, want %d", got, n-1)
 	}
-	bothWorkersRun(t, s)
-	if err := shutdownBounded(t, s, context.Background(), "DoneAfter"); err != nil {
-		t.Errorf("Shutdown: %v", err)
-	}
+	stillServes(t, s, "DoneAfter")
 }
 
 func TestGoexitInDeadLetterHookOfTellFromOutside(t *testing.T) {
@@ -413,10 +401,7 @@ func TestGoexitInDeadLetterHookOfAStepsYields(t *testing.T) {
 			t.Fatalf("process %d: DeadLetter hook called %d times, want %d", i, got, i+1)
 		}
 	}
-	bothWorkersRun(t, s)
-	if err := shutdownBounded(t, s, context.Background(), "reply"); err != nil {
-		t.Errorf("Shutdown: %v", err)
-	}
+	stillServes(t, s, "reply")
 }
 
 // TestGoexitInPanicHookOfForcedCloseLetsShutdownReturn: a Goexit in the

@@ -76,6 +76,17 @@ func shutdownBounded(t *testing.T, s *sched.Scheduler, ctx context.Context, what
 	}
 }
 
+// stillServes fails the test unless both of s's workers still run
+// processes (see bothWorkersRun) and a Shutdown of s, bounded, returns
+// nil; what names the case in the failure.
+func stillServes(t *testing.T, s *sched.Scheduler, what string) {
+	t.Helper()
+	bothWorkersRun(t, s)
+	if err := shutdownBounded(t, s, context.Background(), what); err != nil {
+		t.Errorf("Shutdown: %v", err)
+	}
+}
+
 // bothWorkersRun fails the test unless two processes are inside Step at
 // the same time: with two workers, both must still be running.
 func bothWorkersRun(t *testing.T, s *sched.Scheduler) {
@@ -225,10 +236,7 @@ func TestGoexitInHandlerEndsProcess(t *testing.T) {
 			t.Fatalf("process %d: Close ran %d times, want 1", i, got)
 		}
 	}
-	bothWorkersRun(t, s)
-	if err := shutdownBounded(t, s, context.Background(), "handler"); err != nil {
-		t.Errorf("Shutdown: %v", err)
-	}
+	stillServes(t, s, "handler")
 }
 
 func TestGoexitInChildInitFailsItsStart(t *testing.T) {
