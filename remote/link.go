@@ -176,13 +176,7 @@ func (l *link) reserve(bound int, r room) (*outBatch, error) {
 		b = nil
 	}
 	if b == nil {
-		if k := len(l.spare); k > 0 {
-			b = l.spare[k-1]
-			l.spare = l.spare[:k-1]
-		} else {
-			b = &outBatch{}
-			b.enc.reset()
-		}
+		b = l.newBatch()
 		l.open = b
 	}
 	return b, nil
@@ -547,6 +541,19 @@ func (l *link) publishFailure(err error) error {
 	return fmt.Errorf("%w: publishing to node %q: %w", publishError(err), l.peer.name, err)
 }
 
+// newBatch returns an empty batch: a spare one (see recycle) if there is
+// one, else a new one. Called with l.mu held.
+func (l *link) newBatch() *outBatch {
+	if k := len(l.spare); k > 0 {
+		b := l.spare[k-1]
+		l.spare = l.spare[:k-1]
+		return b
+	}
+	b := &outBatch{}
+	b.enc.reset()
+	return b
+}
+
 // keepRefused puts the frames of b, a batch NATS refused with cause,
 // that must reach the peer all the same (see keptFrame) back in front of
 // everything waiting for the peer, in their order, in batches of their
@@ -568,13 +575,7 @@ func (l *link) keepRefused(b *outBatch, cause error) bool {
 			return
 		}
 		if cur == nil || cur.enc.size()+k.bound > maxBatch {
-			if n := len(l.spare); n > 0 {
-				cur = l.spare[n-1]
-				l.spare = l.spare[:n-1]
-			} else {
-				cur = &outBatch{}
-				cur.enc.reset()
-			}
+			cur = l.newBatch()
 			out = append(out, cur)
 		}
 		before := cur.enc.size()
